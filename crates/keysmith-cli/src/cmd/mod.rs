@@ -1,0 +1,3 @@
+//! One module per group of subcommands.
+
+pub mod sequence;

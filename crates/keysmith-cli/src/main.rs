@@ -1,0 +1,74 @@
+//! The `keysmith` command: parses arguments, calls the library, prints.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// keysmith hands out unique keys: durable sequences, value pools, shard keys,
+/// host counters.
+#[derive(Debug, Parser)]
+#[command(name = "keysmith", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, clap::Args)]
+pub struct Global {
+    /// Store URL: sqlite://PATH, postgres://USER@HOST/DB, etcd://HOST:PORT[/PREFIX].
+    /// Default: $KEYSMITH_STORE, else sqlite://keysmith.db.
+    #[arg(long, global = true, value_name = "URL")]
+    store: Option<String>,
+    /// Print structured output as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+impl Global {
+    /// The store URL to use.
+    pub fn store_url(&self) -> String {
+        self.store.clone().unwrap_or_else(keysmith::store::default_url)
+    }
+
+    /// Opens the store.
+    pub async fn open(&self) -> keysmith::Result<std::sync::Arc<dyn keysmith::store::Store>> {
+        keysmith::store::open(&self.store_url()).await
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Sequence(cmd::sequence::SequenceCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The one error type of keysmith.
+//!
+//! Every variant is something a caller can act on; every message names the
+//! object concerned and says what to do next.
+
+use std::fmt;
+
+/// The result type used throughout keysmith.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in keysmith, by what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The named object does not exist. `similar` lists existing names that
+    /// look alike, closest first (it may be empty).
+    #[error("{kind} {name:?} does not exist{}", Suggest(similar, *kind))]
+    NotFound {
+        /// What kind of object: "sequence", "pool", ...
+        kind: &'static str,
+        /// The name that was asked for.
+        name: String,
+        /// Existing names that look alike, closest first.
+        similar: Vec<String>,
+    },
+
+    /// An object with that name exists already.
+    #[error("{kind} {name:?} already exists; pick another name or drop it first")]
+    AlreadyExists {
+        /// What kind of object.
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+
+    /// The sequence has handed out every value up to its maximum. Sequences
+    /// never wrap.
+    #[error("sequence {name:?} is exhausted: every value up to its maximum {max} is taken; create a new sequence")]
+    Exhausted {
+        /// The sequence.
+        name: String,
+        /// Its maximum.
+        max: i64,
+    },
+
+    /// Optimistic allocation lost the race too many times in a row.
+    #[error("{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, use a larger block or the locked/atomic strategy")]
+    Contention {
+        /// The sequence or pool.
+        name: String,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+
+    /// A name is not acceptable.
+    #[error("invalid name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name (possibly truncated for display).
+        name: String,
+        /// What is wrong with it and what would be accepted.
+        reason: String,
+    },
+
+    /// An argument (count, block size, URL, string to decode...) is not acceptable.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// The store cannot be reached, is locked, or timed out. Retrying may help.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+
+    /// The store holds something keysmith did not write or cannot read.
+    #[error("store corrupt: {0}")]
+    Corrupt(String),
+
+    /// The handle was closed; open a new one.
+    #[error("{name:?}: this handle was closed; open a new one")]
+    Closed {
+        /// The sequence.
+        name: String,
+    },
+}
+
+impl Error {
+    /// Whether trying again later could succeed (store down, contention).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_) | Error::Contention { .. })
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+
+    pub(crate) fn not_found(kind: &'static str, name: &str) -> Self {
+        Error::NotFound {
+            kind,
+            name: name.to_owned(),
+            similar: Vec::new(),
+        }
+    }
+}
+
+struct Suggest<'a>(&'a [String], &'static str);
+
+impl fmt::Display for Suggest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            [] => write!(f, "; create it first"),
+            names => {
+                write!(f, "; did you mean ")?;
+                for (i, n) in names.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{n:?}")?;
+                }
+                write!(f, "? (or create the {} first)", self.1)
+            }
+        }
+    }
+}
+
+/// Existing names that look like `wanted`, closest first, at most three.
+pub fn closest_names<'a>(wanted: &str, existing: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut scored: Vec<(f64, &str)> = existing
+        .into_iter()
+        .map(|n| (strsim::jaro_winkler(wanted, n), n))
+        .filter(|(s, _)| *s >= 0.75)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_the_closest() {
+        let e = Error::NotFound {
+            kind: "sequence",
+            name: "oders".into(),
+            similar: closest_names("oders", ["orders", "users", "invoices"]),
+        };
+        assert_eq!(
+            e.to_string(),
+            "sequence \"oders\" does not exist; did you mean \"orders\"? (or create the sequence first)"
+        );
+    }
+
+    #[test]
+    fn closest_names_drops_unrelated() {
+        assert!(closest_names("zzz", ["orders", "users"]).is_empty());
+    }
+}

@@ -1,0 +1,1 @@
+//! Host counters (`<hostname>/<counter>`) and structured row names.

@@ -1,0 +1,1 @@
+//! The value pool: low-contention allocation without a hot row.

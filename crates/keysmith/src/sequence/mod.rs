@@ -1,0 +1,1 @@
+//! Named, durable, increasing sequences.

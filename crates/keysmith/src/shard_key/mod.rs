@@ -1,0 +1,1 @@
+//! Shard keys: compound record keys that say which shard holds the record.

@@ -1,0 +1,185 @@
+//! An in-memory store: for tests and examples. Nothing survives the process.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use rand::seq::IteratorRandom;
+
+use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
+use crate::{Error, Result};
+
+/// A store that lives in this process's memory. Cheap, fast, not durable.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sequences: BTreeMap<String, Row>,
+    pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        // A panic while holding the lock cannot leave State half-written: every
+        // closure checks before it writes.
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+impl State {
+    fn row(&mut self, name: &str) -> Result<&mut Row> {
+        self.sequences
+            .get_mut(name)
+            .ok_or_else(|| Error::not_found("sequence", name))
+    }
+
+    fn pool(&mut self, name: &str) -> Result<&mut (PoolRow, BTreeSet<i64>)> {
+        self.pools
+            .get_mut(name)
+            .ok_or_else(|| Error::not_found("pool", name))
+    }
+
+    fn reserve(&mut self, name: &str, n: i64) -> Result<Reservation> {
+        let row = self.row(name)?;
+        let r = row.plan(n)?;
+        row.next = r.end;
+        row.version = r.version;
+        Ok(r)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create(&self, spec: &SequenceSpec) -> Result<Row> {
+        self.with(|s| {
+            if s.sequences.contains_key(&spec.name) {
+                return Err(Error::AlreadyExists {
+                    kind: "sequence",
+                    name: spec.name.clone(),
+                });
+            }
+            let row = Row {
+                name: spec.name.clone(),
+                next: spec.start,
+                start: spec.start,
+                max: spec.max,
+                block: spec.block,
+                version: 1,
+            };
+            s.sequences.insert(spec.name.clone(), row.clone());
+            Ok(row)
+        })
+    }
+
+    async fn read(&self, name: &str) -> Result<Option<Row>> {
+        self.with(|s| Ok(s.sequences.get(name).cloned()))
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        self.with(|s| {
+            let row = s.row(name)?;
+            if row.version != expected {
+                return Ok(Put::Conflict(row.clone()));
+            }
+            row.next = new_next;
+            row.version += 1;
+            Ok(Put::Done(row.clone()))
+        })
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.with(|s| s.reserve(name, n))
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.with(|s| s.reserve(name, n))
+    }
+
+    async fn list(&self) -> Result<Vec<Row>> {
+        self.with(|s| Ok(s.sequences.values().cloned().collect()))
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        self.with(|s| {
+            s.sequences
+                .remove(name)
+                .map(drop)
+                .ok_or_else(|| Error::not_found("sequence", name))
+        })
+    }
+
+    async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
+        self.with(|s| {
+            if s.pools.contains_key(name) {
+                return Err(Error::AlreadyExists {
+                    kind: "pool",
+                    name: name.to_owned(),
+                });
+            }
+            let row = PoolRow {
+                name: name.to_owned(),
+                start,
+                size,
+            };
+            s.pools
+                .insert(name.to_owned(), (row.clone(), (start..start + size).collect()));
+            Ok(row)
+        })
+    }
+
+    async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
+        self.with(|s| Ok(s.pools.get(name).map(|(r, _)| r.clone())))
+    }
+
+    async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        self.with(|s| {
+            let (_, members) = s.pool(name)?;
+            Ok(members.iter().copied().sample(&mut rand::rng(), k))
+        })
+    }
+
+    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        self.with(|s| {
+            let (_, members) = s.pool(name)?;
+            if !members.remove(&take) {
+                return Ok(false);
+            }
+            if !members.insert(put) {
+                return Err(Error::Corrupt(format!(
+                    "pool {name:?} already holds {put}, which it should not yet"
+                )));
+            }
+            Ok(true)
+        })
+    }
+
+    async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
+        self.with(|s| Ok(s.pool(name)?.1.iter().copied().collect()))
+    }
+
+    async fn pool_list(&self) -> Result<Vec<PoolRow>> {
+        self.with(|s| Ok(s.pools.values().map(|(r, _)| r.clone()).collect()))
+    }
+
+    async fn pool_drop(&self, name: &str) -> Result<()> {
+        self.with(|s| {
+            s.pools
+                .remove(name)
+                .map(drop)
+                .ok_or_else(|| Error::not_found("pool", name))
+        })
+    }
+
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+}
