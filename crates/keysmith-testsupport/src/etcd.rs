@@ -1,0 +1,1 @@
+//! Throwaway etcd: one node or three.
