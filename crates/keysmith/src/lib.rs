@@ -1,6 +1,7 @@
 //! keysmith hands out unique keys for databases and services.
 #![warn(missing_docs)]
 
+pub mod bench;
 mod error;
 mod name;
 pub mod names;
