@@ -16,7 +16,7 @@ use crate::{Error, Result};
 
 pub mod memory;
 pub mod postgres;
-// pub mod sqlite;
+pub mod sqlite;
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
 /// free value (`max + 1`) always fits in an `i64`.
@@ -301,7 +301,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
-        "sqlite" => Err(Error::invalid(format!("{rest}"))),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
         "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
@@ -351,10 +351,23 @@ mod tests {
     fn spec_validation() {
         SequenceSpec::new("ok").validate().unwrap();
         for bad in [
-            SequenceSpec { start: -1, ..SequenceSpec::new("a") },
-            SequenceSpec { max: i64::MAX, ..SequenceSpec::new("a") },
-            SequenceSpec { start: 10, max: 9, ..SequenceSpec::new("a") },
-            SequenceSpec { block: 0, ..SequenceSpec::new("a") },
+            SequenceSpec {
+                start: -1,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                max: i64::MAX,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                start: 10,
+                max: 9,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                block: 0,
+                ..SequenceSpec::new("a")
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
