@@ -272,7 +272,10 @@ impl PostgresStore {
         .await
         .map_err(|e| self.pg(&e))?;
         let current: i32 = match tx
-            .query_opt(&format!("SELECT schema_version FROM {s}.keysmith_meta"), &[])
+            .query_opt(
+                &format!("SELECT schema_version FROM {s}.keysmith_meta"),
+                &[],
+            )
             .await
             .map_err(|e| self.pg(&e))?
         {
@@ -462,10 +465,7 @@ impl PostgresStore {
             .prepare_cached(&self.sql.read)
             .await
             .map_err(|e| self.pg(&e))?;
-        let r = c
-            .query_opt(&st, &[&name])
-            .await
-            .map_err(|e| self.pg(&e))?;
+        let r = c.query_opt(&st, &[&name]).await.map_err(|e| self.pg(&e))?;
         r.map(|r| self.row(&r, 0)).transpose()
     }
 }
@@ -712,9 +712,8 @@ impl Store for PostgresStore {
                     return Err(Error::not_found("sequence", name));
                 };
                 let plan = self.row(&r, 0)?.plan(n)?;
-                let version = i64::try_from(plan.version).map_err(|_| {
-                    Error::Corrupt(format!("sequence {name:?}: version overflow"))
-                })?;
+                let version = i64::try_from(plan.version)
+                    .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
                 tx.execute(&write, &[&name, &plan.end, &version])
                     .await
                     .map_err(|e| self.pg(&e))?;
@@ -1213,6 +1212,42 @@ mod tests {
         // the same schema at once.
         assert_eq!(advisory_key("keysmith"), advisory_key("keysmith"));
         assert_ne!(advisory_key("keysmith"), advisory_key("keysmith2"));
-        assert_eq!(advisory_key("keysmith"), -5_585_582_542_468_738_829);
+        assert_eq!(advisory_key("keysmith"), 6_772_400_477_577_499_785);
+    }
+
+    /// The session settings hold even when the role's defaults say otherwise
+    /// (`ALTER ROLE ... SET` is applied at login, before keysmith's `SET`).
+    #[tokio::test]
+    async fn sessions_commit_synchronously_whatever_the_role_defaults_are() {
+        let Some(pg) = keysmith_testsupport::postgres::TempPostgres::shared() else {
+            return;
+        };
+        let (admin, conn) = tokio_postgres::connect(&pg.url(), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        admin
+            .batch_execute(
+                "CREATE ROLE lazy LOGIN;
+                 ALTER ROLE lazy SET synchronous_commit = off;
+                 ALTER ROLE lazy SET statement_timeout = 0;
+                 GRANT CREATE ON DATABASE postgres TO lazy;",
+            )
+            .await
+            .unwrap();
+        let url = pg.url().replace("keysmith@", "lazy@") + "?schema=lazy&timeout=7";
+        let store = PostgresStore::open(&url).await.unwrap();
+        let c = store.client().await.unwrap();
+        let show = |what: &'static str| {
+            let c = &c;
+            async move {
+                c.query_one(&format!("SHOW {what}"), &[])
+                    .await
+                    .unwrap()
+                    .get::<_, String>(0)
+            }
+        };
+        assert_eq!(show("synchronous_commit").await, "on");
+        assert_eq!(show("statement_timeout").await, "7s");
+        assert_eq!(show("idle_in_transaction_session_timeout").await, "7s");
+        assert_eq!(show("fsync").await, "on");
     }
 }
