@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::{Error, Result};
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
@@ -302,6 +303,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     })?;
     match scheme {
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
+        "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"
