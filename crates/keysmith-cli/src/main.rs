@@ -50,6 +50,8 @@ enum Command {
     /// Benchmarks: allocation rate, block-boundary stalls.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
             Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
+            Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
         }
     });
     match result {

@@ -1,0 +1,95 @@
+//! `serve`: runs the HTTP service until SIGTERM or ctrl-c.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keysmith::sequence::Strategy;
+use keysmith_server::{
+    Config, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN, DEFAULT_MAX_COUNT, Server, TOKEN_ENV, Token,
+};
+
+use crate::Global;
+
+/// Options of `keysmith serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Port 0 picks a free port (the address is printed).
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
+    listen: SocketAddr,
+    /// A file holding the bearer token every route but /healthz then needs
+    /// (one trailing newline is dropped). Without it, $KEYSMITH_TOKEN is used
+    /// if set. The token is never taken as an argument, where `ps` would show it.
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without a token.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// The most values one request may ask for; more is a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
+    max_count: i64,
+    /// The largest request body, in bytes; more is a 413.
+    #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
+    body_limit: usize,
+    /// The longest a request may take, in milliseconds; then it gets a 503.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    request_timeout_ms: u64,
+    /// How the server's handles reserve blocks: optimistic, locked or atomic.
+    #[arg(long, default_value_t = Strategy::Optimistic)]
+    strategy: Strategy,
+}
+
+/// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
+pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
+    let token = match &args.token_file {
+        Some(path) => Some(Token::from_file(path).map_err(anyhow::Error::msg)?),
+        None => Token::from_env().map_err(anyhow::Error::msg)?,
+    };
+    let authed = token.is_some();
+    let config = Config {
+        listen: args.listen,
+        store_url: global.store_url(),
+        token,
+        insecure_no_auth: args.insecure_no_auth,
+        max_count: args.max_count,
+        body_limit: args.body_limit,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        strategy: args.strategy,
+    };
+    let server = Server::bind(config).await?;
+    let addr = server.local_addr()?;
+    eprintln!(
+        "keysmith: listening on http://{addr} ({}); SIGTERM or ctrl-c stops",
+        if authed {
+            "token required".to_owned()
+        } else {
+            format!("no token: set ${TOKEN_ENV} or --token-file to require one")
+        }
+    );
+    server.run(shutdown_signal()).await?;
+    eprintln!("keysmith: stopped; every handle closed");
+    Ok(())
+}
+
+/// Completes on SIGTERM or ctrl-c (SIGINT).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    eprintln!("keysmith: shutting down: finishing requests in flight, then closing handles");
+}

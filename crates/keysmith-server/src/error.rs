@@ -1,0 +1,219 @@
+//! Errors as HTTP responses: `{"error": {"code": ..., "message": ...}}`.
+//!
+//! [`ApiError::from`] on a [`keysmith::Error`] is the one place where library
+//! errors become statuses.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Seconds a client is asked to wait (`Retry-After`) after a 503.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+/// An error response: a status, a stable machine-readable code, a message
+/// that says what was wrong and what to do, and for unknown names the
+/// existing names that look alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable code, e.g. `not_found`, `invalid_argument`, `contention`.
+    pub code: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// Existing names that look like the one asked for (404s only).
+    pub similar: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    similar: &'a [String],
+}
+
+impl ApiError {
+    /// An error with no "similar names".
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            similar: Vec::new(),
+        }
+    }
+
+    /// 400: the request is malformed (bad JSON, bad query parameter...).
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 413: the request asks for too much (body or count over the limit).
+    pub fn too_large(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+    }
+
+    /// 401: no token, or the wrong one.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 404 for a path that names no route.
+    pub fn no_route(path: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_route",
+            format!("no route {path:?}; GET /openapi.json lists the routes"),
+        )
+    }
+
+    /// 503: the request took longer than the server's request timeout.
+    pub fn timeout(limit: std::time::Duration) -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!(
+                "the request took longer than the server's limit of {} ms; retry later (values it may have taken are never handed out again)",
+                limit.as_millis()
+            ),
+        )
+    }
+}
+
+impl From<keysmith::Error> for ApiError {
+    fn from(e: keysmith::Error) -> Self {
+        use keysmith::Error as E;
+        let message = e.to_string();
+        let (status, code) = match &e {
+            E::NotFound { similar, .. } => {
+                return ApiError {
+                    status: StatusCode::NOT_FOUND,
+                    code: "not_found",
+                    message,
+                    similar: similar.clone(),
+                };
+            }
+            E::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),
+            E::Exhausted { .. } => (StatusCode::CONFLICT, "exhausted"),
+            E::InvalidName { .. } => (StatusCode::BAD_REQUEST, "invalid_name"),
+            E::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            E::Contention { .. } => (StatusCode::SERVICE_UNAVAILABLE, "contention"),
+            E::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            // A handle closes only when its sequence is dropped or the
+            // server shuts down; a retry gets a fresh handle or another server.
+            E::Closed { .. } => (StatusCode::SERVICE_UNAVAILABLE, "closed"),
+            E::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                similar: &self.similar,
+            },
+        })
+        .unwrap_or_else(|_| b"{\"error\":{\"code\":\"internal\",\"message\":\"\"}}".to_vec());
+        let mut res = (self.status, body).into_response();
+        let h = res.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"keysmith\""),
+            );
+        }
+        // Lets the metrics layer count errors by code without parsing bodies.
+        res.extensions_mut().insert(ErrorCode(self.code));
+        res
+    }
+}
+
+/// The code of an error response, left in the response's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
+/// What handlers return.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_errors_map_to_statuses() {
+        use keysmith::Error as E;
+        let cases = [
+            (
+                E::NotFound {
+                    kind: "sequence",
+                    name: "a".into(),
+                    similar: vec!["b".into()],
+                },
+                404,
+            ),
+            (
+                E::AlreadyExists {
+                    kind: "sequence",
+                    name: "a".into(),
+                },
+                409,
+            ),
+            (
+                E::Exhausted {
+                    name: "a".into(),
+                    max: 3,
+                },
+                409,
+            ),
+            (
+                E::InvalidName {
+                    name: "a b".into(),
+                    reason: "space".into(),
+                },
+                400,
+            ),
+            (E::InvalidArgument("x".into()), 400),
+            (
+                E::Contention {
+                    name: "a".into(),
+                    attempts: 3,
+                },
+                503,
+            ),
+            (E::Unavailable("down".into()), 503),
+            (E::Closed { name: "a".into() }, 503),
+            (E::Corrupt("bad".into()), 500),
+        ];
+        for (e, status) in cases {
+            let api = ApiError::from(e.clone());
+            assert_eq!(api.status.as_u16(), status, "{e:?}");
+            assert_eq!(api.message, e.to_string());
+        }
+    }
+
+    #[test]
+    fn unavailable_carries_retry_after() {
+        let res = ApiError::from(keysmith::Error::Unavailable("x".into())).into_response();
+        assert_eq!(res.headers()[header::RETRY_AFTER], "1");
+        let res = ApiError::bad_request("x").into_response();
+        assert!(res.headers().get(header::RETRY_AFTER).is_none());
+    }
+}

@@ -1,0 +1,389 @@
+//! The keysmith HTTP service: sequences, value pools, host counters and
+//! shard keys for any language, as JSON over HTTP.
+//!
+//! The server only parses requests, calls the `keysmith` library and maps
+//! its errors to statuses; every allocation happens in the library. It keeps
+//! one [`Sequence`](keysmith::sequence::Sequence) handle per name, opened on
+//! first use, so all of its clients share that handle's block cache and get
+//! values that increase in the order the requests were answered.
+//!
+//! ```no_run
+//! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {
+//! let config = keysmith_server::Config {
+//!     store_url: "sqlite://keysmith.db".into(),
+//!     ..Default::default()
+//! };
+//! // Serves on 127.0.0.1:7878 until ctrl-c, then closes every handle.
+//! keysmith_server::serve(config, async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! })
+//! .await
+//! # }
+//! ```
+//!
+//! The routes are listed by `GET /openapi.json` ([`openapi::document`]).
+#![warn(missing_docs)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
+use keysmith::store::Store;
+
+mod auth;
+mod error;
+mod extract;
+mod handles;
+mod metrics;
+pub mod openapi;
+mod routes;
+mod status;
+
+pub use auth::{OPEN_PATH, TOKEN_ENV, Token};
+pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
+
+use handles::Handles;
+use metrics::{HandleCounters, Metrics};
+
+/// The address the server listens on by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+/// The default most values one request may ask for.
+pub const DEFAULT_MAX_COUNT: i64 = 100_000;
+/// The default largest request body, in bytes.
+pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
+/// The default longest time a request may take.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to run a server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen. Default [`DEFAULT_LISTEN`]; port 0 picks a free port
+    /// (see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// The store URL, as for [`keysmith::store::open`]. Default
+    /// [`keysmith::store::default_url`].
+    pub store_url: String,
+    /// The bearer token every route but [`OPEN_PATH`] needs. `None`: no auth,
+    /// allowed only on a loopback address unless `insecure_no_auth`.
+    pub token: Option<Token>,
+    /// Allows listening on a non-loopback address without a token.
+    pub insecure_no_auth: bool,
+    /// The most values one request may ask for (1 to
+    /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
+    pub max_count: i64,
+    /// The largest request body in bytes; more is a 413.
+    pub body_limit: usize,
+    /// The longest a request may take; then it is answered with a 503.
+    pub request_timeout: Duration,
+    /// How the server's sequence handles reserve blocks.
+    pub strategy: Strategy,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: DEFAULT_LISTEN.parse().expect("valid default address"),
+            store_url: keysmith::store::default_url(),
+            token: None,
+            insecure_no_auth: false,
+            max_count: DEFAULT_MAX_COUNT,
+            body_limit: DEFAULT_BODY_LIMIT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            strategy: Strategy::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks the limits, and that a server reachable from other hosts has a
+    /// token (or is explicitly told `insecure_no_auth`).
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] saying what to change.
+    pub fn validate(&self) -> Result<(), ServeError> {
+        if !(1..=MAX_BATCH).contains(&self.max_count) {
+            return Err(ServeError::Config(format!(
+                "max count must be between 1 and {MAX_BATCH}, got {}",
+                self.max_count
+            )));
+        }
+        if self.body_limit == 0 {
+            return Err(ServeError::Config(
+                "the body limit must be at least 1 byte".into(),
+            ));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(ServeError::Config(
+                "the request timeout must be more than 0".into(),
+            ));
+        }
+        if self.token.is_none() && !self.listen.ip().is_loopback() && !self.insecure_no_auth {
+            return Err(ServeError::Config(format!(
+                "refusing to listen on {} without a token: anyone who can reach it could take and waste values. \
+                 Set ${TOKEN_ENV} or --token-file, listen on 127.0.0.1, or pass --insecure-no-auth",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Why a server could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The configuration is not acceptable.
+    #[error("{0}")]
+    Config(String),
+    /// The store could not be opened.
+    #[error("cannot open the store: {0}")]
+    Store(#[from] keysmith::Error),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The limits and choices handlers need.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) max_count: i64,
+    pub(crate) body_limit: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) strategy: Strategy,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) options: Options,
+    pub(crate) token: Option<[u8; 32]>,
+    pub(crate) sequences: Handles<Sequence>,
+    pub(crate) metrics: Metrics,
+    pub(crate) started: Instant,
+}
+
+/// What every request of one server shares: the store, the open handles,
+/// the metrics. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    shared: Arc<Shared>,
+}
+
+impl AppState {
+    /// State over an open store, with the limits, token and strategy of
+    /// `config` (its `listen` and `store_url` are not used here).
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] as [`Config::validate`].
+    pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
+        config.validate()?;
+        let state = AppState {
+            shared: Arc::new(Shared {
+                store,
+                options: Options {
+                    max_count: config.max_count,
+                    body_limit: config.body_limit,
+                    request_timeout: config.request_timeout,
+                    strategy: config.strategy,
+                },
+                token: config.token.as_ref().map(Token::digest),
+                sequences: Handles::new("sequence"),
+                metrics: Metrics::new(),
+                started: Instant::now(),
+            }),
+        };
+        state.start_sampler();
+        Ok(state)
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Samples allocation rates once a second while the state lives (and a
+    /// tokio runtime runs).
+    fn start_sampler(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.shared);
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                let Some(s) = weak.upgrade() else { return };
+                let now = Instant::now();
+                s.sequences.sample_all(now);
+            }
+        });
+    }
+
+    pub(crate) fn render_metrics(&self) -> String {
+        let s = self.shared();
+        let seqs: Vec<_> = s
+            .sequences
+            .snapshot()
+            .into_iter()
+            .map(|(n, e)| {
+                let st = e.handle.stats();
+                (
+                    n,
+                    HandleCounters {
+                        refills: st.reservations,
+                        conflicts: st.conflicts,
+                        size: e.handle.block(),
+                    },
+                )
+            })
+            .collect();
+        s.metrics
+            .render(&seqs, &[], s.started.elapsed().as_secs_f64())
+    }
+
+    /// Closes every open handle, handing unused block tails back to the
+    /// store where no one reserved since. Handles asked for afterwards fail
+    /// with [`keysmith::Error::Closed`] (a 503).
+    pub async fn close(&self) {
+        self.shared.sequences.close_all().await;
+    }
+}
+
+/// Answers a request that runs past the timeout with a 503.
+async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let limit = state.shared().options.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::timeout(limit).into_response(),
+    }
+}
+
+/// Counts error responses by code.
+async fn count_errors(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    if let Some(ErrorCode(code)) = res.extensions().get::<ErrorCode>() {
+        state
+            .shared()
+            .metrics
+            .errors
+            .with_label_values(&[code])
+            .inc();
+    }
+    res
+}
+
+/// Every route of the API, over `state`, with auth, the body limit, the
+/// request timeout and error counting.
+pub fn router(state: AppState) -> Router {
+    use routes::sequences as seq;
+    let body_limit = state.shared().options.body_limit;
+    Router::new()
+        .route("/", get(status::page))
+        .route("/v1/status", get(status::json))
+        .route("/healthz", get(routes::healthz))
+        .route("/livez", get(routes::livez))
+        .route("/metrics", get(routes::metrics))
+        .route("/openapi.json", get(openapi::handler))
+        .route("/v1/sequences", post(seq::create).get(seq::list))
+        .route("/v1/sequences/{name}", get(seq::show).delete(seq::drop))
+        .route("/v1/sequences/{name}/next", post(seq::next))
+        .fallback(routes::no_route)
+        .method_not_allowed_fallback(routes::wrong_method)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), timeout))
+        .layer(middleware::from_fn_with_state(state.clone(), count_errors))
+        .with_state(state)
+}
+
+/// A server bound to its address, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    router: Router,
+}
+
+impl Server {
+    /// Checks the configuration, opens the store and binds the address.
+    ///
+    /// # Errors
+    /// [`ServeError::Config`], [`ServeError::Store`], [`ServeError::Bind`].
+    pub async fn bind(config: Config) -> Result<Server, ServeError> {
+        config.validate()?;
+        let store = keysmith::store::open(&config.store_url).await?;
+        let state = AppState::new(store, &config)?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServeError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let router = router(state.clone());
+        Ok(Server {
+            listener,
+            state,
+            router,
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    ///
+    /// # Errors
+    /// [`ServeError::Io`] if the socket cannot say.
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// The server's state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting connections,
+    /// lets the requests in flight finish, and closes every handle (handing
+    /// unused block tails back).
+    ///
+    /// # Errors
+    /// [`ServeError::Io`] if serving fails.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
+        self.state.close().await;
+        Ok(served?)
+    }
+}
+
+/// Binds, serves until `shutdown` completes, then shuts down gracefully (see
+/// [`Server::run`]).
+///
+/// # Errors
+/// As [`Server::bind`] and [`Server::run`].
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    Server::bind(config).await?.run(shutdown).await
+}

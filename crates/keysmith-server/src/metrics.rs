@@ -1,0 +1,164 @@
+//! Prometheus metrics: values handed out and latency per sequence and pool,
+//! errors by code, and the handles' own counters (refills, conflicts,
+//! block size) read when scraped.
+
+use prometheus::{
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Latency buckets, in seconds: 50 µs to 5 s.
+const BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0,
+];
+
+/// The metrics of one server. Each server has its own registry (nothing
+/// global), so several servers in one process keep apart.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    /// Values handed out, by kind ("sequence", "pool", "counter") and name.
+    pub(crate) values: IntCounterVec,
+    /// Allocation requests answered, by kind and name.
+    pub(crate) requests: IntCounterVec,
+    /// Time to answer an allocation request, by kind and name.
+    pub(crate) latency: HistogramVec,
+    /// Error responses, by code.
+    pub(crate) errors: IntCounterVec,
+}
+
+/// What a handle reports when scraped.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HandleCounters {
+    /// Reservations in the store (sequence refills) or pool swaps attempted.
+    pub(crate) refills: u64,
+    /// Conflicts with other writers, each followed by a retry.
+    pub(crate) conflicts: u64,
+    /// Current block size (sequences) or pool size (pools).
+    pub(crate) size: i64,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let registry = Registry::new();
+        let values = IntCounterVec::new(
+            Opts::new("keysmith_values_total", "Values handed out."),
+            &["kind", "name"],
+        )
+        .expect("valid metric");
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "keysmith_allocation_requests_total",
+                "Allocation requests answered with values.",
+            ),
+            &["kind", "name"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "keysmith_allocation_seconds",
+                "Time from request to response of allocation requests that succeeded.",
+            )
+            .buckets(BUCKETS.to_vec()),
+            &["kind", "name"],
+        )
+        .expect("valid metric");
+        let errors = IntCounterVec::new(
+            Opts::new("keysmith_http_errors_total", "Error responses, by code."),
+            &["code"],
+        )
+        .expect("valid metric");
+        for c in [&values, &requests, &errors] {
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
+        }
+        registry
+            .register(Box::new(latency.clone()))
+            .expect("unique metric");
+        Metrics {
+            registry,
+            values,
+            requests,
+            latency,
+            errors,
+        }
+    }
+
+    /// Drops the series of a name that no longer has a handle.
+    pub(crate) fn forget(&self, kind: &str, name: &str) {
+        let _ = self.values.remove_label_values(&[kind, name]);
+        let _ = self.requests.remove_label_values(&[kind, name]);
+        let _ = self.latency.remove_label_values(&[kind, name]);
+    }
+
+    /// The Prometheus text exposition: the registry, plus the handles'
+    /// counters as they are now.
+    pub(crate) fn render(
+        &self,
+        sequences: &[(String, HandleCounters)],
+        pools: &[(String, HandleCounters)],
+        uptime_seconds: f64,
+    ) -> String {
+        let scrape = Registry::new();
+        let gauge = |name: &str, help: &str| {
+            let g = IntGaugeVec::new(Opts::new(name, help), &["name"]).expect("valid metric");
+            scrape.register(Box::new(g.clone())).expect("unique metric");
+            g
+        };
+        let counter = |name: &str, help: &str| {
+            let c = IntCounterVec::new(Opts::new(name, help), &["name"]).expect("valid metric");
+            scrape.register(Box::new(c.clone())).expect("unique metric");
+            c
+        };
+        let seq_refills = counter(
+            "keysmith_sequence_refills_total",
+            "Blocks reserved in the store by the server's handle (refills and prefetches).",
+        );
+        let seq_conflicts = counter(
+            "keysmith_sequence_conflicts_total",
+            "Optimistic reservations that lost to another writer and were retried.",
+        );
+        let seq_block = gauge(
+            "keysmith_sequence_block_size",
+            "Current block size of the server's handle.",
+        );
+        for (name, c) in sequences {
+            seq_refills.with_label_values(&[name]).inc_by(c.refills);
+            seq_conflicts.with_label_values(&[name]).inc_by(c.conflicts);
+            seq_block.with_label_values(&[name]).set(c.size);
+        }
+        let pool_attempts = counter(
+            "keysmith_pool_attempts_total",
+            "Attempts to take a pool member (one per member tried).",
+        );
+        let pool_conflicts = counter(
+            "keysmith_pool_conflicts_total",
+            "Pool members taken by someone else first; each is retried with another member.",
+        );
+        let pool_size = gauge("keysmith_pool_size", "Members a pool holds.");
+        for (name, c) in pools {
+            pool_attempts.with_label_values(&[name]).inc_by(c.refills);
+            pool_conflicts
+                .with_label_values(&[name])
+                .inc_by(c.conflicts);
+            pool_size.with_label_values(&[name]).set(c.size);
+        }
+        let uptime = Gauge::new(
+            "keysmith_uptime_seconds",
+            "Seconds since the server started.",
+        )
+        .expect("valid metric");
+        uptime.set(uptime_seconds);
+        scrape.register(Box::new(uptime)).expect("unique metric");
+
+        let mut families = self.registry.gather();
+        families.extend(scrape.gather());
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
+            tracing::warn!("cannot encode metrics: {e}");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

@@ -1,0 +1,114 @@
+//! `GET /openapi.json`: the API described in OpenAPI 3.1.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+/// The OpenAPI document of the API.
+pub fn document() -> Value {
+    let name = json!({
+        "name": "name", "in": "path", "required": true,
+        "description": "Percent-encoded name (a `/` in a name is sent as %2F).",
+        "schema": {"type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES}
+    });
+    let count = json!({
+        "name": "count", "in": "query", "required": false,
+        "description": "How many values (default 1; above the server's maximum is a 413).",
+        "schema": {"type": "integer", "minimum": 1}
+    });
+    let as_ = json!({
+        "name": "as", "in": "query", "required": false,
+        "description": "`string` sends values as JSON strings, for clients whose numbers lose precision above 2^53.",
+        "schema": {"type": "string", "enum": ["number", "string"]}
+    });
+    let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let ok = |d: &str, schema: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
+    let common = |mut m: serde_json::Map<String, Value>| {
+        m.insert(
+            "400".into(),
+            err("Bad input: name, body or query parameter."),
+        );
+        m.insert("401".into(), err("No token, or the wrong one."));
+        m.insert(
+            "503".into(),
+            err("Contention, store unavailable or request timeout; see Retry-After."),
+        );
+        Value::Object(m)
+    };
+    let responses = |pairs: Vec<(&str, Value)>| {
+        common(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "keysmith",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Unique keys over HTTP: durable sequences, value pools, host counters, shard keys. \
+                Every value is handed out at most once. With a token set, every route but /healthz needs \
+                `Authorization: Bearer TOKEN` (or HTTP Basic with the token as the password)."
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                    "type": "object", "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "string", "examples": ["not_found", "already_exists", "invalid_name", "too_large", "contention"]},
+                        "message": {"type": "string"},
+                        "similar": {"type": "array", "items": {"type": "string"}, "description": "Existing names that look alike (404 only)."}
+                    }}}},
+                "Values": {"type": "object", "required": ["values"], "properties": {"values": {
+                    "type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
+                "CreateSequence": {"type": "object", "required": ["name"], "additionalProperties": false, "properties": {
+                    "name": {"type": "string"},
+                    "start": {"type": "integer", "default": 1, "minimum": 0},
+                    "max": {"type": "integer", "default": keysmith::store::MAX_VALUE},
+                    "block": {"type": "integer", "default": 100, "minimum": 1}}},
+                "Sequence": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
+                    "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
+                    "version": {"type": "integer"}, "remaining": {"type": "integer"},
+                    "server": {"description": "This server's handle, null until it handed out a value.",
+                        "oneOf": [{"type": "null"}, {"type": "object", "properties": {
+                            "block": {"type": "integer", "description": "Current (adaptive) block size."},
+                            "served": {"type": "integer"}, "last_served": {"type": ["integer", "null"]},
+                            "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}},
+                "SequenceList": {"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}},
+                "Health": {"type": "object", "properties": {"status": {"type": "string"}, "store": {"type": "string"}}}
+            }
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/sequences": {
+                "post": {"summary": "Create a sequence",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreateSequence"}}}},
+                    "responses": responses(vec![("201", ok("Created.", "Sequence")), ("409", err("A sequence of that name exists.")), ("413", err("Body over the limit."))])},
+                "get": {"summary": "List sequences", "responses": responses(vec![("200", ok("Every sequence, by name.", "SequenceList"))])}
+            },
+            "/v1/sequences/{name}": {
+                "parameters": [name],
+                "get": {"summary": "Show a sequence", "responses": responses(vec![("200", ok("The sequence.", "Sequence")), ("404", err("No such sequence."))])},
+                "delete": {"summary": "Drop a sequence for good", "responses": responses(vec![("200", json!({"description": "Dropped."})), ("404", err("No such sequence."))])}
+            },
+            "/v1/sequences/{name}/next": {
+                "parameters": [name],
+                "post": {"summary": "Take values",
+                    "description": "Values are unique forever and increase in the order this server answers requests.",
+                    "parameters": [count, as_],
+                    "responses": responses(vec![("200", ok("The values, ascending.", "Values")), ("404", err("No such sequence.")),
+                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},
+            "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},
+            "/healthz": {"get": {"summary": "Checks the store; needs no token", "security": [],
+                "responses": {"200": ok("The store answers.", "Health"), "503": err("The store does not answer.")}}},
+            "/livez": {"get": {"summary": "Answers while the process runs; touches nothing", "responses": responses(vec![("200", ok("Alive.", "Health"))])}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": responses(vec![("200", json!({"description": "Prometheus text format."}))])}},
+            "/openapi.json": {"get": {"summary": "This document", "responses": responses(vec![("200", json!({"description": "OpenAPI 3.1."}))])}}
+        }
+    })
+}
+
+/// `GET /openapi.json`.
+pub(crate) async fn handler() -> Json<Value> {
+    Json(document())
+}

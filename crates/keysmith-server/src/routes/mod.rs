@@ -1,0 +1,148 @@
+//! The routes. Handlers parse, call the library, and answer; errors map to
+//! statuses in [`crate::error`].
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+
+pub(crate) mod sequences;
+
+/// The query of the `next` routes: `?count=N&as=number|string`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NextQuery {
+    count: Option<String>,
+    #[serde(rename = "as")]
+    as_: Option<String>,
+}
+
+impl NextQuery {
+    /// The count asked for: 1 by default.
+    ///
+    /// # Errors
+    /// 400 for a count that is not an integer of at least 1, 413 above `max`.
+    pub(crate) fn count(&self, max: i64) -> ApiResult<i64> {
+        let Some(raw) = &self.count else {
+            return Ok(1);
+        };
+        let n: i64 = raw.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "count must be a whole number from 1 to {max}, got {raw:?}"
+            ))
+        })?;
+        if n < 1 {
+            return Err(ApiError::bad_request(format!(
+                "count must be at least 1, got {n}"
+            )));
+        }
+        if n > max {
+            return Err(ApiError::too_large(format!(
+                "count {n} is above this server's limit of {max} values a request; ask in several requests"
+            )));
+        }
+        Ok(n)
+    }
+
+    /// Whether values go out as JSON strings (`as=string`), for clients whose
+    /// numbers lose precision above 2^53.
+    ///
+    /// # Errors
+    /// 400 for any other `as` than `number` or `string`.
+    pub(crate) fn as_strings(&self) -> ApiResult<bool> {
+        match self.as_.as_deref() {
+            None | Some("number") => Ok(false),
+            Some("string") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "as must be \"number\" or \"string\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// `{"values": [...]}`, as numbers or as strings.
+pub(crate) fn values_response(values: &[i64], as_strings: bool) -> Response {
+    let mut body = String::with_capacity(16 + values.len() * 12);
+    body.push_str("{\"values\":[");
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        if as_strings {
+            body.push('"');
+            body.push_str(&v.to_string());
+            body.push('"');
+        } else {
+            body.push_str(&v.to_string());
+        }
+    }
+    body.push_str("]}");
+    json_text(body)
+}
+
+/// A response with a JSON body that is already text.
+pub(crate) fn json_text(body: String) -> Response {
+    let mut res = body.into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+#[derive(Serialize)]
+pub(crate) struct Health {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store: Option<&'static str>,
+}
+
+/// `GET /healthz`: 200 when the store answers, else 503. Needs no token.
+pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
+    state.shared().store.ping().await?;
+    Ok(Json(Health {
+        status: "ok",
+        store: Some("ok"),
+    }))
+}
+
+/// `GET /livez`: 200 while the process answers; touches nothing (the HTTP
+/// ceiling in the benchmarks).
+pub(crate) async fn livez() -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        store: None,
+    })
+}
+
+/// `GET /metrics`: Prometheus text.
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
+    let text = state.render_metrics();
+    let mut res = text.into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    res
+}
+
+/// Any path that names no route.
+pub(crate) async fn no_route(uri: Uri) -> ApiError {
+    ApiError::no_route(uri.path())
+}
+
+/// A route called with a method it does not take.
+pub(crate) async fn wrong_method(uri: Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} does not take this method; GET /openapi.json lists the routes",
+            uri.path()
+        ),
+    )
+}

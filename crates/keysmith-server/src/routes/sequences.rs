@@ -1,0 +1,198 @@
+//! `/v1/sequences`: create, list, show, drop, next.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use keysmith::sequence::{self, Sequence, SequenceInfo};
+use keysmith::store::{MAX_VALUE, SequenceSpec};
+use serde::{Deserialize, Serialize};
+
+use super::{NextQuery, values_response};
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::extract::{JsonBody, Name, QueryParams};
+use crate::handles::Entry;
+
+/// The body of `POST /v1/sequences`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateBody {
+    name: String,
+    #[serde(default = "one")]
+    start: i64,
+    #[serde(default = "max_value")]
+    max: i64,
+    #[serde(default = "hundred")]
+    block: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+fn max_value() -> i64 {
+    MAX_VALUE
+}
+fn hundred() -> i64 {
+    100
+}
+
+/// A sequence as the API shows it: the stored row, and what this server's
+/// handle is doing with it (if it has one open).
+#[derive(Debug, Serialize)]
+pub(crate) struct SequenceView {
+    #[serde(flatten)]
+    info: SequenceInfo,
+    /// This server's handle; `null` until a value was asked for.
+    server: Option<HandleView>,
+}
+
+/// What the server's handle of a sequence has done.
+#[derive(Debug, Serialize)]
+pub(crate) struct HandleView {
+    /// The handle's current block size.
+    pub(crate) block: i64,
+    /// Values handed out by this server.
+    pub(crate) served: u64,
+    /// The greatest value handed out by this server, if any.
+    pub(crate) last_served: Option<i64>,
+    /// Values per second over the last ten seconds.
+    pub(crate) rate: f64,
+    /// Blocks reserved in the store.
+    pub(crate) refills: u64,
+    /// Reservations that lost to another writer and were retried.
+    pub(crate) conflicts: u64,
+}
+
+impl HandleView {
+    pub(crate) fn of(e: &Entry<Sequence>) -> HandleView {
+        let stats = e.handle.stats();
+        let last = e.last.load(std::sync::atomic::Ordering::Relaxed);
+        HandleView {
+            block: e.handle.block(),
+            served: e.served.load(std::sync::atomic::Ordering::Relaxed),
+            last_served: (last >= 0).then_some(last),
+            rate: e.rate(),
+            refills: stats.reservations,
+            conflicts: stats.conflicts,
+        }
+    }
+}
+
+pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
+    let server = state
+        .shared()
+        .sequences
+        .get(&info.row.name)
+        .map(|e| HandleView::of(&e));
+    SequenceView { info, server }
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    JsonBody(b): JsonBody<CreateBody>,
+) -> ApiResult<Response> {
+    let spec = SequenceSpec {
+        name: b.name,
+        start: b.start,
+        max: b.max,
+        block: b.block,
+    };
+    let info = sequence::create(&*state.shared().store, &spec).await?;
+    Ok((StatusCode::CREATED, Json(view(&state, info))).into_response())
+}
+
+#[derive(Serialize)]
+pub(crate) struct List {
+    sequences: Vec<SequenceView>,
+}
+
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
+    let all = sequence::list(&*state.shared().store).await?;
+    Ok(Json(List {
+        sequences: all.into_iter().map(|i| view(&state, i)).collect(),
+    }))
+}
+
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<SequenceView>> {
+    let row = sequence::describe(&*state.shared().store, &name).await?;
+    Ok(Json(view(&state, row.into())))
+}
+
+#[derive(Serialize)]
+pub(crate) struct Dropped {
+    dropped: String,
+}
+
+pub(crate) async fn drop(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<Dropped>> {
+    let s = state.shared();
+    sequence::remove(&*s.store, &name).await?;
+    // After the store forgot it: a request racing with this one cannot
+    // reopen a handle on it.
+    s.sequences.remove(&name, &s.metrics).await;
+    Ok(Json(Dropped { dropped: name }))
+}
+
+async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequence>>> {
+    let s = state.shared();
+    s.sequences
+        .get_or_open(name, &s.metrics, || {
+            Sequence::builder()
+                .store(s.store.clone())
+                .name(name)
+                .strategy(s.options.strategy)
+                .build()
+        })
+        .await
+}
+
+pub(crate) async fn next(
+    State(state): State<AppState>,
+    Name(name): Name,
+    QueryParams(q): QueryParams<NextQuery>,
+) -> ApiResult<Response> {
+    let started = Instant::now();
+    let s = state.shared();
+    let count = q.count(s.options.max_count)?;
+    let as_strings = q.as_strings()?;
+    // Checked before the store is asked, so a bad name is a 400 whether or not
+    // a handle is open.
+    keysmith::validate_name(&name)?;
+    // A handle closed under us (its sequence dropped by another request) is
+    // retried once with a fresh handle, which then says what happened.
+    let mut retried = false;
+    loop {
+        let entry = handle(&state, &name).await?;
+        let result = if count == 1 {
+            entry.handle.next().await.map(|v| vec![v])
+        } else {
+            entry.handle.next_n(count).await
+        };
+        match result {
+            Ok(values) => {
+                entry.record(&values, started);
+                return Ok(values_response(&values, as_strings));
+            }
+            Err(keysmith::Error::Closed { .. }) if !retried => {
+                s.sequences.evict(&name, &entry, &s.metrics).await;
+                retried = true;
+            }
+            Err(e) => {
+                if matches!(e, keysmith::Error::NotFound { .. }) {
+                    // Dropped behind the server's back: forget the handle.
+                    s.sequences.evict(&name, &entry, &s.metrics).await;
+                }
+                return Err(e.into());
+            }
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! `GET /`: a status page for a person, and `GET /v1/status`, the JSON it
+//! refreshes itself from every few seconds.
+//!
+//! The page is rendered on the server (it reads fine without script); a
+//! small script re-renders the tables from `/v1/status`. Names are escaped
+//! on the server and set as text by the script, so a name like `<b>&"` shows
+//! as written. Integers that may pass 2^53 travel as strings, so the page
+//! never shows a rounded value.
+
+use std::fmt::Write;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::routes::sequences::HandleView;
+
+/// How often the page refreshes, in milliseconds.
+pub(crate) const REFRESH_MS: u32 = 2000;
+
+/// Everything the status page shows.
+#[derive(Debug, Serialize)]
+pub(crate) struct Status {
+    uptime_seconds: u64,
+    refresh_ms: u32,
+    sequences: Vec<SeqStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct SeqStatus {
+    name: String,
+    /// The next value no handle has reserved yet.
+    next: String,
+    remaining: String,
+    max: String,
+    /// The server handle's current block size, else the sequence's default.
+    block: i64,
+    /// Whether `block` is the server handle's ("server") or the default.
+    block_of: &'static str,
+    served: String,
+    last_served: Option<String>,
+    /// Values per second over the last ten seconds.
+    rate: f64,
+    refills: u64,
+    conflicts: u64,
+}
+
+pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
+    let s = state.shared();
+    let rows = keysmith::sequence::list(&*s.store).await?;
+    let sequences = rows
+        .into_iter()
+        .map(|info| {
+            let h = s.sequences.get(&info.row.name).map(|e| HandleView::of(&e));
+            SeqStatus {
+                next: info.row.next.to_string(),
+                remaining: info.remaining.to_string(),
+                max: info.row.max.to_string(),
+                block: h.as_ref().map_or(info.row.block, |h| h.block),
+                block_of: if h.is_some() { "server" } else { "default" },
+                served: h.as_ref().map_or(0, |h| h.served).to_string(),
+                last_served: h
+                    .as_ref()
+                    .and_then(|h| h.last_served)
+                    .map(|v| v.to_string()),
+                rate: h.as_ref().map_or(0.0, |h| h.rate),
+                refills: h.as_ref().map_or(0, |h| h.refills),
+                conflicts: h.as_ref().map_or(0, |h| h.conflicts),
+                name: info.row.name,
+            }
+        })
+        .collect();
+    Ok(Status {
+        uptime_seconds: s.started.elapsed().as_secs(),
+        refresh_ms: REFRESH_MS,
+        sequences,
+    })
+}
+
+/// `GET /v1/status`.
+pub(crate) async fn json(State(state): State<AppState>) -> ApiResult<Json<Status>> {
+    Ok(Json(collect(&state).await?))
+}
+
+/// `GET /`.
+pub(crate) async fn page(State(state): State<AppState>) -> ApiResult<Response> {
+    let status = collect(&state).await?;
+    let mut res = render(&status).into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(res)
+}
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub(crate) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn rate(r: f64) -> String {
+    format!("{r:.1}/s")
+}
+
+fn uptime(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 {
+        format!("{d}d {h}h {m}m")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else {
+        format!("{m}m {s}s")
+    }
+}
+
+fn render(st: &Status) -> String {
+    let mut rows = String::new();
+    for s in &st.sequences {
+        let _ = write!(
+            rows,
+            "<tr><td class=\"name\">{}</td><td class=\"num next\">{}</td>\
+             <td class=\"num block\">{}{}</td><td class=\"num rate\">{}</td>\
+             <td class=\"num remaining\">{}</td><td class=\"num served\">{}</td>\
+             <td class=\"num last\">{}</td><td class=\"num refills\">{}</td></tr>",
+            escape(&s.name),
+            s.next,
+            s.block,
+            if s.block_of == "default" {
+                " <span class=\"muted\">(default)</span>"
+            } else {
+                ""
+            },
+            rate(s.rate),
+            s.remaining,
+            s.served,
+            s.last_served.as_deref().unwrap_or("–"),
+            s.refills,
+        );
+    }
+    let empty = if st.sequences.is_empty() {
+        ""
+    } else {
+        " hidden"
+    };
+    PAGE.replace("{{uptime}}", &uptime(st.uptime_seconds))
+        .replace("{{refresh_ms}}", &st.refresh_ms.to_string())
+        .replace("{{seq_empty}}", empty)
+        // Last: names are never scanned for placeholders.
+        .replace("{{seq_rows}}", &rows)
+}
+
+const PAGE: &str = r##"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>keysmith</title>
+<style>
+  body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1d232b; background: #fbfbfc; }
+  h1 { font-size: 1.5rem; margin: 0; }
+  h2 { font-size: 1.1rem; margin: 2rem 0 .5rem; }
+  header { display: flex; align-items: baseline; gap: 1rem; flex-wrap: wrap; border-bottom: 1px solid #d8dde3; padding-bottom: .6rem; }
+  .muted { color: #68717d; font-weight: normal; }
+  #updated.stale { color: #b3261e; }
+  table { border-collapse: collapse; width: 100%; background: #fff; box-shadow: 0 0 0 1px #e2e6ea; }
+  th, td { padding: .45rem .7rem; text-align: left; border-bottom: 1px solid #eef0f2; }
+  th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: #4b5460; background: #f3f5f7; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  td.name { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
+  p.empty { color: #68717d; }
+  code { background: #eef0f2; padding: .1rem .3rem; border-radius: 3px; }
+</style>
+</head>
+<body>
+<header>
+  <h1>keysmith</h1>
+  <span class="muted">up <span id="uptime">{{uptime}}</span></span>
+  <span class="muted" id="updated">refreshes every {{refresh_ms}} ms</span>
+</header>
+
+<h2>Sequences</h2>
+<table id="sequences">
+  <thead><tr>
+    <th>Name</th><th class="num" title="The next value no handle has reserved yet">Next in store</th>
+    <th class="num">Block size</th><th class="num" title="Values handed out per second, last 10 s">Rate</th>
+    <th class="num" title="Values left before the maximum">Remaining</th><th class="num" title="Values this server handed out">Served</th>
+    <th class="num" title="The greatest value this server handed out">Last served</th><th class="num" title="Blocks this server reserved in the store">Refills</th>
+  </tr></thead>
+  <tbody>{{seq_rows}}</tbody>
+</table>
+<p class="empty" id="sequences-empty"{{seq_empty}}>No sequences yet. Create one with <code>curl -d '{"name":"orders"}' http://HOST/v1/sequences</code>.</p>
+
+<script>
+"use strict";
+const REFRESH_MS = {{refresh_ms}};
+function cell(tr, cls, text) {
+  const td = document.createElement("td");
+  td.className = cls;
+  td.textContent = text;
+  tr.appendChild(td);
+  return td;
+}
+function uptime(secs) {
+  const d = Math.floor(secs / 86400), h = Math.floor(secs / 3600) % 24, m = Math.floor(secs / 60) % 60, s = secs % 60;
+  return d > 0 ? `${d}d ${h}h ${m}m` : h > 0 ? `${h}h ${m}m` : `${m}m ${s}s`;
+}
+function render(st) {
+  const body = document.querySelector("#sequences tbody");
+  const rows = st.sequences.map((s) => {
+    const tr = document.createElement("tr");
+    cell(tr, "name", s.name);
+    cell(tr, "num next", s.next);
+    const b = cell(tr, "num block", String(s.block));
+    if (s.block_of === "default") {
+      const span = document.createElement("span");
+      span.className = "muted";
+      span.textContent = " (default)";
+      b.appendChild(span);
+    }
+    cell(tr, "num rate", s.rate.toFixed(1) + "/s");
+    cell(tr, "num remaining", s.remaining);
+    cell(tr, "num served", s.served);
+    cell(tr, "num last", s.last_served ?? "–");
+    cell(tr, "num refills", String(s.refills));
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  document.getElementById("sequences-empty").hidden = st.sequences.length > 0;
+  document.getElementById("uptime").textContent = uptime(st.uptime_seconds);
+}
+async function refresh() {
+  const updated = document.getElementById("updated");
+  try {
+    const res = await fetch("/v1/status", { cache: "no-store", credentials: "same-origin" });
+    if (!res.ok) throw new Error("HTTP " + res.status);
+    render(await res.json());
+    updated.textContent = "updated " + new Date().toLocaleTimeString();
+    updated.className = "muted";
+    document.body.dataset.refreshed = "yes";
+  } catch (e) {
+    updated.textContent = "refresh failed (" + e.message + "); retrying";
+    updated.className = "muted stale";
+  }
+}
+refresh();
+setInterval(refresh, REFRESH_MS);
+</script>
+</body>
+</html>
+"##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(escape(r#"a<b>&"c'"#), "a&lt;b&gt;&amp;&quot;c&#39;");
+    }
+
+    #[test]
+    fn uptime_reads_well() {
+        assert_eq!(uptime(5), "0m 5s");
+        assert_eq!(uptime(3725), "1h 2m");
+        assert_eq!(uptime(90061), "1d 1h 1m");
+    }
+}
