@@ -27,7 +27,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 "the request needs a JSON object as its body",
             ));
         }
-        serde_json::from_slice(&bytes)
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
+        if !value.is_object() {
+            return Err(ApiError::bad_request(
+                "the body must be a JSON object, e.g. {\"name\": \"orders\"}",
+            ));
+        }
+        serde_json::from_value(value)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("the body is not valid here: {e}")))
     }

@@ -84,6 +84,10 @@ pub struct Config {
     pub request_timeout: Duration,
     /// How the server's sequence handles reserve blocks.
     pub strategy: Strategy,
+    /// Optimistic attempts per block before a request fails with
+    /// contention (a 503). Default
+    /// [`keysmith::sequence::DEFAULT_MAX_ATTEMPTS`].
+    pub max_attempts: u32,
 }
 
 impl Default for Config {
@@ -97,6 +101,7 @@ impl Default for Config {
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             strategy: Strategy::default(),
+            max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
         }
     }
 }
@@ -118,6 +123,9 @@ impl Config {
             return Err(ServeError::Config(
                 "the body limit must be at least 1 byte".into(),
             ));
+        }
+        if self.max_attempts == 0 {
+            return Err(ServeError::Config("max attempts must be at least 1".into()));
         }
         if self.request_timeout.is_zero() {
             return Err(ServeError::Config(
@@ -165,6 +173,7 @@ pub(crate) struct Options {
     pub(crate) body_limit: usize,
     pub(crate) request_timeout: Duration,
     pub(crate) strategy: Strategy,
+    pub(crate) max_attempts: u32,
 }
 
 #[derive(Debug)]
@@ -200,6 +209,7 @@ impl AppState {
                     body_limit: config.body_limit,
                     request_timeout: config.request_timeout,
                     strategy: config.strategy,
+                    max_attempts: config.max_attempts,
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),

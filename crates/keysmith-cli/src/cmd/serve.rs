@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keysmith::sequence::Strategy;
+use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
 use keysmith_server::{
     Config, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN, DEFAULT_MAX_COUNT, Server, TOKEN_ENV, Token,
 };
@@ -37,6 +37,9 @@ pub struct ServeArgs {
     /// How the server's handles reserve blocks: optimistic, locked or atomic.
     #[arg(long, default_value_t = Strategy::Optimistic)]
     strategy: Strategy,
+    /// Optimistic attempts per block before a request fails with contention (503).
+    #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS, value_name = "N")]
+    max_attempts: u32,
 }
 
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
@@ -55,6 +58,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         body_limit: args.body_limit,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         strategy: args.strategy,
+        max_attempts: args.max_attempts,
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

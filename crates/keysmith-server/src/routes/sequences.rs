@@ -150,6 +150,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
                 .store(s.store.clone())
                 .name(name)
                 .strategy(s.options.strategy)
+                .max_attempts(s.options.max_attempts)
                 .build()
         })
         .await
