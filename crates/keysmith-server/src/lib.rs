@@ -88,6 +88,52 @@ pub struct Config {
     /// contention (a 503). Default
     /// [`keysmith::sequence::DEFAULT_MAX_ATTEMPTS`].
     pub max_attempts: u32,
+    /// How the server's handles size their blocks; `None` keeps each at its
+    /// sequence's block size. Default: [`AdaptivePolicy::default`].
+    pub adaptive: Option<AdaptivePolicy>,
+}
+
+/// Adaptive block sizing for the server's handles: a handle's block grows
+/// (doubling) when its refills come faster than half of `target` apart and
+/// shrinks (halving) when they come more than twice `target` apart, never
+/// below its sequence's own block size nor above `max` (or the sequence's
+/// block, if that is larger). Strict sequences (block 1) stay strict.
+///
+/// A larger block costs nothing while the server runs and hands its unused
+/// tail back on a clean stop; a server that is killed leaves at most two
+/// blocks (the current one and the prefetched one) as a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptivePolicy {
+    /// The largest block a handle grows to.
+    pub max: i64,
+    /// The wanted time between two reservations of one handle.
+    pub target: Duration,
+}
+
+/// The default [`AdaptivePolicy::max`].
+pub const DEFAULT_BLOCK_MAX: i64 = 10_000;
+/// The default [`AdaptivePolicy::target`].
+pub const DEFAULT_REFILL_TARGET: Duration = Duration::from_secs(1);
+
+impl Default for AdaptivePolicy {
+    fn default() -> Self {
+        AdaptivePolicy {
+            max: DEFAULT_BLOCK_MAX,
+            target: DEFAULT_REFILL_TARGET,
+        }
+    }
+}
+
+impl AdaptivePolicy {
+    /// The library's setting for a sequence whose own block is `block`, or
+    /// `None` for a strict sequence (block 1), which stays strict.
+    pub fn for_block(&self, block: i64) -> Option<keysmith::sequence::Adaptive> {
+        (block > 1).then(|| keysmith::sequence::Adaptive {
+            min: block,
+            max: self.max.max(block),
+            target: self.target,
+        })
+    }
 }
 
 impl Default for Config {
@@ -102,6 +148,7 @@ impl Default for Config {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             strategy: Strategy::default(),
             max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
+            adaptive: Some(AdaptivePolicy::default()),
         }
     }
 }
@@ -126,6 +173,15 @@ impl Config {
         }
         if self.max_attempts == 0 {
             return Err(ServeError::Config("max attempts must be at least 1".into()));
+        }
+        if let Some(a) = &self.adaptive {
+            keysmith::store::check_count("the largest adaptive block", a.max)
+                .map_err(|e| ServeError::Config(e.to_string()))?;
+            if a.target.is_zero() {
+                return Err(ServeError::Config(
+                    "the refill target interval must be more than 0".into(),
+                ));
+            }
         }
         if self.request_timeout.is_zero() {
             return Err(ServeError::Config(
@@ -174,6 +230,7 @@ pub(crate) struct Options {
     pub(crate) request_timeout: Duration,
     pub(crate) strategy: Strategy,
     pub(crate) max_attempts: u32,
+    pub(crate) adaptive: Option<AdaptivePolicy>,
 }
 
 #[derive(Debug)]
@@ -210,6 +267,7 @@ impl AppState {
                     request_timeout: config.request_timeout,
                     strategy: config.strategy,
                     max_attempts: config.max_attempts,
+                    adaptive: config.adaptive,
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),

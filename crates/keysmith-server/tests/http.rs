@@ -684,7 +684,8 @@ async fn metrics_count_values_and_refills() {
         metric(r#"keysmith_sequence_conflicts_total{name="m"}"#),
         0.0
     );
-    assert_eq!(metric(r#"keysmith_sequence_block_size{name="m"}"#), 10.0);
+    // Adaptive: at least the sequence's own block.
+    assert!(metric(r#"keysmith_sequence_block_size{name="m"}"#) >= 10.0);
     assert_eq!(
         metric(r#"keysmith_http_errors_total{code="not_found"}"#),
         1.0
@@ -772,4 +773,39 @@ fn non_loopback_without_token_refuses_to_start() {
     c.validate().unwrap();
     c.max_count = 0;
     assert!(c.validate().is_err());
+}
+
+/// Refills that come faster than the target make a handle's block grow (up
+/// to the maximum), visible in `show` and on the status page; a strict
+/// sequence stays strict.
+#[tokio::test]
+async fn adaptive_blocks_grow_under_load_and_show() {
+    let srv = TestServer::start_with(|c, _| {
+        c.adaptive = Some(keysmith_server::AdaptivePolicy {
+            max: 160,
+            // Far longer than this test runs: every refill counts as fast.
+            target: Duration::from_secs(600),
+        });
+    })
+    .await;
+    srv.create("grow", 10).await;
+    srv.create("strict", 1).await;
+    let mut all = Vec::new();
+    for _ in 0..40 {
+        all.extend(srv.next("grow", 10).await);
+        srv.next("strict", 1).await;
+    }
+    assert_eq!(all, (1..=400).collect::<Vec<_>>());
+    let (_, v) = srv.call(Method::GET, "/v1/sequences/grow", None).await;
+    assert_eq!(v["server"]["block"], 160, "{v}");
+    assert_eq!(v["block"], 10, "the stored default block is unchanged");
+    let (_, v) = srv.call(Method::GET, "/v1/sequences/strict", None).await;
+    assert_eq!(v["server"]["block"], 1, "{v}");
+    assert_eq!(
+        v["server"]["refills"], 40,
+        "strict: one reservation a value"
+    );
+    let (_, v) = srv.call(Method::GET, "/v1/status", None).await;
+    assert_eq!(v["sequences"][0]["name"], "grow");
+    assert_eq!(v["sequences"][0]["block"], 160);
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
 use keysmith_server::{
-    Config, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN, DEFAULT_MAX_COUNT, Server, TOKEN_ENV, Token,
+    AdaptivePolicy, Config, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
+    DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
 };
 
 use crate::Global;
@@ -40,6 +41,17 @@ pub struct ServeArgs {
     /// Optimistic attempts per block before a request fails with contention (503).
     #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS, value_name = "N")]
     max_attempts: u32,
+    /// The largest block a sequence's handle grows to under load (adaptive
+    /// blocks: never below the sequence's own block size).
+    #[arg(long, default_value_t = DEFAULT_BLOCK_MAX, value_name = "N")]
+    block_max: i64,
+    /// The wanted time between two block reservations of a handle, in
+    /// milliseconds: blocks grow when refills come faster, shrink when slower.
+    #[arg(long, default_value_t = DEFAULT_REFILL_TARGET.as_millis() as u64, value_name = "MS")]
+    refill_target_ms: u64,
+    /// Keep every handle at its sequence's block size (no adaptive blocks).
+    #[arg(long, conflicts_with_all = ["block_max", "refill_target_ms"])]
+    fixed_blocks: bool,
 }
 
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
@@ -59,6 +71,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         strategy: args.strategy,
         max_attempts: args.max_attempts,
+        adaptive: (!args.fixed_blocks).then_some(AdaptivePolicy {
+            max: args.block_max,
+            target: Duration::from_millis(args.refill_target_ms),
+        }),
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

@@ -145,13 +145,20 @@ pub(crate) async fn drop(
 async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequence>>> {
     let s = state.shared();
     s.sequences
-        .get_or_open(name, &s.metrics, || {
-            Sequence::builder()
+        .get_or_open(name, &s.metrics, || async {
+            let mut b = Sequence::builder()
                 .store(s.store.clone())
                 .name(name)
                 .strategy(s.options.strategy)
-                .max_attempts(s.options.max_attempts)
-                .build()
+                .max_attempts(s.options.max_attempts);
+            if let Some(policy) = &s.options.adaptive {
+                // The sequence's own block is the floor of the adaptive one.
+                let row = sequence::describe(&*s.store, name).await?;
+                if let Some(a) = policy.for_block(row.block) {
+                    b = b.adaptive(a);
+                }
+            }
+            b.build().await
         })
         .await
 }
