@@ -341,16 +341,20 @@ async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Res
     }
 }
 
-/// Counts error responses by code.
-async fn count_errors(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// Counts requests in flight, and error responses by code.
+async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    struct InFlight(prometheus::IntGauge);
+    impl Drop for InFlight {
+        fn drop(&mut self) {
+            self.0.dec();
+        }
+    }
+    let m = &state.shared().metrics;
+    m.in_flight.inc();
+    let _guard = InFlight(m.in_flight.clone());
     let res = next.run(req).await;
     if let Some(ErrorCode(code)) = res.extensions().get::<ErrorCode>() {
-        state
-            .shared()
-            .metrics
-            .errors
-            .with_label_values(&[code])
-            .inc();
+        m.errors.with_label_values(&[code]).inc();
     }
     res
 }
@@ -378,7 +382,7 @@ pub fn router(state: AppState) -> Router {
             auth::require_token,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), timeout))
-        .layer(middleware::from_fn_with_state(state.clone(), count_errors))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 

@@ -3,8 +3,8 @@
 //! block size) read when scraped.
 
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// Latency buckets, in seconds: 50 µs to 5 s.
@@ -26,6 +26,8 @@ pub(crate) struct Metrics {
     pub(crate) latency: HistogramVec,
     /// Error responses, by code.
     pub(crate) errors: IntCounterVec,
+    /// Requests being answered now.
+    pub(crate) in_flight: IntGauge,
 }
 
 /// What a handle reports when scraped.
@@ -69,6 +71,14 @@ impl Metrics {
             &["code"],
         )
         .expect("valid metric");
+        let in_flight = IntGauge::new(
+            "keysmith_http_requests_in_flight",
+            "Requests being answered now (this scrape included).",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(in_flight.clone()))
+            .expect("unique metric");
         for c in [&values, &requests, &errors] {
             registry
                 .register(Box::new(c.clone()))
@@ -83,6 +93,7 @@ impl Metrics {
             requests,
             latency,
             errors,
+            in_flight,
         }
     }
 
