@@ -115,6 +115,22 @@ pub(crate) fn escape(s: &str) -> String {
     out
 }
 
+/// Digits in groups of three, separated by thin spaces, for large counts.
+pub(crate) fn grouped(digits: &str) -> String {
+    let (sign, d) = match digits.strip_prefix('-') {
+        Some(d) => ("-", d),
+        None => ("", digits),
+    };
+    let mut out = String::from(sign);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push('\u{2009}');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn rate(r: f64) -> String {
     format!("{r:.1}/s")
 }
@@ -148,7 +164,7 @@ fn render(st: &Status) -> String {
                 ""
             },
             rate(s.rate),
-            s.remaining,
+            grouped(&s.remaining),
             s.served,
             s.last_served.as_deref().unwrap_or("–"),
             s.refills,
@@ -217,6 +233,9 @@ function cell(tr, cls, text) {
   tr.appendChild(td);
   return td;
 }
+function grouped(digits) {
+  return digits.replace(/\B(?=(\d{3})+(?!\d))/g, "\u2009");
+}
 function uptime(secs) {
   const d = Math.floor(secs / 86400), h = Math.floor(secs / 3600) % 24, m = Math.floor(secs / 60) % 60, s = secs % 60;
   return d > 0 ? `${d}d ${h}h ${m}m` : h > 0 ? `${h}h ${m}m` : `${m}m ${s}s`;
@@ -235,7 +254,7 @@ function render(st) {
       b.appendChild(span);
     }
     cell(tr, "num rate", s.rate.toFixed(1) + "/s");
-    cell(tr, "num remaining", s.remaining);
+    cell(tr, "num remaining", grouped(s.remaining));
     cell(tr, "num served", s.served);
     cell(tr, "num last", s.last_served ?? "–");
     cell(tr, "num refills", String(s.refills));
@@ -273,6 +292,14 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(escape(r#"a<b>&"c'"#), "a&lt;b&gt;&amp;&quot;c&#39;");
+    }
+
+    #[test]
+    fn groups_digits() {
+        assert_eq!(grouped("1"), "1");
+        assert_eq!(grouped("1234"), "1\u{2009}234");
+        assert_eq!(grouped("123456"), "123\u{2009}456");
+        assert_eq!(grouped("-1234567"), "-1\u{2009}234\u{2009}567");
     }
 
     #[test]
