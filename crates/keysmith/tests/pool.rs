@@ -244,9 +244,27 @@ async fn take_each_sees_every_number_as_it_is_taken() {
     pool::create(&*store, "p", 5, 4).await.unwrap();
     let h = handle(&store, "p").await;
     let mut seen = Vec::new();
-    h.take_each(6, |v| seen.push(v)).await.unwrap();
+    h.take_each(6, |v| {
+        seen.push(v);
+        Ok::<_, Error>(())
+    })
+    .await
+    .unwrap();
     assert_eq!(seen.len(), 6);
     check_invariants(5, 4, &seen, &pool::members(&*store, "p").await.unwrap(), 0);
+
+    // An error of the callback stops the loop at once.
+    let mut calls = 0;
+    let e = h
+        .take_each(100, |_| {
+            calls += 1;
+            Err(Error::Unavailable("output closed".into()))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e, Error::Unavailable("output closed".into()));
+    assert_eq!(calls, 1);
+    assert_eq!(pool::describe(&*store, "p").await.unwrap().taken, 7);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::store::{PoolRow, Store, check_count};
+use crate::store::{PoolRow, Store};
 use crate::{Error, Result, closest_names, validate_name};
 
 use super::MAX_POOL_SIZE;
@@ -46,7 +46,11 @@ fn last_start(size: i64) -> i64 {
 
 /// Checks a pool size is in `1..=MAX_POOL_SIZE`.
 fn check_size(size: i64) -> Result<()> {
-    check_count("pool size", size)?;
+    if size < 1 {
+        return Err(Error::invalid(format!(
+            "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}"
+        )));
+    }
     if size > MAX_POOL_SIZE {
         return Err(Error::invalid(format!(
             "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}; a pool spreads takers \

@@ -308,22 +308,31 @@ impl ValuePool {
     /// (they are holes): use [`Self::take_each`] to keep them.
     pub async fn take_n(&self, n: i64) -> Result<Vec<i64>> {
         let mut out = Vec::with_capacity(usize::try_from(n.clamp(0, MAX_BATCH)).unwrap_or(0));
-        self.take_each(n, |v| out.push(v)).await?;
+        self.take_each(n, |v| {
+            out.push(v);
+            Ok::<(), Error>(())
+        })
+        .await?;
         Ok(out)
     }
 
     /// Takes `n` numbers (1 to [`MAX_BATCH`]) one after another and gives
     /// each to `each` as soon as its swap is committed, before the next take
-    /// starts. A caller that records every number as it comes loses at most
-    /// the one in flight if it dies.
+    /// starts. A caller that records every number as it comes (prints it,
+    /// writes it down) loses at most the one in flight if it dies.
     ///
     /// # Errors
-    /// As [`Self::take`]; [`Error::InvalidArgument`] for a bad `n`, before
-    /// anything is taken. On error `each` has seen every number taken.
-    pub async fn take_each(&self, n: i64, mut each: impl FnMut(i64)) -> Result<()> {
+    /// The first error of a take (as [`Self::take`]) or of `each`, which
+    /// stops the loop; [`Error::InvalidArgument`] for a bad `n`, before
+    /// anything is taken. `each` has seen every number taken, also on error.
+    pub async fn take_each<E: From<Error>>(
+        &self,
+        n: i64,
+        mut each: impl FnMut(i64) -> Result<(), E>,
+    ) -> Result<(), E> {
         check_batch(n)?;
         for _ in 0..n {
-            each(self.take().await?);
+            each(self.take().await?)?;
         }
         Ok(())
     }
