@@ -21,8 +21,13 @@
 //!   was handed out, except a number a taker swapped out and then lost (the
 //!   process died before using it, or [`ValuePool::take_n`] failed part-way).
 //!
-//! What it does not promise: order. Numbers come out in no particular order,
-//! spread over a window about `N` wide that moves up as numbers are taken.
+//! What it does not promise: order. Numbers come out in no particular order.
+//! How close together they stay depends on the store's samples: when every
+//! member is as likely to be sampled as any other, each residue is taken
+//! about equally often, so the members stay close together (their spread
+//! grows like the square root of the number of takes); a store whose
+//! samples favour some members lets those residues race ahead, and makes
+//! takers collide more, as they meet on the favoured members.
 //!
 //! ```no_run
 //! # async fn demo() -> keysmith::Result<()> {
