@@ -14,6 +14,8 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
 // pub mod sqlite;
 
@@ -301,6 +303,13 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     })?;
     match scheme {
         "sqlite" => Err(Error::invalid(format!("{rest}"))),
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        #[cfg(not(feature = "etcd"))]
+        "etcd" => Err(Error::invalid(format!(
+            "store URL {url:?}: this build of keysmith has no etcd support; \
+             rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
+        ))),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"
