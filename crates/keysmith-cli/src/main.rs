@@ -32,7 +32,9 @@ pub struct Global {
 impl Global {
     /// The store URL to use.
     pub fn store_url(&self) -> String {
-        self.store.clone().unwrap_or_else(keysmith::store::default_url)
+        self.store
+            .clone()
+            .unwrap_or_else(keysmith::store::default_url)
     }
 
     /// Opens the store.

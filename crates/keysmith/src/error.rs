@@ -35,7 +35,9 @@ pub enum Error {
 
     /// The sequence has handed out every value up to its maximum. Sequences
     /// never wrap.
-    #[error("sequence {name:?} is exhausted: every value up to its maximum {max} is taken; create a new sequence")]
+    #[error(
+        "sequence {name:?} is exhausted: every value up to its maximum {max} is taken; create a new sequence"
+    )]
     Exhausted {
         /// The sequence.
         name: String,
@@ -44,7 +46,9 @@ pub enum Error {
     },
 
     /// Optimistic allocation lost the race too many times in a row.
-    #[error("{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, use a larger block or the locked/atomic strategy")]
+    #[error(
+        "{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, use a larger block or the locked/atomic strategy"
+    )]
     Contention {
         /// The sequence or pool.
         name: String,
@@ -128,7 +132,11 @@ pub fn closest_names<'a>(wanted: &str, existing: impl IntoIterator<Item = &'a st
         .filter(|(s, _)| *s >= 0.75)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_owned())
+        .collect()
 }
 
 #[cfg(test)]

@@ -62,7 +62,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_names_with_a_reason() {
-        for bad in ["", " x", "a b", "tab\there", "nl\n", "\u{7f}", &"x".repeat(513)] {
+        for bad in [
+            "",
+            " x",
+            "a b",
+            "tab\there",
+            "nl\n",
+            "\u{7f}",
+            &"x".repeat(513),
+        ] {
             let err = validate_name(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
         }

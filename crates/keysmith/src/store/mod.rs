@@ -17,7 +17,7 @@ use crate::{Error, Result};
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
-// pub mod sqlite;
+pub mod sqlite;
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
 /// free value (`max + 1`) always fits in an `i64`.
@@ -302,7 +302,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
-        "sqlite" => Err(Error::invalid(format!("{rest}"))),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]
@@ -358,10 +358,23 @@ mod tests {
     fn spec_validation() {
         SequenceSpec::new("ok").validate().unwrap();
         for bad in [
-            SequenceSpec { start: -1, ..SequenceSpec::new("a") },
-            SequenceSpec { max: i64::MAX, ..SequenceSpec::new("a") },
-            SequenceSpec { start: 10, max: 9, ..SequenceSpec::new("a") },
-            SequenceSpec { block: 0, ..SequenceSpec::new("a") },
+            SequenceSpec {
+                start: -1,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                max: i64::MAX,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                start: 10,
+                max: 9,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                block: 0,
+                ..SequenceSpec::new("a")
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
