@@ -16,8 +16,9 @@
 //!
 //! Data directories are named `keysmith-etcd-<pid>-...` in the temp directory;
 //! when a new server starts, directories left by processes that no longer run
-//! (a test binary killed before it could clean up, or the process-wide
-//! [`TempEtcd::shared`] node, which is never dropped) are removed.
+//! (a test binary killed before it could clean up) are removed. The
+//! process-wide [`TempEtcd::shared`] node is never dropped: it is stopped and
+//! its data removed at exit.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -84,8 +85,16 @@ impl TempEtcd {
     ///
     /// Returns `None` like [`TempEtcd::start`].
     pub fn shared() -> Option<&'static TempEtcd> {
-        static SHARED: OnceLock<Option<TempEtcd>> = OnceLock::new();
-        SHARED.get_or_init(TempEtcd::start).as_ref()
+        SHARED
+            .get_or_init(|| {
+                let etcd = TempEtcd::start();
+                if etcd.is_some() {
+                    // SAFETY: registers a plain extern "C" function.
+                    unsafe { libc::atexit(stop_shared) };
+                }
+                etcd
+            })
+            .as_ref()
     }
 
     /// The client endpoint, `127.0.0.1:PORT`.
@@ -102,6 +111,27 @@ impl TempEtcd {
     /// `etcd://127.0.0.1:PORT/PREFIX`.
     pub fn url_with_prefix(&self, prefix: &str) -> String {
         format!("{}/{prefix}", self.cluster.url())
+    }
+}
+
+static SHARED: OnceLock<Option<TempEtcd>> = OnceLock::new();
+
+/// At a normal exit (libtest's included), kills the shared node and removes
+/// its data; the death signal alone would leave the data directory behind.
+extern "C" fn stop_shared() {
+    if let Some(Some(etcd)) = SHARED.get() {
+        for node in &etcd.cluster.nodes {
+            if let Some(child) = &node.child {
+                let pid = child.id() as libc::pid_t;
+                // SAFETY: plain syscalls on our own child's pid, which stays
+                // unreaped (and so not reused) until waitpid.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, std::ptr::null_mut(), 0);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(etcd.cluster.dir.path());
     }
 }
 
@@ -351,8 +381,10 @@ fn health(port: u16) -> Result<bool, String> {
     let timeout = Duration::from_secs(2);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     s.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
         .map_err(|e| e.to_string())?;
     let mut body = String::new();

@@ -66,6 +66,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -118,7 +120,10 @@ const PAGE: i64 = 5000;
 /// A [`Store`] in an etcd cluster (v3 API; etcd 3.4 or later).
 #[derive(Clone)]
 pub struct EtcdStore {
-    client: Client,
+    /// One client per endpoint, in the URL's order.
+    clients: Vec<Client>,
+    /// The endpoint requests go to first; moves on when it fails.
+    current: Arc<AtomicUsize>,
     endpoints: Vec<String>,
     /// The key prefix, ending in `/`.
     prefix: String,
@@ -190,7 +195,9 @@ impl EtcdUrl {
             if h.contains(':') && !(h.starts_with('[') && h.ends_with(']')) {
                 return Err(bad("is an IPv6 address without brackets"));
             }
-            if h.chars().any(|c| c.is_whitespace() || c.is_control() || "@?#".contains(c)) {
+            if h.chars()
+                .any(|c| c.is_whitespace() || c.is_control() || "@?#".contains(c))
+            {
                 return Err(bad("is not a host name"));
             }
             match port.parse::<u16>() {
@@ -247,16 +254,19 @@ impl EtcdStore {
             .with_keep_alive_while_idle(true)
             // A member cut off from the quorum fails fast instead of hanging.
             .with_require_leader(true);
-        let client = Client::connect(&url.endpoints, Some(options))
-            .await
-            .map_err(|e| {
-                Error::invalid(format!(
-                    "etcd endpoints {}: {e}",
-                    url.endpoints.join(",")
-                ))
-            })?;
+        // One client per endpoint rather than one balancing over all: the
+        // balancer routes requests to a dead endpoint as readily as to a live
+        // one. `call` sticks to one endpoint and moves on when it fails.
+        let mut clients = Vec::with_capacity(url.endpoints.len());
+        for ep in &url.endpoints {
+            let client = Client::connect([ep], Some(options.clone()))
+                .await
+                .map_err(|e| Error::invalid(format!("etcd endpoint {ep}: {e}")))?;
+            clients.push(client);
+        }
         Ok(EtcdStore {
-            client,
+            clients,
+            current: Arc::new(AtomicUsize::new(0)),
             endpoints: url.endpoints,
             prefix: format!("{}/", url.prefix),
         })
@@ -311,47 +321,74 @@ impl EtcdStore {
         ))
     }
 
-    /// Runs one request under [`REQUEST_TIMEOUT`] (or `deadline`), mapping
-    /// client errors.
-    async fn call_within<T>(
+    /// Runs one request, built by `request` from a client, on the current
+    /// endpoint; when that endpoint fails (unreachable, no leader, no answer
+    /// within `deadline`) it tries the next ones, each once, and the next
+    /// call starts from the one that answered.
+    ///
+    /// Retrying on another endpoint is safe for every request keysmith
+    /// makes: reads, conditional transactions, lock and lease calls.
+    async fn call_within<T, F, Fut>(
         &self,
         op: &str,
         deadline: Duration,
-        fut: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> Result<T> {
-        match tokio::time::timeout(deadline, fut).await {
-            Err(_) => Err(self.unavailable(op, format!("no answer within {deadline:?}"))),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(etcd_client::Error::GRpcStatus(s)))
-                if matches!(
-                    i32::from(s.code()),
-                    GRPC_INVALID_ARGUMENT | GRPC_FAILED_PRECONDITION | GRPC_OUT_OF_RANGE
-                ) =>
-            {
-                Err(Error::invalid(format!(
-                    "etcd at {} rejected the request to {op}: {}",
-                    self.endpoints.join(","),
-                    s.message()
-                )))
-            }
-            Ok(Err(etcd_client::Error::GRpcStatus(s))) => {
-                Err(self.unavailable(op, format!("{:?}: {}", s.code(), s.message())))
-            }
-            Ok(Err(e)) => Err(self.unavailable(op, e)),
+        mut request: F,
+    ) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let n = self.clients.len();
+        let first = self.current.load(Ordering::Relaxed) % n;
+        let mut failures = Vec::new();
+        for k in 0..n {
+            let i = (first + k) % n;
+            let why = match tokio::time::timeout(deadline, request(self.clients[i].clone())).await {
+                Ok(Ok(v)) => {
+                    if k > 0 {
+                        self.current.store(i, Ordering::Relaxed);
+                    }
+                    return Ok(v);
+                }
+                Ok(Err(etcd_client::Error::GRpcStatus(s)))
+                    if matches!(
+                        i32::from(s.code()),
+                        GRPC_INVALID_ARGUMENT | GRPC_FAILED_PRECONDITION | GRPC_OUT_OF_RANGE
+                    ) =>
+                {
+                    return Err(Error::invalid(format!(
+                        "etcd at {} rejected the request to {op}: {}",
+                        self.endpoints[i],
+                        s.message()
+                    )));
+                }
+                Ok(Err(etcd_client::Error::GRpcStatus(s))) => {
+                    format!("{:?}: {}", s.code(), s.message())
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {deadline:?}"),
+            };
+            failures.push(format!("{}: {why}", self.endpoints[i]));
         }
+        // Start the next call elsewhere.
+        self.current.store((first + 1) % n, Ordering::Relaxed);
+        Err(self.unavailable(op, failures.join("; ")))
     }
 
-    async fn call<T>(
-        &self,
-        op: &str,
-        fut: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> Result<T> {
-        self.call_within(op, REQUEST_TIMEOUT, fut).await
+    async fn call<T, F, Fut>(&self, op: &str, request: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        self.call_within(op, REQUEST_TIMEOUT, request).await
     }
 
     async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
-        let mut kv = self.client.kv_client();
-        self.call(op, kv.txn(txn)).await
+        self.call(op, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
     }
 
     /// The two gets that read a sequence's row, for the end of a transaction.
@@ -531,10 +568,16 @@ impl EtcdStore {
         if let Some(task) = lease.keep_alive.take() {
             task.abort();
         }
-        let mut client = self.client.lease_client();
+        let id = lease.id;
         // Revoking deletes the lock key, which releases the lock. If this fails
         // the lease (and with it the lock) expires after LOCK_TTL_SECS.
-        match self.call("release a lock", client.revoke(lease.id)).await {
+        match self
+            .call(
+                "release a lock",
+                |mut c| async move { c.lease_revoke(id).await },
+            )
+            .await
+        {
             Ok(_) => lease.released = true,
             Err(e) => tracing::warn!(lease = lease.id, error = %e, "cannot revoke lease"),
         }
@@ -581,7 +624,7 @@ impl EtcdStore {
 /// (the future was cancelled), it revokes the lease in the background.
 struct LeaseGuard {
     id: i64,
-    client: Client,
+    store: EtcdStore,
     keep_alive: Option<tokio::task::JoinHandle<()>>,
     released: bool,
 }
@@ -595,40 +638,34 @@ impl Drop for LeaseGuard {
             return;
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let mut client = self.client.lease_client();
+            let store = self.store.clone();
             let id = self.id;
             handle.spawn(async move {
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, client.revoke(id)).await;
+                let _ = store
+                    .call(
+                        "release a lock",
+                        |mut c| async move { c.lease_revoke(id).await },
+                    )
+                    .await;
             });
         }
     }
 }
 
-/// Keeps lease `id` alive until aborted.
-fn keep_alive(client: &Client, id: i64) -> tokio::task::JoinHandle<()> {
-    let mut lease = client.lease_client();
+/// Keeps lease `id` alive until aborted: one keep-alive every third of the
+/// TTL. A failed one is retried at the next tick; a lease lost meanwhile is
+/// caught by the lock-key compare of the write.
+fn keep_alive(store: &EtcdStore, id: i64) -> tokio::task::JoinHandle<()> {
+    let store = store.clone();
     tokio::spawn(async move {
         let period = Duration::from_secs(LOCK_TTL_SECS as u64) / 3;
-        let mut stream = None;
         loop {
             tokio::time::sleep(period).await;
-            let ok = match &mut stream {
-                None => match lease.keep_alive(id).await {
-                    Ok(s) => {
-                        stream = Some(s);
-                        true
-                    }
-                    Err(_) => false,
-                },
-                Some((keeper, answers)) => {
-                    keeper.keep_alive().await.is_ok() && matches!(answers.message().await, Ok(Some(_)))
-                }
-            };
-            if !ok {
-                // Reopen the stream next time; a lost lease is caught by the
-                // lock-key compare of the write.
-                stream = None;
-            }
+            let _ = store
+                .call("keep a lock's lease alive", |mut c| async move {
+                    c.lease_keep_alive(id).await.map(drop)
+                })
+                .await;
         }
     })
 }
@@ -701,7 +738,11 @@ impl Store for EtcdStore {
                 .ok_or_else(|| Error::not_found("sequence", name))?;
             Ok(Put::Done(row))
         } else {
-            let at = if resp.succeeded() { ops.len().saturating_sub(2) } else { 0 };
+            let at = if resp.succeeded() {
+                ops.len().saturating_sub(2)
+            } else {
+                0
+            };
             let row = self
                 .row_from(name, &ops, at)?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
@@ -711,26 +752,26 @@ impl Store for EtcdStore {
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         for _ in 0..LOCK_ATTEMPTS {
-            let mut lease_client = self.client.lease_client();
             let granted = self
-                .call("grant a lease", lease_client.grant(LOCK_TTL_SECS, None))
+                .call("grant a lease", |mut c| async move {
+                    c.lease_grant(LOCK_TTL_SECS, None).await
+                })
                 .await?;
             let mut lease = LeaseGuard {
                 id: granted.id(),
-                client: self.client.clone(),
-                keep_alive: Some(keep_alive(&self.client, granted.id())),
+                store: self.clone(),
+                keep_alive: Some(keep_alive(self, granted.id())),
                 released: false,
             };
-            let mut lock_client = self.client.lock_client();
+            let (lock_name, id) = (self.lock_name(name), lease.id);
             let locked = self
-                .call_within(
-                    "take a lock",
-                    LOCK_WAIT,
-                    lock_client.lock(
-                        self.lock_name(name),
-                        Some(LockOptions::new().with_lease(lease.id)),
-                    ),
-                )
+                .call_within("take a lock", LOCK_WAIT, |mut c| {
+                    let lock_name = lock_name.clone();
+                    async move {
+                        c.lock(lock_name, Some(LockOptions::new().with_lease(id)))
+                            .await
+                    }
+                })
                 .await;
             let outcome = match locked {
                 Ok(resp) => self.reserve_under_lock(name, n, resp.key()).await,
@@ -803,7 +844,9 @@ impl Store for EtcdStore {
         }
         if let Some(orphan) = nexts.keys().next() {
             let name = String::from_utf8_lossy(orphan).into_owned();
-            return Err(self.build_row(&name, None, Some(&nexts[orphan])).unwrap_err());
+            return Err(self
+                .build_row(&name, None, Some(&nexts[orphan]))
+                .unwrap_err());
         }
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(rows)
@@ -877,15 +920,12 @@ impl Store for EtcdStore {
             .header()
             .map(|h| h.revision())
             .ok_or_else(|| self.unavailable("create a pool", "answer without a revision"))?;
-        let guard = || {
-            Compare::create_revision(self.creating_key(name), CompareOp::Equal, claim_rev)
-        };
-        let gone = || {
-            Error::NotFound {
-                kind: "pool",
-                name: name.to_owned(),
-                similar: Vec::new(),
-            }
+        let guard =
+            || Compare::create_revision(self.creating_key(name), CompareOp::Equal, claim_rev);
+        let gone = || Error::NotFound {
+            kind: "pool",
+            name: name.to_owned(),
+            similar: Vec::new(),
         };
         let batches: Vec<(i64, i64)> = (0..size)
             .step_by(POOL_BATCH)
@@ -917,8 +957,13 @@ impl Store for EtcdStore {
     }
 
     async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
-        let mut kv = self.client.kv_client();
-        let resp = self.call("read a pool", kv.get(self.pool_key(name), None)).await?;
+        let key = self.pool_key(name);
+        let resp = self
+            .call("read a pool", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
         resp.kvs()
             .first()
             .map(|kv| self.parse_pool(name, kv))
@@ -1038,9 +1083,11 @@ impl Store for EtcdStore {
                 .with_limit(PAGE)
                 .with_range(end.clone())
                 .with_revision(revision);
-            let mut kv = self.client.kv_client();
             page = self
-                .call("list pool members", kv.get(from, Some(opts)))
+                .call("list pool members", |mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
                 .await?
                 .take_kvs();
         }
@@ -1049,12 +1096,11 @@ impl Store for EtcdStore {
 
     async fn pool_list(&self) -> Result<Vec<PoolRow>> {
         let prefix = format!("{}pools/", self.prefix);
-        let mut kv = self.client.kv_client();
         let resp = self
-            .call(
-                "list pools",
-                kv.get(prefix.clone(), Some(GetOptions::new().with_prefix())),
-            )
+            .call("list pools", |mut c| {
+                let prefix = prefix.clone();
+                async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+            })
             .await?;
         let mut rows = resp
             .kvs()
@@ -1106,12 +1152,12 @@ impl Store for EtcdStore {
     }
 
     async fn ping(&self) -> Result<()> {
-        let mut kv = self.client.kv_client();
         // A linearizable read: answered only when a quorum has a leader.
-        self.call(
-            "answer a read",
-            kv.get(self.prefix.clone(), Some(GetOptions::new().with_count_only())),
-        )
+        let key = self.prefix.clone();
+        self.call("answer a read", |mut c| {
+            let key = key.clone();
+            async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+        })
         .await
         .map(drop)
     }

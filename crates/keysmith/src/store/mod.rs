@@ -354,6 +354,14 @@ mod tests {
         assert_eq!(top.plan(MAX_RESERVATION).unwrap().end, MAX_VALUE + 1);
     }
 
+    #[cfg(not(feature = "etcd"))]
+    #[tokio::test]
+    async fn etcd_urls_without_the_feature_say_how_to_build_it_in() {
+        let e = open("etcd://127.0.0.1:2379").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("--features etcd"), "{e}");
+    }
+
     #[test]
     fn spec_validation() {
         SequenceSpec::new("ok").validate().unwrap();
