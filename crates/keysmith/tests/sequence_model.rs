@@ -125,7 +125,7 @@ proptest! {
                 handles: blocks.iter().map(|&block| ModelHandle { block, unused: 0..0, last_version: None }).collect(),
             };
             let mut seen = HashSet::new();
-            let mut last_of = vec![i64::MIN; 3];
+            let mut last_of = [i64::MIN; 3];
             for op in ops {
                 let (got, want) = match op {
                     Op::Next(h) => (handles[h].next().await.map(|v| vec![v]), model.take(h, 1)),

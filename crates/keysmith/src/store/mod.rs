@@ -288,7 +288,8 @@ pub fn default_url() -> String {
 
 /// Opens the store a URL names:
 ///
-/// - `sqlite://PATH` (relative or absolute: `sqlite:///var/lib/k.db`),
+/// - `sqlite://PATH[?busy_timeout_ms=N]` (relative or absolute:
+///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
 /// - `postgres://...` and `etcd://...` when those backends are built in.
 ///
@@ -302,7 +303,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
-        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]
