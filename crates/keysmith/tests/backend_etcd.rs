@@ -104,6 +104,11 @@ async fn versions_start_at_one_and_count_changes() {
         panic!("version 3 is current");
     };
     assert_eq!((done.next, done.version), (100, 4));
+    // A version no etcd key can have is a conflict that returns the row.
+    match store.put_if_version("s", 1, u64::MAX).await.unwrap() {
+        Put::Conflict(row) => assert_eq!(row, done),
+        Put::Done(row) => panic!("applied with an impossible version: {row:?}"),
+    }
 }
 
 #[tokio::test]
@@ -226,6 +231,71 @@ async fn values_keysmith_did_not_write_are_corrupt() {
         assert!(matches!(e, Error::Corrupt(_)), "{e}");
         assert!(e.to_string().contains("drop"), "says what to do: {e}");
     }
+}
+
+/// A lock holder that dies (its lease is no longer kept alive) blocks a
+/// locked reservation only until its lease expires; while it holds the lock,
+/// the waiting caller writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lock_holder_blocks_only_until_its_lease_expires() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = Arc::new(
+        EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+            .await
+            .unwrap(),
+    );
+    store.create(&SequenceSpec::new("s")).await.unwrap();
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let lease = raw.lease_grant(3, None).await.unwrap().id();
+    let (mut keeper, _answers) = raw.lease_keep_alive(lease).await.unwrap();
+    let lock = format!("{prefix}/locks/s");
+    raw.lock(
+        lock.clone(),
+        Some(etcd_client::LockOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+
+    let waiter = {
+        let store = store.clone();
+        tokio::spawn(async move { store.reserve_locked("s", 5).await })
+    };
+    // Wait until the reservation queues behind the held lock.
+    let queued = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        keeper.keep_alive().await.unwrap();
+        let n = raw
+            .get(format!("{lock}/"), Some(queued.clone()))
+            .await
+            .unwrap()
+            .count();
+        if n == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the waiter never queued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        !waiter.is_finished(),
+        "reserved while another held the lock"
+    );
+    assert_eq!(store.read("s").await.unwrap().unwrap().next, 1);
+
+    // The holder dies: nobody keeps its lease alive any more.
+    drop(keeper);
+    let r = waiter.await.unwrap().unwrap();
+    assert_eq!((r.start, r.end), (1, 6));
 }
 
 #[tokio::test]

@@ -248,7 +248,8 @@ impl EtcdStore {
     pub async fn connect_lazy(url: EtcdUrl) -> Result<EtcdStore> {
         let options = ConnectOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
-            .with_timeout(REQUEST_TIMEOUT + Duration::from_secs(1))
+            // No channel-wide request timeout: `call` sets one per request
+            // (a lock may wait longer than a read).
             // Notice a dead peer that did not close the connection.
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
             .with_keep_alive_while_idle(true)
@@ -728,7 +729,7 @@ impl Store for EtcdStore {
                 ])
                 .or_else(gets),
             // No etcd version is that large: a plain read, reported as a conflict.
-            Err(_) => Txn::new().when([]).or_else(gets),
+            Err(_) => Txn::new().and_then(gets),
         };
         let resp = self.txn("write a sequence", txn).await?;
         let ops = resp.op_responses();
@@ -738,13 +739,8 @@ impl Store for EtcdStore {
                 .ok_or_else(|| Error::not_found("sequence", name))?;
             Ok(Put::Done(row))
         } else {
-            let at = if resp.succeeded() {
-                ops.len().saturating_sub(2)
-            } else {
-                0
-            };
             let row = self
-                .row_from(name, &ops, at)?
+                .row_from(name, &ops, 0)?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
             Ok(Put::Conflict(row))
         }
