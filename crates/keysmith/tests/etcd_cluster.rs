@@ -92,6 +92,44 @@ async fn allocator(
     (got, errors)
 }
 
+/// One pool taker: samples members, swaps one for member + size, and hands
+/// out the member it took. An answer lost to a fault counts as not taken.
+async fn pool_taker(url: String, stop: Arc<AtomicBool>, count: Arc<AtomicUsize>) -> Vec<i64> {
+    let store = loop {
+        match keysmith::store::open(&url).await {
+            Ok(s) => break s,
+            Err(e) if e.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let mut got = Vec::new();
+    while !stop.load(SeqCst) {
+        let sample = match store.pool_sample("pool", 4).await {
+            Ok(s) => s,
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        for take in sample {
+            match store.pool_swap("pool", take, take + POOL_SIZE).await {
+                Ok(true) => {
+                    got.push(take);
+                    count.fetch_add(1, SeqCst);
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) if e.is_retryable() => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    got
+}
+
+const POOL_SIZE: i64 = 16;
+
 /// Optimistic, locked and atomic allocators, each with its own client, run
 /// while the leader is killed with SIGKILL and later restarted. Every value
 /// is handed out once, each allocator's values increase, and allocation goes
@@ -104,6 +142,7 @@ async fn allocation_survives_a_killed_and_restarted_node() {
     let url = format!("{}/fault", cluster.url());
     let admin = EtcdStore::connect(&url).await.unwrap();
     admin.create(&SequenceSpec::new("ids")).await.unwrap();
+    admin.pool_create("pool", 1, POOL_SIZE).await.unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicUsize::new(0));
@@ -117,6 +156,15 @@ async fn allocation_survives_a_killed_and_restarted_node() {
                 count.clone(),
             )));
         }
+    }
+    let taken = Arc::new(AtomicUsize::new(0));
+    let mut takers = Vec::new();
+    for _ in 0..2 {
+        takers.push(tokio::spawn(pool_taker(
+            url.clone(),
+            stop.clone(),
+            taken.clone(),
+        )));
     }
     let progressed = |by: usize| {
         let from = count.load(SeqCst);
@@ -156,14 +204,37 @@ async fn allocation_survives_a_killed_and_restarted_node() {
     }
     let unique: BTreeSet<i64> = all.iter().copied().collect();
     assert_eq!(unique.len(), all.len(), "a value was handed out twice");
+
+    let mut from_pool = Vec::new();
+    for t in takers {
+        from_pool.extend(t.await.unwrap());
+    }
+    assert!(taken.load(SeqCst) > 0, "the pool takers got nothing");
+    let unique: BTreeSet<i64> = from_pool.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        from_pool.len(),
+        "a pool value was taken twice"
+    );
+    let members = admin.pool_members("pool").await.unwrap();
+    assert_eq!(
+        members.len() as i64,
+        POOL_SIZE,
+        "the pool lost or gained members"
+    );
+    assert!(
+        members.iter().all(|m| !unique.contains(m)),
+        "a value taken is still in the pool"
+    );
     let next = admin.read("ids").await.unwrap().unwrap().next;
     assert!(
         all.iter().all(|&v| v < next),
         "a value at or past the stored next ({next}) was handed out"
     );
     eprintln!(
-        "{} values, {} retryable errors during the faults",
+        "{} values, {} from the pool, {} retryable errors during the faults",
         all.len(),
+        from_pool.len(),
         errors
     );
 }

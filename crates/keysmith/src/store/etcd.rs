@@ -9,8 +9,12 @@
 //!
 //! Every key keysmith writes lives under `PREFIX/` (default `keysmith/`), so
 //! several keysmith installations, or keysmith and other programs, can share a
-//! cluster. Give all members of a cluster: the client spreads requests over
-//! them and moves on when one is down.
+//! cluster. Give all members of a cluster: requests go to one endpoint, and
+//! when it cannot be reached, has no leader or does not answer in time, the
+//! same request goes to the next (each endpoint once per request), and later
+//! requests start from the endpoint that answered. A dead endpoint costs a
+//! refused connection, or at most [`CONNECT_TIMEOUT`] when it does not
+//! refuse, not a long wait.
 //!
 //! # Layout
 //!
@@ -55,14 +59,37 @@
 //!   lock key, which releases the lock. A holder that dies blocks others for at
 //!   most the lease TTL.
 //!
+//! A sequence dropped and created again starts over at version 1, as in
+//! every store: a handle that still quotes a version from before the drop
+//! may match it. Dropping a sequence that handles still use is the caller's
+//! mistake in any backend.
+//!
+//! # Pools
+//!
+//! - [`Store::pool_create`] writes a pool of up to 100 members in one
+//!   transaction. A larger one (etcd takes at most 128 operations per
+//!   transaction) is written in batches under a claim key and published with
+//!   its meta key at the end; until then it does not exist for any other
+//!   call, and `pool_create` of the same name says it already exists. A
+//!   creator that dies half-way leaves the claim: [`Store::pool_drop`] clears it.
+//! - [`Store::pool_sample`] picks a random point between the smallest and the
+//!   largest member and returns the next `k` members from there, wrapping
+//!   around: two round trips, different callers get different members.
+//! - [`Store::pool_swap`] is one transaction: it compares that the pool
+//!   exists, `take` is a member and `put` is not, then deletes `take` and
+//!   puts `put`.
+//!
 //! # Durability and failures
 //!
 //! etcd answers a write after the raft log entry is committed, i.e. fsynced
-//! on a quorum of members. Each call has a deadline ([`REQUEST_TIMEOUT`];
-//! [`CONNECT_TIMEOUT`] to open a connection); past it, or when no member can
-//! be reached, the call fails with [`Error::Unavailable`] naming the
-//! endpoints. A write whose answer was lost may or may not have happened;
-//! every write here is conditional, so a retry never hands out a value twice.
+//! on a quorum of members. Each request has a deadline per endpoint
+//! ([`REQUEST_TIMEOUT`], [`LOCK_WAIT`] for taking a lock; [`CONNECT_TIMEOUT`]
+//! to open a connection); when every endpoint failed, the call fails with
+//! [`Error::Unavailable`] naming each endpoint and what went wrong there. A
+//! write whose answer was lost may or may not have happened; every write here
+//! is conditional (a compare in the same transaction), so retrying it, on
+//! another endpoint or by the caller, can lose values (a gap) but never hands
+//! one out twice.
 
 use std::fmt;
 use std::future::Future;
