@@ -47,6 +47,9 @@ impl Global {
 enum Command {
     #[command(flatten)]
     Sequence(cmd::sequence::SequenceCommand),
+    /// Benchmarks: allocation rate, block-boundary stalls.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+            Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
         }
     });
     match result {

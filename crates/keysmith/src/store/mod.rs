@@ -17,6 +17,7 @@ use crate::{Error, Result};
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
@@ -304,6 +305,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     })?;
     match scheme {
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
+        "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]
