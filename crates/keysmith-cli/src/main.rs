@@ -50,6 +50,9 @@ enum Command {
     /// Value pools: N free numbers, taken with little contention.
     #[command(subcommand)]
     Pool(cmd::pool::PoolCommand),
+    /// Benchmarks: allocation rate, block-boundary stalls.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
             Command::Pool(c) => cmd::pool::run(c, &cli.global).await,
+            Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
         }
     });
     match result {
