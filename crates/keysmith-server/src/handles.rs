@@ -38,6 +38,11 @@ impl Handle for keysmith::sequence::Sequence {
     }
 }
 
+impl Handle for keysmith::pool::ValuePool {
+    /// A pool handle holds nothing back: every number it took was handed out.
+    async fn close(&self) {}
+}
+
 /// A handle and what the server counts about it.
 #[derive(Debug)]
 pub(crate) struct Entry<H> {
@@ -54,12 +59,11 @@ pub(crate) struct Entry<H> {
 }
 
 impl<H> Entry<H> {
-    /// Records a successful allocation of `values` (ascending) that took
-    /// since `started`.
+    /// Records a successful allocation of `values` that took since `started`.
     pub(crate) fn record(&self, values: &[i64], started: Instant) {
         let n = values.len() as u64;
         self.served.fetch_add(n, Relaxed);
-        if let Some(&max) = values.last() {
+        if let Some(&max) = values.iter().max() {
             self.last.fetch_max(max, Relaxed);
         }
         self.values.inc_by(n);

@@ -34,6 +34,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use keysmith::pool::ValuePool;
 use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
 use keysmith::store::Store;
 
@@ -239,6 +240,7 @@ pub(crate) struct Shared {
     pub(crate) options: Options,
     pub(crate) token: Option<[u8; 32]>,
     pub(crate) sequences: Handles<Sequence>,
+    pub(crate) pools: Handles<ValuePool>,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
 }
@@ -271,6 +273,7 @@ impl AppState {
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),
+                pools: Handles::new("pool"),
                 metrics: Metrics::new(),
                 started: Instant::now(),
             }),
@@ -298,6 +301,7 @@ impl AppState {
                 let Some(s) = weak.upgrade() else { return };
                 let now = Instant::now();
                 s.sequences.sample_all(now);
+                s.pools.sample_all(now);
             }
         });
     }
@@ -320,8 +324,24 @@ impl AppState {
                 )
             })
             .collect();
+        let pools: Vec<_> = s
+            .pools
+            .snapshot()
+            .into_iter()
+            .map(|(n, e)| {
+                let st = e.handle.stats();
+                (
+                    n,
+                    HandleCounters {
+                        refills: st.attempts,
+                        conflicts: st.conflicts,
+                        size: e.handle.size(),
+                    },
+                )
+            })
+            .collect();
         s.metrics
-            .render(&seqs, &[], s.started.elapsed().as_secs_f64())
+            .render(&seqs, &pools, s.started.elapsed().as_secs_f64())
     }
 
     /// Closes every open handle, handing unused block tails back to the
@@ -329,6 +349,7 @@ impl AppState {
     /// with [`keysmith::Error::Closed`] (a 503).
     pub async fn close(&self) {
         self.shared.sequences.close_all().await;
+        self.shared.pools.close_all().await;
     }
 }
 
@@ -362,6 +383,7 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
 /// Every route of the API, over `state`, with auth, the body limit, the
 /// request timeout and error counting.
 pub fn router(state: AppState) -> Router {
+    use routes::pools;
     use routes::sequences as seq;
     let body_limit = state.shared().options.body_limit;
     Router::new()
@@ -374,6 +396,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/sequences", post(seq::create).get(seq::list))
         .route("/v1/sequences/{name}", get(seq::show).delete(seq::drop))
         .route("/v1/sequences/{name}/next", post(seq::next))
+        .route("/v1/pools", post(pools::create).get(pools::list))
+        .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
+        .route("/v1/pools/{name}/next", post(pools::next))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

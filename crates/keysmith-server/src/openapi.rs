@@ -73,6 +73,19 @@ pub fn document() -> Value {
                             "served": {"type": "integer"}, "last_served": {"type": ["integer", "null"]},
                             "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}},
                 "SequenceList": {"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}},
+                "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false, "properties": {
+                    "name": {"type": "string"},
+                    "start": {"type": "integer", "default": 1, "minimum": 0},
+                    "size": {"type": "integer", "minimum": 1, "maximum": keysmith::pool::MAX_POOL_SIZE}}},
+                "Pool": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "start": {"type": "integer"}, "size": {"type": "integer"},
+                    "lowest": {"type": "integer", "description": "show only"}, "highest": {"type": "integer", "description": "show only"},
+                    "taken": {"type": "integer", "description": "show only"}, "max_value": {"type": "integer", "description": "show only"},
+                    "server": {"description": "This server's handle, null until it handed out a number.",
+                        "oneOf": [{"type": "null"}, {"type": "object", "properties": {
+                            "served": {"type": "integer"}, "rate": {"type": "number"}, "attempts": {"type": "integer"},
+                            "conflicts": {"type": "integer"}, "conflict_rate": {"type": "number"}}}]}}},
+                "PoolList": {"type": "object", "properties": {"pools": {"type": "array", "items": {"$ref": "#/components/schemas/Pool"}}}},
                 "Health": {"type": "object", "properties": {"status": {"type": "string"}, "store": {"type": "string"}}}
             }
         },
@@ -96,6 +109,25 @@ pub fn document() -> Value {
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The values, ascending.", "Values")), ("404", err("No such sequence.")),
                         ("409", err("The sequence is exhausted.")), ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/pools": {
+                "post": {"summary": "Create a value pool holding start..start+size",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreatePool"}}}},
+                    "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit."))])},
+                "get": {"summary": "List pools", "responses": responses(vec![("200", ok("Every pool, by name.", "PoolList"))])}
+            },
+            "/v1/pools/{name}": {
+                "parameters": [name],
+                "get": {"summary": "Show a pool (reads every member)", "responses": responses(vec![("200", ok("The pool.", "Pool")), ("404", err("No such pool."))])},
+                "delete": {"summary": "Drop a pool for good", "responses": responses(vec![("200", json!({"description": "Dropped."})), ("404", err("No such pool."))])}
+            },
+            "/v1/pools/{name}/next": {
+                "parameters": [name],
+                "post": {"summary": "Take numbers from a pool",
+                    "description": "Numbers are unique forever, in no particular order.",
+                    "parameters": [count, as_],
+                    "responses": responses(vec![("200", ok("The numbers, in the order taken.", "Values")), ("404", err("No such pool.")),
+                        ("413", err("Count over the server's maximum."))])}
             },
             "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::AppState;
 use crate::error::ApiResult;
+use crate::routes::pools::PoolHandleView;
 use crate::routes::sequences::HandleView;
 
 /// How often the page refreshes, in milliseconds.
@@ -28,6 +29,20 @@ pub(crate) struct Status {
     uptime_seconds: u64,
     refresh_ms: u32,
     sequences: Vec<SeqStatus>,
+    pools: Vec<PoolStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct PoolStatus {
+    name: String,
+    start: String,
+    size: i64,
+    served: String,
+    /// Numbers per second over the last ten seconds.
+    rate: f64,
+    /// Share of this server's swap attempts that lost to another taker.
+    conflict_rate: f64,
+    conflicts: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,10 +89,27 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             }
         })
         .collect();
+    let pools = keysmith::pool::list(&*s.store)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let h = s.pools.get(&row.name).map(|e| PoolHandleView::of(&e));
+            PoolStatus {
+                start: row.start.to_string(),
+                size: row.size,
+                served: h.as_ref().map_or(0, |h| h.served).to_string(),
+                rate: h.as_ref().map_or(0.0, |h| h.rate),
+                conflict_rate: h.as_ref().map_or(0.0, |h| h.conflict_rate),
+                conflicts: h.as_ref().map_or(0, |h| h.conflicts),
+                name: row.name,
+            }
+        })
+        .collect();
     Ok(Status {
         uptime_seconds: s.started.elapsed().as_secs(),
         refresh_ms: REFRESH_MS,
         sequences,
+        pools,
     })
 }
 
@@ -135,6 +167,10 @@ fn rate(r: f64) -> String {
     format!("{r:.1}/s")
 }
 
+fn percent(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
 fn uptime(secs: u64) -> String {
     let (d, h, m, s) = (secs / 86400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     if d > 0 {
@@ -170,16 +206,31 @@ fn render(st: &Status) -> String {
             s.refills,
         );
     }
-    let empty = if st.sequences.is_empty() {
-        ""
-    } else {
-        " hidden"
-    };
-    PAGE.replace("{{uptime}}", &uptime(st.uptime_seconds))
+    let mut pool_rows = String::new();
+    for p in &st.pools {
+        let _ = write!(
+            pool_rows,
+            "<tr><td class=\"name\">{}</td><td class=\"num size\">{}</td>\
+             <td class=\"num start\">{}</td><td class=\"num rate\">{}</td>\
+             <td class=\"num served\">{}</td><td class=\"num conflicts\">{}</td></tr>",
+            escape(&p.name),
+            p.size,
+            p.start,
+            rate(p.rate),
+            p.served,
+            percent(p.conflict_rate),
+        );
+    }
+    let hidden = |empty: bool| if empty { "" } else { " hidden" };
+    let page = PAGE
+        .replace("{{uptime}}", &uptime(st.uptime_seconds))
         .replace("{{refresh_ms}}", &st.refresh_ms.to_string())
-        .replace("{{seq_empty}}", empty)
-        // Last: names are never scanned for placeholders.
-        .replace("{{seq_rows}}", &rows)
+        .replace("{{seq_empty}}", hidden(st.sequences.is_empty()))
+        .replace("{{pool_empty}}", hidden(st.pools.is_empty()));
+    // Rows last, each placeholder once: names are never scanned for placeholders.
+    let (head, tail) = page.split_once("{{seq_rows}}").expect("placeholder");
+    let (mid, tail) = tail.split_once("{{pool_rows}}").expect("placeholder");
+    [head, &rows, mid, &pool_rows, tail].concat()
 }
 
 const PAGE: &str = r##"<!doctype html>
@@ -223,6 +274,17 @@ const PAGE: &str = r##"<!doctype html>
 </table>
 <p class="empty" id="sequences-empty"{{seq_empty}}>No sequences yet. Create one with <code>curl -d '{"name":"orders"}' http://HOST/v1/sequences</code>.</p>
 
+<h2>Pools</h2>
+<table id="pools">
+  <thead><tr>
+    <th>Name</th><th class="num" title="Members the pool holds">Size</th><th class="num">Start</th>
+    <th class="num" title="Numbers handed out per second, last 10 s">Rate</th><th class="num" title="Numbers this server handed out">Served</th>
+    <th class="num" title="Share of this server's attempts that lost to another taker">Conflict rate</th>
+  </tr></thead>
+  <tbody>{{pool_rows}}</tbody>
+</table>
+<p class="empty" id="pools-empty"{{pool_empty}}>No pools yet. Create one with <code>curl -d '{"name":"tickets","size":100}' http://HOST/v1/pools</code>.</p>
+
 <script>
 "use strict";
 const REFRESH_MS = {{refresh_ms}};
@@ -262,6 +324,18 @@ function render(st) {
   });
   body.replaceChildren(...rows);
   document.getElementById("sequences-empty").hidden = st.sequences.length > 0;
+  const pools = st.pools.map((p) => {
+    const tr = document.createElement("tr");
+    cell(tr, "name", p.name);
+    cell(tr, "num size", String(p.size));
+    cell(tr, "num start", p.start);
+    cell(tr, "num rate", p.rate.toFixed(1) + "/s");
+    cell(tr, "num served", p.served);
+    cell(tr, "num conflicts", (p.conflict_rate * 100).toFixed(1) + "%");
+    return tr;
+  });
+  document.querySelector("#pools tbody").replaceChildren(...pools);
+  document.getElementById("pools-empty").hidden = st.pools.length > 0;
   document.getElementById("uptime").textContent = uptime(st.uptime_seconds);
 }
 async function refresh() {

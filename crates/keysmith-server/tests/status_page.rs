@@ -129,6 +129,18 @@ async fn status_page_shows_what_the_server_does() {
         srv.next("orders", 10).await;
     }
     srv.next(&enc(tricky), 3).await;
+    let (st, _) = srv
+        .call(
+            Method::POST,
+            "/v1/pools",
+            Some(serde_json::json!({"name": "tickets", "size": 20})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    let (st, _) = srv
+        .call(Method::POST, "/v1/pools/tickets/next?count=5", None)
+        .await;
+    assert_eq!(st, 200);
     let (_, orders) = srv.call(Method::GET, "/v1/sequences/orders", None).await;
 
     let url = srv.url("/");
@@ -168,6 +180,21 @@ async fn status_page_shows_what_the_server_does() {
     assert_eq!(u[1], "1");
     assert_eq!(u[2], "100 (default)");
     assert_eq!(u[6], "–");
+
+    // Pools: name, size, start, rate, served, conflict rate.
+    let pools = table_rows(&dom, "pools");
+    assert_eq!(pools.len(), 1);
+    let p = &pools[0];
+    assert_eq!(
+        (
+            p[0].as_str(),
+            p[1].as_str(),
+            p[2].as_str(),
+            p[4].as_str(),
+            p[5].as_str()
+        ),
+        ("tickets", "20", "1", "5", "0.0%")
+    );
 
     // A picture for a person to look at (KEYSMITH_SCREENSHOT=path keeps it).
     let shot = match std::env::var("KEYSMITH_SCREENSHOT") {

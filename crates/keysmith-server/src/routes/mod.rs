@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 
+pub(crate) mod pools;
 pub(crate) mod sequences;
 
 /// The query of the `next` routes: `?count=N&as=number|string`.

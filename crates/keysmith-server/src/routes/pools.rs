@@ -1,0 +1,185 @@
+//! `/v1/pools`: create, list, show, drop, next.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use keysmith::pool::{self, PoolInfo, ValuePool};
+use keysmith::store::PoolRow;
+use serde::{Deserialize, Serialize};
+
+use super::{NextQuery, values_response};
+use crate::AppState;
+use crate::error::ApiResult;
+use crate::extract::{JsonBody, Name, QueryParams};
+use crate::handles::Entry;
+
+/// The body of `POST /v1/pools`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateBody {
+    name: String,
+    #[serde(default = "one")]
+    start: i64,
+    size: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// What the server's handle of a pool has done.
+#[derive(Debug, Serialize)]
+pub(crate) struct PoolHandleView {
+    /// Numbers handed out by this server.
+    pub(crate) served: u64,
+    /// Numbers per second over the last ten seconds.
+    pub(crate) rate: f64,
+    /// Conditional swaps sent to the store.
+    pub(crate) attempts: u64,
+    /// Swaps that found their number taken by someone else first.
+    pub(crate) conflicts: u64,
+    /// `conflicts / attempts` (0 before the first attempt).
+    pub(crate) conflict_rate: f64,
+}
+
+impl PoolHandleView {
+    pub(crate) fn of(e: &Entry<ValuePool>) -> PoolHandleView {
+        let st = e.handle.stats();
+        PoolHandleView {
+            served: e.served.load(Relaxed),
+            rate: e.rate(),
+            attempts: st.attempts,
+            conflicts: st.conflicts,
+            conflict_rate: if st.attempts == 0 {
+                0.0
+            } else {
+                st.conflicts as f64 / st.attempts as f64
+            },
+        }
+    }
+}
+
+/// A pool as `list` shows it: its row and this server's handle.
+#[derive(Debug, Serialize)]
+pub(crate) struct PoolView {
+    #[serde(flatten)]
+    row: PoolRow,
+    server: Option<PoolHandleView>,
+}
+
+/// A pool as `show` shows it: its state (from every member) and this
+/// server's handle.
+#[derive(Debug, Serialize)]
+pub(crate) struct PoolDetail {
+    #[serde(flatten)]
+    info: PoolInfo,
+    server: Option<PoolHandleView>,
+}
+
+fn server_view(state: &AppState, name: &str) -> Option<PoolHandleView> {
+    state
+        .shared()
+        .pools
+        .get(name)
+        .map(|e| PoolHandleView::of(&e))
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    JsonBody(b): JsonBody<CreateBody>,
+) -> ApiResult<Response> {
+    let row = pool::create(&*state.shared().store, &b.name, b.start, b.size).await?;
+    let server = server_view(&state, &row.name);
+    Ok((StatusCode::CREATED, Json(PoolView { row, server })).into_response())
+}
+
+#[derive(Serialize)]
+pub(crate) struct List {
+    pools: Vec<PoolView>,
+}
+
+pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
+    let rows = pool::list(&*state.shared().store).await?;
+    Ok(Json(List {
+        pools: rows
+            .into_iter()
+            .map(|row| PoolView {
+                server: server_view(&state, &row.name),
+                row,
+            })
+            .collect(),
+    }))
+}
+
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<PoolDetail>> {
+    let info = pool::describe(&*state.shared().store, &name).await?;
+    Ok(Json(PoolDetail {
+        server: server_view(&state, &name),
+        info,
+    }))
+}
+
+#[derive(Serialize)]
+pub(crate) struct Dropped {
+    dropped: String,
+}
+
+pub(crate) async fn drop(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<Dropped>> {
+    let s = state.shared();
+    pool::remove(&*s.store, &name).await?;
+    s.pools.remove(&name, &s.metrics).await;
+    Ok(Json(Dropped { dropped: name }))
+}
+
+async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<ValuePool>>> {
+    let s = state.shared();
+    s.pools
+        .get_or_open(name, &s.metrics, || {
+            ValuePool::builder()
+                .store(s.store.clone())
+                .name(name)
+                .build()
+        })
+        .await
+}
+
+pub(crate) async fn next(
+    State(state): State<AppState>,
+    Name(name): Name,
+    QueryParams(q): QueryParams<NextQuery>,
+) -> ApiResult<Response> {
+    let started = Instant::now();
+    let s = state.shared();
+    let count = q.count(s.options.max_count)?;
+    let as_strings = q.as_strings()?;
+    keysmith::validate_name(&name)?;
+    let entry = handle(&state, &name).await?;
+    let result = if count == 1 {
+        entry.handle.take().await.map(|v| vec![v])
+    } else {
+        entry.handle.take_n(count).await
+    };
+    match result {
+        Ok(values) => {
+            entry.record(&values, started);
+            Ok(values_response(&values, as_strings))
+        }
+        Err(e) => {
+            if matches!(e, keysmith::Error::NotFound { .. }) {
+                s.pools.evict(&name, &entry, &s.metrics).await;
+            }
+            Err(e.into())
+        }
+    }
+}
