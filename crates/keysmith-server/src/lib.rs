@@ -24,7 +24,7 @@
 //! The routes are listed by `GET /openapi.json` ([`openapi::document`]).
 #![warn(missing_docs)]
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -457,7 +457,9 @@ impl Server {
 
     /// Serves until `shutdown` completes; then stops accepting connections,
     /// lets the requests in flight finish, and closes every handle (handing
-    /// unused block tails back).
+    /// unused block tails back). Connections that stay open longer than the
+    /// request timeout plus [`SHUTDOWN_GRACE`] after the signal (a client
+    /// that never finishes sending its request) are not waited for.
     ///
     /// # Errors
     /// [`ServeError::Io`] if serving fails.
@@ -465,13 +467,34 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let mut stop = rx.clone();
+        let serving = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .into_future();
+        let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
+        let give_up = async move {
+            shutdown.await;
+            let _ = tx.send(true);
+            tokio::time::sleep(grace).await;
+            drop(rx);
+        };
+        let served = tokio::select! {
+            r = serving => r,
+            () = give_up => {
+                tracing::warn!("connections still open {grace:?} after the shutdown signal; closing handles anyway");
+                Ok(())
+            }
+        };
         self.state.close().await;
         Ok(served?)
     }
 }
+
+/// How long past the request timeout a shutdown waits for open connections.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Binds, serves until `shutdown` completes, then shuts down gracefully (see
 /// [`Server::run`]).

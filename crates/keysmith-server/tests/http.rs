@@ -809,3 +809,27 @@ async fn adaptive_blocks_grow_under_load_and_show() {
     assert_eq!(v["sequences"][0]["name"], "grow");
     assert_eq!(v["sequences"][0]["block"], 160);
 }
+
+/// A client that never finishes its request does not keep a stopping server
+/// alive: it stops after the request timeout plus a grace period, and still
+/// hands the tail back.
+#[tokio::test]
+async fn stop_does_not_wait_for_a_half_sent_request_forever() {
+    use tokio::io::AsyncWriteExt;
+    let srv = TestServer::start_with(|c, _| c.request_timeout = Duration::from_millis(100)).await;
+    srv.create("s", 100).await;
+    assert_eq!(srv.next("s", 2).await, vec![1, 2]);
+    let mut stuck = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    stuck
+        .write_all(b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let url = common::sqlite_url(&srv.db_path(), "");
+    // A guard against hanging forever, not a timing assertion.
+    let _dir = tokio::time::timeout(Duration::from_secs(120), srv.stop())
+        .await
+        .expect("the server never stopped");
+    let store = keysmith::store::open(&url).await.unwrap();
+    assert_eq!(sequence::describe(&*store, "s").await.unwrap().next, 3);
+    drop(stuck);
+}
