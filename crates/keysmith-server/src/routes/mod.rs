@@ -67,19 +67,19 @@ impl NextQuery {
 
 /// `{"values": [...]}`, as numbers or as strings.
 pub(crate) fn values_response(values: &[i64], as_strings: bool) -> Response {
-    let mut body = String::with_capacity(16 + values.len() * 12);
+    use std::fmt::Write;
+    let mut body = String::with_capacity(16 + values.len() * 22);
     body.push_str("{\"values\":[");
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
             body.push(',');
         }
-        if as_strings {
-            body.push('"');
-            body.push_str(&v.to_string());
-            body.push('"');
+        // Writing into a String cannot fail.
+        let _ = if as_strings {
+            write!(body, "\"{v}\"")
         } else {
-            body.push_str(&v.to_string());
-        }
+            write!(body, "{v}")
+        };
     }
     body.push_str("]}");
     json_text(body)
