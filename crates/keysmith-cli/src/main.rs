@@ -47,6 +47,12 @@ impl Global {
 enum Command {
     #[command(flatten)]
     Sequence(cmd::sequence::SequenceCommand),
+    /// Per-host counters: `<hostname>/<number>` names without a store.
+    #[command(subcommand)]
+    Counter(cmd::counter::CounterCommand),
+    /// Structured row names: parse them, allocate revision numbers.
+    #[command(subcommand)]
+    RowName(cmd::row_name::RowNameCommand),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +70,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+            Command::Counter(c) => cmd::counter::run(c, &cli.global).await,
+            Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
         }
     });
     match result {

@@ -629,6 +629,45 @@ mod tests {
         }
     }
 
+    /// Threads sharing one handle and threads with handles of their own, on
+    /// one directory: every number once, increasing per thread, no gaps.
+    #[test]
+    fn threads_and_handles_share_one_counter() {
+        const PER_THREAD: u64 = 60;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = std::sync::Arc::new(HostCounter::open_with_host(dir.path(), "h").unwrap());
+        let threads: Vec<_> = (0..6)
+            .map(|i| {
+                let counter = if i % 2 == 0 {
+                    std::sync::Arc::clone(&shared)
+                } else {
+                    std::sync::Arc::new(HostCounter::open_with_host(dir.path(), "h").unwrap())
+                };
+                std::thread::spawn(move || {
+                    let mut got = Vec::new();
+                    while (got.len() as u64) < PER_THREAD {
+                        if got.len() % 3 == 0 {
+                            got.extend(counter.next_n(2).unwrap().values());
+                        } else {
+                            got.push(counter.next().unwrap().value());
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in threads {
+            let got = t.join().unwrap();
+            assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+            all.extend(got);
+        }
+        all.sort_unstable();
+        let n = all.len() as u64;
+        assert_eq!(all, (1..=n).collect::<Vec<_>>());
+        assert_eq!(shared.peek().unwrap(), n);
+    }
+
     #[test]
     fn torn_slot_is_ignored_then_repaired() {
         let dir = tempfile::tempdir().unwrap();
