@@ -14,7 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The named object does not exist. `similar` lists existing names that
     /// look alike, closest first (it may be empty).
-    #[error("{kind} {name:?} does not exist{}", Suggest(similar, *kind))]
+    #[error("{kind} {name:?} does not exist{}", Suggest(similar, kind))]
     NotFound {
         /// What kind of object: "sequence", "pool", ...
         kind: &'static str,
@@ -104,7 +104,7 @@ impl Error {
     }
 }
 
-struct Suggest<'a>(&'a [String], &'static str);
+struct Suggest<'a>(&'a [String], &'a str);
 
 impl fmt::Display for Suggest<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -21,12 +21,12 @@ pub fn validate_name(name: &str) -> Result<()> {
             "a name must be at most {MAX_NAME_BYTES} bytes, this one is {}",
             name.len()
         ))
-    } else if let Some(c) = name.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        Some(format!(
-            "names may not contain whitespace or control characters (found {c:?}); use '-', '_', '.' or '/' instead"
-        ))
     } else {
-        None
+        name.chars()
+            .find(|c| c.is_whitespace() || c.is_control())
+            .map(|c| format!(
+                "names may not contain whitespace or control characters (found {c:?}); use '-', '_', '.' or '/' instead"
+            ))
     };
     match reason {
         None => Ok(()),

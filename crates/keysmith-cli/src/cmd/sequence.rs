@@ -2,10 +2,13 @@
 
 use std::io::Write;
 
-use keysmith::sequence::{self, MAX_BATCH, Sequence, SequenceInfo, Strategy};
+use keysmith::sequence::{self, DEFAULT_MAX_ATTEMPTS, MAX_BATCH, Sequence, SequenceInfo, Strategy};
 use keysmith::store::{MAX_VALUE, SequenceSpec};
 
 use crate::Global;
+
+/// The most values one `next` prints (it streams them a block at a time).
+const MAX_COUNT: i64 = 1_000_000_000;
 
 /// Sequence commands.
 #[derive(Debug, clap::Subcommand)]
@@ -38,6 +41,9 @@ pub enum SequenceCommand {
         /// optimistic, locked or atomic.
         #[arg(long, default_value_t = Strategy::Optimistic)]
         strategy: Strategy,
+        /// Optimistic attempts per block before giving up with a contention error.
+        #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS)]
+        max_attempts: u32,
     },
     /// Shows a sequence.
     Show {
@@ -56,13 +62,10 @@ pub enum SequenceCommand {
 /// Runs a sequence command.
 pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
     // Check what can be checked before touching the store.
-    if let SequenceCommand::Next { count, .. } = &cmd {
-        if !(1..=MAX_BATCH * 1000).contains(count) {
-            anyhow::bail!(
-                "--count must be between 1 and {}, got {count}",
-                MAX_BATCH * 1000
-            );
-        }
+    if let SequenceCommand::Next { count, .. } = &cmd
+        && !(1..=MAX_COUNT).contains(count)
+    {
+        anyhow::bail!("--count must be between 1 and {MAX_COUNT}, got {count}");
     }
     let store = global.open().await?;
     match cmd {
@@ -86,11 +89,13 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             count,
             block,
             strategy,
+            max_attempts,
         } => {
             let mut b = Sequence::builder()
                 .store(store)
                 .name(name)
-                .strategy(strategy);
+                .strategy(strategy)
+                .max_attempts(max_attempts);
             if let Some(block) = block {
                 b = b.block(block);
             }

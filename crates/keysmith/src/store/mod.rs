@@ -286,7 +286,8 @@ pub fn default_url() -> String {
 
 /// Opens the store a URL names:
 ///
-/// - `sqlite://PATH` (relative or absolute: `sqlite:///var/lib/k.db`),
+/// - `sqlite://PATH[?busy_timeout_ms=N]` (relative or absolute:
+///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
 /// - `postgres://...` and `etcd://...` when those backends are built in.
 ///
@@ -300,7 +301,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
-        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open(rest).await?)),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"

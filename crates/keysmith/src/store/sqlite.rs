@@ -17,8 +17,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
 use crate::{Error, Result};
 
-/// How long a writer waits for another process's write lock.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a writer waits for another process's write lock, by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
 const SCHEMA_VERSION: i64 = 1;
@@ -61,13 +61,52 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path`.
+    /// Opens (creating if needed) the database at `path`, waiting up to
+    /// [`DEFAULT_BUSY_TIMEOUT`] for other processes' write locks.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty path, [`Error::Unavailable`] when
     /// the file cannot be opened or is locked, [`Error::Corrupt`] when it is not
     /// a keysmith database.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT).await
+    }
+
+    /// Opens a store from the part of a `sqlite://` URL after the scheme:
+    /// `PATH[?busy_timeout_ms=N]`.
+    ///
+    /// # Errors
+    /// As [`Self::open`], and [`Error::InvalidArgument`] for an unknown or
+    /// malformed parameter.
+    pub async fn open_url(rest: &str) -> Result<Self> {
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut timeout = DEFAULT_BUSY_TIMEOUT;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("busy_timeout_ms", v)) => {
+                    let ms: u64 = v.parse().map_err(|_| {
+                        Error::invalid(format!(
+                            "sqlite URL: busy_timeout_ms must be a whole number of milliseconds, got {v:?}"
+                        ))
+                    })?;
+                    timeout = Duration::from_millis(ms);
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "sqlite URL: unknown parameter {pair:?}; the only one is busy_timeout_ms=N"
+                    )));
+                }
+            }
+        }
+        Self::open_with_timeout(path, timeout).await
+    }
+
+    /// Opens the database at `path`, waiting up to `busy_timeout` for other
+    /// processes' write locks before failing with [`Error::Unavailable`].
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub async fn open_with_timeout(path: impl AsRef<Path>, busy_timeout: Duration) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         if path.as_os_str().is_empty() {
             return Err(Error::invalid(
@@ -75,7 +114,7 @@ impl SqliteStore {
             ));
         }
         let p = path.clone();
-        let conn = tokio::task::spawn_blocking(move || open_connection(&p))
+        let conn = tokio::task::spawn_blocking(move || open_connection(&p, busy_timeout))
             .await
             .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
             .map_err(|e| with_path(e, &path))?;
@@ -122,9 +161,9 @@ impl SqliteStore {
     }
 }
 
-fn open_connection(path: &Path) -> Result<Connection> {
+fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     let conn = Connection::open(path).map_err(db_err)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
+    conn.busy_timeout(busy_timeout).map_err(db_err)?;
     // WAL lets readers run beside a writer; FULL syncs the WAL on every commit,
     // so a reservation is on disk before its first value is returned.
     let mode: String = conn
