@@ -43,8 +43,9 @@ pub const MAX_USER_ID_BYTES: usize = 256;
 ///   ASCII `xn--` form), the scheme's default port dropped;
 /// - the path normalised: `.` and `..` segments resolved, characters that
 ///   need it percent-encoded, percent-encodings of unreserved characters
-///   (`A-Z a-z 0-9 - . _ ~`) decoded and the others written in upper case
-///   (RFC 3986, 6.2.2); the same for the query;
+///   (`A-Z a-z 0-9 - . _ ~`) decoded, the others written in upper case
+///   (RFC 3986, 6.2.2), and a `%` that starts no escape written `%25`; the
+///   same for the query;
 /// - an empty query (`?`) and an empty fragment (`#`) dropped.
 ///
 /// ```
@@ -141,8 +142,9 @@ impl FromStr for ContentUrl {
     }
 }
 
-/// Decodes `%XX` escapes of unreserved characters and upper-cases the hex
-/// digits of the others; everything else is kept as it is.
+/// Decodes `%XX` escapes of unreserved characters, upper-cases the hex
+/// digits of the others and escapes a `%` that starts no escape as `%25`;
+/// everything else is kept as it is.
 fn normalise_percent(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len());
@@ -163,9 +165,14 @@ fn normalise_percent(s: &str) -> String {
                 out.push(b[i + 2].to_ascii_uppercase() as char);
             }
             i += 3;
+        } else if b[i] == b'%' {
+            // A '%' that starts no escape stands for itself: write it as one,
+            // so that decoding what follows cannot make it start one later.
+            out.push_str("%25");
+            i += 1;
         } else {
             // Copy up to the next '%' (a char boundary: '%' is ASCII).
-            let next = s[i + 1..].find('%').map_or(s.len(), |p| i + 1 + p);
+            let next = s[i..].find('%').map_or(s.len(), |p| i + p);
             out.push_str(&s[i..next]);
             i = next;
         }

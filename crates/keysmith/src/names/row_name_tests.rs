@@ -156,7 +156,11 @@ fn urls_are_made_canonical() {
         ),
         ("https://[0:0::1]/a", "https://[::1]/a"),
         ("https://127.000.0.1/a", "https://127.0.0.1/a"),
-        ("https://example.com/%zz", "https://example.com/%zz"),
+        ("https://example.com/%zz", "https://example.com/%25zz"),
+        (
+            "https://example.com/%%30a?%%33",
+            "https://example.com/%250a?%253",
+        ),
     ] {
         let url = ContentUrl::parse(given).unwrap_or_else(|e| panic!("{given}: {e}"));
         assert_eq!(url.as_str(), canonical, "{given}");
