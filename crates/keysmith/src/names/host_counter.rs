@@ -33,6 +33,10 @@
 //! The file is created whole: written to a temporary file, synced, hard-linked
 //! into place (which fails if another process got there first) and the
 //! directory synced, so a counter file is never seen half-written.
+//!
+//! The file is the counter: deleting or replacing it starts the numbers again
+//! at 1 and so repeats names. Keep it with the host's other state (back it up
+//! and restore it with the host); never delete it while names are in use.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -780,7 +780,8 @@ fn parse_user(s: &str) -> std::result::Result<User, String> {
             domain: Some(Domain::parse_inner(domain)?),
             user: UserId::parse_inner(user)?,
         }),
-        ["user", ..] => Err(UserId::parse_inner(&s["user/".len()..])
+        // user/a/b...: the identifier would contain '/'.
+        ["user", _, _, ..] => Err(UserId::parse_inner(&s["user/".len()..])
             .err()
             .unwrap_or_else(|| "a user row is user/USER or DOMAIN/user/USER".to_owned())),
         _ => Err(format!(

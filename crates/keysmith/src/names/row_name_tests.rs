@@ -239,6 +239,8 @@ fn malformed_names_say_what_is_wrong() {
         ),
         ("https://example.com/a#3#4", "the branch \"3#4\""),
         ("user/", "the user identifier \"\""),
+        ("user", "neither a content URL"),
+        ("suggestion", "neither a content URL"),
         (
             "user/a/b",
             "the user identifier \"a/b\" is not valid: it contains '/'",
@@ -394,16 +396,27 @@ proptest! {
     fn parsing_near_misses_never_panics(
         name in row_name(),
         cut in any::<prop::sample::Index>(),
+        removed in 0usize..12,
         junk in "[#/._a-zA-Z0-9%:]{0,3}",
+        truncate in any::<bool>(),
     ) {
-        // Splice a little junk into a valid name: parse must answer, not panic,
-        // and whatever it accepts must round-trip.
+        // Cut a valid name, drop a few characters there, splice in a little
+        // junk (or end it there): parse must answer, not panic, and whatever
+        // it accepts must round-trip.
         let text = name.to_string();
-        let mut at = cut.index(text.len() + 1);
-        while !text.is_char_boundary(at) {
-            at -= 1;
-        }
-        let mangled = format!("{}{junk}{}", &text[..at], &text[at..]);
+        let floor = |mut at: usize| {
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            at
+        };
+        let at = floor(cut.index(text.len() + 1));
+        let resume = floor((at + removed).min(text.len()));
+        let mangled = if truncate {
+            text[..at].to_owned()
+        } else {
+            format!("{}{junk}{}", &text[..at], &text[resume.max(at)..])
+        };
         if let Ok(n) = mangled.parse::<RowName>() {
             prop_assert_eq!(n.to_string().parse::<RowName>().unwrap(), n);
         }
