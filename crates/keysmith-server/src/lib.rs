@@ -92,6 +92,20 @@ pub struct Config {
     /// How the server's handles size their blocks; `None` keeps each at its
     /// sequence's block size. Default: [`AdaptivePolicy::default`].
     pub adaptive: Option<AdaptivePolicy>,
+    /// Where `POST /v1/counters/next` takes its names from.
+    pub counter: CounterConfig,
+}
+
+/// The host counter of `POST /v1/counters/next`, opened on first use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterConfig {
+    /// The counter directory; `None`:
+    /// [`HostCounter::default_dir`](keysmith::names::HostCounter::default_dir).
+    /// Every process on a host that hands out counter names must use the
+    /// same directory.
+    pub dir: Option<std::path::PathBuf>,
+    /// The host name that prefixes the names; `None`: the system host name.
+    pub host: Option<String>,
 }
 
 /// Adaptive block sizing for the server's handles: a handle's block grows
@@ -150,6 +164,7 @@ impl Default for Config {
             strategy: Strategy::default(),
             max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
             adaptive: Some(AdaptivePolicy::default()),
+            counter: CounterConfig::default(),
         }
     }
 }
@@ -232,6 +247,7 @@ pub(crate) struct Options {
     pub(crate) strategy: Strategy,
     pub(crate) max_attempts: u32,
     pub(crate) adaptive: Option<AdaptivePolicy>,
+    pub(crate) counter: CounterConfig,
 }
 
 #[derive(Debug)]
@@ -241,6 +257,7 @@ pub(crate) struct Shared {
     pub(crate) token: Option<[u8; 32]>,
     pub(crate) sequences: Handles<Sequence>,
     pub(crate) pools: Handles<ValuePool>,
+    pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
 }
@@ -270,10 +287,12 @@ impl AppState {
                     strategy: config.strategy,
                     max_attempts: config.max_attempts,
                     adaptive: config.adaptive,
+                    counter: config.counter.clone(),
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),
                 pools: Handles::new("pool"),
+                counter: tokio::sync::OnceCell::new(),
                 metrics: Metrics::new(),
                 started: Instant::now(),
             }),
@@ -399,6 +418,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
         .route("/v1/pools/{name}/next", post(pools::next))
+        .route("/v1/counters/next", post(routes::counters::next))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

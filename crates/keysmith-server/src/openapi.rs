@@ -86,6 +86,9 @@ pub fn document() -> Value {
                             "served": {"type": "integer"}, "rate": {"type": "number"}, "attempts": {"type": "integer"},
                             "conflicts": {"type": "integer"}, "conflict_rate": {"type": "number"}}}]}}},
                 "PoolList": {"type": "object", "properties": {"pools": {"type": "array", "items": {"$ref": "#/components/schemas/Pool"}}}},
+                "CounterNames": {"type": "object", "properties": {
+                    "host": {"type": "string"}, "first": {"type": ["integer", "string"]}, "last": {"type": ["integer", "string"]},
+                    "names": {"type": "array", "items": {"type": "string"}}}},
                 "Health": {"type": "object", "properties": {"status": {"type": "string"}, "store": {"type": "string"}}}
             }
         },
@@ -127,6 +130,13 @@ pub fn document() -> Value {
                     "description": "Numbers are unique forever, in no particular order.",
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The numbers, in the order taken.", "Values")), ("404", err("No such pool.")),
+                        ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/counters/next": {
+                "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",
+                    "description": "Names are unique across a cluster as long as host names are; numbers increase per host.",
+                    "parameters": [count, as_],
+                    "responses": responses(vec![("200", ok("The names, ascending; `first`/`last` are strings with as=string.", "CounterNames")),
                         ("413", err("Count over the server's maximum."))])}
             },
             "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
 use keysmith_server::{
-    AdaptivePolicy, Config, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
+    AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
     DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
 };
 
@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// Keep every handle at its sequence's block size (no adaptive blocks).
     #[arg(long, conflicts_with_all = ["block_max", "refill_target_ms"])]
     fixed_blocks: bool,
+    /// Counter directory of POST /v1/counters/next. Default: $KEYSMITH_COUNTER_DIR,
+    /// else $XDG_DATA_HOME/keysmith, else ~/.local/share/keysmith. Every process
+    /// on a host that hands out counter names must use the same one.
+    #[arg(long, value_name = "DIR")]
+    counter_dir: Option<PathBuf>,
+    /// Host name that prefixes counter names (default: the system host name).
+    #[arg(long, value_name = "H")]
+    counter_host: Option<String>,
 }
 
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
@@ -75,6 +83,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             max: args.block_max,
             target: Duration::from_millis(args.refill_target_ms),
         }),
+        counter: CounterConfig {
+            dir: args.counter_dir,
+            host: args.counter_host,
+        },
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

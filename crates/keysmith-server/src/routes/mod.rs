@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 
+pub(crate) mod counters;
 pub(crate) mod pools;
 pub(crate) mod sequences;
 

@@ -38,6 +38,10 @@ impl TestServer {
         let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             store_url: sqlite_url(&db, ""),
+            counter: keysmith_server::CounterConfig {
+                dir: Some(dir.path().join("counter")),
+                host: Some("testhost".into()),
+            },
             ..Config::default()
         };
         tweak(&mut config, &db);
