@@ -2,10 +2,29 @@
 //! shard keys for any language, as JSON over HTTP.
 //!
 //! The server only parses requests, calls the `keysmith` library and maps
-//! its errors to statuses; every allocation happens in the library. It keeps
-//! one [`Sequence`](keysmith::sequence::Sequence) handle per name, opened on
-//! first use, so all of its clients share that handle's block cache and get
-//! values that increase in the order the requests were answered.
+//! its errors to statuses ([`ApiError`]); every allocation happens in the
+//! library. It keeps one [`keysmith::sequence::Sequence`] handle per name,
+//! opened on first use, so all of its clients share that handle's block
+//! cache and get values that increase in the order the requests were
+//! answered: a request sent after another was answered gets larger values.
+//! Unused block tails go back to the store when the server stops cleanly.
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?}` | create a sequence (201) |
+//! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
+//! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
+//! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending |
+//! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET`, `DELETE`, `.../next` | the same for value pools (numbers in no order) |
+//! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
+//! | `POST /v1/shard-keys/encode`, `/decode` | external strings signed with the server's secret |
+//! | `GET /healthz` | checks the store; the only route that needs no token |
+//! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
+//!
+//! Errors are `{"error": {"code", "message"}}`: 400 bad input, 401 no or
+//! wrong token, 404 unknown name, 405 wrong method, 409 exists or exhausted,
+//! 413 body or count over the limit, 503 with `Retry-After` for contention,
+//! an unavailable store or a request past the timeout.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {
@@ -21,7 +40,8 @@
 //! # }
 //! ```
 //!
-//! The routes are listed by `GET /openapi.json` ([`openapi::document`]).
+//! The routes are described in full by `GET /openapi.json`
+//! ([`openapi::document`]).
 #![warn(missing_docs)]
 
 use std::future::{Future, IntoFuture};
