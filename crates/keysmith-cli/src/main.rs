@@ -45,6 +45,9 @@ impl Global {
 enum Command {
     #[command(flatten)]
     Sequence(cmd::sequence::SequenceCommand),
+    /// Shard keys: encode and decode external strings, identity ranges per shard.
+    #[command(subcommand)]
+    ShardKey(cmd::shard_key::ShardKeyCommand),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+            Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
         }
     });
     match result {

@@ -212,17 +212,7 @@ impl ShardKey {
     /// [`Error::InvalidArgument`] naming the first difference.
     pub fn check(&self, schema: &KeySchema) -> Result<()> {
         let expected = schema.origin;
-        if self.is_empty() {
-            return Err(Error::invalid(format!(
-                "this is the empty shard key; expected a key of origin {expected:?}"
-            )));
-        }
-        if self.origin() != expected {
-            return Err(Error::invalid(format!(
-                "shard key has origin {:?}, expected {expected:?}: it names another kind of record",
-                self.origin()
-            )));
-        }
+        self.check_origin(expected)?;
         if self.children.len() != schema.children.len() {
             return Err(Error::invalid(format!(
                 "shard key has {} child id(s), expected {} for origin {expected:?}",
@@ -242,6 +232,25 @@ impl ShardKey {
                     "shard key {which} is a {found}, expected a {wanted} for origin {expected:?}"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks the key has origin `expected` (and so is not the empty key).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying which origin it has.
+    pub fn check_origin(&self, expected: char) -> Result<()> {
+        if self.is_empty() {
+            return Err(Error::invalid(format!(
+                "this is the empty shard key; expected a key of origin {expected:?}"
+            )));
+        }
+        if self.origin() != expected {
+            return Err(Error::invalid(format!(
+                "shard key has origin {:?}, expected {expected:?}: it names another kind of record",
+                self.origin()
+            )));
         }
         Ok(())
     }
