@@ -542,7 +542,7 @@ fn read_id(r: &mut Reader<'_>) -> Result<Id> {
         IdType::Duration => {
             let secs = r.signed(what)?;
             let nanos = r.signed(what)?;
-            let canonical = nanos.abs() < 1_000_000_000
+            let canonical = nanos.unsigned_abs() < 1_000_000_000
                 && (nanos == 0 || secs == 0 || (secs < 0) == (nanos < 0));
             if !canonical {
                 return Err(malformed("duration nanoseconds out of range"));

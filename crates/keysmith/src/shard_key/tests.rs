@@ -371,6 +371,28 @@ fn malformed_content_with_a_valid_tag_is_rejected() {
             body(0, b'c', &[IdType::Duration.tag(), 2, 1]),
             "nanoseconds",
         ),
+        // Found by cargo fuzz: nanoseconds of i64::MIN once overflowed abs().
+        (
+            body(
+                0,
+                b'c',
+                &[
+                    IdType::Duration.tag(),
+                    0,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0xff,
+                    0x01,
+                ],
+            ),
+            "nanoseconds",
+        ),
         (
             body(0, b'c', &[IdType::DateTime.tag(), 0, 0, 0xc0, 0x3e]),
             "date-time",
