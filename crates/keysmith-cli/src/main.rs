@@ -32,7 +32,9 @@ pub struct Global {
 impl Global {
     /// The store URL to use.
     pub fn store_url(&self) -> String {
-        self.store.clone().unwrap_or_else(keysmith::store::default_url)
+        self.store
+            .clone()
+            .unwrap_or_else(keysmith::store::default_url)
     }
 
     /// Opens the store.
@@ -45,6 +47,12 @@ impl Global {
 enum Command {
     #[command(flatten)]
     Sequence(cmd::sequence::SequenceCommand),
+    /// Value pools: N free numbers, taken with little contention.
+    #[command(subcommand)]
+    Pool(cmd::pool::PoolCommand),
+    /// Benchmarks: allocation rate, block-boundary stalls.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
     /// Shard keys: encode and decode external strings, identity ranges per shard.
     #[command(subcommand)]
     ShardKey(cmd::shard_key::ShardKeyCommand),
@@ -65,6 +73,8 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+            Command::Pool(c) => cmd::pool::run(c, &cli.global).await,
+            Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
         }
     });

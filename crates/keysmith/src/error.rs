@@ -14,7 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The named object does not exist. `similar` lists existing names that
     /// look alike, closest first (it may be empty).
-    #[error("{kind} {name:?} does not exist{}", Suggest(similar, *kind))]
+    #[error("{kind} {name:?} does not exist{}", Suggest(similar, kind))]
     NotFound {
         /// What kind of object: "sequence", "pool", ...
         kind: &'static str,
@@ -33,18 +33,22 @@ pub enum Error {
         name: String,
     },
 
-    /// The sequence has handed out every value up to its maximum. Sequences
-    /// never wrap.
-    #[error("sequence {name:?} is exhausted: every value up to its maximum {max} is taken; create a new sequence")]
+    /// The sequence (or pool) has handed out every value up to its maximum.
+    /// Values never wrap.
+    #[error(
+        "{name:?} is exhausted: every value up to its maximum {max} is taken, and values never wrap; create a new sequence or pool"
+    )]
     Exhausted {
-        /// The sequence.
+        /// The sequence or pool.
         name: String,
         /// Its maximum.
         max: i64,
     },
 
     /// Optimistic allocation lost the race too many times in a row.
-    #[error("{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, use a larger block or the locked/atomic strategy")]
+    #[error(
+        "{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, or lower the contention (a sequence: a larger block, or the locked or atomic strategy; a pool: a larger sample or more rounds)"
+    )]
     Contention {
         /// The sequence or pool.
         name: String,
@@ -100,7 +104,7 @@ impl Error {
     }
 }
 
-struct Suggest<'a>(&'a [String], &'static str);
+struct Suggest<'a>(&'a [String], &'a str);
 
 impl fmt::Display for Suggest<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -128,7 +132,11 @@ pub fn closest_names<'a>(wanted: &str, existing: impl IntoIterator<Item = &'a st
         .filter(|(s, _)| *s >= 0.75)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_owned())
+        .collect()
 }
 
 #[cfg(test)]

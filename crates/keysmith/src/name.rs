@@ -21,12 +21,12 @@ pub fn validate_name(name: &str) -> Result<()> {
             "a name must be at most {MAX_NAME_BYTES} bytes, this one is {}",
             name.len()
         ))
-    } else if let Some(c) = name.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        Some(format!(
-            "names may not contain whitespace or control characters (found {c:?}); use '-', '_', '.' or '/' instead"
-        ))
     } else {
-        None
+        name.chars()
+            .find(|c| c.is_whitespace() || c.is_control())
+            .map(|c| format!(
+                "names may not contain whitespace or control characters (found {c:?}); use '-', '_', '.' or '/' instead"
+            ))
     };
     match reason {
         None => Ok(()),
@@ -62,7 +62,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_names_with_a_reason() {
-        for bad in ["", " x", "a b", "tab\there", "nl\n", "\u{7f}", &"x".repeat(513)] {
+        for bad in [
+            "",
+            " x",
+            "a b",
+            "tab\there",
+            "nl\n",
+            "\u{7f}",
+            &"x".repeat(513),
+        ] {
             let err = validate_name(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
         }

@@ -1,4 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod bench;
+pub mod pool;
 pub mod sequence;
 pub mod shard_key;

@@ -1,18 +1,189 @@
 //! `create`, `next`, `show`, `list`, `drop`.
 
+use std::io::Write;
+
+use keysmith::sequence::{self, DEFAULT_MAX_ATTEMPTS, MAX_BATCH, Sequence, SequenceInfo, Strategy};
+use keysmith::store::{MAX_VALUE, SequenceSpec};
+
 use crate::Global;
+
+/// The most values one `next` prints (it streams them a block at a time).
+const MAX_COUNT: i64 = 1_000_000_000;
 
 /// Sequence commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum SequenceCommand {
+    /// Creates a sequence.
+    Create {
+        /// Its name: 1 to 512 bytes, no whitespace or control characters.
+        name: String,
+        /// The first value.
+        #[arg(long, default_value_t = 1)]
+        start: i64,
+        /// The last value (inclusive).
+        #[arg(long, default_value_t = MAX_VALUE)]
+        max: i64,
+        /// Default block size of handles: values reserved per store round trip.
+        #[arg(long, default_value_t = 100)]
+        block: i64,
+    },
+    /// Prints the next values, one a line.
+    Next {
+        /// The sequence.
+        name: String,
+        /// How many values.
+        #[arg(long, short = 'n', default_value_t = 1)]
+        count: i64,
+        /// Values reserved per store round trip (default: the sequence's own).
+        /// 1 is strict: values from all handles in time order.
+        #[arg(long)]
+        block: Option<i64>,
+        /// optimistic, locked or atomic.
+        #[arg(long, default_value_t = Strategy::Optimistic)]
+        strategy: Strategy,
+        /// Optimistic attempts per block before giving up with a contention error.
+        #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS)]
+        max_attempts: u32,
+    },
+    /// Shows a sequence.
+    Show {
+        /// The sequence.
+        name: String,
+    },
     /// Lists sequences.
     List,
+    /// Drops a sequence for good.
+    Drop {
+        /// The sequence.
+        name: String,
+    },
 }
 
 /// Runs a sequence command.
 pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
-    let _store = global.open().await?;
-    match cmd {
-        SequenceCommand::List => Ok(()),
+    // Check what can be checked before touching the store.
+    if let SequenceCommand::Next { count, .. } = &cmd
+        && !(1..=MAX_COUNT).contains(count)
+    {
+        anyhow::bail!("--count must be between 1 and {MAX_COUNT}, got {count}");
     }
+    let store = global.open().await?;
+    match cmd {
+        SequenceCommand::Create {
+            name,
+            start,
+            max,
+            block,
+        } => {
+            let spec = SequenceSpec {
+                name,
+                start,
+                max,
+                block,
+            };
+            let info = sequence::create(&*store, &spec).await?;
+            print_info(&info, global.json)
+        }
+        SequenceCommand::Next {
+            name,
+            count,
+            block,
+            strategy,
+            max_attempts,
+        } => {
+            let mut b = Sequence::builder()
+                .store(store)
+                .name(name)
+                .strategy(strategy)
+                .max_attempts(max_attempts);
+            if let Some(block) = block {
+                b = b.block(block);
+            }
+            let seq = b.build().await?;
+            let result = print_values(&seq, count, global.json).await;
+            // Hand the unused tail back, also after an error.
+            let closed = seq.close().await;
+            result?;
+            closed?;
+            Ok(())
+        }
+        SequenceCommand::Show { name } => {
+            let info = sequence::describe(&*store, &name).await?.into();
+            print_info(&info, global.json)
+        }
+        SequenceCommand::List => {
+            let all = sequence::list(&*store).await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else {
+                for i in &all {
+                    println!(
+                        "{}\tnext={}\tmax={}\tblock={}",
+                        i.row.name, i.row.next, i.row.max, i.row.block
+                    );
+                }
+            }
+            Ok(())
+        }
+        SequenceCommand::Drop { name } => {
+            sequence::remove(&*store, &name).await?;
+            if global.json {
+                println!("{}", serde_json::json!({ "dropped": name }));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Prints values as they are allocated, a batch at a time, so a large count
+/// streams and every printed value has been durably reserved.
+async fn print_values(seq: &Sequence, count: i64, json: bool) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let batch = seq.block().clamp(1, MAX_BATCH);
+    let mut left = count;
+    if json {
+        write!(out, "{{\"values\":[")?;
+    }
+    let mut first = true;
+    while left > 0 {
+        let n = left.min(batch);
+        let values = seq.next_n(n).await?;
+        let mut buf = String::with_capacity(values.len() * 12);
+        for v in values {
+            if json {
+                if !first {
+                    buf.push(',');
+                }
+                first = false;
+                buf.push_str(&v.to_string());
+            } else {
+                buf.push_str(&v.to_string());
+                buf.push('\n');
+            }
+        }
+        out.write_all(buf.as_bytes())?;
+        out.flush()?;
+        left -= n;
+    }
+    if json {
+        writeln!(out, "]}}")?;
+    }
+    Ok(())
+}
+
+fn print_info(info: &SequenceInfo, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(info)?);
+    } else {
+        let r = &info.row;
+        println!("name:      {}", r.name);
+        println!("next:      {}", r.next);
+        println!("start:     {}", r.start);
+        println!("max:       {}", r.max);
+        println!("block:     {}", r.block);
+        println!("remaining: {}", info.remaining);
+        println!("version:   {}", r.version);
+    }
+    Ok(())
 }

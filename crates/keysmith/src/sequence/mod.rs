@@ -1,1 +1,535 @@
 //! Named, durable, increasing sequences.
+//!
+//! A [`Sequence`] is a handle on one sequence of a [`Store`]. It reserves
+//! blocks of values in the store (durably, before the first value of a block
+//! leaves the library) and hands them out from memory: inside a block
+//! [`Sequence::next`] is one compare-and-swap, no lock and no store call. When
+//! a fifth of the block is left (by default) the next block is reserved in
+//! the background, so `next` does not wait on the store in steady state.
+//!
+//! With block size 1 (strict mode) every value is its own round trip to the
+//! store, and values from all handles increase in the order they were taken.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::store::{Put, Reservation, Row, Store, check_count};
+use crate::{Error, Result};
+
+mod admin;
+mod blocking;
+mod cache;
+mod strategy;
+
+pub use admin::{create, describe, list, remove};
+pub use blocking::BlockingSequence;
+pub use strategy::{DEFAULT_MAX_ATTEMPTS, Strategy};
+
+use cache::BlockCache;
+use strategy::Allocator;
+
+/// The most values one [`Sequence::next_n`] call returns.
+pub const MAX_BATCH: i64 = 1_000_000;
+
+/// The default share of a block left when the next one is prefetched.
+pub const DEFAULT_PREFETCH: f64 = 0.2;
+
+/// A handle on one sequence: cheap to clone, `Send + Sync`, shared by threads.
+/// Clones share one block cache.
+///
+/// Every value it returns is unique across all handles, processes and hosts
+/// on the same store, and values from one handle increase.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    alloc: Allocator,
+    cache: BlockCache,
+    refill: tokio::sync::Mutex<Refill>,
+    /// Values per reservation; changes only under the refill mutex, and only
+    /// when `adaptive` is set.
+    block: AtomicI64,
+    adaptive: Option<Adaptive>,
+    /// Share of a block left when the next one is prefetched; 0 turns prefetch off.
+    prefetch: f64,
+    runtime: tokio::runtime::Handle,
+}
+
+/// State changed only under the refill mutex.
+#[derive(Debug, Default)]
+struct Refill {
+    /// A block reserved ahead of need.
+    spare: Option<Reservation>,
+    /// The newest reservation of this handle (the spare, else the current one).
+    last: Option<Reservation>,
+    /// When the newest reservation was made (for the adaptive block size).
+    last_at: Option<Instant>,
+    closed: bool,
+}
+
+/// A block size that follows the allocation rate: after each reservation,
+/// if the previous one was less than half of `target` ago the block doubles,
+/// if more than twice `target` ago it halves, always within `min..=max`.
+/// The aim is one store round trip per `target`, whatever the load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Adaptive {
+    /// Smallest block.
+    pub min: i64,
+    /// Largest block.
+    pub max: i64,
+    /// The wanted time between reservations.
+    pub target: Duration,
+}
+
+impl Adaptive {
+    /// Checks `1 <= min <= max <= MAX_RESERVATION` and a non-zero target.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        check_count("adaptive min block", self.min)?;
+        check_count("adaptive max block", self.max)?;
+        if self.min > self.max {
+            return Err(Error::invalid(format!(
+                "adaptive block: min ({}) is above max ({})",
+                self.min, self.max
+            )));
+        }
+        if self.target.is_zero() {
+            return Err(Error::invalid(
+                "adaptive block: the target interval must be above zero",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The block size to use after a reservation that came `since` after the
+    /// one before, with `block` in use now.
+    pub fn next_block(&self, block: i64, since: Duration) -> i64 {
+        let b = if since < self.target / 2 {
+            block.saturating_mul(2)
+        } else if since > self.target.saturating_mul(2) {
+            block / 2
+        } else {
+            block
+        };
+        b.clamp(self.min, self.max)
+    }
+}
+
+/// What a handle has cost so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SequenceStats {
+    /// Block size of this handle.
+    pub block: i64,
+    /// Reservations made in the store (refills, prefetches, strict values).
+    pub reservations: u64,
+    /// Optimistic puts that lost to another writer and were retried.
+    pub conflicts: u64,
+}
+
+/// Builds a [`Sequence`]; start with [`Sequence::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct SequenceBuilder {
+    store: Option<Arc<dyn Store>>,
+    name: Option<String>,
+    block: Option<i64>,
+    strategy: Strategy,
+    max_attempts: Option<u32>,
+    prefetch: Option<f64>,
+    adaptive: Option<Adaptive>,
+}
+
+impl SequenceBuilder {
+    /// The store holding the sequence (required).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The sequence's name (required). It must exist: see [`create`].
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Values reserved per store round trip. Default: the sequence's own
+    /// block size. 1 is strict mode: no cache, values in global time order.
+    pub fn block(mut self, block: i64) -> Self {
+        self.block = Some(block);
+        self
+    }
+
+    /// How blocks are reserved. Default [`Strategy::Optimistic`].
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Optimistic attempts before [`Error::Contention`]. Default
+    /// [`DEFAULT_MAX_ATTEMPTS`].
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = Some(attempts);
+        self
+    }
+
+    /// Share of a block left when the next one is reserved in the background,
+    /// in `0.0..1.0`; 0 turns prefetching off. Default [`DEFAULT_PREFETCH`].
+    pub fn prefetch(mut self, share: f64) -> Self {
+        self.prefetch = Some(share);
+        self
+    }
+
+    /// Lets the block size follow the allocation rate (see [`Adaptive`]). The
+    /// first block is the configured one, clamped into the bounds.
+    pub fn adaptive(mut self, adaptive: Adaptive) -> Self {
+        self.adaptive = Some(adaptive);
+        self
+    }
+
+    /// Opens the handle. Reads the sequence once; reserves nothing yet.
+    /// Must run inside a tokio runtime (else use [`Self::build_blocking`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a missing store or name, a bad block,
+    /// attempt count or prefetch share, or no runtime; [`Error::InvalidName`];
+    /// [`Error::NotFound`] (with similar names) when the sequence does not
+    /// exist; what the store fails with.
+    pub async fn build(self) -> Result<Sequence> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::invalid("Sequence::build needs a tokio runtime; use build_blocking without one")
+        })?;
+        let store = self
+            .store
+            .ok_or_else(|| Error::invalid("Sequence::builder(): no store given"))?;
+        let name = self
+            .name
+            .ok_or_else(|| Error::invalid("Sequence::builder(): no name given"))?;
+        let max_attempts = self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+        if max_attempts == 0 {
+            return Err(Error::invalid("max_attempts must be at least 1"));
+        }
+        let prefetch = self.prefetch.unwrap_or(DEFAULT_PREFETCH);
+        if !(0.0..1.0).contains(&prefetch) {
+            return Err(Error::invalid(format!(
+                "prefetch share must be in 0.0..1.0, got {prefetch}"
+            )));
+        }
+        let row = describe(&*store, &name).await?;
+        let mut block = self.block.unwrap_or(row.block);
+        check_count("block", block)?;
+        if let Some(a) = &self.adaptive {
+            a.validate()?;
+            block = block.clamp(a.min, a.max);
+        }
+        Ok(Sequence {
+            inner: Arc::new(Inner {
+                alloc: Allocator::new(store, row, self.strategy, max_attempts),
+                cache: BlockCache::new(),
+                refill: tokio::sync::Mutex::new(Refill::default()),
+                block: AtomicI64::new(block),
+                adaptive: self.adaptive,
+                prefetch,
+                runtime,
+            }),
+        })
+    }
+
+    /// Opens a handle for code without an async runtime: it gets a small
+    /// runtime of its own.
+    ///
+    /// # Errors
+    /// As [`Self::build`], and [`Error::Unavailable`] if no runtime can start.
+    pub fn build_blocking(self) -> Result<BlockingSequence> {
+        BlockingSequence::build(self)
+    }
+}
+
+impl Sequence {
+    /// Starts building a handle.
+    pub fn builder() -> SequenceBuilder {
+        SequenceBuilder::default()
+    }
+
+    /// The sequence's name.
+    pub fn name(&self) -> &str {
+        &self.inner.alloc.name
+    }
+
+    /// Block size of this handle now (it changes only with [`Adaptive`]).
+    pub fn block(&self) -> i64 {
+        self.inner.block.load(Relaxed)
+    }
+
+    /// Whether every value is its own store round trip (block 1, not adaptive).
+    pub fn is_strict(&self) -> bool {
+        self.inner.adaptive.is_none() && self.block() == 1
+    }
+
+    /// The strategy of this handle.
+    pub fn strategy(&self) -> Strategy {
+        self.inner.alloc.strategy
+    }
+
+    /// The next value: unique, and greater than every value this handle
+    /// returned before.
+    ///
+    /// # Errors
+    /// [`Error::Exhausted`] past the maximum, [`Error::Contention`],
+    /// [`Error::Unavailable`], [`Error::NotFound`] if the sequence was dropped,
+    /// [`Error::Closed`] after [`Self::close`].
+    #[inline]
+    pub async fn next(&self) -> Result<i64> {
+        if let Some(v) = self.try_next_cached() {
+            return Ok(v);
+        }
+        Ok(self.take(1).await?.start)
+    }
+
+    /// `n` values (1 to [`MAX_BATCH`]), ascending, each unique and greater
+    /// than every value this handle returned before. Consecutive unless a
+    /// block boundary falls inside.
+    ///
+    /// # Errors
+    /// As [`Self::next`]; [`Error::InvalidArgument`] for a bad `n`. On error
+    /// the values taken so far are not returned and never handed out again.
+    pub async fn next_n(&self, n: i64) -> Result<Vec<i64>> {
+        if !(1..=MAX_BATCH).contains(&n) {
+            return Err(Error::invalid(format!(
+                "count must be between 1 and {MAX_BATCH}, got {n}"
+            )));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        while (out.len() as i64) < n {
+            out.extend(self.take(n - out.len() as i64).await?);
+        }
+        Ok(out)
+    }
+
+    /// The next value if the current block has one: no await, no store.
+    #[inline]
+    pub(crate) fn try_next_cached(&self) -> Option<i64> {
+        let (r, mark) = self.inner.cache.take(1)?;
+        if mark {
+            self.start_prefetch();
+        }
+        Some(r.start)
+    }
+
+    /// Up to `n` values, refilling as needed.
+    async fn take(&self, n: i64) -> Result<Range<i64>> {
+        let inner = &*self.inner;
+        if self.is_strict() {
+            let r = inner.alloc.reserve(n).await?;
+            return Ok(r.start..r.end);
+        }
+        loop {
+            if let Some((r, mark)) = inner.cache.take(n) {
+                if mark {
+                    self.start_prefetch();
+                }
+                return Ok(r);
+            }
+            self.refill(n).await?;
+        }
+    }
+
+    /// Installs the spare block, or reserves one, if the current one is used up.
+    async fn refill(&self, want: i64) -> Result<()> {
+        let inner = &*self.inner;
+        let mut st = inner.refill.lock().await;
+        if st.closed {
+            return Err(Error::Closed {
+                name: self.name().to_owned(),
+            });
+        }
+        if inner.cache.has_values() {
+            return Ok(()); // another caller refilled while we waited
+        }
+        let block = match st.spare.take() {
+            Some(b) => b,
+            None => {
+                let r = inner.alloc.reserve(want.max(self.block())).await?;
+                self.note_reservation(&mut st, r);
+                r
+            }
+        };
+        inner
+            .cache
+            .install(block.start..block.end, self.prefetch_mark(&block));
+        Ok(())
+    }
+
+    /// Records a reservation for the cache; adapts the block size.
+    fn note_reservation(&self, st: &mut Refill, r: Reservation) {
+        let now = Instant::now();
+        if let (Some(a), Some(prev)) = (self.inner.adaptive, st.last_at) {
+            let next = a.next_block(self.block(), now - prev);
+            self.inner.block.store(next, Relaxed);
+        }
+        st.last = Some(r);
+        st.last_at = Some(now);
+    }
+
+    fn prefetch_mark(&self, b: &Reservation) -> i64 {
+        if self.inner.prefetch <= 0.0 {
+            return i64::MAX;
+        }
+        let left = ((b.len() as f64) * self.inner.prefetch).ceil() as i64;
+        (b.end - left.max(1)).max(b.start)
+    }
+
+    /// Reserves the next block in the background, unless one is spare or
+    /// being reserved (the task holds the refill mutex while it reserves, so
+    /// a caller that runs dry waits for it instead of reserving twice).
+    fn start_prefetch(&self) {
+        let this = self.clone();
+        self.inner.runtime.spawn(async move {
+            let inner = &*this.inner;
+            let mut st = inner.refill.lock().await;
+            if st.closed || st.spare.is_some() {
+                return;
+            }
+            match inner.alloc.reserve(this.block()).await {
+                Ok(r) => {
+                    st.spare = Some(r);
+                    this.note_reservation(&mut st, r);
+                }
+                // The caller that runs dry reserves again and sees the error.
+                Err(e) => tracing::warn!(sequence = %this.name(), "prefetch failed: {e}"),
+            }
+        });
+    }
+
+    /// Closes the handle (and its clones). The values it reserved but never
+    /// handed out go back to the sequence if nobody reserved since (the row
+    /// version is unchanged); otherwise they stay a gap, never reused.
+    /// Returns the range handed back, if any. Idempotent.
+    ///
+    /// # Errors
+    /// What the store fails with; the handle is closed all the same.
+    pub async fn close(&self) -> Result<Option<Range<i64>>> {
+        let inner = &*self.inner;
+        let mut st = inner.refill.lock().await;
+        if st.closed {
+            return Ok(None);
+        }
+        st.closed = true;
+        let unused = inner.cache.seal();
+        let Some(last) = st.last else {
+            return Ok(None);
+        };
+        // The unused values that end where the newest reservation ends.
+        let from = match st.spare {
+            Some(spare) if unused.is_empty() || unused.end != spare.start => spare.start,
+            _ if unused.is_empty() => return Ok(None),
+            _ => unused.start,
+        };
+        match inner
+            .alloc
+            .store
+            .put_if_version(self.name(), from, last.version)
+            .await?
+        {
+            Put::Done(_) => Ok(Some(from..last.end)),
+            Put::Conflict(_) => Ok(None),
+        }
+    }
+
+    /// What this handle has cost so far.
+    pub fn stats(&self) -> SequenceStats {
+        let c = &self.inner.alloc.counters;
+        SequenceStats {
+            block: self.block(),
+            reservations: c.reservations.load(Relaxed),
+            conflicts: c.conflicts.load(Relaxed),
+        }
+    }
+}
+
+/// The row of a sequence as a caller sees it, for `show` and `list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SequenceInfo {
+    /// The stored row.
+    #[serde(flatten)]
+    pub row: Row,
+    /// Values not yet reserved by any handle.
+    pub remaining: i64,
+}
+
+impl From<Row> for SequenceInfo {
+    fn from(row: Row) -> Self {
+        SequenceInfo {
+            remaining: row.remaining(),
+            row,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_block_follows_the_refill_interval() {
+        let a = Adaptive {
+            min: 10,
+            max: 1000,
+            target: Duration::from_millis(100),
+        };
+        assert_eq!(
+            a.next_block(100, Duration::from_millis(10)),
+            200,
+            "too fast: grow"
+        );
+        assert_eq!(
+            a.next_block(100, Duration::from_millis(100)),
+            100,
+            "on target: keep"
+        );
+        assert_eq!(
+            a.next_block(100, Duration::from_secs(1)),
+            50,
+            "too slow: shrink"
+        );
+        assert_eq!(a.next_block(800, Duration::ZERO), 1000, "bounded above");
+        assert_eq!(
+            a.next_block(15, Duration::from_secs(9)),
+            10,
+            "bounded below"
+        );
+        assert_eq!(
+            a.next_block(i64::MAX / 2 + 1, Duration::ZERO),
+            1000,
+            "no overflow"
+        );
+    }
+
+    #[test]
+    fn adaptive_bounds_are_checked() {
+        let ok = Adaptive {
+            min: 1,
+            max: 10,
+            target: Duration::from_secs(1),
+        };
+        ok.validate().unwrap();
+        for bad in [
+            Adaptive { min: 0, ..ok },
+            Adaptive { min: 11, ..ok },
+            Adaptive {
+                target: Duration::ZERO,
+                ..ok
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}

@@ -130,8 +130,10 @@ impl Store for MemoryStore {
                 start,
                 size,
             };
-            s.pools
-                .insert(name.to_owned(), (row.clone(), (start..start + size).collect()));
+            s.pools.insert(
+                name.to_owned(),
+                (row.clone(), (start..start + size).collect()),
+            );
             Ok(row)
         })
     }

@@ -14,8 +14,11 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
-// pub mod sqlite;
+pub mod postgres;
+pub mod sqlite;
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
 /// free value (`max + 1`) always fits in an `i64`.
@@ -216,7 +219,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`] if there is none.
     async fn drop_sequence(&self, name: &str) -> Result<()>;
 
-    /// Creates a pool holding `start..start + size`.
+    /// Creates a pool holding `start..start + size`: one member per slot,
+    /// slot `s` holding `start + s`. A member never changes slot: the only
+    /// change is [`Store::pool_swap`] of `take` for `take + size`.
     ///
     /// # Errors
     /// [`Error::AlreadyExists`].
@@ -225,15 +230,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The pool's row, or `None`.
     async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>>;
 
-    /// Up to `k` members of the pool, chosen at random (different callers get
-    /// different members).
+    /// `min(k, size)` distinct members of the pool, chosen uniformly at random:
+    /// every member is equally likely, whatever the values (backends sample
+    /// slots with [`sample_slots`], never value ranges, which would favour
+    /// members that follow a gap).
     ///
     /// # Errors
     /// [`Error::NotFound`].
     async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>>;
 
-    /// Atomically removes `take` and adds `put`, only if `take` is a member.
-    /// Returns whether it did.
+    /// Atomically replaces member `take` by `put`, only if `take` is a member.
+    /// Returns whether it did. Callers pass `put = take + size`, so the member
+    /// keeps its slot; backends may rely on that.
     ///
     /// # Errors
     /// [`Error::NotFound`] if the pool is gone.
@@ -261,6 +269,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn ping(&self) -> Result<()>;
 }
 
+/// `min(k, size)` distinct pool slots in `0..size`, uniformly at random.
+pub fn sample_slots(size: i64, k: usize) -> Vec<i64> {
+    let size = usize::try_from(size).unwrap_or(0);
+    rand::seq::index::sample(&mut rand::rng(), size, k.min(size))
+        .into_iter()
+        .map(|s| s as i64)
+        .collect()
+}
+
 /// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.
 ///
 /// # Errors
@@ -286,7 +303,8 @@ pub fn default_url() -> String {
 
 /// Opens the store a URL names:
 ///
-/// - `sqlite://PATH` (relative or absolute: `sqlite:///var/lib/k.db`),
+/// - `sqlite://PATH[?busy_timeout_ms=N]` (relative or absolute:
+///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
 /// - `postgres://...` and `etcd://...` when those backends are built in.
 ///
@@ -300,7 +318,15 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
-        "sqlite" => Err(Error::invalid(format!("{rest}"))),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
+        "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        #[cfg(not(feature = "etcd"))]
+        "etcd" => Err(Error::invalid(format!(
+            "store URL {url:?}: this build of keysmith has no etcd support; \
+             rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
+        ))),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"
@@ -345,14 +371,35 @@ mod tests {
         assert_eq!(top.plan(MAX_RESERVATION).unwrap().end, MAX_VALUE + 1);
     }
 
+    #[cfg(not(feature = "etcd"))]
+    #[tokio::test]
+    async fn etcd_urls_without_the_feature_say_how_to_build_it_in() {
+        let e = open("etcd://127.0.0.1:2379").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("--features etcd"), "{e}");
+    }
+
     #[test]
     fn spec_validation() {
         SequenceSpec::new("ok").validate().unwrap();
         for bad in [
-            SequenceSpec { start: -1, ..SequenceSpec::new("a") },
-            SequenceSpec { max: i64::MAX, ..SequenceSpec::new("a") },
-            SequenceSpec { start: 10, max: 9, ..SequenceSpec::new("a") },
-            SequenceSpec { block: 0, ..SequenceSpec::new("a") },
+            SequenceSpec {
+                start: -1,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                max: i64::MAX,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                start: 10,
+                max: 9,
+                ..SequenceSpec::new("a")
+            },
+            SequenceSpec {
+                block: 0,
+                ..SequenceSpec::new("a")
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }

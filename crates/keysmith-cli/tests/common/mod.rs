@@ -1,0 +1,79 @@
+//! Helpers for running the real `keysmith` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub const KEYSMITH: &str = env!("CARGO_BIN_EXE_keysmith");
+
+/// A temporary directory with a database file in it.
+pub struct Db {
+    pub dir: tempfile::TempDir,
+}
+
+impl Db {
+    pub fn new() -> Self {
+        Db {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("k.db")
+    }
+
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.path().display())
+    }
+
+    /// A command with `--store` set to this database.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(KEYSMITH);
+        c.arg("--store")
+            .arg(self.url())
+            .env_remove("KEYSMITH_STORE");
+        c
+    }
+
+    /// Runs `keysmith --store URL args...` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "keysmith {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs and expects failure; returns (exit code, stderr).
+    pub fn fails(&self, args: &[&str]) -> (i32, String) {
+        let out = self.run(args);
+        assert!(!out.status.success(), "keysmith {args:?} should fail");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    }
+}
+
+/// Parses complete lines (ending in '\n') as integers; a line cut short by
+/// a kill is ignored.
+pub fn complete_values(bytes: &[u8]) -> Vec<i64> {
+    let text = String::from_utf8_lossy(bytes);
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    complete.lines().map(|l| l.parse().unwrap()).collect()
+}
+
+pub fn file_bytes(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_default()
+}

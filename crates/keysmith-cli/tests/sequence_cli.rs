@@ -1,0 +1,201 @@
+//! The sequence commands of the real binary: output, errors, exit codes, and
+//! that a failing command changes nothing.
+
+mod common;
+
+use common::{Db, KEYSMITH};
+
+#[test]
+fn create_next_show_list_drop() {
+    let db = Db::new();
+    db.ok(&["create", "orders", "--start", "10", "--block", "4"]);
+    assert_eq!(db.ok(&["next", "orders", "--count", "3"]), "10\n11\n12\n");
+    // The closed handle handed its tail back: the next process continues at 13.
+    assert_eq!(db.ok(&["next", "orders"]), "13\n");
+    let show: serde_json::Value =
+        serde_json::from_str(&db.ok(&["--json", "show", "orders"])).unwrap();
+    assert_eq!(show["next"], 14);
+    assert_eq!(show["block"], 4);
+    assert_eq!(show["start"], 10);
+    db.ok(&["create", "users"]);
+    let list: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "list"])).unwrap();
+    let names: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["orders", "users"]);
+    db.ok(&["drop", "users"]);
+    assert!(db.ok(&["list"]).starts_with("orders\t"));
+    let json: serde_json::Value =
+        serde_json::from_str(&db.ok(&["--json", "next", "orders", "-n", "2"])).unwrap();
+    assert_eq!(json["values"], serde_json::json!([14, 15]));
+}
+
+#[test]
+fn every_strategy_and_strict_mode() {
+    let db = Db::new();
+    db.ok(&["create", "s"]);
+    let mut all = Vec::new();
+    for strategy in ["optimistic", "locked", "atomic"] {
+        for block in ["1", "7"] {
+            let out = db.ok(&[
+                "next",
+                "s",
+                "-n",
+                "5",
+                "--strategy",
+                strategy,
+                "--block",
+                block,
+            ]);
+            all.extend(out.lines().map(|l| l.parse::<i64>().unwrap()));
+        }
+    }
+    assert_eq!(
+        all,
+        (1..=30).collect::<Vec<_>>(),
+        "one process at a time leaves no gaps"
+    );
+}
+
+#[test]
+fn a_missing_sequence_is_an_error_naming_the_closest_and_is_not_created() {
+    let db = Db::new();
+    db.ok(&["create", "orders"]);
+    let (code, err) = db.fails(&["next", "ordres"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("\"ordres\" does not exist") && err.contains("\"orders\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one-line error: {err}");
+    let (_, err) = db.fails(&["show", "ordres"]);
+    assert!(err.contains("did you mean"), "{err}");
+    db.fails(&["drop", "ordres"]);
+    assert_eq!(db.ok(&["list"]).lines().count(), 1);
+}
+
+#[test]
+fn bad_input_is_a_one_line_error_and_changes_nothing() {
+    let db = Db::new();
+    db.ok(&["create", "s", "--max", "100"]);
+    let long = "x".repeat(513);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["create", ""],
+        vec!["create", "has space"],
+        vec!["create", "tab\there"],
+        vec!["create", "ctl\u{1}x"],
+        vec!["create", &long],
+        vec!["create", "neg", "--start", "-5"],
+        vec!["create", "inv", "--start", "10", "--max", "5"],
+        vec!["create", "blk", "--block", "0"],
+        vec!["create", "s"],
+        vec!["next", "s", "--count", "0"],
+        vec!["next", "s", "--count", "-3"],
+        vec!["next", "s", "--count", "99999999999999"],
+        vec!["next", "s", "--block", "0"],
+    ];
+    for args in cases {
+        let (code, err) = db.fails(&args);
+        assert!(code == 1 || code == 2, "{args:?}: exit {code}");
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+        if code == 1 {
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    let list: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "list"])).unwrap();
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "a failed command created something"
+    );
+    assert_eq!(list[0]["next"], 1, "a failed command reserved values");
+    assert_eq!(list[0]["version"], 1, "a failed command wrote the row");
+}
+
+#[test]
+fn url_like_names_work() {
+    let db = Db::new();
+    db.ok(&["create", "example.com/a#main"]);
+    assert_eq!(db.ok(&["next", "example.com/a#main"]), "1\n");
+}
+
+#[test]
+fn exhaustion_is_an_error_not_a_wrap() {
+    let db = Db::new();
+    db.ok(&["create", "tiny", "--start", "1", "--max", "3"]);
+    assert_eq!(db.ok(&["next", "tiny", "-n", "3"]), "1\n2\n3\n");
+    let (code, err) = db.fails(&["next", "tiny"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("exhausted"), "{err}");
+}
+
+#[test]
+fn bad_store_urls() {
+    for url in [
+        "nonsense",
+        "bogus://x",
+        "sqlite://",
+        "sqlite://k.db?bad=1",
+        "memory://x",
+    ] {
+        let out = std::process::Command::new(KEYSMITH)
+            .args(["--store", url, "list"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{url}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("error:") && err.lines().count() == 1,
+            "{url}: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_or_foreign_file_is_a_clear_error() {
+    let db = Db::new();
+    std::fs::write(db.path(), b"this is not a database, just text".repeat(200)).unwrap();
+    let before = std::fs::read(db.path()).unwrap();
+    let (code, err) = db.fails(&["list"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a keysmith database"), "{err}");
+    assert_eq!(
+        std::fs::read(db.path()).unwrap(),
+        before,
+        "the file was changed"
+    );
+}
+
+#[test]
+fn a_locked_database_is_a_clear_error_after_the_busy_timeout() {
+    let db = Db::new();
+    db.ok(&["create", "s"]);
+    let holder = rusqlite::Connection::open(db.path()).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let url = format!("{}?busy_timeout_ms=100", db.url());
+    let out = std::process::Command::new(KEYSMITH)
+        .args(["--store", &url, "next", "s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("locked"), "{err}");
+    assert!(out.stdout.is_empty());
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        db.ok(&["next", "s"]),
+        "1\n",
+        "nothing was reserved while locked"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let db = Db::new();
+    assert_eq!(db.fails(&["frobnicate"]).0, 2);
+    assert_eq!(db.fails(&["next"]).0, 2);
+    assert_eq!(db.fails(&["next", "s", "--count", "x"]).0, 2);
+}

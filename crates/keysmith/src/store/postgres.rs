@@ -1,0 +1,1253 @@
+//! The PostgreSQL backend: `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?schema=NAME]`.
+//!
+//! # The URL
+//!
+//! Any URL [`tokio_postgres::Config`] accepts (`postgres://` or
+//! `postgresql://`, its query parameters such as `connect_timeout=SECS`), plus
+//! three parameters keysmith reads and removes before handing the rest on:
+//!
+//! - `schema=NAME`: the schema keysmith keeps its tables in (default
+//!   `keysmith`). 1 to 63 bytes of `a-z`, `0-9` and `_`, not starting with a
+//!   digit or `pg_`. Two stores on one database with different schemas are
+//!   independent.
+//! - `timeout=SECS`: how long one operation may take, waiting for a connection
+//!   included, before it fails with [`Error::Unavailable`] (default 10). The
+//!   server's `statement_timeout` and `idle_in_transaction_session_timeout` are
+//!   set to the same.
+//! - `pool_size=N`: at most this many connections (default 16).
+//!
+//! `connect_timeout` defaults to 5 seconds when the URL does not set it. TLS
+//! is not supported (connections use `NoTls`).
+//!
+//! # Tables
+//!
+//! On first use keysmith creates the schema (if missing) and its tables:
+//! `keysmith_meta` (the schema version), `sequences`, `pools` and
+//! `pool_members`. Migrations run in one transaction under an advisory lock,
+//! so any number of processes may open a new store at the same time; a store
+//! already at the current version is opened with a single read.
+//!
+//! # Durability and isolation
+//!
+//! Every connection runs `SET synchronous_commit = on` when it is opened, so a
+//! method returns only after its commit is flushed to the server's WAL (with
+//! the server's `fsync` on, which is checked at open and warned about
+//! otherwise). Allocation uses the store's own connections, never a caller's
+//! transaction. Statements run at READ COMMITTED; each method's comment says
+//! why its SQL is safe there.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{
+    ClientWrapper, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use rand::seq::SliceRandom;
+use tokio::task::JoinHandle;
+use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
+use crate::{Error, Result};
+
+/// The schema used when the URL names none.
+pub const DEFAULT_SCHEMA: &str = "keysmith";
+
+/// The schema version this build of keysmith writes (`keysmith_meta`).
+pub const SCHEMA_VERSION: i32 = 1;
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const DEFAULT_POOL_SIZE: usize = 16;
+
+/// Pools with at most this many members are sampled uniformly
+/// (`ORDER BY random()`); larger ones from a random point of their value range.
+const SMALL_POOL: i64 = 1024;
+
+/// How often a statement whose fallback row contradicts its own outcome is
+/// run again before giving up with [`Error::Contention`]. With the row locks
+/// the statements take this does not happen; the bound keeps a bug from
+/// looping.
+const MAX_RERUNS: u32 = 3;
+
+/// Migrations, in order: migration `i` takes the schema from version `i` to
+/// `i + 1`. `{s}` stands for the quoted schema name.
+const MIGRATIONS: &[&str] = &[
+    // 1: sequences and pools.
+    //
+    // Names use the "C" collation so that ORDER BY name is byte order, the
+    // order Rust's String and every other backend use. `last_start` is written
+    // only by reserve_atomic: it carries the first value of the range that
+    // statement reserved into its RETURNING clause.
+    r#"
+    CREATE TABLE {s}.sequences (
+        name        text COLLATE "C" PRIMARY KEY,
+        next        bigint NOT NULL,
+        start_value bigint NOT NULL,
+        max_value   bigint NOT NULL,
+        block       bigint NOT NULL,
+        version     bigint NOT NULL,
+        last_start  bigint,
+        CONSTRAINT sequences_bounds CHECK (
+            start_value >= 0 AND start_value <= max_value
+            AND max_value <= 9223372036854775806
+            AND next >= 0 AND next - 1 <= max_value),
+        CONSTRAINT sequences_block CHECK (block BETWEEN 1 AND 1099511627776),
+        CONSTRAINT sequences_version CHECK (version >= 1)
+    );
+    CREATE TABLE {s}.pools (
+        name        text COLLATE "C" PRIMARY KEY,
+        start_value bigint NOT NULL,
+        size        bigint NOT NULL CHECK (size >= 0)
+    );
+    CREATE TABLE {s}.pool_members (
+        pool  text COLLATE "C" NOT NULL REFERENCES {s}.pools (name) ON DELETE CASCADE,
+        value bigint NOT NULL,
+        PRIMARY KEY (pool, value)
+    );
+    "#,
+];
+
+/// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool
+/// of connections that it opens as needed.
+pub struct PostgresStore {
+    pool: Pool,
+    schema: String,
+    /// `host:port/database`, for messages.
+    target: String,
+    timeout: Duration,
+    sql: Sql,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the URL: it may hold a password.
+        f.debug_struct("PostgresStore")
+            .field("target", &self.target)
+            .field("schema", &self.schema)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What keysmith takes from a store URL.
+#[derive(Debug, Clone)]
+struct Settings {
+    config: tokio_postgres::Config,
+    schema: String,
+    timeout: Duration,
+    pool_size: usize,
+}
+
+impl PostgresStore {
+    /// Connects to the database a `postgres://` or `postgresql://` URL names
+    /// (see the [module documentation](self) for its parameters) and creates
+    /// or upgrades keysmith's tables in the chosen schema.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a URL that cannot be parsed, a bad
+    /// `schema`, `timeout` or `pool_size`, a refused login, a missing database
+    /// or missing privileges; [`Error::Unavailable`] when the server cannot be
+    /// reached within the timeouts; [`Error::Corrupt`] when the schema was
+    /// written by a newer keysmith or holds tables keysmith cannot use.
+    pub async fn open(url: &str) -> Result<Self> {
+        let settings = parse_url(url)?;
+        let target = describe_target(&settings.config);
+        let mut config = settings.config;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("keysmith");
+        }
+        #[cfg(target_os = "linux")]
+        if config.get_tcp_user_timeout().is_none() {
+            // A dead peer with unacknowledged data is given up on, not waited for.
+            config.tcp_user_timeout(settings.timeout);
+        }
+        let connect_timeout = *config
+            .get_connect_timeout()
+            .unwrap_or(&DEFAULT_CONNECT_TIMEOUT);
+        let manager = Manager::from_connect(
+            config,
+            Connector {
+                timeout: settings.timeout,
+            },
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(settings.timeout))
+            // Connecting plus the session's SET.
+            .create_timeout(Some(connect_timeout + settings.timeout))
+            .recycle_timeout(Some(settings.timeout))
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot build a connection pool: {e}")))?;
+        let schema = quote_ident(&settings.schema);
+        let store = PostgresStore {
+            pool,
+            sql: Sql::new(&schema),
+            schema: settings.schema,
+            target,
+            timeout: settings.timeout,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The schema this store keeps its tables in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Creates or upgrades the tables. Fast path: one read of the version.
+    async fn migrate(&self) -> Result<()> {
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let probe = format!(
+                    "SELECT schema_version FROM {}.keysmith_meta",
+                    quote_ident(&self.schema)
+                );
+                match c.query_opt(&probe, &[]).await {
+                    Ok(Some(row)) => {
+                        let v: i32 = row.try_get(0).map_err(|e| self.pg(&e))?;
+                        if v == SCHEMA_VERSION {
+                            return self.warn_unless_durable(&c).await;
+                        }
+                        self.check_not_newer(v)?;
+                    }
+                    Ok(None) => {}
+                    Err(e)
+                        if matches!(
+                            e.code(),
+                            Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
+                        ) => {}
+                    Err(e) => return Err(self.pg(&e)),
+                }
+                self.migrate_locked(&mut c).await?;
+                self.warn_unless_durable(&c).await
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn migrate_locked(&self, c: &mut Client) -> Result<()> {
+        let s = quote_ident(&self.schema);
+        let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+        // Every keysmith that migrates this schema takes the same lock first,
+        // so concurrent first uses run one after the other, and the later ones
+        // find the work done.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&advisory_key(&self.schema)],
+        )
+        .await
+        .map_err(|e| self.pg(&e))?;
+        let exists = tx
+            .query_opt(
+                "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
+                &[&self.schema],
+            )
+            .await
+            .map_err(|e| self.pg(&e))?
+            .is_some();
+        if !exists {
+            tx.batch_execute(&format!("CREATE SCHEMA {s}"))
+                .await
+                .map_err(|e| self.pg(&e))?;
+        }
+        tx.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {s}.keysmith_meta (
+                 singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                 schema_version integer NOT NULL)"
+        ))
+        .await
+        .map_err(|e| self.pg(&e))?;
+        let current: i32 = match tx
+            .query_opt(
+                &format!("SELECT schema_version FROM {s}.keysmith_meta"),
+                &[],
+            )
+            .await
+            .map_err(|e| self.pg(&e))?
+        {
+            Some(row) => row.try_get(0).map_err(|e| self.pg(&e))?,
+            None => 0,
+        };
+        self.check_not_newer(current)?;
+        if current == SCHEMA_VERSION {
+            return Ok(()); // Someone else migrated while we waited; drop rolls back.
+        }
+        for step in &MIGRATIONS[current as usize..] {
+            tx.batch_execute(&step.replace("{s}", &s))
+                .await
+                .map_err(|e| self.pg(&e))?;
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO {s}.keysmith_meta (singleton, schema_version) VALUES (true, $1)
+                 ON CONFLICT (singleton) DO UPDATE SET schema_version = EXCLUDED.schema_version"
+            ),
+            &[&SCHEMA_VERSION],
+        )
+        .await
+        .map_err(|e| self.pg(&e))?;
+        tx.commit().await.map_err(|e| self.pg(&e))?;
+        tracing::info!(
+            target = %self.target,
+            schema = %self.schema,
+            from = current,
+            to = SCHEMA_VERSION,
+            "migrated keysmith schema"
+        );
+        Ok(())
+    }
+
+    fn check_not_newer(&self, v: i32) -> Result<()> {
+        if (0..=SCHEMA_VERSION).contains(&v) {
+            Ok(())
+        } else {
+            Err(Error::Corrupt(format!(
+                "PostgreSQL at {}: schema {:?} is at version {v}, this keysmith knows up to {SCHEMA_VERSION}; upgrade keysmith or use another schema (?schema=NAME)",
+                self.target, self.schema
+            )))
+        }
+    }
+
+    async fn warn_unless_durable(&self, c: &Client) -> Result<()> {
+        let row = c
+            .query_one("SELECT current_setting('fsync')", &[])
+            .await
+            .map_err(|e| self.pg(&e))?;
+        let fsync: String = row.try_get(0).map_err(|e| self.pg(&e))?;
+        if fsync != "on" {
+            tracing::warn!(
+                target = %self.target,
+                "PostgreSQL runs with fsync={fsync}: reservations may be lost in a crash of the server's machine, and values handed out again"
+            );
+        }
+        Ok(())
+    }
+
+    /// A pooled connection, or `Unavailable` within the timeout.
+    async fn client(&self) -> Result<Object> {
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => Error::Unavailable(format!(
+                "PostgreSQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
+                self.target,
+                self.timeout.as_secs_f64()
+            )),
+            PoolError::Backend(e) => self.pg(&e),
+            other => Error::Unavailable(format!(
+                "PostgreSQL at {}: {}; retry",
+                self.target,
+                one_line(&other.to_string())
+            )),
+        })
+    }
+
+    /// Runs `work` within the operation timeout.
+    async fn deadline<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(out) => out,
+            Err(_) => Err(Error::Unavailable(format!(
+                "PostgreSQL at {}: no answer within {}s; check the server's load and health, or raise ?timeout=SECS",
+                self.target,
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Hands the connection back to the pool, unless the operation failed in a
+    /// way that may have left it broken or mid-statement: then it is closed.
+    fn settle<T>(&self, c: Object, out: Result<T>) -> Result<T> {
+        if matches!(out, Err(Error::Unavailable(_))) {
+            drop(Object::take(c));
+        }
+        out
+    }
+
+    /// Maps a driver error to keysmith's, in one line naming the server.
+    fn pg(&self, e: &tokio_postgres::Error) -> Error {
+        let t = &self.target;
+        let Some(db) = e.as_db_error() else {
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                msg.push_str(": ");
+                msg.push_str(&s.to_string());
+                source = s.source();
+            }
+            let msg = one_line(&msg);
+            return if msg.starts_with("error deserializing")
+                || msg.starts_with("query returned an unexpected number")
+                || msg.starts_with("invalid column")
+            {
+                Error::Corrupt(format!(
+                    "PostgreSQL at {t}, schema {:?}: {msg}; the tables were changed outside keysmith",
+                    self.schema
+                ))
+            } else {
+                Error::Unavailable(format!(
+                    "PostgreSQL at {t}: {msg}; check that the server is running and reachable, then retry"
+                ))
+            };
+        };
+        let code = db.code().code();
+        let msg = one_line(db.message());
+        match &code[..2] {
+            "28" => Error::InvalidArgument(format!(
+                "PostgreSQL at {t} refused the login: {msg}; check the user and password in the store URL"
+            )),
+            "3D" => Error::InvalidArgument(format!(
+                "PostgreSQL at {t}: {msg}; create the database or fix the store URL"
+            )),
+            "42" if db.code() == &SqlState::INSUFFICIENT_PRIVILEGE => {
+                Error::InvalidArgument(format!(
+                    "PostgreSQL at {t}: {msg}; grant the user CREATE on the database (or USAGE and CREATE on schema {:?}), or pick another schema with ?schema=NAME",
+                    self.schema
+                ))
+            }
+            "42" | "3F" | "2B" => Error::Corrupt(format!(
+                "PostgreSQL at {t}, schema {:?}: {msg} (SQLSTATE {code}); the keysmith tables were changed outside keysmith",
+                self.schema
+            )),
+            "23" | "22" => Error::InvalidArgument(format!(
+                "PostgreSQL at {t} rejected a value: {msg} (SQLSTATE {code})"
+            )),
+            // 08 connection, 40 serialization/deadlock, 53 resources,
+            // 55 lock not available, 57 shutdown/cancel (statement_timeout),
+            // 58 system error, and anything unforeseen: the server's state,
+            // which retrying may get past.
+            _ => Error::Unavailable(format!(
+                "PostgreSQL at {t}: {msg} (SQLSTATE {code}); retry, and check the server if it persists"
+            )),
+        }
+    }
+
+    fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<Row> {
+        let bad = |e: tokio_postgres::Error| self.pg(&e);
+        let version: i64 = r.try_get(at + 5).map_err(bad)?;
+        Ok(Row {
+            name: r.try_get(at).map_err(bad)?,
+            next: r.try_get(at + 1).map_err(bad)?,
+            start: r.try_get(at + 2).map_err(bad)?,
+            max: r.try_get(at + 3).map_err(bad)?,
+            block: r.try_get(at + 4).map_err(bad)?,
+            version: u64::try_from(version).map_err(|_| {
+                Error::Corrupt(format!(
+                    "PostgreSQL at {}: a sequence has version {version}, below 1",
+                    self.target
+                ))
+            })?,
+        })
+    }
+
+    fn pool_row(&self, r: &tokio_postgres::Row) -> Result<PoolRow> {
+        let bad = |e: tokio_postgres::Error| self.pg(&e);
+        Ok(PoolRow {
+            name: r.try_get(0).map_err(bad)?,
+            start: r.try_get(1).map_err(bad)?,
+            size: r.try_get(2).map_err(bad)?,
+        })
+    }
+
+    async fn read_on(&self, c: &ClientWrapper, name: &str) -> Result<Option<Row>> {
+        let st = c
+            .prepare_cached(&self.sql.read)
+            .await
+            .map_err(|e| self.pg(&e))?;
+        let r = c.query_opt(&st, &[&name]).await.map_err(|e| self.pg(&e))?;
+        r.map(|r| self.row(&r, 0)).transpose()
+    }
+}
+
+/// The SQL of every method, with the schema filled in.
+#[derive(Debug)]
+struct Sql {
+    create: String,
+    read: String,
+    put_if_version: String,
+    lock_row: String,
+    write_next: String,
+    reserve_atomic: String,
+    list: String,
+    drop: String,
+    pool_create: String,
+    pool_read: String,
+    pool_sample: String,
+    pool_swap: String,
+    pool_members: String,
+    pool_list: String,
+    pool_drop: String,
+}
+
+const COLS: &str = "name, next, start_value, max_value, block, version";
+
+impl Sql {
+    fn new(s: &str) -> Sql {
+        Sql {
+            create: format!(
+                "INSERT INTO {s}.sequences (name, next, start_value, max_value, block, version)
+                 VALUES ($1, $2, $2, $3, $4, 1) RETURNING {COLS}"
+            ),
+            read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
+            // One round trip. `upd` writes when the version matches. When it
+            // does not, `cur` returns the row, under FOR SHARE: at READ
+            // COMMITTED a plain SELECT would see the statement's snapshot,
+            // which predates a writer that `upd` waited for, and so could
+            // return the very version that just failed to match. A locking
+            // read follows the row to its newest committed version instead.
+            put_if_version: format!(
+                "WITH upd AS (
+                     UPDATE {s}.sequences SET next = $2, version = version + 1
+                     WHERE name = $1 AND version = $3
+                     RETURNING {COLS}),
+                 cur AS (
+                     SELECT {COLS} FROM {s}.sequences
+                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+                     FOR SHARE)
+                 SELECT true, {COLS} FROM upd
+                 UNION ALL
+                 SELECT false, {COLS} FROM cur"
+            ),
+            lock_row: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1 FOR UPDATE"),
+            write_next: format!("UPDATE {s}.sequences SET next = $2, version = $3 WHERE name = $1"),
+            // One UPDATE does the reservation. RETURNING sees only new values,
+            // so the old `next` (the first value reserved) is copied into
+            // `last_start` by the same SET, whose right-hand sides all read the
+            // old row. The CASE clamps at max + 1 without computing next + n
+            // when that could pass it (max - next + 1 >= 1 here, no overflow).
+            // Under concurrency PostgreSQL re-evaluates WHERE and SET on the
+            // newest row version after waiting for its writer, so two callers
+            // never get the same range. When nothing was updated, `cur` tells
+            // an exhausted sequence (next > max) from a missing one, reading
+            // the newest version for the same reason as in put_if_version.
+            reserve_atomic: format!(
+                "WITH upd AS (
+                     UPDATE {s}.sequences
+                     SET last_start = next,
+                         next = CASE WHEN max_value - next + 1 <= $2 THEN max_value + 1
+                                     ELSE next + $2 END,
+                         version = version + 1
+                     WHERE name = $1 AND next <= max_value
+                     RETURNING last_start, next, version),
+                 cur AS (
+                     SELECT next, max_value FROM {s}.sequences
+                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd)
+                     FOR SHARE)
+                 SELECT true, last_start, next, version, NULL::bigint FROM upd
+                 UNION ALL
+                 SELECT false, NULL::bigint, next, NULL::bigint, max_value FROM cur"
+            ),
+            list: format!("SELECT {COLS} FROM {s}.sequences ORDER BY name"),
+            drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
+            pool_create: format!(
+                "WITH p AS (
+                     INSERT INTO {s}.pools (name, start_value, size) VALUES ($1, $2, $3)
+                     RETURNING name)
+                 INSERT INTO {s}.pool_members (pool, value)
+                 SELECT p.name, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
+            ),
+            pool_read: format!("SELECT name, start_value, size FROM {s}.pools WHERE name = $1"),
+            // One statement. Small pools: a uniform sample. Large ones: k
+            // consecutive members from a uniformly random pivot in the value
+            // range (wrapping around), using the primary key index, so the
+            // cost does not grow with the pool. The unused branch is switched
+            // off by a one-time filter on the pool's size.
+            pool_sample: format!(
+                "WITH p AS (SELECT size FROM {s}.pools WHERE name = $1),
+                 small AS (
+                     SELECT value FROM {s}.pool_members
+                     WHERE pool = $1 AND (SELECT size FROM p) <= {SMALL_POOL}
+                     ORDER BY random() LIMIT $2),
+                 bounds AS (
+                     SELECT min(value) AS lo, max(value) AS hi FROM {s}.pool_members
+                     WHERE pool = $1 AND (SELECT size FROM p) > {SMALL_POOL}),
+                 pivot AS (
+                     SELECT lo + LEAST(floor(random() * (hi::numeric - lo + 1)::float8)::numeric,
+                                       hi::numeric - lo)::bigint AS at
+                     FROM bounds),
+                 above AS (
+                     SELECT value FROM {s}.pool_members
+                     WHERE pool = $1 AND value >= (SELECT at FROM pivot)
+                     ORDER BY value LIMIT $2),
+                 below AS (
+                     SELECT value FROM {s}.pool_members
+                     WHERE pool = $1 AND value < (SELECT at FROM pivot)
+                     ORDER BY value LIMIT $2)
+                 SELECT (SELECT size FROM p),
+                        ARRAY(SELECT value FROM small),
+                        ARRAY(SELECT value FROM above),
+                        ARRAY(SELECT value FROM below)"
+            ),
+            // One statement: the insert happens only if the delete found
+            // `take`. Two swaps of the same member: the second waits for the
+            // first's commit, then finds the row gone and swaps nothing.
+            pool_swap: format!(
+                "WITH del AS (
+                     DELETE FROM {s}.pool_members WHERE pool = $1 AND value = $2
+                     RETURNING pool),
+                 ins AS (
+                     INSERT INTO {s}.pool_members (pool, value) SELECT pool, $3 FROM del
+                     RETURNING 1)
+                 SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
+                        (SELECT count(*) FROM ins)"
+            ),
+            pool_members: format!(
+                "SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
+                        ARRAY(SELECT value FROM {s}.pool_members WHERE pool = $1 ORDER BY value)"
+            ),
+            pool_list: format!("SELECT name, start_value, size FROM {s}.pools ORDER BY name"),
+            pool_drop: format!("DELETE FROM {s}.pools WHERE name = $1"),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create(&self, spec: &SequenceSpec) -> Result<Row> {
+        spec.validate()?;
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.create)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                match c
+                    .query_one(&st, &[&spec.name, &spec.start, &spec.max, &spec.block])
+                    .await
+                {
+                    Ok(r) => self.row(&r, 0),
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        Err(Error::AlreadyExists {
+                            kind: "sequence",
+                            name: spec.name.clone(),
+                        })
+                    }
+                    Err(e) => Err(self.pg(&e)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read(&self, name: &str) -> Result<Option<Row>> {
+        let c = self.client().await?;
+        let out = self.deadline(self.read_on(&c, name)).await;
+        self.settle(c, out)
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let Ok(expected_i) = i64::try_from(expected) else {
+                    // No stored version is that large: it cannot match.
+                    return match self.read_on(&c, name).await? {
+                        Some(row) => Ok(Put::Conflict(row)),
+                        None => Err(Error::not_found("sequence", name)),
+                    };
+                };
+                let st = c
+                    .prepare_cached(&self.sql.put_if_version)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                for _ in 0..MAX_RERUNS {
+                    let rows = c
+                        .query(&st, &[&name, &new_next, &expected_i])
+                        .await
+                        .map_err(|e| self.pg(&e))?;
+                    let Some(r) = rows.first() else {
+                        return Err(Error::not_found("sequence", name));
+                    };
+                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+                    let row = self.row(r, 1)?;
+                    if done {
+                        return Ok(Put::Done(row));
+                    }
+                    if row.version != expected {
+                        return Ok(Put::Conflict(row));
+                    }
+                    // The row we were shown still has the version we expected,
+                    // so the write should have matched: run it again.
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        super::check_count("count", n)?;
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let lock = c
+                    .prepare_cached(&self.sql.lock_row)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let write = c
+                    .prepare_cached(&self.sql.write_next)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                let Some(r) = tx
+                    .query_opt(&lock, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?
+                else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let plan = self.row(&r, 0)?.plan(n)?;
+                let version = i64::try_from(plan.version)
+                    .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
+                tx.execute(&write, &[&name, &plan.end, &version])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                tx.commit().await.map_err(|e| self.pg(&e))?;
+                Ok(plan)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        super::check_count("count", n)?;
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.reserve_atomic)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                for _ in 0..MAX_RERUNS {
+                    let rows = c.query(&st, &[&name, &n]).await.map_err(bad)?;
+                    let Some(r) = rows.first() else {
+                        return Err(Error::not_found("sequence", name));
+                    };
+                    let done: bool = r.try_get(0).map_err(bad)?;
+                    let next: i64 = r.try_get(2).map_err(bad)?;
+                    if done {
+                        let version: i64 = r.try_get(3).map_err(bad)?;
+                        return Ok(Reservation {
+                            start: r.try_get(1).map_err(bad)?,
+                            end: next,
+                            version: u64::try_from(version).map_err(|_| {
+                                Error::Corrupt(format!(
+                                    "sequence {name:?} has version {version}, below 1"
+                                ))
+                            })?,
+                        });
+                    }
+                    let max: i64 = r.try_get(4).map_err(bad)?;
+                    if next > max {
+                        return Err(Error::Exhausted {
+                            name: name.to_owned(),
+                            max,
+                        });
+                    }
+                    // Values were handed back (put_if_version lowered next)
+                    // between the update and the read: try again.
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list(&self) -> Result<Vec<Row>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let rows = c
+                    .query(&self.sql.list, &[])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                rows.iter().map(|r| self.row(r, 0)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let n = c
+                    .execute(&self.sql.drop, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                if n == 0 {
+                    Err(Error::not_found("sequence", name))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
+        let last = match (start >= 0, size >= 0, start.checked_add(size)) {
+            (true, true, Some(_)) => start + size - 1,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
+                )));
+            }
+        };
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                match c
+                    .execute(&self.sql.pool_create, &[&name, &start, &size, &last])
+                    .await
+                {
+                    Ok(_) => Ok(PoolRow {
+                        name: name.to_owned(),
+                        start,
+                        size,
+                    }),
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        Err(Error::AlreadyExists {
+                            kind: "pool",
+                            name: name.to_owned(),
+                        })
+                    }
+                    Err(e) => Err(self.pg(&e)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_opt(&self.sql.pool_read, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                r.map(|r| self.pool_row(&r)).transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.pool_sample)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let r = c
+                    .query_one(&st, &[&name, &limit])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let size: Option<i64> = r.try_get(0).map_err(bad)?;
+                if size.is_none() {
+                    return Err(Error::not_found("pool", name));
+                }
+                let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
+                let above: Vec<i64> = r.try_get(2).map_err(bad)?;
+                let below: Vec<i64> = r.try_get(3).map_err(bad)?;
+                picked.extend(above);
+                picked.extend(below);
+                picked.truncate(k);
+                picked.shuffle(&mut rand::rng());
+                Ok(picked)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.pool_swap)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let r = match c.query_one(&st, &[&name, &take, &put]).await {
+                    Ok(r) => r,
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        return Err(Error::Corrupt(format!(
+                            "pool {name:?} already holds {put}, which it should not yet"
+                        )));
+                    }
+                    Err(e) => return Err(self.pg(&e)),
+                };
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let exists: bool = r.try_get(0).map_err(bad)?;
+                let swapped: i64 = r.try_get(1).map_err(bad)?;
+                match (exists, swapped) {
+                    (_, 1) => Ok(true),
+                    (true, _) => Ok(false),
+                    (false, _) => Err(Error::not_found("pool", name)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_one(&self.sql.pool_members, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let exists: bool = r.try_get(0).map_err(bad)?;
+                if !exists {
+                    return Err(Error::not_found("pool", name));
+                }
+                r.try_get(1).map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_list(&self) -> Result<Vec<PoolRow>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let rows = c
+                    .query(&self.sql.pool_list, &[])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                rows.iter().map(|r| self.pool_row(r)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn pool_drop(&self, name: &str) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let n = c
+                    .execute(&self.sql.pool_drop, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                if n == 0 {
+                    Err(Error::not_found("pool", name))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                c.simple_query("SELECT 1")
+                    .await
+                    .map(drop)
+                    .map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+}
+
+/// Opens connections: connect, then set the session up explicitly rather
+/// than trusting the server's or the role's defaults.
+struct Connector {
+    timeout: Duration,
+}
+
+type ConnectFuture<'a> = Pin<
+    Box<
+        dyn Future<Output = std::result::Result<(Client, JoinHandle<()>), tokio_postgres::Error>>
+            + Send
+            + 'a,
+    >,
+>;
+
+impl deadpool_postgres::Connect for Connector {
+    fn connect(&self, config: &tokio_postgres::Config) -> ConnectFuture<'_> {
+        let config = config.clone();
+        let ms = self.timeout.as_millis().max(1);
+        Box::pin(async move {
+            let (client, connection) = config.connect(NoTls).await?;
+            let task = tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!("PostgreSQL connection ended: {e}");
+                }
+            });
+            client
+                .batch_execute(&format!(
+                    "SET synchronous_commit = on; \
+                     SET statement_timeout = {ms}; \
+                     SET idle_in_transaction_session_timeout = {ms}"
+                ))
+                .await?;
+            Ok((client, task))
+        })
+    }
+}
+
+/// Splits keysmith's own parameters off the URL and parses the rest.
+fn parse_url(url: &str) -> Result<Settings> {
+    let shown = redact(url);
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, q),
+        None => (url, ""),
+    };
+    let mut schema = DEFAULT_SCHEMA.to_owned();
+    let mut timeout = DEFAULT_TIMEOUT;
+    let mut pool_size = DEFAULT_POOL_SIZE;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "schema" => {
+                validate_schema(value)?;
+                value.clone_into(&mut schema);
+            }
+            "timeout" => {
+                timeout = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "store URL {shown}: timeout={value:?} must be a number of seconds above 0 and at most 86400, e.g. timeout=10"
+                        ))
+                    })?;
+            }
+            "pool_size" => {
+                pool_size = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "store URL {shown}: pool_size={value:?} must be a whole number from 1 to 1000, e.g. pool_size=16"
+                        ))
+                    })?;
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let base = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    let config: tokio_postgres::Config = base.parse().map_err(|e: tokio_postgres::Error| {
+        Error::invalid(format!(
+            "store URL {shown} is not a PostgreSQL URL: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]",
+            one_line(&e.to_string())
+        ))
+    })?;
+    Ok(Settings {
+        config,
+        schema,
+        timeout,
+        pool_size,
+    })
+}
+
+/// Checks a schema name: what PostgreSQL would take unquoted, lower case,
+/// and not reserved for the system.
+fn validate_schema(name: &str) -> Result<()> {
+    let ok = (1..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.as_bytes()[0].is_ascii_digit()
+        && !name.starts_with("pg_");
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "schema name {name:?} in the store URL: use 1 to 63 characters of a-z, 0-9 and _, not starting with a digit or pg_ (e.g. ?schema=keysmith)"
+        )))
+    }
+}
+
+/// `"name"`, for names [`validate_schema`] accepted (no quotes inside).
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The advisory lock key of a schema's migration: FNV-1a of a fixed prefix
+/// and the name, the same in every keysmith version.
+fn advisory_key(schema: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in b"keysmith-migrate:".iter().chain(schema.as_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
+fn describe_target(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+/// The URL with any password replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keysmith_parameters_are_taken_off_the_url() {
+        let s = parse_url(
+            "postgres://u:pw@db.example:6543/app?schema=ks_1&connect_timeout=3&timeout=2.5&pool_size=4",
+        )
+        .unwrap();
+        assert_eq!(s.schema, "ks_1");
+        assert_eq!(s.timeout, Duration::from_millis(2500));
+        assert_eq!(s.pool_size, 4);
+        assert_eq!(s.config.get_dbname(), Some("app"));
+        assert_eq!(s.config.get_ports(), &[6543]);
+        assert_eq!(
+            s.config.get_connect_timeout(),
+            Some(&Duration::from_secs(3))
+        );
+        assert_eq!(describe_target(&s.config), "db.example:6543/app");
+
+        let d = parse_url("postgresql://u@h/db").unwrap();
+        assert_eq!(d.schema, DEFAULT_SCHEMA);
+        assert_eq!(d.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(d.pool_size, DEFAULT_POOL_SIZE);
+    }
+
+    #[test]
+    fn bad_parameters_say_what_to_do() {
+        for (url, needle) in [
+            ("postgres://u@h/db?schema=Bad", "a-z, 0-9 and _"),
+            ("postgres://u@h/db?schema=pg_x", "pg_"),
+            ("postgres://u@h/db?schema=1x", "digit"),
+            ("postgres://u@h/db?schema=", "1 to 63"),
+            ("postgres://u@h/db?schema=a%22b", "a-z"),
+            ("postgres://u@h/db?timeout=0", "timeout"),
+            ("postgres://u@h/db?timeout=abc", "timeout"),
+            ("postgres://u@h/db?pool_size=0", "pool_size"),
+            ("postgres://u@h/db?nonsense=1", "not a PostgreSQL URL"),
+        ] {
+            let err = parse_url(url).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{url}: {err:?}");
+            let msg = err.to_string();
+            assert!(msg.contains(needle), "{url}: {msg}");
+            assert!(!msg.contains('\n'), "{url}: {msg}");
+        }
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgres://u:secret@h:1/db?x=1"),
+            "postgres://u:***@h:1/db?x=1"
+        );
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        let err = parse_url("postgres://u:secret@h/db?bogus=1").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn advisory_key_is_stable() {
+        // A fixed value: changing it would let two keysmith versions migrate
+        // the same schema at once.
+        assert_eq!(advisory_key("keysmith"), advisory_key("keysmith"));
+        assert_ne!(advisory_key("keysmith"), advisory_key("keysmith2"));
+        assert_eq!(advisory_key("keysmith"), 6_772_400_477_577_499_785);
+    }
+
+    /// The session settings hold even when the role's defaults say otherwise
+    /// (`ALTER ROLE ... SET` is applied at login, before keysmith's `SET`).
+    #[tokio::test]
+    async fn sessions_commit_synchronously_whatever_the_role_defaults_are() {
+        let Some(pg) = keysmith_testsupport::postgres::TempPostgres::shared() else {
+            return;
+        };
+        let (admin, conn) = tokio_postgres::connect(&pg.url(), NoTls).await.unwrap();
+        tokio::spawn(conn);
+        admin
+            .batch_execute(
+                "CREATE ROLE lazy LOGIN;
+                 ALTER ROLE lazy SET synchronous_commit = off;
+                 ALTER ROLE lazy SET statement_timeout = 0;
+                 GRANT CREATE ON DATABASE postgres TO lazy;",
+            )
+            .await
+            .unwrap();
+        let url = pg.url().replace("keysmith@", "lazy@") + "?schema=lazy&timeout=7";
+        let store = PostgresStore::open(&url).await.unwrap();
+        let c = store.client().await.unwrap();
+        let show = |what: &'static str| {
+            let c = &c;
+            async move {
+                c.query_one(&format!("SHOW {what}"), &[])
+                    .await
+                    .unwrap()
+                    .get::<_, String>(0)
+            }
+        };
+        assert_eq!(show("synchronous_commit").await, "on");
+        assert_eq!(show("statement_timeout").await, "7s");
+        assert_eq!(show("idle_in_transaction_session_timeout").await, "7s");
+        assert_eq!(show("fsync").await, "on");
+    }
+}

@@ -1,0 +1,562 @@
+//! The embedded default: one SQLite file, safe for many processes.
+//!
+//! The file is opened in WAL mode with `synchronous=FULL`, so a committed
+//! reservation survives a power cut, and with a busy timeout, so processes
+//! sharing the file wait for each other instead of failing. Every write runs in
+//! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front: the locked
+//! strategy is exactly that, and the optimistic and atomic ones get their
+//! conditional put and their single statement inside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+
+use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
+use crate::{Error, Result};
+
+/// How long a writer waits for another process's write lock, by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema version this code writes; older files are migrated on open.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS keysmith_meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keysmith_sequences (
+    name      TEXT PRIMARY KEY,
+    next      INTEGER NOT NULL,
+    start     INTEGER NOT NULL,
+    max       INTEGER NOT NULL,
+    block     INTEGER NOT NULL,
+    version   INTEGER NOT NULL,
+    -- `next` before the last change: lets the atomic UPDATE return its range.
+    prev_next INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keysmith_pools (
+    name  TEXT PRIMARY KEY,
+    start INTEGER NOT NULL,
+    size  INTEGER NOT NULL
+);
+-- One member per slot: slot s holds the member equal to start + s (mod size).
+CREATE TABLE IF NOT EXISTS keysmith_pool_members (
+    pool  TEXT NOT NULL,
+    slot  INTEGER NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (pool, slot)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS keysmith_pool_members_value
+    ON keysmith_pool_members (pool, value);
+";
+
+const ROW_COLUMNS: &str = "name, next, start, max, block, version";
+
+/// A store in one SQLite file. Cheap to clone handles to: share it as
+/// `Arc<dyn Store>`.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, waiting up to
+    /// [`DEFAULT_BUSY_TIMEOUT`] for other processes' write locks.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty path, [`Error::Unavailable`] when
+    /// the file cannot be opened or is locked, [`Error::Corrupt`] when it is not
+    /// a keysmith database.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT).await
+    }
+
+    /// Opens a store from the part of a `sqlite://` URL after the scheme:
+    /// `PATH[?busy_timeout_ms=N]`.
+    ///
+    /// # Errors
+    /// As [`Self::open`], and [`Error::InvalidArgument`] for an unknown or
+    /// malformed parameter.
+    pub async fn open_url(rest: &str) -> Result<Self> {
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let mut timeout = DEFAULT_BUSY_TIMEOUT;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("busy_timeout_ms", v)) => {
+                    let ms: u64 = v.parse().map_err(|_| {
+                        Error::invalid(format!(
+                            "sqlite URL: busy_timeout_ms must be a whole number of milliseconds, got {v:?}"
+                        ))
+                    })?;
+                    timeout = Duration::from_millis(ms);
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "sqlite URL: unknown parameter {pair:?}; the only one is busy_timeout_ms=N"
+                    )));
+                }
+            }
+        }
+        Self::open_with_timeout(path, timeout).await
+    }
+
+    /// Opens the database at `path`, waiting up to `busy_timeout` for other
+    /// processes' write locks before failing with [`Error::Unavailable`].
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub async fn open_with_timeout(path: impl AsRef<Path>, busy_timeout: Duration) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if path.as_os_str().is_empty() {
+            return Err(Error::invalid(
+                "sqlite store URL has no path; use sqlite://keysmith.db or sqlite:///abs/path.db",
+            ));
+        }
+        let p = path.clone();
+        let conn = tokio::task::spawn_blocking(move || open_connection(&p, busy_timeout))
+            .await
+            .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
+            .map_err(|e| with_path(e, &path))?;
+        Ok(SqliteStore {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on the blocking pool.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let conn = Arc::clone(&self.conn);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut conn).map_err(|e| with_path(e, &path))
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("sqlite worker failed: {e}")))?
+    }
+
+    /// Runs `f` inside `BEGIN IMMEDIATE ... COMMIT`.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.run(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(db_err)?;
+    conn.busy_timeout(busy_timeout).map_err(db_err)?;
+    // WAL lets readers run beside a writer; FULL syncs the WAL on every commit,
+    // so a reservation is on disk before its first value is returned.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(db_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Unavailable(format!(
+            "cannot switch to WAL mode (got {mode}); is the file on a network file system?"
+        )));
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+        .map_err(db_err)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> Result<()> {
+    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA}"))
+        .map_err(db_err)?;
+    let result = (|| {
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM keysmith_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        match found {
+            None => {
+                conn.execute(
+                    "INSERT INTO keysmith_meta (key, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION],
+                )
+                .map_err(db_err)?;
+            }
+            Some(v) if v == SCHEMA_VERSION => {}
+            Some(v) => {
+                return Err(Error::Corrupt(format!(
+                    "schema version {v} is newer than this keysmith understands ({SCHEMA_VERSION}); upgrade keysmith"
+                )));
+            }
+        }
+        Ok(())
+    })();
+    let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    conn.execute_batch(end).map_err(db_err)?;
+    result
+}
+
+/// Maps a SQLite error to what a caller can act on.
+fn db_err(e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Unavailable(format!(
+            "database is locked by another process ({e}); retry, or stop the process holding it"
+        )),
+        Some(ErrorCode::NotADatabase) => {
+            Error::Corrupt(format!("not a keysmith database ({e}); check the path"))
+        }
+        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt(format!("{e}")),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+            Error::Unavailable(format!(
+                "cannot open or write the database ({e}); check the path and its permissions"
+            ))
+        }
+        _ => Error::Unavailable(e.to_string()),
+    }
+}
+
+fn with_path(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Unavailable(m) => Error::Unavailable(format!("{}: {m}", path.display())),
+        Error::Corrupt(m) => Error::Corrupt(format!("{}: {m}", path.display())),
+        other => other,
+    }
+}
+
+fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        name: r.get(0)?,
+        next: r.get(1)?,
+        start: r.get(2)?,
+        max: r.get(3)?,
+        block: r.get(4)?,
+        version: r.get::<_, i64>(5)? as u64,
+    })
+}
+
+fn read_row(conn: &Connection, name: &str) -> Result<Option<Row>> {
+    conn.prepare_cached(&format!(
+        "SELECT {ROW_COLUMNS} FROM keysmith_sequences WHERE name = ?1"
+    ))
+    .and_then(|mut s| s.query_row([name], row_from).optional())
+    .map_err(db_err)
+}
+
+fn require_row(conn: &Connection, name: &str) -> Result<Row> {
+    read_row(conn, name)?.ok_or_else(|| Error::not_found("sequence", name))
+}
+
+fn require_pool(conn: &Connection, name: &str) -> Result<PoolRow> {
+    conn.prepare_cached("SELECT name, start, size FROM keysmith_pools WHERE name = ?1")
+        .and_then(|mut s| {
+            s.query_row([name], |r| {
+                Ok(PoolRow {
+                    name: r.get(0)?,
+                    start: r.get(1)?,
+                    size: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db_err)?
+        .ok_or_else(|| Error::not_found("pool", name))
+}
+
+fn version_param(v: u64) -> i64 {
+    // Versions start at 1 and grow by one per change: they stay far below i64::MAX.
+    v as i64
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create(&self, spec: &SequenceSpec) -> Result<Row> {
+        let spec = spec.clone();
+        self.write(move |tx| {
+            let inserted = tx
+                .execute(
+                    "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next)
+                     VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2) ON CONFLICT (name) DO NOTHING",
+                    params![spec.name, spec.start, spec.max, spec.block],
+                )
+                .map_err(db_err)?;
+            if inserted == 0 {
+                return Err(Error::AlreadyExists {
+                    kind: "sequence",
+                    name: spec.name.clone(),
+                });
+            }
+            require_row(tx, &spec.name)
+        })
+        .await
+    }
+
+    async fn read(&self, name: &str) -> Result<Option<Row>> {
+        let name = name.to_owned();
+        self.run(move |conn| read_row(conn, &name)).await
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let done = tx
+                .prepare_cached(&format!(
+                    "UPDATE keysmith_sequences SET prev_next = next, next = ?2, version = version + 1
+                     WHERE name = ?1 AND version = ?3 RETURNING {ROW_COLUMNS}"
+                ))
+                .and_then(|mut s| {
+                    s.query_row(params![name, new_next, version_param(expected)], row_from)
+                        .optional()
+                })
+                .map_err(db_err)?;
+            match done {
+                Some(row) => Ok(Put::Done(row)),
+                // Same transaction: the row returned is the one that beat us.
+                None => Ok(Put::Conflict(require_row(tx, &name)?)),
+            }
+        })
+        .await
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        let name = name.to_owned();
+        // BEGIN IMMEDIATE is SQLite's row lock: no other writer until COMMIT.
+        self.write(move |tx| {
+            let r = require_row(tx, &name)?.plan(n)?;
+            tx.execute(
+                "UPDATE keysmith_sequences SET prev_next = next, next = ?2, version = ?3 WHERE name = ?1",
+                params![name, r.end, version_param(r.version)],
+            )
+            .map_err(db_err)?;
+            Ok(r)
+        })
+        .await
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            // One statement reserves and returns the range; SQLite evaluates every
+            // SET expression against the old row, so prev_next is the old next.
+            let got = tx
+                .prepare_cached(
+                    "UPDATE keysmith_sequences
+                     SET prev_next = next,
+                         next = CASE WHEN max + 1 - next <= ?2 THEN max + 1 ELSE next + ?2 END,
+                         version = version + 1
+                     WHERE name = ?1 AND next <= max
+                     RETURNING prev_next, next, version",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![name, n], |r| {
+                        Ok(Reservation {
+                            start: r.get(0)?,
+                            end: r.get(1)?,
+                            version: r.get::<_, i64>(2)? as u64,
+                        })
+                    })
+                    .optional()
+                })
+                .map_err(db_err)?;
+            match got {
+                Some(r) => Ok(r),
+                // Nothing updated: tell a missing sequence from an exhausted one.
+                None => require_row(tx, &name)?.plan(n),
+            }
+        })
+        .await
+    }
+
+    async fn list(&self) -> Result<Vec<Row>> {
+        self.run(|conn| {
+            let mut s = conn
+                .prepare_cached(&format!(
+                    "SELECT {ROW_COLUMNS} FROM keysmith_sequences ORDER BY name"
+                ))
+                .map_err(db_err)?;
+            let rows = s
+                .query_map([], row_from)
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(db_err)?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            match tx
+                .execute("DELETE FROM keysmith_sequences WHERE name = ?1", [&name])
+                .map_err(db_err)?
+            {
+                0 => Err(Error::not_found("sequence", &name)),
+                _ => Ok(()),
+            }
+        })
+        .await
+    }
+
+    async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let inserted = tx
+                .execute(
+                    "INSERT INTO keysmith_pools (name, start, size) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO NOTHING",
+                    params![name, start, size],
+                )
+                .map_err(db_err)?;
+            if inserted == 0 {
+                return Err(Error::AlreadyExists {
+                    kind: "pool",
+                    name: name.clone(),
+                });
+            }
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO keysmith_pool_members (pool, slot, value) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?;
+            for slot in 0..size {
+                ins.execute(params![name, slot, start + slot])
+                    .map_err(db_err)?;
+            }
+            Ok(PoolRow { name, start, size })
+        })
+        .await
+    }
+
+    async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
+        let name = name.to_owned();
+        self.run(move |conn| match require_pool(conn, &name) {
+            Ok(p) => Ok(Some(p)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .await
+    }
+
+    async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            let pool = require_pool(conn, &name)?;
+            let slots = super::sample_slots(pool.size, k);
+            let mut s = conn
+                .prepare_cached(
+                    "SELECT value FROM keysmith_pool_members
+                     WHERE pool = ?1 AND slot IN (SELECT value FROM json_each(?2))",
+                )
+                .map_err(db_err)?;
+            let slots = serde_json::to_string(&slots).map_err(|e| Error::Corrupt(e.to_string()))?;
+            let out = s
+                .query_map(params![name, slots], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<i64>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            require_pool(tx, &name)?;
+            // The member keeps its slot: put = take + size (see the contract).
+            let swapped = tx
+                .prepare_cached(
+                    "UPDATE keysmith_pool_members SET value = ?3 WHERE pool = ?1 AND value = ?2",
+                )
+                .and_then(|mut s| s.execute(params![name, take, put]))
+                .map_err(|e| match e.sqlite_error_code() {
+                    Some(ErrorCode::ConstraintViolation) => Error::Corrupt(format!(
+                        "pool {name:?} already holds {put}, which it should not yet"
+                    )),
+                    _ => db_err(e),
+                })?;
+            Ok(swapped == 1)
+        })
+        .await
+    }
+
+    async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            require_pool(conn, &name)?;
+            let mut s = conn
+                .prepare_cached(
+                    "SELECT value FROM keysmith_pool_members WHERE pool = ?1 ORDER BY value",
+                )
+                .map_err(db_err)?;
+            let out = s
+                .query_map([&name], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<i64>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn pool_list(&self) -> Result<Vec<PoolRow>> {
+        self.run(|conn| {
+            let mut s = conn
+                .prepare_cached("SELECT name, start, size FROM keysmith_pools ORDER BY name")
+                .map_err(db_err)?;
+            let out = s
+                .query_map([], |r| {
+                    Ok(PoolRow {
+                        name: r.get(0)?,
+                        start: r.get(1)?,
+                        size: r.get(2)?,
+                    })
+                })
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn pool_drop(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            if tx
+                .execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
+                .map_err(db_err)?
+                == 0
+            {
+                return Err(Error::not_found("pool", &name));
+            }
+            tx.execute("DELETE FROM keysmith_pool_members WHERE pool = ?1", [&name])
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_err))
+            .await
+    }
+}

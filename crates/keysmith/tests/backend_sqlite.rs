@@ -1,0 +1,72 @@
+//! The conformance suite on SQLite, plus what only a file can show.
+
+use std::sync::Arc;
+
+use keysmith::Error;
+use keysmith::store::{SequenceSpec, Store, sqlite::SqliteStore};
+
+#[macro_use]
+mod conformance;
+
+/// A fresh database file in a temporary directory that lives as long as the
+/// test process (the OS cleans /tmp; each call gets its own file).
+async fn fresh_store() -> Option<Arc<dyn Store>> {
+    let dir = tempfile::tempdir().unwrap().keep();
+    Some(Arc::new(SqliteStore::open(dir.join("k.db")).await.unwrap()))
+}
+
+conformance_tests!(fresh_store);
+
+#[tokio::test]
+async fn a_second_connection_sees_committed_reservations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let a = SqliteStore::open(&path).await.unwrap();
+    a.create(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 10).await.unwrap();
+    drop(a);
+    let b = SqliteStore::open(&path).await.unwrap();
+    assert_eq!(b.read("s").await.unwrap().unwrap().next, r.end);
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_database_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junk.db");
+    std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+    let e = SqliteStore::open(&path).await.unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    assert!(e.to_string().contains("junk.db"), "{e}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        vec![b'x'; 4096],
+        "the file was changed"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_unavailable() {
+    let e = SqliteStore::open("/nonexistent-dir/k.db")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Unavailable(_)), "{e}");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    drop(SqliteStore::open(&path).await.unwrap());
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute(
+        "UPDATE keysmith_meta SET value = 99 WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let e = SqliteStore::open(&path).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Corrupt(_)) && e.to_string().contains("upgrade"),
+        "{e}"
+    );
+}
