@@ -356,3 +356,72 @@ fn identity_ranges() {
         "orders.shard-0 1 1000\norders.shard-1 1001 2000\norders.shard-2 2001 3000"
     );
 }
+
+#[test]
+fn range_sequences_live_in_the_store_and_hand_out_their_shards_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("k.db").display());
+    let create = [
+        "--store",
+        &url,
+        "shard-key",
+        "range",
+        "create",
+        "orders",
+        "--size",
+        "1000",
+        "--shards",
+        "3",
+        "--base",
+        "1",
+    ];
+    let first = ok(None, &create);
+    assert_eq!(
+        first,
+        "orders.shard-0 1 1000\norders.shard-1 1001 2000\norders.shard-2 2001 3000"
+    );
+    assert_eq!(
+        ok(None, &create),
+        first,
+        "creating again keeps the same sequences"
+    );
+    let ids = ok(
+        None,
+        &["--store", &url, "next", "orders.shard-2", "--count", "3"],
+    );
+    assert_eq!(ids, "2001\n2002\n2003");
+    for id in ids.lines() {
+        let at = ok(
+            None,
+            &[
+                "shard-key",
+                "range",
+                "locate",
+                "--size",
+                "1000",
+                "--shards",
+                "3",
+                "--base",
+                "1",
+                id,
+            ],
+        );
+        assert!(at.starts_with("shard 2 "), "{at}");
+    }
+    let other = [
+        "--store",
+        &url,
+        "shard-key",
+        "range",
+        "create",
+        "orders",
+        "--size",
+        "100",
+        "--shards",
+        "3",
+        "--base",
+        "1",
+    ];
+    let err = fails(None, &other, 1);
+    assert!(err.contains("exists with the range 1 to 1000"), "{err}");
+}

@@ -1,10 +1,12 @@
 //! Identity ranges: one block of ids per shard.
 
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::{Id, ShardKey};
+use crate::sequence::Sequence;
 use crate::store::{MAX_VALUE, Row, SequenceSpec, Store};
 use crate::{Error, Result};
 
@@ -211,6 +213,33 @@ impl ShardRanges {
             },
             Err(e) => Err(e),
         }
+    }
+
+    /// A [`Sequence`] handle that hands out shard `shard`'s global ids,
+    /// `block` at a time. The sequence is created first if it is missing
+    /// (see [`create_sequence`](Self::create_sequence)). Its values stay in
+    /// the shard's range: past the end, `next()` fails with
+    /// [`Error::Exhausted`].
+    ///
+    /// # Errors
+    /// As [`create_sequence`](Self::create_sequence) and
+    /// [`SequenceBuilder::build`](crate::sequence::SequenceBuilder::build).
+    pub async fn open_sequence(
+        &self,
+        store: Arc<dyn Store>,
+        prefix: &str,
+        shard: u16,
+        block: i64,
+    ) -> Result<Sequence> {
+        let row = self
+            .create_sequence(store.as_ref(), prefix, shard, block)
+            .await?;
+        Sequence::builder()
+            .store(store)
+            .name(row.name)
+            .block(block)
+            .build()
+            .await
     }
 
     /// [`create_sequence`](Self::create_sequence) for every shard, in order.

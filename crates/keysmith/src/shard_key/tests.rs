@@ -614,6 +614,32 @@ async fn per_shard_sequences_never_leave_their_range() {
     );
 }
 
+#[tokio::test]
+async fn a_shard_sequence_hands_out_that_shards_ids_until_its_range_ends() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let r = ShardRanges::new(1, 25, 8).unwrap();
+    let seq = r.open_sequence(store.clone(), "items", 5, 4).await.unwrap();
+    let mut got = Vec::new();
+    let err = loop {
+        match seq.next().await {
+            Ok(id) => got.push(id),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(err, crate::Error::Exhausted { max: 150, .. }),
+        "{err}"
+    );
+    assert_eq!(got, (126..=150).collect::<Vec<_>>());
+    assert!(got.iter().all(|&id| r.shard_of(id).unwrap() == 5));
+    // A second handle on the same shard finds it exhausted, not refilled.
+    let again = r.open_sequence(store, "items", 5, 4).await.unwrap();
+    assert!(matches!(
+        again.next().await,
+        Err(crate::Error::Exhausted { .. })
+    ));
+}
+
 fn any_datetime() -> impl Strategy<Value = Id> {
     (
         -62_167_219_200i64..=253_402_300_799,
