@@ -158,6 +158,19 @@ fn the_external_string_is_compact() {
     assert_eq!(ShardKeyCodec::unsigned().encode(&key).len(), 15);
 }
 
+#[test]
+fn the_longest_key_fits_the_documented_bound() {
+    let long = "x".repeat(MAX_STRING_ID_BYTES);
+    let mut key = ShardKey::new('c', 1, long.as_str()).unwrap();
+    for _ in 0..MAX_CHILDREN {
+        key = key.with_child(long.as_str()).unwrap();
+    }
+    let s = signed().encode(&key);
+    assert_eq!(s.len(), 1404);
+    assert!(s.len() <= MAX_EXTERNAL_LEN);
+    assert_eq!(signed().decode_any(&s).unwrap(), key);
+}
+
 /// Every string one edit away from `s`: each character replaced by every
 /// other base64 character or a few others, deleted, or a character inserted.
 fn single_edits(s: &str) -> Vec<String> {
