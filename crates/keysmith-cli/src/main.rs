@@ -47,6 +47,9 @@ impl Global {
 enum Command {
     #[command(flatten)]
     Sequence(cmd::sequence::SequenceCommand),
+    /// Value pools: N free numbers, taken with little contention.
+    #[command(subcommand)]
+    Pool(cmd::pool::PoolCommand),
     /// Benchmarks: allocation rate, block-boundary stalls.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
+            Command::Pool(c) => cmd::pool::run(c, &cli.global).await,
             Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
         }
     });

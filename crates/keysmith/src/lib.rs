@@ -1,4 +1,35 @@
 //! keysmith hands out unique keys for databases and services.
+//!
+//! The main type is [`sequence::Sequence`]: a handle on a named, durable
+//! sequence in a [`store::Store`] (an SQLite file by default, PostgreSQL, or
+//! etcd). Values are reserved in the store a block at a time, durably, and
+//! handed out from memory; no value is ever handed out twice, across threads,
+//! processes, hosts, crashes and restarts, and the values one handle returns
+//! increase.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> keysmith::Result<()> {
+//! use keysmith::sequence::{self, Sequence};
+//! use keysmith::store::{self, SequenceSpec};
+//!
+//! // "sqlite://keysmith.db" in real use; memory:// keeps the example clean.
+//! let store = store::open("memory://").await?;
+//! sequence::create(&*store, &SequenceSpec::new("orders")).await?;
+//!
+//! let orders = Sequence::builder().store(store).name("orders").block(100).build().await?;
+//! let first = orders.next().await?;
+//! let more = orders.next_n(3).await?;
+//! assert_eq!(first, 1);
+//! assert_eq!(more, vec![2, 3, 4]);
+//!
+//! // Hands the unused rest of the block back, since no one reserved since.
+//! orders.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Errors are one enum, [`Error`], whose variants say what the caller can do.
 #![warn(missing_docs)]
 
 pub mod bench;

@@ -326,3 +326,39 @@ async fn contention_is_reported_after_the_last_attempt() {
     // The next call starts from the row the conflict returned, and succeeds.
     assert_eq!(loser.next().await.unwrap(), 11);
 }
+
+/// Refills that come fast grow the block up to its bound; slow ones shrink it.
+#[tokio::test]
+async fn adaptive_block_grows_under_load_and_shrinks_when_idle() {
+    use keysmith::sequence::Adaptive;
+    use std::time::Duration;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    create(&store, "a", 1, MAX_VALUE, 4).await;
+    let open = |target: Duration| {
+        let a = Adaptive { min: 2, max: 64, target };
+        Sequence::builder().store(store.clone()).name("a").prefetch(0.0).adaptive(a).build()
+    };
+    // Every refill comes far sooner than an hour: the block doubles each time.
+    let fast = open(Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(fast.block(), 4);
+    let mut sizes = Vec::new();
+    let mut before = store.read("a").await.unwrap().unwrap().next;
+    for _ in 0..200 {
+        fast.next().await.unwrap();
+        let now = store.read("a").await.unwrap().unwrap().next;
+        if now != before {
+            sizes.push(now - before);
+            before = now;
+        }
+    }
+    assert_eq!(sizes[..6], [4, 4, 8, 16, 32, 64]);
+    assert!(sizes[6..].iter().all(|&s| s == 64), "bounded: {sizes:?}");
+    assert_eq!(fast.stats().block, 64);
+    fast.close().await.unwrap();
+    // Every refill comes later than a nanosecond target: it shrinks to min.
+    let slow = open(Duration::from_nanos(1)).await.unwrap();
+    for _ in 0..50 {
+        slow.next().await.unwrap();
+    }
+    assert_eq!(slow.block(), 2);
+}

@@ -1,4 +1,5 @@
 //! One module per group of subcommands.
 
 pub mod bench;
+pub mod pool;
 pub mod sequence;

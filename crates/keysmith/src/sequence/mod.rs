@@ -12,7 +12,8 @@
 
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -52,7 +53,10 @@ struct Inner {
     alloc: Allocator,
     cache: BlockCache,
     refill: tokio::sync::Mutex<Refill>,
-    block: i64,
+    /// Values per reservation; changes only under the refill mutex, and only
+    /// when `adaptive` is set.
+    block: AtomicI64,
+    adaptive: Option<Adaptive>,
     /// Share of a block left when the next one is prefetched; 0 turns prefetch off.
     prefetch: f64,
     runtime: tokio::runtime::Handle,
@@ -65,7 +69,59 @@ struct Refill {
     spare: Option<Reservation>,
     /// The newest reservation of this handle (the spare, else the current one).
     last: Option<Reservation>,
+    /// When the newest reservation was made (for the adaptive block size).
+    last_at: Option<Instant>,
     closed: bool,
+}
+
+/// A block size that follows the allocation rate: after each reservation,
+/// if the previous one was less than half of `target` ago the block doubles,
+/// if more than twice `target` ago it halves, always within `min..=max`.
+/// The aim is one store round trip per `target`, whatever the load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Adaptive {
+    /// Smallest block.
+    pub min: i64,
+    /// Largest block.
+    pub max: i64,
+    /// The wanted time between reservations.
+    pub target: Duration,
+}
+
+impl Adaptive {
+    /// Checks `1 <= min <= max <= MAX_RESERVATION` and a non-zero target.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        check_count("adaptive min block", self.min)?;
+        check_count("adaptive max block", self.max)?;
+        if self.min > self.max {
+            return Err(Error::invalid(format!(
+                "adaptive block: min ({}) is above max ({})",
+                self.min, self.max
+            )));
+        }
+        if self.target.is_zero() {
+            return Err(Error::invalid(
+                "adaptive block: the target interval must be above zero",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The block size to use after a reservation that came `since` after the
+    /// one before, with `block` in use now.
+    pub fn next_block(&self, block: i64, since: Duration) -> i64 {
+        let b = if since < self.target / 2 {
+            block.saturating_mul(2)
+        } else if since > self.target.saturating_mul(2) {
+            block / 2
+        } else {
+            block
+        };
+        b.clamp(self.min, self.max)
+    }
 }
 
 /// What a handle has cost so far.
@@ -89,6 +145,7 @@ pub struct SequenceBuilder {
     strategy: Strategy,
     max_attempts: Option<u32>,
     prefetch: Option<f64>,
+    adaptive: Option<Adaptive>,
 }
 
 impl SequenceBuilder {
@@ -131,6 +188,13 @@ impl SequenceBuilder {
         self
     }
 
+    /// Lets the block size follow the allocation rate (see [`Adaptive`]). The
+    /// first block is the configured one, clamped into the bounds.
+    pub fn adaptive(mut self, adaptive: Adaptive) -> Self {
+        self.adaptive = Some(adaptive);
+        self
+    }
+
     /// Opens the handle. Reads the sequence once; reserves nothing yet.
     /// Must run inside a tokio runtime (else use [`Self::build_blocking`]).
     ///
@@ -160,14 +224,19 @@ impl SequenceBuilder {
             )));
         }
         let row = describe(&*store, &name).await?;
-        let block = self.block.unwrap_or(row.block);
+        let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
+        if let Some(a) = &self.adaptive {
+            a.validate()?;
+            block = block.clamp(a.min, a.max);
+        }
         Ok(Sequence {
             inner: Arc::new(Inner {
                 alloc: Allocator::new(store, row, self.strategy, max_attempts),
                 cache: BlockCache::new(),
                 refill: tokio::sync::Mutex::new(Refill::default()),
-                block,
+                block: AtomicI64::new(block),
+                adaptive: self.adaptive,
                 prefetch,
                 runtime,
             }),
@@ -195,9 +264,14 @@ impl Sequence {
         &self.inner.alloc.name
     }
 
-    /// Block size of this handle (1 means strict).
+    /// Block size of this handle now (it changes only with [`Adaptive`]).
     pub fn block(&self) -> i64 {
-        self.inner.block
+        self.inner.block.load(Relaxed)
+    }
+
+    /// Whether every value is its own store round trip (block 1, not adaptive).
+    pub fn is_strict(&self) -> bool {
+        self.inner.adaptive.is_none() && self.block() == 1
     }
 
     /// The strategy of this handle.
@@ -253,7 +327,7 @@ impl Sequence {
     /// Up to `n` values, refilling as needed.
     async fn take(&self, n: i64) -> Result<Range<i64>> {
         let inner = &*self.inner;
-        if inner.block == 1 {
+        if self.is_strict() {
             let r = inner.alloc.reserve(n).await?;
             return Ok(r.start..r.end);
         }
@@ -283,8 +357,8 @@ impl Sequence {
         let block = match st.spare.take() {
             Some(b) => b,
             None => {
-                let r = inner.alloc.reserve(want.max(inner.block)).await?;
-                st.last = Some(r);
+                let r = inner.alloc.reserve(want.max(self.block())).await?;
+                self.note_reservation(&mut st, r);
                 r
             }
         };
@@ -292,6 +366,17 @@ impl Sequence {
             .cache
             .install(block.start..block.end, self.prefetch_mark(&block));
         Ok(())
+    }
+
+    /// Records a reservation for the cache; adapts the block size.
+    fn note_reservation(&self, st: &mut Refill, r: Reservation) {
+        let now = Instant::now();
+        if let (Some(a), Some(prev)) = (self.inner.adaptive, st.last_at) {
+            let next = a.next_block(self.block(), now - prev);
+            self.inner.block.store(next, Relaxed);
+        }
+        st.last = Some(r);
+        st.last_at = Some(now);
     }
 
     fn prefetch_mark(&self, b: &Reservation) -> i64 {
@@ -313,10 +398,10 @@ impl Sequence {
             if st.closed || st.spare.is_some() {
                 return;
             }
-            match inner.alloc.reserve(inner.block).await {
+            match inner.alloc.reserve(this.block()).await {
                 Ok(r) => {
                     st.spare = Some(r);
-                    st.last = Some(r);
+                    this.note_reservation(&mut st, r);
                 }
                 // The caller that runs dry reserves again and sees the error.
                 Err(e) => tracing::warn!(sequence = %this.name(), "prefetch failed: {e}"),
@@ -363,7 +448,7 @@ impl Sequence {
     pub fn stats(&self) -> SequenceStats {
         let c = &self.inner.alloc.counters;
         SequenceStats {
-            block: self.inner.block,
+            block: self.block(),
             reservations: c.reservations.load(Relaxed),
             conflicts: c.conflicts.load(Relaxed),
         }
@@ -385,6 +470,66 @@ impl From<Row> for SequenceInfo {
         SequenceInfo {
             remaining: row.remaining(),
             row,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_block_follows_the_refill_interval() {
+        let a = Adaptive {
+            min: 10,
+            max: 1000,
+            target: Duration::from_millis(100),
+        };
+        assert_eq!(
+            a.next_block(100, Duration::from_millis(10)),
+            200,
+            "too fast: grow"
+        );
+        assert_eq!(
+            a.next_block(100, Duration::from_millis(100)),
+            100,
+            "on target: keep"
+        );
+        assert_eq!(
+            a.next_block(100, Duration::from_secs(1)),
+            50,
+            "too slow: shrink"
+        );
+        assert_eq!(a.next_block(800, Duration::ZERO), 1000, "bounded above");
+        assert_eq!(
+            a.next_block(15, Duration::from_secs(9)),
+            10,
+            "bounded below"
+        );
+        assert_eq!(
+            a.next_block(i64::MAX / 2 + 1, Duration::ZERO),
+            1000,
+            "no overflow"
+        );
+    }
+
+    #[test]
+    fn adaptive_bounds_are_checked() {
+        let ok = Adaptive {
+            min: 1,
+            max: 10,
+            target: Duration::from_secs(1),
+        };
+        ok.validate().unwrap();
+        for bad in [
+            Adaptive { min: 0, ..ok },
+            Adaptive { min: 11, ..ok },
+            Adaptive {
+                target: Duration::ZERO,
+                ..ok
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
         }
     }
 }

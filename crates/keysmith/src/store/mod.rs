@@ -14,6 +14,8 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -304,6 +306,13 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     match scheme {
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
         "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        #[cfg(not(feature = "etcd"))]
+        "etcd" => Err(Error::invalid(format!(
+            "store URL {url:?}: this build of keysmith has no etcd support; \
+             rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
+        ))),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"
@@ -346,6 +355,14 @@ mod tests {
         ));
         let top = row(MAX_VALUE - 1, MAX_VALUE);
         assert_eq!(top.plan(MAX_RESERVATION).unwrap().end, MAX_VALUE + 1);
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    #[tokio::test]
+    async fn etcd_urls_without_the_feature_say_how_to_build_it_in() {
+        let e = open("etcd://127.0.0.1:2379").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("--features etcd"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,182 @@
+//! `pool create`, `pool take`, `pool show`, `pool members`, `pool list`,
+//! `pool drop`.
+
+use std::io::Write;
+
+use keysmith::pool::{self, DEFAULT_MAX_ROUNDS, DEFAULT_SAMPLE, MAX_BATCH, PoolInfo, ValuePool};
+
+use crate::Global;
+
+/// Value pool commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum PoolCommand {
+    /// Creates a pool holding the numbers START..START+SIZE.
+    Create {
+        /// Its name: 1 to 512 bytes, no whitespace or control characters.
+        name: String,
+        /// How many numbers the pool holds at all times.
+        #[arg(long, allow_negative_numbers = true)]
+        size: i64,
+        /// The first number.
+        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+        start: i64,
+    },
+    /// Takes numbers from a pool and prints them, one a line, each as soon
+    /// as it is taken.
+    Take {
+        /// The pool.
+        name: String,
+        /// How many numbers.
+        #[arg(long, short = 'n', default_value_t = 1, allow_negative_numbers = true)]
+        count: i64,
+        /// Members read per sample.
+        #[arg(long, default_value_t = DEFAULT_SAMPLE)]
+        sample: usize,
+        /// Samples one take may read before giving up with a contention error.
+        #[arg(long, default_value_t = DEFAULT_MAX_ROUNDS)]
+        max_rounds: u32,
+        /// Try the unused candidates of the previous take before sampling again.
+        #[arg(long)]
+        reuse_sample: bool,
+        /// Print what the takes cost (samples, swaps, conflicts) to stderr.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// Shows a pool: its size, lowest and highest member, numbers taken.
+    Show {
+        /// The pool.
+        name: String,
+    },
+    /// Prints the free numbers of a pool, ascending, one a line.
+    Members {
+        /// The pool.
+        name: String,
+    },
+    /// Lists pools.
+    List,
+    /// Drops a pool for good.
+    Drop {
+        /// The pool.
+        name: String,
+    },
+}
+
+/// Runs a pool command.
+pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
+    // Check what can be checked before touching the store.
+    if let PoolCommand::Take { count, .. } = &cmd
+        && !(1..=MAX_BATCH).contains(count)
+    {
+        anyhow::bail!("--count must be between 1 and {MAX_BATCH}, got {count}");
+    }
+    let store = global.open().await?;
+    match cmd {
+        PoolCommand::Create { name, size, start } => {
+            let row = pool::create(&*store, &name, start, size).await?;
+            print_info(&pool::describe(&*store, &row.name).await?, global.json)
+        }
+        PoolCommand::Take {
+            name,
+            count,
+            sample,
+            max_rounds,
+            reuse_sample,
+            stats,
+        } => {
+            let pool = ValuePool::builder()
+                .store(store)
+                .name(name)
+                .sample(sample)
+                .max_rounds(max_rounds)
+                .reuse_sample(reuse_sample)
+                .build()
+                .await?;
+            let result = print_values(&pool, count, global.json).await;
+            if stats {
+                let s = pool.stats();
+                eprintln!(
+                    "takes={} samples={} attempts={} conflicts={}",
+                    s.takes, s.samples, s.attempts, s.conflicts
+                );
+            }
+            result
+        }
+        PoolCommand::Show { name } => {
+            print_info(&pool::describe(&*store, &name).await?, global.json)
+        }
+        PoolCommand::Members { name } => {
+            let members = pool::members(&*store, &name).await?;
+            let mut out = std::io::stdout().lock();
+            if global.json {
+                writeln!(out, "{}", serde_json::to_string(&members)?)?;
+            } else {
+                for m in members {
+                    writeln!(out, "{m}")?;
+                }
+            }
+            Ok(())
+        }
+        PoolCommand::List => {
+            let all = pool::list(&*store).await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else {
+                for p in &all {
+                    println!("{}\tstart={}\tsize={}", p.name, p.start, p.size);
+                }
+            }
+            Ok(())
+        }
+        PoolCommand::Drop { name } => {
+            pool::remove(&*store, &name).await?;
+            if global.json {
+                println!("{}", serde_json::json!({ "dropped": name }));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Prints each number as soon as its swap is committed, flushed, so a
+/// process killed mid-run has printed every number it took but the one in
+/// flight.
+async fn print_values(pool: &ValuePool, count: i64, json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        write!(out, "{{\"values\":[")?;
+    }
+    let mut first = true;
+    pool.take_each(count, |v| {
+        if json {
+            if !first {
+                out.write_all(b",")?;
+            }
+            first = false;
+            write!(out, "{v}")?;
+        } else {
+            writeln!(out, "{v}")?;
+        }
+        out.flush()?;
+        Ok::<(), anyhow::Error>(())
+    })
+    .await?;
+    if json {
+        writeln!(out, "]}}")?;
+    }
+    Ok(())
+}
+
+fn print_info(info: &PoolInfo, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(info)?);
+    } else {
+        println!("name:      {}", info.row.name);
+        println!("start:     {}", info.row.start);
+        println!("size:      {}", info.row.size);
+        println!("lowest:    {}", info.lowest);
+        println!("highest:   {}", info.highest);
+        println!("taken:     {}", info.taken);
+        println!("max value: {}", info.max_value);
+    }
+    Ok(())
+}

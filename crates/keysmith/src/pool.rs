@@ -1,1 +1,0 @@
-//! The value pool: low-contention allocation without a hot row.

@@ -1,0 +1,246 @@
+//! Creating, describing, listing and dropping pools: what the CLI and the
+//! server call, with the argument checks and the "did you mean" in one place.
+
+use serde::Serialize;
+
+use crate::store::{PoolRow, Store};
+use crate::{Error, Result, closest_names, validate_name};
+
+use super::MAX_POOL_SIZE;
+
+/// Creates a pool holding the `size` numbers `start..start + size`.
+///
+/// Each take removes one member `v` and puts `v + size` in its place, so the
+/// pool always holds `size` numbers, one of each residue modulo `size`, and
+/// every number from `start` on is handed out at most once.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::InvalidArgument`] when `start` is
+/// negative, `size` is not in `1..=`[`MAX_POOL_SIZE`], or the pool would reach
+/// past `i64::MAX` before each first member could be taken once (`start +
+/// 2 * size - 1 > i64::MAX`); [`Error::AlreadyExists`]; what the store fails
+/// with. Nothing is written on error.
+pub async fn create(store: &dyn Store, name: &str, start: i64, size: i64) -> Result<PoolRow> {
+    validate_name(name)?;
+    check_size(size)?;
+    if start < 0 {
+        return Err(Error::invalid(format!(
+            "start must be 0 or more, got {start}"
+        )));
+    }
+    let highest_start = last_start(size);
+    if start > highest_start {
+        return Err(Error::invalid(format!(
+            "start {start} is too large for a pool of size {size}: each member v is replaced by \
+             v + {size}, which must fit in a 64-bit integer; use a start of at most {highest_start}"
+        )));
+    }
+    store.pool_create(name, start, size).await
+}
+
+/// The largest start for which every first member can be taken once.
+fn last_start(size: i64) -> i64 {
+    // size <= MAX_POOL_SIZE, so 2 * size - 1 cannot overflow.
+    i64::MAX - (2 * size - 1)
+}
+
+/// Checks a pool size is in `1..=MAX_POOL_SIZE`.
+fn check_size(size: i64) -> Result<()> {
+    if size < 1 {
+        return Err(Error::invalid(format!(
+            "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}"
+        )));
+    }
+    if size > MAX_POOL_SIZE {
+        return Err(Error::invalid(format!(
+            "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}; a pool spreads takers \
+             over its members, and a few hundred members already make collisions rare"
+        )));
+    }
+    Ok(())
+}
+
+/// The state of a pool as [`describe`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolInfo {
+    /// The stored row: name, start, size.
+    #[serde(flatten)]
+    pub row: PoolRow,
+    /// The smallest member: every number below it has been handed out (or
+    /// lost by a taker that died right after taking it).
+    pub lowest: i64,
+    /// The largest member.
+    pub highest: i64,
+    /// How many numbers have been taken from the pool since it was created.
+    pub taken: i64,
+    /// The largest number this pool can ever hand out: `i64::MAX - size`.
+    pub max_value: i64,
+}
+
+/// The current state of a pool, after checking that its members are what
+/// takes alone can leave: `size` numbers, at least `start`, one of each
+/// residue modulo `size`.
+///
+/// Reads every member: cost grows with the pool's size.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names;
+/// [`Error::Corrupt`] when the members break the pool's invariant; what the
+/// store fails with.
+pub async fn describe(store: &dyn Store, name: &str) -> Result<PoolInfo> {
+    validate_name(name)?;
+    let row = read(store, name).await?;
+    let members = store.pool_members(name).await?;
+    info(row, &members)
+}
+
+/// Checks the members against the row and sums up the pool.
+fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
+    let corrupt = |what: String| Error::Corrupt(format!("pool {:?}: {what}", row.name));
+    if members.len() as i64 != row.size {
+        return Err(corrupt(format!(
+            "holds {} members, but its size is {}",
+            members.len(),
+            row.size
+        )));
+    }
+    let mut seen = vec![false; row.size as usize];
+    let mut steps: i128 = 0;
+    for &m in members {
+        if m < row.start {
+            return Err(corrupt(format!(
+                "member {m} is below the pool's start {}",
+                row.start
+            )));
+        }
+        let offset = i128::from(m) - i128::from(row.start);
+        let residue = (offset % i128::from(row.size)) as usize;
+        if std::mem::replace(&mut seen[residue], true) {
+            return Err(corrupt(format!(
+                "two members share the residue {residue} modulo {}",
+                row.size
+            )));
+        }
+        steps += offset / i128::from(row.size);
+    }
+    let (lowest, highest) = match (members.iter().min(), members.iter().max()) {
+        (Some(&lo), Some(&hi)) => (lo, hi),
+        _ => return Err(corrupt("has no members".into())),
+    };
+    Ok(PoolInfo {
+        lowest,
+        highest,
+        // Each member is at most (i64::MAX - start) / size steps from its
+        // first value, so the sum of `size` of them fits in an i64.
+        taken: i64::try_from(steps).unwrap_or(i64::MAX),
+        max_value: i64::MAX - row.size,
+        row,
+    })
+}
+
+/// Every member of a pool, ascending.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what
+/// the store fails with.
+pub async fn members(store: &dyn Store, name: &str) -> Result<Vec<i64>> {
+    validate_name(name)?;
+    match store.pool_members(name).await {
+        Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
+        other => other,
+    }
+}
+
+/// Every pool, by name.
+///
+/// # Errors
+/// What the store fails with.
+pub async fn list(store: &dyn Store) -> Result<Vec<PoolRow>> {
+    store.pool_list().await
+}
+
+/// Drops a pool and its members. A pool created later under the same name
+/// starts again from its own start: its numbers may repeat ones handed out
+/// by the dropped pool.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what
+/// the store fails with.
+pub async fn remove(store: &dyn Store, name: &str) -> Result<()> {
+    validate_name(name)?;
+    match store.pool_drop(name).await {
+        Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
+        other => other,
+    }
+}
+
+/// The pool's row, or [`Error::NotFound`] with similar names.
+pub(super) async fn read(store: &dyn Store, name: &str) -> Result<PoolRow> {
+    match store.pool_read(name).await? {
+        Some(row) => Ok(row),
+        None => Err(not_found(store, name).await),
+    }
+}
+
+pub(super) async fn not_found(store: &dyn Store, name: &str) -> Error {
+    let similar = match store.pool_list().await {
+        Ok(rows) => closest_names(name, rows.iter().map(|r| r.name.as_str())),
+        Err(_) => Vec::new(),
+    };
+    Error::NotFound {
+        kind: "pool",
+        name: name.to_owned(),
+        similar,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(start: i64, size: i64) -> PoolRow {
+        PoolRow {
+            name: "p".into(),
+            start,
+            size,
+        }
+    }
+
+    #[test]
+    fn info_counts_takes_per_residue() {
+        // size 3 from 10: 10 taken twice (-> 16), 11 never, 12 once (-> 15).
+        let i = info(row(10, 3), &[11, 15, 16]).unwrap();
+        assert_eq!((i.lowest, i.highest, i.taken), (11, 16, 3));
+        assert_eq!(i.max_value, i64::MAX - 3);
+    }
+
+    #[test]
+    fn info_rejects_what_takes_cannot_leave() {
+        for bad in [
+            vec![10, 11],         // too few
+            vec![10, 11, 13],     // 10 and 13 share a residue
+            vec![9, 11, 12],      // below start
+            vec![10, 11, 12, 13], // too many
+        ] {
+            let e = info(row(10, 3), &bad).unwrap_err();
+            assert!(matches!(e, Error::Corrupt(_)), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn info_survives_members_near_i64_max() {
+        let size = 2;
+        let start = last_start(size);
+        let i = info(row(start, size), &[i64::MAX - 1, i64::MAX]).unwrap();
+        assert_eq!(i.taken, 2);
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        check_size(1).unwrap();
+        check_size(MAX_POOL_SIZE).unwrap();
+        for bad in [0, -1, MAX_POOL_SIZE + 1, i64::MAX] {
+            assert!(matches!(check_size(bad), Err(Error::InvalidArgument(_))));
+        }
+    }
+}

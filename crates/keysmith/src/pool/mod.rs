@@ -1,0 +1,436 @@
+//! The value pool: low-contention allocation without a hot row.
+//!
+//! A pool of size `N` holds `N` free numbers, at first `start..start + N`. A
+//! taker reads `k` members at random (a *sample*, default
+//! [`DEFAULT_SAMPLE`]), picks one of them at random and, in one atomic
+//! conditional change, removes it and adds `number + N`. The change applies
+//! only if the number is still a member; otherwise nothing changes and the
+//! taker tries another of its candidates, then a fresh sample, for a bounded
+//! number of rounds ([`DEFAULT_MAX_ROUNDS`], then [`Error::Contention`]).
+//! Concurrent takers spread over `N` members instead of meeting on one row,
+//! so they rarely collide.
+//!
+//! What a pool guarantees, across threads, processes and crashes, on every
+//! store:
+//!
+//! - every number is handed out at most once: the pool always holds exactly
+//!   one member of each residue modulo `N`, members only grow, and a number
+//!   leaves the pool only through a swap that found it there;
+//! - the pool always holds exactly `N` members;
+//! - no holes: every number from `start` up to a member of the same residue
+//!   was handed out, except a number a taker swapped out and then lost (the
+//!   process died before using it, or [`ValuePool::take_n`] failed part-way).
+//!
+//! What it does not promise: order. Numbers come out in no particular order.
+//! How close together they stay depends on the store's samples: when every
+//! member is as likely to be sampled as any other, each residue is taken
+//! about equally often, so the members stay close together (their spread
+//! grows like the square root of the number of takes); a store whose
+//! samples favour some members lets those residues race ahead, and makes
+//! takers collide more, as they meet on the favoured members.
+//!
+//! ```no_run
+//! # async fn demo() -> keysmith::Result<()> {
+//! use keysmith::pool::{self, ValuePool};
+//!
+//! let store = keysmith::store::open("sqlite://keysmith.db").await?;
+//! pool::create(&*store, "tickets", 1, 100).await?;
+//! let tickets = ValuePool::builder().store(store).name("tickets").build().await?;
+//! let n = tickets.take().await?; // one of 1..=100 the first time
+//! # let _ = n; Ok(()) }
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::seq::SliceRandom;
+use serde::Serialize;
+
+use crate::store::{PoolRow, Store};
+use crate::{Error, Result, validate_name};
+
+mod admin;
+
+pub use admin::{PoolInfo, create, describe, list, members, remove};
+
+/// The largest pool [`create`] accepts.
+pub const MAX_POOL_SIZE: i64 = 1_000_000;
+
+/// Members read per sample unless [`ValuePoolBuilder::sample`] says otherwise.
+pub const DEFAULT_SAMPLE: usize = 5;
+
+/// The largest sample a handle may read.
+pub const MAX_SAMPLE: usize = 1_000;
+
+/// Samples one [`ValuePool::take`] may read before it gives up with
+/// [`Error::Contention`], unless [`ValuePoolBuilder::max_rounds`] says otherwise.
+pub const DEFAULT_MAX_ROUNDS: u32 = 10;
+
+/// The most numbers one [`ValuePool::take_n`] call returns.
+pub const MAX_BATCH: i64 = 1_000_000;
+
+/// A handle on one pool: cheap to clone, `Send + Sync`, shared by threads and
+/// tasks. Clones share their counters and their spare candidates.
+///
+/// Every number it returns is unique across all handles, processes and hosts
+/// on the same store.
+#[derive(Debug, Clone)]
+pub struct ValuePool {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn Store>,
+    row: PoolRow,
+    sample: usize,
+    max_rounds: u32,
+    reuse: bool,
+    /// Candidates left over from the last sample, tried before a new sample.
+    spare: Mutex<Vec<i64>>,
+    counters: Counters,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    takes: AtomicU64,
+    samples: AtomicU64,
+    attempts: AtomicU64,
+    conflicts: AtomicU64,
+}
+
+/// What a handle (and its clones) has cost so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct PoolStats {
+    /// Numbers handed out.
+    pub takes: u64,
+    /// Samples read from the store.
+    pub samples: u64,
+    /// Conditional swaps sent to the store.
+    pub attempts: u64,
+    /// Swaps that found their candidate already taken by someone else, so
+    /// changed nothing.
+    pub conflicts: u64,
+}
+
+/// Builds a [`ValuePool`]; start with [`ValuePool::builder`].
+#[derive(Debug, Default)]
+#[must_use]
+pub struct ValuePoolBuilder {
+    store: Option<Arc<dyn Store>>,
+    name: Option<String>,
+    sample: Option<usize>,
+    max_rounds: Option<u32>,
+    reuse: Option<bool>,
+}
+
+impl ValuePoolBuilder {
+    /// The store holding the pool (required).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The pool's name (required). It must exist: see [`create`].
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Members read per sample, `1..=`[`MAX_SAMPLE`]. Default
+    /// [`DEFAULT_SAMPLE`]. A larger sample gives a taker more candidates
+    /// before it has to read again.
+    pub fn sample(mut self, k: usize) -> Self {
+        self.sample = Some(k);
+        self
+    }
+
+    /// Samples one take may read before it fails with
+    /// [`Error::Contention`], at least 1. Default [`DEFAULT_MAX_ROUNDS`].
+    pub fn max_rounds(mut self, rounds: u32) -> Self {
+        self.max_rounds = Some(rounds);
+        self
+    }
+
+    /// Whether a take may start from the candidates the previous take of
+    /// this handle sampled but did not use, instead of reading a new sample.
+    /// Default `false`: every take reads a fresh sample, as the pattern
+    /// describes. `true` saves most sample reads; a stale candidate costs one
+    /// failed swap.
+    pub fn reuse_sample(mut self, reuse: bool) -> Self {
+        self.reuse = Some(reuse);
+        self
+    }
+
+    /// Opens the handle: reads the pool's row once (its size is fixed from
+    /// then on), takes nothing yet. Must run inside a tokio runtime with
+    /// timers enabled, as every take may wait between rounds.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a missing store or name, or a sample
+    /// or round count out of range; [`Error::InvalidName`];
+    /// [`Error::NotFound`] (with similar names) when the pool does not exist;
+    /// what the store fails with.
+    pub async fn build(self) -> Result<ValuePool> {
+        let store = self
+            .store
+            .ok_or_else(|| Error::invalid("ValuePool::builder(): no store given"))?;
+        let name = self
+            .name
+            .ok_or_else(|| Error::invalid("ValuePool::builder(): no name given"))?;
+        let sample = self.sample.unwrap_or(DEFAULT_SAMPLE);
+        if !(1..=MAX_SAMPLE).contains(&sample) {
+            return Err(Error::invalid(format!(
+                "sample must be between 1 and {MAX_SAMPLE}, got {sample}"
+            )));
+        }
+        let max_rounds = self.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS);
+        if max_rounds == 0 {
+            return Err(Error::invalid("max_rounds must be at least 1"));
+        }
+        validate_name(&name)?;
+        let row = admin::read(&*store, &name).await?;
+        Ok(ValuePool {
+            inner: Arc::new(Inner {
+                store,
+                row,
+                sample,
+                max_rounds,
+                reuse: self.reuse.unwrap_or(false),
+                spare: Mutex::new(Vec::new()),
+                counters: Counters::default(),
+            }),
+        })
+    }
+}
+
+impl ValuePool {
+    /// Starts building a handle.
+    pub fn builder() -> ValuePoolBuilder {
+        ValuePoolBuilder::default()
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        &self.inner.row.name
+    }
+
+    /// The pool's size `N`: how many members it holds at all times.
+    pub fn size(&self) -> i64 {
+        self.inner.row.size
+    }
+
+    /// The pool's first number.
+    pub fn start(&self) -> i64 {
+        self.inner.row.start
+    }
+
+    /// Members read per sample.
+    pub fn sample(&self) -> usize {
+        self.inner.sample
+    }
+
+    /// Samples one take may read before it gives up.
+    pub fn max_rounds(&self) -> u32 {
+        self.inner.max_rounds
+    }
+
+    /// The largest number this pool can hand out: `i64::MAX - size`, since
+    /// its replacement `number + size` must fit in an `i64`.
+    pub fn max_value(&self) -> i64 {
+        i64::MAX - self.inner.row.size
+    }
+
+    /// Takes one number: unique across every handle on the store, durably
+    /// removed from the pool (its replacement durably added) before it is
+    /// returned.
+    ///
+    /// Costs one sample read and one conditional swap when nobody collides;
+    /// each collision costs one more swap, and each exhausted sample one
+    /// more read.
+    ///
+    /// # Errors
+    /// [`Error::Contention`] when every candidate of
+    /// [`Self::max_rounds`] samples was taken by others first;
+    /// [`Error::Exhausted`] when every member is above [`Self::max_value`];
+    /// [`Error::NotFound`] if the pool was dropped; [`Error::Corrupt`] if the
+    /// store holds no members for it; [`Error::Unavailable`] and what else the
+    /// store fails with. A take that fails hands out nothing; a swap whose
+    /// outcome the store could not report may leave a hole, never a
+    /// duplicate.
+    pub async fn take(&self) -> Result<i64> {
+        let inner = &*self.inner;
+        let mut candidates = if inner.reuse {
+            std::mem::take(&mut *lock(&inner.spare))
+        } else {
+            Vec::new()
+        };
+        let mut rounds = 0;
+        let mut attempts = 0;
+        loop {
+            let Some(v) = candidates.pop() else {
+                if rounds >= inner.max_rounds {
+                    return Err(Error::Contention {
+                        name: inner.row.name.clone(),
+                        attempts,
+                    });
+                }
+                if rounds > 0 {
+                    tokio::time::sleep(backoff(rounds)).await;
+                }
+                rounds += 1;
+                candidates = self.sample_candidates().await?;
+                continue;
+            };
+            attempts += 1;
+            inner.counters.attempts.fetch_add(1, Relaxed);
+            // v <= max_value (sample_candidates keeps no other): cannot overflow.
+            let swapped = inner
+                .store
+                .pool_swap(&inner.row.name, v, v + inner.row.size)
+                .await;
+            if self.named(swapped).await? {
+                inner.counters.takes.fetch_add(1, Relaxed);
+                if inner.reuse && !candidates.is_empty() {
+                    let mut spare = lock(&inner.spare);
+                    if spare.is_empty() {
+                        *spare = candidates;
+                    }
+                }
+                return Ok(v);
+            }
+            inner.counters.conflicts.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `n` numbers (1 to [`MAX_BATCH`]), each unique, in the order taken.
+    /// One [`Self::take`] after another: `n` times its cost.
+    ///
+    /// # Errors
+    /// As [`Self::take`]; [`Error::InvalidArgument`] for a bad `n`. On error
+    /// the numbers taken so far are not returned and never handed out again
+    /// (they are holes): use [`Self::take_each`] to keep them.
+    pub async fn take_n(&self, n: i64) -> Result<Vec<i64>> {
+        let mut out = Vec::with_capacity(usize::try_from(n.clamp(0, MAX_BATCH)).unwrap_or(0));
+        self.take_each(n, |v| {
+            out.push(v);
+            Ok::<(), Error>(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Takes `n` numbers (1 to [`MAX_BATCH`]) one after another and gives
+    /// each to `each` as soon as its swap is committed, before the next take
+    /// starts. A caller that records every number as it comes (prints it,
+    /// writes it down) loses at most the one in flight if it dies.
+    ///
+    /// # Errors
+    /// The first error of a take (as [`Self::take`]) or of `each`, which
+    /// stops the loop; [`Error::InvalidArgument`] for a bad `n`, before
+    /// anything is taken. `each` has seen every number taken, also on error.
+    pub async fn take_each<E: From<Error>>(
+        &self,
+        n: i64,
+        mut each: impl FnMut(i64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        check_batch(n)?;
+        for _ in 0..n {
+            each(self.take().await?)?;
+        }
+        Ok(())
+    }
+
+    /// What this handle and its clones have cost so far.
+    pub fn stats(&self) -> PoolStats {
+        let c = &self.inner.counters;
+        PoolStats {
+            takes: c.takes.load(Relaxed),
+            samples: c.samples.load(Relaxed),
+            attempts: c.attempts.load(Relaxed),
+            conflicts: c.conflicts.load(Relaxed),
+        }
+    }
+
+    /// A fresh sample in random order, without members that cannot be
+    /// taken (past [`Self::max_value`]). Empty when the sample held only
+    /// such members but the pool still has others.
+    async fn sample_candidates(&self) -> Result<Vec<i64>> {
+        let inner = &*self.inner;
+        let sample = inner.store.pool_sample(&inner.row.name, inner.sample).await;
+        let mut sample = self.named(sample).await?;
+        inner.counters.samples.fetch_add(1, Relaxed);
+        if sample.is_empty() {
+            return Err(Error::Corrupt(format!(
+                "pool {:?} has no members; drop it and create it again",
+                inner.row.name
+            )));
+        }
+        let max = self.max_value();
+        sample.retain(|&v| v <= max);
+        if sample.is_empty() {
+            let members = inner.store.pool_members(&inner.row.name).await;
+            if self.named(members).await?.iter().all(|&v| v > max) {
+                return Err(Error::Exhausted {
+                    name: inner.row.name.clone(),
+                    max,
+                });
+            }
+        }
+        sample.shuffle(&mut rand::rng());
+        Ok(sample)
+    }
+
+    /// Turns the store's bare `NotFound` into one with similar names.
+    async fn named<T>(&self, r: Result<T>) -> Result<T> {
+        match r {
+            Err(Error::NotFound { .. }) => {
+                Err(admin::not_found(&*self.inner.store, self.name()).await)
+            }
+            other => other,
+        }
+    }
+}
+
+fn check_batch(n: i64) -> Result<()> {
+    if (1..=MAX_BATCH).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "count must be between 1 and {MAX_BATCH}, got {n}"
+        )))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Full jitter between rounds: a random wait up to 1 ms doubled per round,
+/// at most 64 ms.
+fn backoff(round: u32) -> Duration {
+    let cap_us = 1_000u64 << round.min(6);
+    Duration::from_micros(rand::random_range(0..=cap_us))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_bounds() {
+        check_batch(1).unwrap();
+        check_batch(MAX_BATCH).unwrap();
+        for bad in [0, -5, MAX_BATCH + 1] {
+            assert!(matches!(check_batch(bad), Err(Error::InvalidArgument(_))));
+        }
+    }
+
+    #[test]
+    fn backoff_is_bounded() {
+        for r in 0..40 {
+            assert!(backoff(r) <= Duration::from_millis(64));
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The conformance suite on a real etcd, plus what only etcd can show.
+//!
+//! Needs the `etcd` feature and an etcd binary (see keysmith-testsupport);
+//! without the binary every test prints that it skips, unless
+//! `KEYSMITH_REQUIRE_BACKENDS=1`.
+#![cfg(feature = "etcd")]
+
+use std::sync::Arc;
+
+use keysmith::Error;
+use keysmith::store::etcd::{EtcdStore, EtcdUrl};
+use keysmith::store::{Put, SequenceSpec, Store};
+use keysmith_testsupport::etcd::TempEtcd;
+
+#[macro_use]
+mod conformance;
+
+/// A fresh random key prefix: an empty store on the shared node.
+fn fresh_prefix() -> String {
+    format!("test-{:016x}", rand::random::<u64>())
+}
+
+/// One etcd node for the whole test binary, and a fresh prefix per call.
+async fn fresh_store() -> Option<Arc<dyn Store>> {
+    let etcd = TempEtcd::shared()?;
+    let store = keysmith::store::open(&etcd.url_with_prefix(&fresh_prefix()))
+        .await
+        .unwrap();
+    Some(store)
+}
+
+async fn fresh_etcd_store() -> Option<EtcdStore> {
+    let etcd = TempEtcd::shared()?;
+    Some(
+        EtcdStore::connect(&etcd.url_with_prefix(&fresh_prefix()))
+            .await
+            .unwrap(),
+    )
+}
+
+conformance_tests!(fresh_store);
+
+#[tokio::test]
+async fn prefixes_keep_stores_apart() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let (pa, pb) = (fresh_prefix(), fresh_prefix());
+    let a = EtcdStore::connect(&etcd.url_with_prefix(&pa))
+        .await
+        .unwrap();
+    let b = EtcdStore::connect(&etcd.url_with_prefix(&pb))
+        .await
+        .unwrap();
+    // "x" under prefix "P/y" must not show up as "y/x" under "P".
+    let nested = EtcdStore::connect(&etcd.url_with_prefix(&format!("{pa}/y")))
+        .await
+        .unwrap();
+    a.create(&SequenceSpec::new("s")).await.unwrap();
+    nested.create(&SequenceSpec::new("x")).await.unwrap();
+    a.pool_create("p", 1, 3).await.unwrap();
+    assert_eq!(b.read("s").await.unwrap(), None);
+    assert!(b.list().await.unwrap().is_empty());
+    assert!(b.pool_list().await.unwrap().is_empty());
+    let names: Vec<String> = a
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["s"]);
+    assert_eq!(a.prefix(), format!("{pa}/"));
+}
+
+#[tokio::test]
+async fn a_second_client_sees_committed_reservations() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let url = etcd.url_with_prefix(&fresh_prefix());
+    let a = EtcdStore::connect(&url).await.unwrap();
+    a.create(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_locked("s", 10).await.unwrap();
+    drop(a);
+    let b = EtcdStore::connect(&url).await.unwrap();
+    let row = b.read("s").await.unwrap().unwrap();
+    assert_eq!((row.next, row.version), (r.end, r.version));
+}
+
+#[tokio::test]
+async fn versions_start_at_one_and_count_changes() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    let row = store.create(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(row.version, 1);
+    assert_eq!(store.read("s").await.unwrap().unwrap().version, 1);
+    let a = store.reserve_atomic("s", 5).await.unwrap();
+    assert_eq!(a.version, 2);
+    let l = store.reserve_locked("s", 5).await.unwrap();
+    assert_eq!(l.version, 3);
+    let Put::Done(done) = store.put_if_version("s", 100, 3).await.unwrap() else {
+        panic!("version 3 is current");
+    };
+    assert_eq!((done.next, done.version), (100, 4));
+    // A version no etcd key can have is a conflict that returns the row.
+    match store.put_if_version("s", 1, u64::MAX).await.unwrap() {
+        Put::Conflict(row) => assert_eq!(row, done),
+        Put::Done(row) => panic!("applied with an impossible version: {row:?}"),
+    }
+}
+
+#[tokio::test]
+async fn names_with_slashes_do_not_mix_pools() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    store.pool_create("a", 1, 2).await.unwrap();
+    store.pool_create("a/b", 100, 2).await.unwrap();
+    store.pool_create("a%2Fb", 200, 2).await.unwrap();
+    assert_eq!(store.pool_members("a").await.unwrap(), [1, 2]);
+    assert_eq!(store.pool_members("a/b").await.unwrap(), [100, 101]);
+    assert_eq!(store.pool_members("a%2Fb").await.unwrap(), [200, 201]);
+    store.pool_drop("a").await.unwrap();
+    assert_eq!(store.pool_members("a/b").await.unwrap(), [100, 101]);
+}
+
+#[tokio::test]
+async fn negative_pool_members_keep_numeric_order() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    store.pool_create("p", -3, 5).await.unwrap();
+    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -2, -1, 0, 1]);
+    assert!(store.pool_swap("p", -2, 2).await.unwrap());
+    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -1, 0, 1, 2]);
+}
+
+#[tokio::test]
+async fn a_large_pool_is_written_in_batches_and_read_in_pages() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    // More members than one transaction (128 ops) or one page (5000) holds.
+    const SIZE: i64 = 12_345;
+    let row = store.pool_create("big", 1_000, SIZE).await.unwrap();
+    assert_eq!(row.size, SIZE);
+    assert_eq!(store.pool_read("big").await.unwrap(), Some(row));
+    let members = store.pool_members("big").await.unwrap();
+    assert_eq!(members, (1_000..1_000 + SIZE).collect::<Vec<_>>());
+    let e = store.pool_create("big", 0, 500).await.unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    let sample = store.pool_sample("big", 10).await.unwrap();
+    assert_eq!(sample.len(), 10);
+    assert!(sample.iter().all(|v| (1_000..1_000 + SIZE).contains(v)));
+    store.pool_drop("big").await.unwrap();
+    assert_eq!(store.pool_read("big").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn pool_sample_wraps_around_and_follows_swaps() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    store.pool_create("p", 0, 10).await.unwrap();
+    // Move the pool forward: members become 5..15.
+    for v in 0..5 {
+        assert!(store.pool_swap("p", v, v + 10).await.unwrap());
+    }
+    let members: Vec<i64> = (5..15).collect();
+    assert_eq!(store.pool_members("p").await.unwrap(), members);
+    for _ in 0..20 {
+        let mut s = store.pool_sample("p", 10).await.unwrap();
+        s.sort();
+        assert_eq!(s, members, "k = size must give every member once");
+    }
+}
+
+#[tokio::test]
+async fn swapping_onto_an_existing_member_is_corrupt_and_changes_nothing() {
+    let Some(store) = fresh_etcd_store().await else {
+        return;
+    };
+    store.pool_create("p", 1, 3).await.unwrap();
+    let e = store.pool_swap("p", 1, 2).await.unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    assert_eq!(store.pool_members("p").await.unwrap(), [1, 2, 3]);
+    assert!(
+        store.pool_swap("p", 2, 2).await.unwrap(),
+        "a no-op swap of a member"
+    );
+    assert!(!store.pool_swap("p", 9, 9).await.unwrap());
+}
+
+#[tokio::test]
+async fn values_keysmith_did_not_write_are_corrupt() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store.pool_create("p", 1, 2).await.unwrap();
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    raw.put(format!("{prefix}/next/s"), "not a number", None)
+        .await
+        .unwrap();
+    raw.put(format!("{prefix}/pools/p"), "{", None)
+        .await
+        .unwrap();
+    raw.put(
+        format!("{prefix}/seq/half"),
+        r#"{"start":1,"max":9,"block":1}"#,
+        None,
+    )
+    .await
+    .unwrap();
+    for e in [
+        store.read("s").await.unwrap_err(),
+        store.reserve_atomic("s", 1).await.unwrap_err(),
+        store.reserve_locked("s", 1).await.unwrap_err(),
+        store.pool_read("p").await.unwrap_err(),
+        store.read("half").await.unwrap_err(),
+        store.list().await.unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Corrupt(_)), "{e}");
+        assert!(e.to_string().contains("drop"), "says what to do: {e}");
+    }
+}
+
+/// A lock holder that dies (its lease is no longer kept alive) blocks a
+/// locked reservation only until its lease expires; while it holds the lock,
+/// the waiting caller writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_lock_holder_blocks_only_until_its_lease_expires() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = Arc::new(
+        EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+            .await
+            .unwrap(),
+    );
+    store.create(&SequenceSpec::new("s")).await.unwrap();
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let lease = raw.lease_grant(3, None).await.unwrap().id();
+    let (mut keeper, _answers) = raw.lease_keep_alive(lease).await.unwrap();
+    let lock = format!("{prefix}/locks/s");
+    raw.lock(
+        lock.clone(),
+        Some(etcd_client::LockOptions::new().with_lease(lease)),
+    )
+    .await
+    .unwrap();
+
+    let waiter = {
+        let store = store.clone();
+        tokio::spawn(async move { store.reserve_locked("s", 5).await })
+    };
+    // Wait until the reservation queues behind the held lock.
+    let queued = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_count_only();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        keeper.keep_alive().await.unwrap();
+        let n = raw
+            .get(format!("{lock}/"), Some(queued.clone()))
+            .await
+            .unwrap()
+            .count();
+        if n == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the waiter never queued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        !waiter.is_finished(),
+        "reserved while another held the lock"
+    );
+    assert_eq!(store.read("s").await.unwrap().unwrap().next, 1);
+
+    // The holder dies: nobody keeps its lease alive any more.
+    drop(keeper);
+    let r = waiter.await.unwrap().unwrap();
+    assert_eq!((r.start, r.end), (1, 6));
+}
+
+#[tokio::test]
+async fn a_dead_endpoint_is_unavailable_and_named() {
+    // A port nobody listens on: bound, then released.
+    let port = keysmith_testsupport::free_port();
+    let url = format!("etcd://127.0.0.1:{port}/x");
+    let e = keysmith::store::open(&url).await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable(_)), "{e}");
+    assert!(e.is_retryable());
+    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+}
+
+#[tokio::test]
+async fn bad_urls_are_invalid_arguments() {
+    for bad in ["etcd://", "etcd://host", "etcd://h:notaport/p"] {
+        let e = keysmith::store::open(bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e}");
+    }
+    assert_eq!(
+        EtcdUrl::parse("etcd://h:1,h:2/p").unwrap().endpoints,
+        ["h:1", "h:2"]
+    );
+}

@@ -1,0 +1,306 @@
+//! Fault tests on a three-node etcd cluster: a member killed with SIGKILL
+//! while allocators run, restarted later; a client whose first endpoint is
+//! dead. Nothing here measures time: the tests assert that allocation goes on
+//! and that no value is handed out twice.
+#![cfg(feature = "etcd")]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use keysmith::sequence::{Sequence, Strategy};
+use keysmith::store::etcd::EtcdStore;
+use keysmith::store::{Put, SequenceSpec, Store};
+use keysmith_testsupport::etcd::EtcdCluster;
+
+/// How long any awaited condition may take before the test fails. Generous:
+/// this bounds a hang, it is not a performance threshold.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Polls `cond` until it holds; fails with `what` after [`DEADLINE`].
+async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let give_up = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < give_up, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The index of the node that is the raft leader now.
+async fn leader(cluster: &EtcdCluster) -> usize {
+    let give_up = Instant::now() + DEADLINE;
+    loop {
+        for (i, ep) in cluster.endpoints().iter().enumerate() {
+            if !cluster.is_running(i) {
+                continue;
+            }
+            let Ok(mut c) = etcd_client::Client::connect([ep], None).await else {
+                continue;
+            };
+            if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(2), c.status()).await {
+                let me = s.header().map(|h| h.member_id());
+                if s.leader() != 0 && Some(s.leader()) == me {
+                    return i;
+                }
+            }
+        }
+        assert!(Instant::now() < give_up, "no etcd leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One allocator: its own client and handle; retries what is retryable.
+async fn allocator(
+    url: String,
+    strategy: Strategy,
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicUsize>,
+) -> (Vec<i64>, usize) {
+    let store = loop {
+        match keysmith::store::open(&url).await {
+            Ok(s) => break s,
+            Err(e) if e.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let seq = Sequence::builder()
+        .store(store)
+        .name("ids")
+        .block(7)
+        .strategy(strategy)
+        .max_attempts(50)
+        .build()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut errors = 0;
+    while !stop.load(SeqCst) {
+        match seq.next().await {
+            Ok(v) => {
+                got.push(v);
+                count.fetch_add(1, SeqCst);
+            }
+            Err(e) if e.is_retryable() => {
+                errors += 1;
+                // Paces retries while the cluster elects a leader.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{strategy} allocator: {e}"),
+        }
+    }
+    (got, errors)
+}
+
+/// One pool taker: samples members, swaps one for member + size, and hands
+/// out the member it took. An answer lost to a fault counts as not taken.
+async fn pool_taker(url: String, stop: Arc<AtomicBool>, count: Arc<AtomicUsize>) -> Vec<i64> {
+    let store = loop {
+        match keysmith::store::open(&url).await {
+            Ok(s) => break s,
+            Err(e) if e.is_retryable() => continue,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let mut got = Vec::new();
+    while !stop.load(SeqCst) {
+        let sample = match store.pool_sample("pool", 4).await {
+            Ok(s) => s,
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        for take in sample {
+            match store.pool_swap("pool", take, take + POOL_SIZE).await {
+                Ok(true) => {
+                    got.push(take);
+                    count.fetch_add(1, SeqCst);
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) if e.is_retryable() => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    got
+}
+
+const POOL_SIZE: i64 = 16;
+
+/// Optimistic, locked and atomic allocators, each with its own client, run
+/// while the leader is killed with SIGKILL and later restarted. Every value
+/// is handed out once, each allocator's values increase, and allocation goes
+/// on with one node down and after it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn allocation_survives_a_killed_and_restarted_node() {
+    let Some(mut cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let url = format!("{}/fault", cluster.url());
+    let admin = EtcdStore::connect(&url).await.unwrap();
+    admin.create(&SequenceSpec::new("ids")).await.unwrap();
+    admin.pool_create("pool", 1, POOL_SIZE).await.unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for strategy in [Strategy::Optimistic, Strategy::Locked, Strategy::Atomic] {
+        for _ in 0..2 {
+            tasks.push(tokio::spawn(allocator(
+                url.clone(),
+                strategy,
+                stop.clone(),
+                count.clone(),
+            )));
+        }
+    }
+    let taken = Arc::new(AtomicUsize::new(0));
+    let mut takers = Vec::new();
+    for _ in 0..2 {
+        takers.push(tokio::spawn(pool_taker(
+            url.clone(),
+            stop.clone(),
+            taken.clone(),
+        )));
+    }
+    let progressed = |by: usize| {
+        let from = count.load(SeqCst);
+        let count = count.clone();
+        move || count.load(SeqCst) >= from + by
+    };
+
+    wait_until("allocation starts", progressed(300)).await;
+    let victim = leader(&cluster).await;
+    cluster.kill(victim);
+    wait_until("allocation goes on with a node dead", progressed(300)).await;
+    // A second fault: the new leader dies too only after the first is back.
+    cluster.restart(victim);
+    wait_until("allocation goes on after the restart", progressed(300)).await;
+    let second = leader(&cluster).await;
+    cluster.kill(second);
+    wait_until("allocation goes on after a second kill", progressed(300)).await;
+    cluster.restart(second);
+    wait_until(
+        "allocation goes on after the second restart",
+        progressed(300),
+    )
+    .await;
+    stop.store(true, SeqCst);
+
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (got, e) = t.await.unwrap();
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "one handle's values must increase"
+        );
+        assert!(!got.is_empty(), "every allocator got values");
+        errors += e;
+        all.extend(got);
+    }
+    let unique: BTreeSet<i64> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "a value was handed out twice");
+
+    let mut from_pool = Vec::new();
+    for t in takers {
+        from_pool.extend(t.await.unwrap());
+    }
+    assert!(taken.load(SeqCst) > 0, "the pool takers got nothing");
+    let unique: BTreeSet<i64> = from_pool.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        from_pool.len(),
+        "a pool value was taken twice"
+    );
+    let members = admin.pool_members("pool").await.unwrap();
+    assert_eq!(
+        members.len() as i64,
+        POOL_SIZE,
+        "the pool lost or gained members"
+    );
+    assert!(
+        members.iter().all(|m| !unique.contains(m)),
+        "a value taken is still in the pool"
+    );
+    let next = admin.read("ids").await.unwrap().unwrap().next;
+    assert!(
+        all.iter().all(|&v| v < next),
+        "a value at or past the stored next ({next}) was handed out"
+    );
+    eprintln!(
+        "{} values, {} from the pool, {} retryable errors during the faults",
+        all.len(),
+        from_pool.len(),
+        errors
+    );
+}
+
+/// A client given all three endpoints, the first one dead, connects and
+/// allocates: it moves on to the live endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_first_endpoint_does_not_block_the_client() {
+    let Some(mut cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    cluster.kill(0);
+    let url = format!("{}/dead-first", cluster.url());
+    assert!(url.starts_with(&format!("etcd://{},", cluster.endpoints()[0])));
+    let store = EtcdStore::connect(&url).await.unwrap();
+    store.create(&SequenceSpec::new("s")).await.unwrap();
+    let mut seen = BTreeSet::new();
+    for i in 0..30 {
+        let r = if i % 2 == 0 {
+            store.reserve_atomic("s", 3).await.unwrap()
+        } else {
+            store.reserve_locked("s", 3).await.unwrap()
+        };
+        assert!(seen.insert(r.start));
+        let row = store.read("s").await.unwrap().unwrap();
+        assert!(matches!(
+            store
+                .put_if_version("s", row.next, row.version)
+                .await
+                .unwrap(),
+            Put::Done(_)
+        ));
+    }
+    store.pool_create("p", 1, 4).await.unwrap();
+    assert!(store.pool_swap("p", 1, 5).await.unwrap());
+    assert_eq!(store.ping().await, Ok(()));
+}
+
+/// With two of three nodes dead there is no quorum: calls fail with a
+/// retryable Unavailable naming the endpoints (they do not hang), and work
+/// again once a node is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_quorum_calls_fail_clearly_and_recover() {
+    let Some(mut cluster) = EtcdCluster::start(3) else {
+        return;
+    };
+    let url = format!("{}/quorum", cluster.url());
+    let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(&url).await.unwrap());
+    store.create(&SequenceSpec::new("s")).await.unwrap();
+    let before = store.reserve_atomic("s", 10).await.unwrap();
+    cluster.kill(1);
+    cluster.kill(2);
+    let e = store.reserve_atomic("s", 10).await.unwrap_err();
+    assert!(e.is_retryable(), "{e}");
+    assert!(e.to_string().contains(&cluster.endpoints()[0]), "{e}");
+    cluster.restart(1);
+    // The first calls after the restart may still meet an election.
+    let give_up = Instant::now() + DEADLINE;
+    let after = loop {
+        match store.reserve_atomic("s", 10).await {
+            Ok(r) => break r,
+            Err(e) if e.is_retryable() && Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(after.start >= before.end, "{after:?} overlaps {before:?}");
+}
