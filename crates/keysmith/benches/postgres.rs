@@ -88,7 +88,9 @@ async fn run(pg: &TempPostgres, duration: Duration) {
     );
 
     println!();
-    println!("keysmith durable allocation (keysmith::bench::allocation_rate: each client its own store and handle, next() in a loop)");
+    println!(
+        "keysmith durable allocation (keysmith::bench::allocation_rate: each client its own store and handle, next() in a loop)"
+    );
     println!(
         "{:<11} {:>6} {:>7} {:>12} {:>12} {:>10} {:>14}",
         "strategy", "block", "clients", "values/s", "reservations", "conflicts", "fsyncs/1000"
@@ -119,7 +121,9 @@ async fn run(pg: &TempPostgres, duration: Duration) {
     }
 
     println!();
-    println!("bare SELECT nextval(...) through tokio-postgres (one round trip per value, autocommit)");
+    println!(
+        "bare SELECT nextval(...) through tokio-postgres (one round trip per value, autocommit)"
+    );
     println!(
         "{:<13} {:>7} {:>12} {:>14}",
         "sequence", "clients", "values/s", "fsyncs/1000"
