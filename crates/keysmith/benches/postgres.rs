@@ -16,7 +16,8 @@
 //! Both tables also give the server's WAL fsyncs (`pg_stat_wal.wal_sync`)
 //! per 1000 values: how many values one flush to disk covers.
 //!
-//! Each measurement runs `KEYSMITH_BENCH_SECS` seconds (default 2.5). Without
+//! Each measurement runs `KEYSMITH_BENCH_SECS` seconds (default 2.5), on a
+//! tokio runtime of `KEYSMITH_BENCH_WORKERS` worker threads (default 16). Without
 //! `--bench` on the command line (as under `cargo test --benches`) each runs
 //! for 50 ms, to check that the benchmark works. Without the PostgreSQL
 //! binaries it prints why and exits (or panics when
@@ -29,6 +30,14 @@ use keysmith::bench::allocation_rate;
 use keysmith::sequence::Strategy;
 use keysmith_testsupport::postgres::TempPostgres;
 use tokio_postgres::{Client, NoTls};
+
+/// Runtime worker threads: more than the 8 clients. A client whose block has
+/// values left never yields (`next()` is ready at once), so with fewer
+/// workers than clients the prefetch tasks and the connections' driver tasks
+/// wait for a worker, and the figures measure the runtime's queue instead of
+/// the store. With a thread each, the clients are preempted by the OS like
+/// the threads of a real application.
+const DEFAULT_WORKERS: usize = 16;
 
 /// `application_name` of the plain nextval clients.
 const NEXTVAL_APP: &str = "keysmith-bench-nextval";
@@ -54,14 +63,23 @@ fn main() {
     let Some(pg) = TempPostgres::start() else {
         return;
     };
+    let workers = match std::env::var("KEYSMITH_BENCH_WORKERS") {
+        Ok(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("KEYSMITH_BENCH_WORKERS={s:?}: give a whole number above 0")),
+        Err(_) => DEFAULT_WORKERS,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("cannot start a tokio runtime");
-    rt.block_on(run(&pg, Duration::from_secs_f64(secs)));
+    rt.block_on(run(&pg, Duration::from_secs_f64(secs), workers));
 }
 
-async fn run(pg: &TempPostgres, duration: Duration) {
+async fn run(pg: &TempPostgres, duration: Duration, workers: usize) {
     let observer = connect(&pg.url(), "keysmith-bench-observer").await;
     let setting = |name: &'static str| {
         let observer = &observer;
@@ -81,7 +99,7 @@ async fn run(pg: &TempPostgres, duration: Duration) {
         setting("wal_sync_method").await,
     );
     println!(
-        "{} CPUs, load average {}; {:.1} s per measurement",
+        "{} CPUs, load average {}; {workers} runtime worker threads; {:.2} s per measurement",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load_average(),
         duration.as_secs_f64()
