@@ -33,13 +33,13 @@ pub enum Error {
         name: String,
     },
 
-    /// The sequence has handed out every value up to its maximum. Sequences
-    /// never wrap.
+    /// The sequence (or pool) has handed out every value up to its maximum.
+    /// Values never wrap.
     #[error(
-        "sequence {name:?} is exhausted: every value up to its maximum {max} is taken; create a new sequence"
+        "{name:?} is exhausted: every value up to its maximum {max} is taken, and values never wrap; create a new sequence or pool"
     )]
     Exhausted {
-        /// The sequence.
+        /// The sequence or pool.
         name: String,
         /// Its maximum.
         max: i64,
@@ -47,7 +47,7 @@ pub enum Error {
 
     /// Optimistic allocation lost the race too many times in a row.
     #[error(
-        "{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, use a larger block or the locked/atomic strategy"
+        "{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, or lower the contention (a sequence: a larger block, or the locked or atomic strategy; a pool: a larger sample or more rounds)"
     )]
     Contention {
         /// The sequence or pool.

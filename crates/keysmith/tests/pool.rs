@@ -533,8 +533,6 @@ async fn takes_spread_evenly_over_the_pool_memory() {
 }
 
 #[tokio::test]
-#[ignore = "the SQLite store's pool_sample (random pivot, then k consecutive members) favours \
-            members after large gaps; fails until it samples uniformly"]
 async fn takes_spread_evenly_over_the_pool_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("k.db")).await.unwrap());

@@ -335,8 +335,17 @@ async fn adaptive_block_grows_under_load_and_shrinks_when_idle() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     create(&store, "a", 1, MAX_VALUE, 4).await;
     let open = |target: Duration| {
-        let a = Adaptive { min: 2, max: 64, target };
-        Sequence::builder().store(store.clone()).name("a").prefetch(0.0).adaptive(a).build()
+        let a = Adaptive {
+            min: 2,
+            max: 64,
+            target,
+        };
+        Sequence::builder()
+            .store(store.clone())
+            .name("a")
+            .prefetch(0.0)
+            .adaptive(a)
+            .build()
     };
     // Every refill comes far sooner than an hour: the block doubles each time.
     let fast = open(Duration::from_secs(3600)).await.unwrap();

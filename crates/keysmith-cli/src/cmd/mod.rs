@@ -1,5 +1,7 @@
 //! One module per group of subcommands.
 
 pub mod bench;
+pub mod counter;
 pub mod pool;
+pub mod row_name;
 pub mod sequence;

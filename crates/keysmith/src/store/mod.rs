@@ -219,7 +219,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`] if there is none.
     async fn drop_sequence(&self, name: &str) -> Result<()>;
 
-    /// Creates a pool holding `start..start + size`.
+    /// Creates a pool holding `start..start + size`: one member per slot,
+    /// slot `s` holding `start + s`. A member never changes slot: the only
+    /// change is [`Store::pool_swap`] of `take` for `take + size`.
     ///
     /// # Errors
     /// [`Error::AlreadyExists`].
@@ -228,15 +230,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The pool's row, or `None`.
     async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>>;
 
-    /// Up to `k` members of the pool, chosen at random (different callers get
-    /// different members).
+    /// `min(k, size)` distinct members of the pool, chosen uniformly at random:
+    /// every member is equally likely, whatever the values (backends sample
+    /// slots with [`sample_slots`], never value ranges, which would favour
+    /// members that follow a gap).
     ///
     /// # Errors
     /// [`Error::NotFound`].
     async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>>;
 
-    /// Atomically removes `take` and adds `put`, only if `take` is a member.
-    /// Returns whether it did.
+    /// Atomically replaces member `take` by `put`, only if `take` is a member.
+    /// Returns whether it did. Callers pass `put = take + size`, so the member
+    /// keeps its slot; backends may rely on that.
     ///
     /// # Errors
     /// [`Error::NotFound`] if the pool is gone.
@@ -262,6 +267,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::Unavailable`].
     async fn ping(&self) -> Result<()>;
+}
+
+/// `min(k, size)` distinct pool slots in `0..size`, uniformly at random.
+pub fn sample_slots(size: i64, k: usize) -> Vec<i64> {
+    let size = usize::try_from(size).unwrap_or(0);
+    rand::seq::index::sample(&mut rand::rng(), size, k.min(size))
+        .into_iter()
+        .map(|s| s as i64)
+        .collect()
 }
 
 /// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.

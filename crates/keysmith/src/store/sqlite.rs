@@ -43,11 +43,15 @@ CREATE TABLE IF NOT EXISTS keysmith_pools (
     start INTEGER NOT NULL,
     size  INTEGER NOT NULL
 );
+-- One member per slot: slot s holds the member equal to start + s (mod size).
 CREATE TABLE IF NOT EXISTS keysmith_pool_members (
     pool  TEXT NOT NULL,
+    slot  INTEGER NOT NULL,
     value INTEGER NOT NULL,
-    PRIMARY KEY (pool, value)
+    PRIMARY KEY (pool, slot)
 ) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS keysmith_pool_members_value
+    ON keysmith_pool_members (pool, value);
 ";
 
 const ROW_COLUMNS: &str = "name, next, start, max, block, version";
@@ -431,10 +435,13 @@ impl Store for SqliteStore {
                 });
             }
             let mut ins = tx
-                .prepare_cached("INSERT INTO keysmith_pool_members (pool, value) VALUES (?1, ?2)")
+                .prepare_cached(
+                    "INSERT INTO keysmith_pool_members (pool, slot, value) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(db_err)?;
-            for v in start..start + size {
-                ins.execute(params![name, v]).map_err(db_err)?;
+            for slot in 0..size {
+                ins.execute(params![name, slot, start + slot])
+                    .map_err(db_err)?;
             }
             Ok(PoolRow { name, start, size })
         })
@@ -455,30 +462,16 @@ impl Store for SqliteStore {
         let name = name.to_owned();
         self.run(move |conn| {
             let pool = require_pool(conn, &name)?;
-            // Start at a random point of the pool's current span and read the k
-            // members at or above it (wrapping): different callers see
-            // different members without sorting the whole pool.
-            let (lo, hi): (i64, i64) = conn
-                .query_row(
-                    "SELECT MIN(value), MAX(value) FROM keysmith_pool_members WHERE pool = ?1",
-                    [&name],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .map_err(db_err)?;
-            let pivot = rand::random_range(lo..=hi);
-            let k = i64::try_from(k.min(pool.size as usize)).unwrap_or(i64::MAX);
+            let slots = super::sample_slots(pool.size, k);
             let mut s = conn
                 .prepare_cached(
-                    "SELECT value FROM (SELECT value FROM keysmith_pool_members
-                                        WHERE pool = ?1 AND value >= ?2 ORDER BY value LIMIT ?3)
-                     UNION ALL
-                     SELECT value FROM (SELECT value FROM keysmith_pool_members
-                                        WHERE pool = ?1 AND value < ?2 ORDER BY value LIMIT ?3)
-                     LIMIT ?3",
+                    "SELECT value FROM keysmith_pool_members
+                     WHERE pool = ?1 AND slot IN (SELECT value FROM json_each(?2))",
                 )
                 .map_err(db_err)?;
+            let slots = serde_json::to_string(&slots).map_err(|e| Error::Corrupt(e.to_string()))?;
             let out = s
-                .query_map(params![name, pivot, k], |r| r.get(0))
+                .query_map(params![name, slots], |r| r.get(0))
                 .and_then(|it| it.collect::<rusqlite::Result<Vec<i64>>>())
                 .map_err(db_err)?;
             Ok(out)
@@ -490,22 +483,19 @@ impl Store for SqliteStore {
         let name = name.to_owned();
         self.write(move |tx| {
             require_pool(tx, &name)?;
-            let removed = tx
-                .prepare_cached("DELETE FROM keysmith_pool_members WHERE pool = ?1 AND value = ?2")
-                .and_then(|mut s| s.execute(params![name, take]))
-                .map_err(db_err)?;
-            if removed == 0 {
-                return Ok(false);
-            }
-            tx.prepare_cached("INSERT INTO keysmith_pool_members (pool, value) VALUES (?1, ?2)")
-                .and_then(|mut s| s.execute(params![name, put]))
+            // The member keeps its slot: put = take + size (see the contract).
+            let swapped = tx
+                .prepare_cached(
+                    "UPDATE keysmith_pool_members SET value = ?3 WHERE pool = ?1 AND value = ?2",
+                )
+                .and_then(|mut s| s.execute(params![name, take, put]))
                 .map_err(|e| match e.sqlite_error_code() {
                     Some(ErrorCode::ConstraintViolation) => Error::Corrupt(format!(
                         "pool {name:?} already holds {put}, which it should not yet"
                     )),
                     _ => db_err(e),
                 })?;
-            Ok(true)
+            Ok(swapped == 1)
         })
         .await
     }

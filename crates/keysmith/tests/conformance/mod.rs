@@ -34,6 +34,7 @@ macro_rules! conformance_tests {
             concurrent_locked_and_atomic_callers_never_overlap,
             pool_create_read_members,
             pool_sample_is_random_subset,
+            pool_sample_is_uniform_after_swaps,
             pool_swap_only_when_member,
             concurrent_pool_swaps_of_one_member_have_one_winner,
             pool_list_and_drop,
@@ -361,6 +362,32 @@ pub async fn pool_sample_is_random_subset(store: Arc<dyn Store>) {
         50,
         "k above size gives all"
     );
+}
+
+/// One member is swapped far ahead, leaving a big gap below it: sampling
+/// must still pick every member equally often (sampling a random point of
+/// the value range would pick the far member almost every time).
+pub async fn pool_sample_is_uniform_after_swaps(store: Arc<dyn Store>) {
+    store.pool_create("u", 0, 10).await.unwrap();
+    for i in 0..50 {
+        assert!(store.pool_swap("u", 3 + 10 * i, 13 + 10 * i).await.unwrap());
+    }
+    let members = store.pool_members("u").await.unwrap();
+    assert_eq!(members, vec![0, 1, 2, 4, 5, 6, 7, 8, 9, 503]);
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..1000 {
+        for v in store.pool_sample("u", 2).await.unwrap() {
+            *counts.entry(v).or_insert(0u32) += 1;
+        }
+    }
+    // 2000 picks over 10 members: 200 each on average, sd about 13.
+    for m in members {
+        let c = counts.get(&m).copied().unwrap_or(0);
+        assert!(
+            (100..=300).contains(&c),
+            "member {m} sampled {c} times of 2000: {counts:?}"
+        );
+    }
 }
 
 pub async fn pool_swap_only_when_member(store: Arc<dyn Store>) {
