@@ -77,7 +77,7 @@
 //!   ([`super::sample_slots`]) and reads them in one transaction of gets that
 //!   also compares the pool's meta key is the one whose start and size the
 //!   slots were drawn from (its create revision): one round trip (with more
-//!   than [`POOL_BATCH`] slots, one per batch, sent together). Every member
+//!   than 100 slots, one per 100, sent together). Every member
 //!   is equally likely, whatever the values.
 //! - [`Store::pool_swap`] is one transaction: it compares the meta key's
 //!   create revision and that the slot of `take` (`(take - start) mod size`)
