@@ -541,11 +541,14 @@ impl Sql {
             ),
             read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
             // One round trip. `upd` writes when the version matches. When it
-            // does not, `cur` returns the row, under FOR SHARE: at READ
-            // COMMITTED a plain SELECT would see the statement's snapshot,
-            // which predates a writer that `upd` waited for, and so could
-            // return the very version that just failed to match. A locking
-            // read follows the row to its newest committed version instead.
+            // does not, `cur` returns the row with a plain read. At READ
+            // COMMITTED that read sees the statement's snapshot, which can
+            // predate a writer that `upd` waited for, so it may show the very
+            // version that just failed to match: `put_if_version` then runs
+            // the statement again (a new snapshot). A locking read (FOR SHARE)
+            // would avoid the rerun but writes a row lock, and so costs a WAL
+            // flush on every conflict: under contention that doubled the
+            // flushes and made 8 optimistic clients slower than one.
             put_if_version: format!(
                 "WITH upd AS (
                      UPDATE {s}.sequences SET next = $2, version = version + 1
@@ -553,8 +556,7 @@ impl Sql {
                      RETURNING {COLS}),
                  cur AS (
                      SELECT {COLS} FROM {s}.sequences
-                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd)
-                     FOR SHARE)
+                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
                  SELECT true, {COLS} FROM upd
                  UNION ALL
                  SELECT false, {COLS} FROM cur"
