@@ -53,6 +53,12 @@ enum Command {
     /// Benchmarks: allocation rate, block-boundary stalls.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Per-host counters: `<hostname>/<number>` names without a store.
+    #[command(subcommand)]
+    Counter(cmd::counter::CounterCommand),
+    /// Structured row names: parse them, allocate revision numbers.
+    #[command(subcommand)]
+    RowName(cmd::row_name::RowNameCommand),
     /// Shard keys: encode and decode external strings, identity ranges per shard.
     #[command(subcommand)]
     ShardKey(cmd::shard_key::ShardKeyCommand),
@@ -75,6 +81,8 @@ fn main() -> ExitCode {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
             Command::Pool(c) => cmd::pool::run(c, &cli.global).await,
             Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
+            Command::Counter(c) => cmd::counter::run(c, &cli.global).await,
+            Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
         }
     });

@@ -37,7 +37,7 @@ pub fn validate_name(name: &str) -> Result<()> {
     }
 }
 
-fn shorten(name: &str) -> String {
+pub(crate) fn shorten(name: &str) -> String {
     if name.len() <= 64 {
         return name.to_owned();
     }

@@ -1,6 +1,8 @@
 //! One module per group of subcommands.
 
 pub mod bench;
+pub mod counter;
 pub mod pool;
+pub mod row_name;
 pub mod sequence;
 pub mod shard_key;
