@@ -59,6 +59,9 @@ enum Command {
     /// Structured row names: parse them, allocate revision numbers.
     #[command(subcommand)]
     RowName(cmd::row_name::RowNameCommand),
+    /// Shard keys: encode and decode external strings, identity ranges per shard.
+    #[command(subcommand)]
+    ShardKey(cmd::shard_key::ShardKeyCommand),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
 }
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
             Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
             Command::Counter(c) => cmd::counter::run(c, &cli.global).await,
             Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
+            Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
         }
     });

@@ -133,8 +133,8 @@ async fn negative_pool_members_keep_numeric_order() {
     };
     store.pool_create("p", -3, 5).await.unwrap();
     assert_eq!(store.pool_members("p").await.unwrap(), [-3, -2, -1, 0, 1]);
-    assert!(store.pool_swap("p", -2, 2).await.unwrap());
-    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -1, 0, 1, 2]);
+    assert!(store.pool_swap("p", -2, 3).await.unwrap());
+    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -1, 0, 1, 3]);
 }
 
 #[tokio::test]
@@ -153,6 +153,11 @@ async fn a_large_pool_is_written_in_batches_and_read_in_pages() {
     assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
     let sample = store.pool_sample("big", 10).await.unwrap();
     assert_eq!(sample.len(), 10);
+    assert!(sample.iter().all(|v| (1_000..1_000 + SIZE).contains(v)));
+    // More slots than one transaction reads: several, all distinct members.
+    let sample = store.pool_sample("big", 250).await.unwrap();
+    let distinct: std::collections::BTreeSet<i64> = sample.iter().copied().collect();
+    assert_eq!(distinct.len(), 250);
     assert!(sample.iter().all(|v| (1_000..1_000 + SIZE).contains(v)));
     store.pool_drop("big").await.unwrap();
     assert_eq!(store.pool_read("big").await.unwrap(), None);
@@ -178,19 +183,64 @@ async fn pool_sample_wraps_around_and_follows_swaps() {
 }
 
 #[tokio::test]
-async fn swapping_onto_an_existing_member_is_corrupt_and_changes_nothing() {
+async fn a_put_that_is_not_take_plus_size_is_refused_and_changes_nothing() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
     store.pool_create("p", 1, 3).await.unwrap();
+    // 2 would land in 1's slot while slot 1 holds 2 as well.
     let e = store.pool_swap("p", 1, 2).await.unwrap_err();
-    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("size 3"), "{e}");
     assert_eq!(store.pool_members("p").await.unwrap(), [1, 2, 3]);
     assert!(
         store.pool_swap("p", 2, 2).await.unwrap(),
         "a no-op swap of a member"
     );
     assert!(!store.pool_swap("p", 9, 9).await.unwrap());
+    assert_eq!(store.pool_members("p").await.unwrap(), [1, 2, 3]);
+}
+
+/// A store remembers a pool's start and size; a pool dropped and created
+/// again under the same name by another client is used at its new shape.
+#[tokio::test]
+async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let url = etcd.url_with_prefix(&fresh_prefix());
+    let a = EtcdStore::connect(&url).await.unwrap();
+    let b = EtcdStore::connect(&url).await.unwrap();
+    a.pool_create("p", 0, 4).await.unwrap();
+    assert_eq!(a.pool_sample("p", 10).await.unwrap().len(), 4);
+    assert!(a.pool_swap("p", 1, 5).await.unwrap());
+
+    b.pool_drop("p").await.unwrap();
+    b.pool_create("p", 100, 10).await.unwrap();
+    let mut s = a.pool_sample("p", 10).await.unwrap();
+    s.sort();
+    assert_eq!(s, (100..110).collect::<Vec<_>>());
+
+    b.pool_drop("p").await.unwrap();
+    b.pool_create("p", 7, 3).await.unwrap();
+    // `a` last saw size 10, by which 8 -> 11 is no swap at all.
+    assert!(a.pool_swap("p", 8, 11).await.unwrap());
+    assert_eq!(b.pool_members("p").await.unwrap(), [7, 9, 11]);
+
+    // Same size, start moved by one: by `a`'s stale start 8 would be in
+    // slot 1, which holds 9 now.
+    b.pool_drop("p").await.unwrap();
+    b.pool_create("p", 8, 3).await.unwrap();
+    assert!(a.pool_swap("p", 8, 11).await.unwrap());
+    assert_eq!(b.pool_members("p").await.unwrap(), [9, 10, 11]);
+
+    b.pool_drop("p").await.unwrap();
+    for e in [
+        a.pool_sample("p", 1).await.unwrap_err(),
+        a.pool_swap("p", 7, 10).await.unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    }
 }
 
 #[tokio::test]

@@ -243,11 +243,10 @@ async fn a_missing_database_is_a_clear_error() {
 }
 
 #[tokio::test]
-async fn large_pools_are_sampled_without_scanning_and_still_vary() {
+async fn large_pools_give_distinct_members_and_follow_swaps() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    // Above the size where sampling switches to a random pivot.
     store.pool_create("big", 1000, 5000).await.unwrap();
     let mut seen = BTreeSet::new();
     for _ in 0..20 {
@@ -259,8 +258,7 @@ async fn large_pools_are_sampled_without_scanning_and_still_vary() {
         seen.insert(set);
     }
     assert!(seen.len() > 1, "every caller got the same sample");
-    // Wrapping around the top of the range still gives k members, and k
-    // above the size gives every member.
+    // k above the size gives every member.
     assert_eq!(store.pool_sample("big", 6000).await.unwrap().len(), 5000);
     // Members that moved up (swaps) are still found.
     assert!(store.pool_swap("big", 1000, 6000).await.unwrap());
@@ -270,7 +268,77 @@ async fn large_pools_are_sampled_without_scanning_and_still_vary() {
         .unwrap()
         .into_iter()
         .collect();
+    assert_eq!(all.len(), 5000);
     assert!(all.contains(&6000) && !all.contains(&1000));
+}
+
+/// The conformance check `pool_sample_is_uniform_after_swaps` on a pool
+/// larger than 1024 members (the size up to which the old PostgreSQL
+/// sampling was uniform): one member far ahead of the rest, behind a gap,
+/// is sampled no more often than any other.
+#[tokio::test]
+async fn a_large_pool_samples_uniformly_after_swaps() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    const SIZE: i64 = 1100;
+    store.pool_create("u", 0, SIZE).await.unwrap();
+    for i in 0..50 {
+        assert!(
+            store
+                .pool_swap("u", 3 + SIZE * i, 3 + SIZE * (i + 1))
+                .await
+                .unwrap()
+        );
+    }
+    let members = store.pool_members("u").await.unwrap();
+    assert_eq!(members.len(), SIZE as usize);
+    assert_eq!(members.last(), Some(&(3 + 50 * SIZE)));
+    assert!(!members.contains(&3));
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..SIZE {
+        let sample = store.pool_sample("u", 200).await.unwrap();
+        assert_eq!(sample.iter().collect::<BTreeSet<_>>().len(), 200);
+        for v in sample {
+            *counts.entry(v).or_insert(0u32) += 1;
+        }
+    }
+    // 220,000 picks over 1100 members: 200 each on average, sd about 13.
+    for m in members {
+        let c = counts.get(&m).copied().unwrap_or(0);
+        assert!(
+            (100..=300).contains(&c),
+            "member {m} sampled {c} times of 220000"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
+    let Some(pg) = TempPostgres::shared() else {
+        return;
+    };
+    let url = url_with(pg, &fresh_schema());
+    let a = PostgresStore::open(&url).await.unwrap();
+    let b = PostgresStore::open(&url).await.unwrap();
+    a.pool_create("p", 0, 4).await.unwrap();
+    assert_eq!(a.pool_sample("p", 10).await.unwrap().len(), 4);
+    // Dropped and created again by another store: `a` still remembers size 4.
+    b.pool_drop("p").await.unwrap();
+    b.pool_create("p", 100, 10).await.unwrap();
+    let mut s = a.pool_sample("p", 10).await.unwrap();
+    s.sort();
+    assert_eq!(s, (100..110).collect::<Vec<_>>());
+    b.pool_drop("p").await.unwrap();
+    b.pool_create("p", 7, 2).await.unwrap();
+    let mut s = a.pool_sample("p", 10).await.unwrap();
+    s.sort();
+    assert_eq!(s, [7, 8]);
+    b.pool_drop("p").await.unwrap();
+    assert!(matches!(
+        a.pool_sample("p", 1).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 #[tokio::test]

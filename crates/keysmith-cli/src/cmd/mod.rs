@@ -6,3 +6,4 @@ pub mod pool;
 pub mod row_name;
 pub mod sequence;
 pub mod serve;
+pub mod shard_key;

@@ -23,14 +23,15 @@
 //! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..}` |
 //! | `PREFIX/next/NAME` | its next free value, decimal; the key's etcd *version* is [`Row::version`] |
 //! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..}` |
-//! | `PREFIX/pool-members/ENAME/NNNNNNNNNNNNNNNNNNNN` | one member per key, empty value |
+//! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`Store::reserve_locked`] |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
-//! range contains another's. Member numbers are written as 20 decimal digits
-//! of the value with its sign bit flipped, so that key order is numeric order
-//! for every `i64`.
+//! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
+//! `s` starts out holding `start + s`, and a swap of `take` for `take + N`
+//! keeps the slot, so slot `s` always holds a member equal to `start + s`
+//! modulo `N`, and no two slots can hold the same member.
 //!
 //! # Versions
 //!
@@ -72,12 +73,23 @@
 //!   its meta key at the end; until then it does not exist for any other
 //!   call, and `pool_create` of the same name says it already exists. A
 //!   creator that dies half-way leaves the claim: [`Store::pool_drop`] clears it.
-//! - [`Store::pool_sample`] picks a random point between the smallest and the
-//!   largest member and returns the next `k` members from there, wrapping
-//!   around: two round trips, different callers get different members.
-//! - [`Store::pool_swap`] is one transaction: it compares that the pool
-//!   exists, `take` is a member and `put` is not, then deletes `take` and
-//!   puts `put`.
+//! - [`Store::pool_sample`] draws `k` slots uniformly
+//!   ([`super::sample_slots`]) and reads them in one transaction of gets that
+//!   also compares the pool's meta key is the one whose start and size the
+//!   slots were drawn from (its create revision): one round trip (with more
+//!   than 100 slots, one per 100, sent together). Every member
+//!   is equally likely, whatever the values.
+//! - [`Store::pool_swap`] is one transaction: it compares the meta key's
+//!   create revision and that the slot of `take` (`(take - start) mod size`)
+//!   holds `take`, then puts `put` in that slot. `put` must be `take` plus a
+//!   multiple of the size (the contract's `take + size`), else the swap is
+//!   refused with [`Error::InvalidArgument`].
+//!
+//! A store remembers each pool's start, size and meta create revision once
+//! it has read them. They never change while the pool lives; a pool dropped
+//! and created again has a new create revision, so the compare fails, the
+//! transaction returns the new meta instead, and the call is made again with
+//! it.
 //!
 //! # Durability and failures
 //!
@@ -91,16 +103,17 @@
 //! another endpoint or by the caller, can lose values (a gap) but never hands
 //! one out twice.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, LockOptions, SortOrder,
-    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, LockOptions, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
 };
 use serde::{Deserialize, Serialize};
 
@@ -144,6 +157,14 @@ const POOL_PARALLEL: usize = 4;
 /// Members read per request by `pool_members`.
 const PAGE: i64 = 5000;
 
+/// How many times a pool call is made again because the pool's meta changed
+/// under it (dropped and created again) before it gives up with
+/// [`Error::Contention`].
+const META_ATTEMPTS: u32 = 3;
+
+/// How many pools' meta a store remembers before it forgets them all.
+const META_CACHE: usize = 4096;
+
 /// A [`Store`] in an etcd cluster (v3 API; etcd 3.4 or later).
 #[derive(Clone)]
 pub struct EtcdStore {
@@ -154,6 +175,25 @@ pub struct EtcdStore {
     endpoints: Vec<String>,
     /// The key prefix, ending in `/`.
     prefix: String,
+    /// What this store last read of each pool's meta key.
+    pool_meta: Arc<Mutex<HashMap<String, PoolMeta>>>,
+}
+
+/// A pool's start and size, and the create revision of the meta key they
+/// were read from: a pool created again under the same name has another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PoolMeta {
+    start: i64,
+    size: i64,
+    revision: i64,
+}
+
+impl PoolMeta {
+    /// The slot that holds `v` if `v` is a member.
+    fn slot_of(&self, v: i64) -> i64 {
+        // Both below 2^64 in magnitude, size >= 1: the result is in 0..size.
+        (i128::from(v) - i128::from(self.start)).rem_euclid(i128::from(self.size)) as i64
+    }
 }
 
 impl fmt::Debug for EtcdStore {
@@ -297,6 +337,7 @@ impl EtcdStore {
             current: Arc::new(AtomicUsize::new(0)),
             endpoints: url.endpoints,
             prefix: format!("{}/", url.prefix),
+            pool_meta: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -332,8 +373,8 @@ impl EtcdStore {
         format!("{}pool-members/{}/", self.prefix, escape(name))
     }
 
-    fn member_key(&self, name: &str, value: i64) -> String {
-        format!("{}{}", self.members_prefix(name), encode_member(value))
+    fn slot_key(&self, name: &str, slot: i64) -> String {
+        format!("{}{slot:020}", self.members_prefix(name))
     }
 
     fn lock_name(&self, name: &str) -> String {
@@ -542,18 +583,6 @@ impl EtcdStore {
         Ok(Err((current, ops)))
     }
 
-    /// Reads one range `[key, end)` (or the single `key`) with options.
-    fn range(key: String, end: Option<String>, limit: i64, desc: bool) -> TxnOp {
-        let mut opts = GetOptions::new().with_keys_only().with_limit(limit);
-        if let Some(end) = end {
-            opts = opts.with_range(end);
-        }
-        if desc {
-            opts = opts.with_sort(SortTarget::Key, SortOrder::Descend);
-        }
-        TxnOp::get(key, Some(opts))
-    }
-
     fn parse_pool(&self, name: &str, kv: &KeyValue) -> Result<PoolRow> {
         let v: PoolValue = serde_json::from_slice(kv.value()).map_err(|e| {
             Error::Corrupt(format!(
@@ -574,22 +603,121 @@ impl EtcdStore {
         })
     }
 
-    fn member_from_key(&self, name: &str, key: &[u8]) -> Result<i64> {
-        let prefix = self.members_prefix(name);
-        key.strip_prefix(prefix.as_bytes())
-            .and_then(decode_member)
+    fn meta_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, PoolMeta>> {
+        // The map holds plain values: a panic elsewhere cannot leave it torn.
+        self.pool_meta
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn remember_meta(&self, name: &str, meta: PoolMeta) {
+        let mut cache = self.meta_cache();
+        if cache.get(name) == Some(&meta) {
+            return;
+        }
+        if cache.len() >= META_CACHE {
+            cache.clear();
+        }
+        cache.insert(name.to_owned(), meta);
+    }
+
+    fn forget_meta(&self, name: &str) {
+        self.meta_cache().remove(name);
+    }
+
+    /// The meta a pool's key `kv` holds; remembered.
+    fn meta_from(&self, name: &str, kv: &KeyValue) -> Result<PoolMeta> {
+        let row = self.parse_pool(name, kv)?;
+        let meta = PoolMeta {
+            start: row.start,
+            size: row.size,
+            revision: kv.create_revision(),
+        };
+        self.remember_meta(name, meta);
+        Ok(meta)
+    }
+
+    /// The pool's meta as this store remembers it, or read (one round trip).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Corrupt`], [`Error::Unavailable`].
+    async fn pool_meta(&self, name: &str) -> Result<PoolMeta> {
+        if let Some(meta) = self.meta_cache().get(name).copied() {
+            return Ok(meta);
+        }
+        let key = self.pool_key(name);
+        let resp = self
+            .call("read a pool", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        match resp.kvs().first() {
+            Some(kv) => self.meta_from(name, kv),
+            None => Err(Error::not_found("pool", name)),
+        }
+    }
+
+    /// The pool's meta read now (one round trip), and remembered.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Corrupt`], [`Error::Unavailable`].
+    async fn fresh_meta(&self, name: &str) -> Result<PoolMeta> {
+        self.forget_meta(name);
+        self.pool_meta(name).await
+    }
+
+    /// The compare that the pool's meta key is still the one `meta` was read
+    /// from.
+    fn same_pool(&self, name: &str, meta: &PoolMeta) -> Compare {
+        Compare::create_revision(self.pool_key(name), CompareOp::Equal, meta.revision)
+    }
+
+    /// After [`Self::same_pool`] failed: the pool's meta now, from the get of
+    /// the meta key at answer `i`, or `NotFound`.
+    fn meta_now(&self, name: &str, ops: &[TxnOpResponse], i: usize) -> Result<PoolMeta> {
+        match first_kv(ops, i)? {
+            Some(kv) => self.meta_from(name, &kv),
+            None => {
+                self.forget_meta(name);
+                Err(Error::not_found("pool", name))
+            }
+        }
+    }
+
+    /// The member a slot key holds.
+    fn member_of(&self, name: &str, kv: &KeyValue) -> Result<i64> {
+        std::str::from_utf8(kv.value())
+            .ok()
+            .and_then(|s| s.parse().ok())
             .ok_or_else(|| {
                 Error::Corrupt(format!(
-                    "etcd key {:?} under pool {name:?} is not a keysmith pool member; drop the pool and create it again",
-                    String::from_utf8_lossy(key)
+                    "etcd key {:?} under pool {name:?} holds {:?}, not a member; drop the pool and create it again",
+                    String::from_utf8_lossy(kv.key()),
+                    String::from_utf8_lossy(kv.value())
                 ))
             })
     }
 
-    fn members_of(&self, name: &str, kvs: &[KeyValue]) -> Result<Vec<i64>> {
-        kvs.iter()
-            .map(|kv| self.member_from_key(name, kv.key()))
-            .collect()
+    /// The put of `member` into `slot`.
+    fn member_put(&self, name: &str, slot: i64, member: i64) -> TxnOp {
+        TxnOp::put(self.slot_key(name, slot), member.to_string(), None)
+    }
+
+    /// Remembers the meta of a pool that the transaction `resp` created: it
+    /// put the meta key, which did not exist, so the key's create revision
+    /// is the transaction's revision.
+    fn remember_created(&self, name: &str, start: i64, size: i64, resp: &TxnResponse) {
+        if let Some(h) = resp.header() {
+            self.remember_meta(
+                name,
+                PoolMeta {
+                    start,
+                    size,
+                    revision: h.revision(),
+                },
+            );
+        }
     }
 
     async fn release(&self, lease: &mut LeaseGuard) {
@@ -890,15 +1018,15 @@ impl Store for EtcdStore {
     }
 
     async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
-        let end = match start.checked_add(size) {
-            Some(end) if size >= 1 => end,
+        match start.checked_add(size) {
+            Some(_) if size >= 1 => {}
             _ => {
                 return Err(Error::invalid(format!(
                     "pool {name:?}: start {start} and size {size} do not make a range of i64 values; \
                      the size must be 1 or more and start + size must fit in an i64"
                 )));
             }
-        };
+        }
         let meta = serde_json::to_vec(&PoolValue { start, size })
             .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
         let absent = [
@@ -917,13 +1045,14 @@ impl Store for EtcdStore {
         if size as usize <= POOL_BATCH {
             // Small pool: one transaction.
             let mut ops = vec![TxnOp::put(self.pool_key(name), meta, None)];
-            ops.extend((start..end).map(|v| TxnOp::put(self.member_key(name, v), "", None)));
+            ops.extend((0..size).map(|slot| self.member_put(name, slot, start + slot)));
             let txn = Txn::new().when(absent).and_then(ops);
-            return if self.txn("create a pool", txn).await?.succeeded() {
-                Ok(row)
-            } else {
-                Err(exists())
-            };
+            let resp = self.txn("create a pool", txn).await?;
+            if !resp.succeeded() {
+                return Err(exists());
+            }
+            self.remember_created(name, start, size, &resp);
+            return Ok(row);
         }
         // Large pool: claim the name, write the members in batches guarded by
         // the claim, then publish the pool and drop the claim in one
@@ -950,14 +1079,15 @@ impl Store for EtcdStore {
             name: name.to_owned(),
             similar: Vec::new(),
         };
+        // Half-open ranges of slots.
         let batches: Vec<(i64, i64)> = (0..size)
             .step_by(POOL_BATCH)
-            .map(|off| (start + off, start + (off + POOL_BATCH as i64).min(size)))
+            .map(|lo| (lo, (lo + POOL_BATCH as i64).min(size)))
             .collect();
         for wave in batches.chunks(POOL_PARALLEL) {
             let writes = wave.iter().map(|&(lo, hi)| {
                 let ops: Vec<TxnOp> = (lo..hi)
-                    .map(|v| TxnOp::put(self.member_key(name, v), "", None))
+                    .map(|slot| self.member_put(name, slot, start + slot))
                     .collect();
                 self.txn("create a pool", Txn::new().when([guard()]).and_then(ops))
             });
@@ -972,7 +1102,9 @@ impl Store for EtcdStore {
             TxnOp::put(self.pool_key(name), meta, None),
             TxnOp::delete(self.creating_key(name), None),
         ]);
-        if self.txn("create a pool", publish).await?.succeeded() {
+        let resp = self.txn("create a pool", publish).await?;
+        if resp.succeeded() {
+            self.remember_created(name, start, size, &resp);
             Ok(row)
         } else {
             Err(gone())
@@ -994,96 +1126,109 @@ impl Store for EtcdStore {
     }
 
     async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        let prefix = self.members_prefix(name);
-        let end = prefix_end(&prefix);
-        let txn = Txn::new().and_then([
-            TxnOp::get(self.pool_key(name), None),
-            Self::range(prefix.clone(), Some(end.clone()), 1, false),
-            Self::range(prefix.clone(), Some(end.clone()), 1, true),
-        ]);
-        let resp = self.txn("sample a pool", txn).await?;
-        let ops = resp.op_responses();
-        if first_kv(&ops, 0)?.is_none() {
-            return Err(Error::not_found("pool", name));
+        let mut meta = self.pool_meta(name).await?;
+        'draw: for _ in 0..META_ATTEMPTS {
+            let slots = super::sample_slots(meta.size, k);
+            // At least one transaction: it also says whether the pool exists.
+            let batches: Vec<&[i64]> = if slots.is_empty() {
+                vec![&[]]
+            } else {
+                slots.chunks(POOL_BATCH).collect()
+            };
+            let drawn_with = meta;
+            let reads = batches.iter().map(|batch| {
+                let gets: Vec<TxnOp> = batch
+                    .iter()
+                    .map(|&slot| TxnOp::get(self.slot_key(name, slot), None))
+                    .collect();
+                let txn = Txn::new()
+                    .when([self.same_pool(name, &drawn_with)])
+                    .and_then(gets)
+                    .or_else([TxnOp::get(self.pool_key(name), None)]);
+                self.txn("sample a pool", txn)
+            });
+            let answers = futures_util::future::join_all(reads).await;
+            let mut out = Vec::with_capacity(slots.len());
+            for (batch, resp) in batches.iter().zip(answers) {
+                let resp = resp?;
+                let ops = resp.op_responses();
+                if !resp.succeeded() {
+                    // Dropped, or dropped and created again: draw again from
+                    // the pool as it is now.
+                    meta = self.meta_now(name, &ops, 0)?;
+                    continue 'draw;
+                }
+                for (i, &slot) in batch.iter().enumerate() {
+                    let kv = first_kv(&ops, i)?.ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "pool {name:?} (size {}) has no member in slot {slot} (etcd key {}); drop the pool and create it again",
+                            meta.size,
+                            self.slot_key(name, slot)
+                        ))
+                    })?;
+                    out.push(self.member_of(name, &kv)?);
+                }
+            }
+            return Ok(out);
         }
-        let (Some(lo), Some(hi)) = (first_kv(&ops, 1)?, first_kv(&ops, 2)?) else {
-            return Ok(Vec::new());
-        };
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        // Members are near-contiguous numbers: a random point between the
-        // smallest and the largest, then the next k members from there
-        // (wrapping around), spreads callers over the pool.
-        let lo = encode_u64(self.member_from_key(name, lo.key())?);
-        let hi = encode_u64(self.member_from_key(name, hi.key())?);
-        let pivot = format!("{prefix}{:020}", rand::random_range(lo..=hi));
-        let limit = i64::try_from(k).unwrap_or(i64::MAX);
-        let txn = Txn::new().and_then([
-            Self::range(pivot.clone(), Some(end), limit, false),
-            Self::range(prefix, Some(pivot), limit, false),
-        ]);
-        let resp = self.txn("sample a pool", txn).await?;
-        let ops = resp.op_responses();
-        let mut out = self.members_of(name, &kvs(&ops, 0)?)?;
-        let wrapped = self.members_of(name, &kvs(&ops, 1)?)?;
-        out.extend(wrapped.into_iter().take(k.saturating_sub(out.len())));
-        Ok(out)
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: META_ATTEMPTS,
+        })
     }
 
     async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let meta = self.pool_key(name);
-        let take_key = self.member_key(name, take);
-        let put_key = self.member_key(name, put);
-        if take == put {
-            // Removing and adding the same member changes nothing.
-            let txn = Txn::new().and_then([
-                TxnOp::get(meta, None),
-                TxnOp::get(take_key, Some(GetOptions::new().with_keys_only())),
-            ]);
-            let ops = self.txn("swap a pool member", txn).await?.op_responses();
-            if first_kv(&ops, 0)?.is_none() {
-                return Err(Error::not_found("pool", name));
+        let mut meta = self.pool_meta(name).await?;
+        for _ in 0..META_ATTEMPTS {
+            let slot = meta.slot_of(take);
+            if meta.slot_of(put) != slot {
+                // The remembered size may be stale: check with the pool as
+                // it is now before refusing.
+                let now = self.fresh_meta(name).await?;
+                if now != meta {
+                    meta = now;
+                    continue;
+                }
+                // Would put a member where another slot's may be: refused
+                // rather than risk holding a number twice.
+                return Err(Error::invalid(format!(
+                    "pool {name:?}: cannot swap {take} for {put}: the new member must be the old one plus the pool's size {} (here {})",
+                    meta.size,
+                    i128::from(take) + i128::from(meta.size)
+                )));
             }
-            return Ok(first_kv(&ops, 1)?.is_some());
+            let key = self.slot_key(name, slot);
+            let txn = Txn::new()
+                .when([
+                    self.same_pool(name, &meta),
+                    Compare::value(key, CompareOp::Equal, take.to_string()),
+                ])
+                .and_then([self.member_put(name, slot, put)])
+                .or_else([TxnOp::get(self.pool_key(name), None)]);
+            let resp = self.txn("swap a pool member", txn).await?;
+            if resp.succeeded() {
+                return Ok(true);
+            }
+            let now = self.meta_now(name, &resp.op_responses(), 0)?;
+            if now.revision == meta.revision {
+                // Same pool: the slot holds another member.
+                return Ok(false);
+            }
+            meta = now;
         }
-        let txn = Txn::new()
-            .when([
-                Compare::version(meta.clone(), CompareOp::Greater, 0),
-                Compare::version(take_key.clone(), CompareOp::Greater, 0),
-                Compare::version(put_key.clone(), CompareOp::Equal, 0),
-            ])
-            .and_then([
-                TxnOp::delete(take_key.clone(), None),
-                TxnOp::put(put_key.clone(), "", None),
-            ])
-            .or_else([
-                TxnOp::get(meta, Some(GetOptions::new().with_keys_only())),
-                TxnOp::get(take_key, Some(GetOptions::new().with_keys_only())),
-                TxnOp::get(put_key, Some(GetOptions::new().with_keys_only())),
-            ]);
-        let resp = self.txn("swap a pool member", txn).await?;
-        if resp.succeeded() {
-            return Ok(true);
-        }
-        let ops = resp.op_responses();
-        if first_kv(&ops, 0)?.is_none() {
-            Err(Error::not_found("pool", name))
-        } else if first_kv(&ops, 1)?.is_none() {
-            Ok(false)
-        } else {
-            Err(Error::Corrupt(format!(
-                "pool {name:?} already holds {put}, which it should not yet"
-            )))
-        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: META_ATTEMPTS,
+        })
     }
 
     async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
         let prefix = self.members_prefix(name);
         let end = prefix_end(&prefix);
+        let page_of = || GetOptions::new().with_range(end.clone()).with_limit(PAGE);
         let txn = Txn::new().and_then([
             TxnOp::get(self.pool_key(name), None),
-            Self::range(prefix.clone(), Some(end.clone()), PAGE, false),
+            TxnOp::get(prefix.clone(), Some(page_of())),
         ]);
         let resp = self.txn("list pool members", txn).await?;
         let ops = resp.op_responses();
@@ -1095,17 +1240,15 @@ impl Store for EtcdStore {
         let mut out = Vec::new();
         // Later pages are read at the first page's revision: one snapshot.
         while !page.is_empty() {
-            out.extend(self.members_of(name, &page)?);
+            for kv in &page {
+                out.push(self.member_of(name, kv)?);
+            }
             if (page.len() as i64) < PAGE {
                 break;
             }
             let mut from = page[page.len() - 1].key().to_vec();
             from.push(0);
-            let opts = GetOptions::new()
-                .with_keys_only()
-                .with_limit(PAGE)
-                .with_range(end.clone())
-                .with_revision(revision);
+            let opts = page_of().with_revision(revision);
             page = self
                 .call("list pool members", |mut c| {
                     let (from, opts) = (from.clone(), opts.clone());
@@ -1114,6 +1257,8 @@ impl Store for EtcdStore {
                 .await?
                 .take_kvs();
         }
+        // Slot order is not value order.
+        out.sort_unstable();
         Ok(out)
     }
 
@@ -1156,6 +1301,7 @@ impl Store for EtcdStore {
                 members(),
                 TxnOp::delete(self.creating_key(name), None),
             ]);
+        self.forget_meta(name);
         if self.txn("drop a pool", txn).await?.succeeded() {
             return Ok(());
         }
@@ -1223,23 +1369,6 @@ fn escape(name: &str) -> String {
     out
 }
 
-/// An `i64` as a `u64` whose order is the `i64` order.
-fn encode_u64(v: i64) -> u64 {
-    (v as u64) ^ (1 << 63)
-}
-
-fn encode_member(v: i64) -> String {
-    format!("{:020}", encode_u64(v))
-}
-
-fn decode_member(digits: &[u8]) -> Option<i64> {
-    if digits.len() != 20 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let u: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some((u ^ (1 << 63)) as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1271,19 +1400,25 @@ mod tests {
     }
 
     #[test]
-    fn member_keys_sort_numerically() {
-        let values = [i64::MIN, -5, -1, 0, 1, 9, 10, 1 << 40, i64::MAX];
-        let keys: Vec<String> = values.iter().map(|&v| encode_member(v)).collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        assert_eq!(keys, sorted);
-        for (&v, k) in values.iter().zip(&keys) {
-            assert_eq!(k.len(), 20);
-            assert_eq!(decode_member(k.as_bytes()), Some(v));
+    fn a_member_keeps_its_slot() {
+        let meta = PoolMeta {
+            start: -3,
+            size: 5,
+            revision: 1,
+        };
+        for slot in 0..5 {
+            let v = -3 + slot;
+            assert_eq!(meta.slot_of(v), slot);
+            assert_eq!(meta.slot_of(v + 5), slot);
+            assert_eq!(meta.slot_of(v + 5 * 1000), slot);
         }
-        assert_eq!(decode_member(b"123"), None);
-        assert_eq!(decode_member(b"1234567890123456789x"), None);
-        assert_eq!(decode_member(b"99999999999999999999"), None);
+        let far = PoolMeta {
+            start: i64::MAX - 10,
+            size: 7,
+            revision: 1,
+        };
+        assert!((0..7).contains(&far.slot_of(i64::MIN)));
+        assert_eq!(far.slot_of(i64::MAX - 10), 0);
     }
 
     #[test]

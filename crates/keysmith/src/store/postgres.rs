@@ -36,9 +36,11 @@
 //! transaction. Statements run at READ COMMITTED; each method's comment says
 //! why its SQL is safe there.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -64,20 +66,25 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_POOL_SIZE: usize = 16;
 
-/// Pools with at most this many members are sampled uniformly
-/// (`ORDER BY random()`); larger ones from a random point of their value range.
-const SMALL_POOL: i64 = 1024;
+/// How many pool sizes a store remembers (see [`PostgresStore::pool_sizes`])
+/// before it forgets them all and starts over.
+const POOL_SIZE_CACHE: usize = 4096;
 
 /// How often a statement whose fallback row contradicts its own outcome is
 /// run again before giving up with [`Error::Contention`]. With the row locks
 /// the statements take this does not happen; the bound keeps a bug from
-/// looping.
+/// looping. Also how often a pool sample is drawn again because the pool's
+/// size changed under it (dropped and created again).
 const MAX_RERUNS: u32 = 3;
 
 /// Migrations, in order: migration `i` takes the schema from version `i` to
 /// `i + 1`. `{s}` stands for the quoted schema name.
 const MIGRATIONS: &[&str] = &[
     // 1: sequences and pools.
+    //
+    // A pool has one member per slot: slot s starts as start + s, and a swap
+    // replaces `take` by `take + size` in the same slot, so sampling picks
+    // slots (uniform whatever the values) and swapping finds `take` by value.
     //
     // Names use the "C" collation so that ORDER BY name is byte order, the
     // order Rust's String and every other backend use. `last_start` is written
@@ -106,8 +113,10 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE {s}.pool_members (
         pool  text COLLATE "C" NOT NULL REFERENCES {s}.pools (name) ON DELETE CASCADE,
+        slot  bigint NOT NULL,
         value bigint NOT NULL,
-        PRIMARY KEY (pool, value)
+        PRIMARY KEY (pool, slot),
+        UNIQUE (pool, value)
     );
     "#,
 ];
@@ -121,6 +130,10 @@ pub struct PostgresStore {
     target: String,
     timeout: Duration,
     sql: Sql,
+    /// The size of each pool this store sampled, so that a sample is one
+    /// statement. Never trusted: the statement returns the size it saw, and
+    /// a sample drawn with another size is drawn again.
+    pool_sizes: Mutex<HashMap<String, i64>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -197,6 +210,7 @@ impl PostgresStore {
             schema: settings.schema,
             target,
             timeout: settings.timeout,
+            pool_sizes: Mutex::new(HashMap::new()),
         };
         store.migrate().await?;
         Ok(store)
@@ -468,6 +482,32 @@ impl PostgresStore {
         let r = c.query_opt(&st, &[&name]).await.map_err(|e| self.pg(&e))?;
         r.map(|r| self.row(&r, 0)).transpose()
     }
+
+    fn pool_sizes(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        // The map holds plain values: a panic elsewhere cannot leave it torn.
+        self.pool_sizes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn cached_pool_size(&self, name: &str) -> Option<i64> {
+        self.pool_sizes().get(name).copied()
+    }
+
+    fn remember_pool_size(&self, name: &str, size: i64) {
+        let mut sizes = self.pool_sizes();
+        if sizes.get(name) == Some(&size) {
+            return;
+        }
+        if sizes.len() >= POOL_SIZE_CACHE {
+            sizes.clear();
+        }
+        sizes.insert(name.to_owned(), size);
+    }
+
+    fn forget_pool_size(&self, name: &str) {
+        self.pool_sizes().remove(name);
+    }
 }
 
 /// The SQL of every method, with the schema filled in.
@@ -501,11 +541,14 @@ impl Sql {
             ),
             read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
             // One round trip. `upd` writes when the version matches. When it
-            // does not, `cur` returns the row, under FOR SHARE: at READ
-            // COMMITTED a plain SELECT would see the statement's snapshot,
-            // which predates a writer that `upd` waited for, and so could
-            // return the very version that just failed to match. A locking
-            // read follows the row to its newest committed version instead.
+            // does not, `cur` returns the row with a plain read. At READ
+            // COMMITTED that read sees the statement's snapshot, which can
+            // predate a writer that `upd` waited for, so it may show the very
+            // version that just failed to match: `put_if_version` then runs
+            // the statement again (a new snapshot). A locking read (FOR SHARE)
+            // would avoid the rerun but writes a row lock, and so costs a WAL
+            // flush on every conflict: under contention that doubled the
+            // flushes and made 8 optimistic clients slower than one.
             put_if_version: format!(
                 "WITH upd AS (
                      UPDATE {s}.sequences SET next = $2, version = version + 1
@@ -513,8 +556,7 @@ impl Sql {
                      RETURNING {COLS}),
                  cur AS (
                      SELECT {COLS} FROM {s}.sequences
-                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd)
-                     FOR SHARE)
+                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
                  SELECT true, {COLS} FROM upd
                  UNION ALL
                  SELECT false, {COLS} FROM cur"
@@ -554,53 +596,28 @@ impl Sql {
                 "WITH p AS (
                      INSERT INTO {s}.pools (name, start_value, size) VALUES ($1, $2, $3)
                      RETURNING name)
-                 INSERT INTO {s}.pool_members (pool, value)
-                 SELECT p.name, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
+                 INSERT INTO {s}.pool_members (pool, slot, value)
+                 SELECT p.name, g - $2, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
             ),
             pool_read: format!("SELECT name, start_value, size FROM {s}.pools WHERE name = $1"),
-            // One statement. Small pools: a uniform sample. Large ones: k
-            // consecutive members from a uniformly random pivot in the value
-            // range (wrapping around), using the primary key index, so the
-            // cost does not grow with the pool. The unused branch is switched
-            // off by a one-time filter on the pool's size.
+            // One statement: the members of the slots the caller drew (with
+            // the primary key index), and the size it should have drawn them
+            // from, read in the same snapshot.
             pool_sample: format!(
-                "WITH p AS (SELECT size FROM {s}.pools WHERE name = $1),
-                 small AS (
-                     SELECT value FROM {s}.pool_members
-                     WHERE pool = $1 AND (SELECT size FROM p) <= {SMALL_POOL}
-                     ORDER BY random() LIMIT $2),
-                 bounds AS (
-                     SELECT min(value) AS lo, max(value) AS hi FROM {s}.pool_members
-                     WHERE pool = $1 AND (SELECT size FROM p) > {SMALL_POOL}),
-                 pivot AS (
-                     SELECT lo + LEAST(floor(random() * (hi::numeric - lo + 1)::float8)::numeric,
-                                       hi::numeric - lo)::bigint AS at
-                     FROM bounds),
-                 above AS (
-                     SELECT value FROM {s}.pool_members
-                     WHERE pool = $1 AND value >= (SELECT at FROM pivot)
-                     ORDER BY value LIMIT $2),
-                 below AS (
-                     SELECT value FROM {s}.pool_members
-                     WHERE pool = $1 AND value < (SELECT at FROM pivot)
-                     ORDER BY value LIMIT $2)
-                 SELECT (SELECT size FROM p),
-                        ARRAY(SELECT value FROM small),
-                        ARRAY(SELECT value FROM above),
-                        ARRAY(SELECT value FROM below)"
+                "SELECT (SELECT size FROM {s}.pools WHERE name = $1),
+                        ARRAY(SELECT value FROM {s}.pool_members
+                              WHERE pool = $1 AND slot = ANY($2))"
             ),
-            // One statement: the insert happens only if the delete found
-            // `take`. Two swaps of the same member: the second waits for the
-            // first's commit, then finds the row gone and swaps nothing.
+            // One statement; the member keeps its slot. Two swaps of the same
+            // member: the second waits for the first's commit, then
+            // re-evaluates `value = $2` on the new row version, finds it
+            // false and swaps nothing.
             pool_swap: format!(
-                "WITH del AS (
-                     DELETE FROM {s}.pool_members WHERE pool = $1 AND value = $2
-                     RETURNING pool),
-                 ins AS (
-                     INSERT INTO {s}.pool_members (pool, value) SELECT pool, $3 FROM del
+                "WITH upd AS (
+                     UPDATE {s}.pool_members SET value = $3 WHERE pool = $1 AND value = $2
                      RETURNING 1)
                  SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
-                        (SELECT count(*) FROM ins)"
+                        (SELECT count(*) FROM upd)"
             ),
             pool_members: format!(
                 "SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
@@ -853,7 +870,6 @@ impl Store for PostgresStore {
     }
 
     async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let c = self.client().await?;
         let out = self
             .deadline(async {
@@ -861,23 +877,51 @@ impl Store for PostgresStore {
                     .prepare_cached(&self.sql.pool_sample)
                     .await
                     .map_err(|e| self.pg(&e))?;
-                let r = c
-                    .query_one(&st, &[&name, &limit])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let size: Option<i64> = r.try_get(0).map_err(bad)?;
-                if size.is_none() {
-                    return Err(Error::not_found("pool", name));
+                // The size this store saw last, or a read of it; then as long
+                // as the statement reports another size (the pool was dropped
+                // and created again), draw again from that one.
+                let mut size = match self.cached_pool_size(name) {
+                    Some(size) => size,
+                    None => match c
+                        .query_opt(&self.sql.pool_read, &[&name])
+                        .await
+                        .map_err(bad)?
+                    {
+                        Some(r) => self.pool_row(&r)?.size,
+                        None => return Err(Error::not_found("pool", name)),
+                    },
+                };
+                for _ in 0..MAX_RERUNS {
+                    let slots = super::sample_slots(size, k);
+                    let r = c.query_one(&st, &[&name, &slots]).await.map_err(bad)?;
+                    let Some(seen) = r.try_get::<_, Option<i64>>(0).map_err(bad)? else {
+                        self.forget_pool_size(name);
+                        return Err(Error::not_found("pool", name));
+                    };
+                    self.remember_pool_size(name, seen);
+                    if seen != size {
+                        size = seen;
+                        continue;
+                    }
+                    let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
+                    if picked.len() != slots.len() {
+                        return Err(Error::Corrupt(format!(
+                            "PostgreSQL at {}, schema {:?}: pool {name:?} of size {size} has {} of the {} slots drawn; the keysmith tables were changed outside keysmith: drop the pool and create it again",
+                            self.target,
+                            self.schema,
+                            picked.len(),
+                            slots.len()
+                        )));
+                    }
+                    // The index returns slot order; callers get random order.
+                    picked.shuffle(&mut rand::rng());
+                    return Ok(picked);
                 }
-                let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
-                let above: Vec<i64> = r.try_get(2).map_err(bad)?;
-                let below: Vec<i64> = r.try_get(3).map_err(bad)?;
-                picked.extend(above);
-                picked.extend(below);
-                picked.truncate(k);
-                picked.shuffle(&mut rand::rng());
-                Ok(picked)
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
             })
             .await;
         self.settle(c, out)
@@ -954,6 +998,7 @@ impl Store for PostgresStore {
                     .execute(&self.sql.pool_drop, &[&name])
                     .await
                     .map_err(|e| self.pg(&e))?;
+                self.forget_pool_size(name);
                 if n == 0 {
                     Err(Error::not_found("pool", name))
                 } else {
