@@ -317,6 +317,39 @@ async fn token_from_file_or_environment() {
     std::fs::write(&file, "file-secret\n").unwrap();
     let from_file = ServerProc::start(&db, &["--token-file", file.to_str().unwrap()], &[]).await;
     let from_env = ServerProc::start(&db, &[], &[("KEYSMITH_TOKEN", "env-secret")]).await;
+    // The shard key secret from a file: the server signs with it.
+    let secret = db.dir.path().join("shard-secret");
+    std::fs::write(&secret, "0123456789abcdef0123456789abcdef\n").unwrap();
+    let signer = ServerProc::start(
+        &db,
+        &["--shard-key-secret-file", secret.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let res = client
+        .post(signer.url("/v1/shard-keys/encode"))
+        .json(&json!({"origin": "c", "shard": 3, "record": 42}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let external = res.json::<Value>().await.unwrap()["external"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decoded = std::process::Command::new(common::KEYSMITH)
+        .args(["shard-key", "decode", &external])
+        .env(
+            "KEYSMITH_SHARD_KEY_SECRET",
+            "0123456789abcdef0123456789abcdef",
+        )
+        .output()
+        .unwrap();
+    assert!(decoded.status.success(), "{decoded:?}");
+    assert_eq!(
+        String::from_utf8(decoded.stdout).unwrap().trim(),
+        r#"["c",3,42]"#
+    );
     for (srv, token) in [(&from_file, "file-secret"), (&from_env, "env-secret")] {
         let url = srv.url("/v1/sequences/s/next");
         let st = |r: reqwest::Response| r.status().as_u16();
@@ -361,6 +394,12 @@ fn refuses_bad_tokens_and_open_addresses() {
     let (code, err) = db.fails(&["serve", "--max-count", "0"]);
     assert_eq!(code, 1);
     assert!(err.contains("max count"), "{err}");
+
+    let short = db.dir.path().join("short");
+    std::fs::write(&short, "too-short\n").unwrap();
+    let (code, err) = db.fails(&["serve", "--shard-key-secret-file", short.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("at least 16 bytes"), "{err}");
 
     let help = db.ok(&["serve", "--help"]);
     assert!(help.contains("127.0.0.1:7878"), "{help}");

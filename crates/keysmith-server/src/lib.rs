@@ -56,6 +56,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use keysmith::pool::ValuePool;
 use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
+use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
 mod auth;
@@ -114,6 +115,52 @@ pub struct Config {
     pub adaptive: Option<AdaptivePolicy>,
     /// Where `POST /v1/counters/next` takes its names from.
     pub counter: CounterConfig,
+    /// The secret that signs shard key strings; without one the shard key
+    /// routes answer 501 (the server never makes unsigned strings, which
+    /// anyone could forge).
+    pub shard_key_secret: Option<ShardKeySecret>,
+}
+
+/// The shard key secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes), if
+/// that is set.
+///
+/// # Errors
+/// A message when it is set but empty, not Unicode, or too short.
+pub fn shard_key_secret_from_env() -> Result<Option<ShardKeySecret>, String> {
+    use keysmith::shard_key::SECRET_ENV;
+    match std::env::var(SECRET_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+            "${SECRET_ENV} is not valid Unicode; use printable text such as base64"
+        )),
+        Ok(s) if s.is_empty() => Err(format!(
+            "${SECRET_ENV} is set but empty; unset it or set a secret of at least {} bytes",
+            ShardKeySecret::MIN_BYTES
+        )),
+        Ok(s) => ShardKeySecret::new(s.into_bytes())
+            .map(Some)
+            .map_err(|e| format!("${SECRET_ENV}: {e}")),
+    }
+}
+
+/// The shard key secret in a file: its bytes, less one trailing newline.
+///
+/// # Errors
+/// A message naming the file when it cannot be read or holds too short a
+/// secret.
+pub fn shard_key_secret_from_file(path: &std::path::Path) -> Result<ShardKeySecret, String> {
+    let mut bytes = std::fs::read(path).map_err(|e| {
+        format!(
+            "cannot read the shard key secret file {}: {e}",
+            path.display()
+        )
+    })?;
+    if bytes.ends_with(b"\r\n") {
+        bytes.truncate(bytes.len() - 2);
+    } else if bytes.ends_with(b"\n") {
+        bytes.pop();
+    }
+    ShardKeySecret::new(bytes).map_err(|e| format!("shard key secret file {}: {e}", path.display()))
 }
 
 /// The host counter of `POST /v1/counters/next`, opened on first use.
@@ -185,6 +232,7 @@ impl Default for Config {
             max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
             adaptive: Some(AdaptivePolicy::default()),
             counter: CounterConfig::default(),
+            shard_key_secret: None,
         }
     }
 }
@@ -278,6 +326,7 @@ pub(crate) struct Shared {
     pub(crate) sequences: Handles<Sequence>,
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
+    pub(crate) shard_codec: Option<ShardKeyCodec>,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
 }
@@ -313,6 +362,7 @@ impl AppState {
                 sequences: Handles::new("sequence"),
                 pools: Handles::new("pool"),
                 counter: tokio::sync::OnceCell::new(),
+                shard_codec: config.shard_key_secret.as_ref().map(ShardKeyCodec::signed),
                 metrics: Metrics::new(),
                 started: Instant::now(),
             }),
@@ -439,6 +489,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
         .route("/v1/pools/{name}/next", post(pools::next))
         .route("/v1/counters/next", post(routes::counters::next))
+        .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
+        .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

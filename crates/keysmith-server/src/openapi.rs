@@ -89,6 +89,23 @@ pub fn document() -> Value {
                 "CounterNames": {"type": "object", "properties": {
                     "host": {"type": "string"}, "first": {"type": ["integer", "string"]}, "last": {"type": ["integer", "string"]},
                     "names": {"type": "array", "items": {"type": "string"}}}},
+                "Id": {"description": "An integer (an i64), \"TYPE:VALUE\" (u32:42, string:abc, uuid:..., datetime:2024-05-01T12:00:00Z, duration:1.5s), or {\"type\", \"value\"}.",
+                    "oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "object", "required": ["type", "value"],
+                        "properties": {"type": {"type": "string"}, "value": {}}}]},
+                "ShardKeyParts": {"type": "object", "required": ["origin", "shard", "record"], "additionalProperties": false, "properties": {
+                    "origin": {"type": "string", "minLength": 1, "maxLength": 1, "description": "One ASCII letter or digit naming the record type."},
+                    "shard": {"type": "integer", "minimum": 0, "maximum": 65535},
+                    "record": {"$ref": "#/components/schemas/Id"},
+                    "children": {"type": "array", "maxItems": 3, "items": {"$ref": "#/components/schemas/Id"}}}},
+                "ShardKeyDecode": {"type": "object", "required": ["external"], "additionalProperties": false, "properties": {
+                    "external": {"type": "string"},
+                    "origin": {"type": "string", "description": "Fail unless the key has this origin."},
+                    "record_type": {"type": "string", "description": "Fail unless the record id has this type (needs origin)."},
+                    "child_types": {"type": "array", "items": {"type": "string"}}}},
+                "ShardKey": {"type": "object", "properties": {
+                    "external": {"type": "string"},
+                    "key": {"type": "object", "description": "{origin, shard, record: {type, value}, children: [...]}"},
+                    "list": {"type": "array", "description": "[origin, shard, record, children...]"}}},
                 "Health": {"type": "object", "properties": {"status": {"type": "string"}, "store": {"type": "string"}}}
             }
         },
@@ -138,6 +155,16 @@ pub fn document() -> Value {
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The names, ascending; `first`/`last` are strings with as=string.", "CounterNames")),
                         ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/shard-keys/encode": {
+                "post": {"summary": "The external string of a shard key, signed with the server's secret",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyParts"}}}},
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
+            },
+            "/v1/shard-keys/decode": {
+                "post": {"summary": "Decode an external string; rejected if edited, forged or signed with another secret",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyDecode"}}}},
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
             },
             "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},

@@ -7,7 +7,8 @@ use std::time::Duration;
 use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
 use keysmith_server::{
     AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
-    DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
+    DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token, shard_key_secret_from_env,
+    shard_key_secret_from_file,
 };
 
 use crate::Global;
@@ -60,6 +61,12 @@ pub struct ServeArgs {
     /// Host name that prefixes counter names (default: the system host name).
     #[arg(long, value_name = "H")]
     counter_host: Option<String>,
+    /// A file holding the secret that signs shard key strings (at least 16
+    /// bytes; one trailing newline is dropped). Without it,
+    /// $KEYSMITH_SHARD_KEY_SECRET is used if set; with neither, the shard key
+    /// routes answer 501.
+    #[arg(long, value_name = "PATH")]
+    shard_key_secret_file: Option<PathBuf>,
 }
 
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
@@ -69,6 +76,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         None => Token::from_env().map_err(anyhow::Error::msg)?,
     };
     let authed = token.is_some();
+    let shard_key_secret = match &args.shard_key_secret_file {
+        Some(path) => Some(shard_key_secret_from_file(path).map_err(anyhow::Error::msg)?),
+        None => shard_key_secret_from_env().map_err(anyhow::Error::msg)?,
+    };
     let config = Config {
         listen: args.listen,
         store_url: global.store_url(),
@@ -87,6 +98,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             dir: args.counter_dir,
             host: args.counter_host,
         },
+        shard_key_secret,
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

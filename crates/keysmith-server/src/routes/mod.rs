@@ -13,6 +13,7 @@ use crate::error::{ApiError, ApiResult};
 pub(crate) mod counters;
 pub(crate) mod pools;
 pub(crate) mod sequences;
+pub(crate) mod shard_keys;
 
 /// The query of the `next` routes: `?count=N&as=number|string`.
 #[derive(Debug, Default, Deserialize)]
