@@ -94,7 +94,10 @@ async fn create_list_show_take_drop() {
         .await;
     assert_eq!(st, StatusCode::OK);
     let fourth: i64 = v["values"][0].as_str().unwrap().parse().unwrap();
-    assert!(fourth >= 1 && !got.contains(&fourth), "{fourth} after {got:?}");
+    assert!(
+        fourth >= 1 && !got.contains(&fourth),
+        "{fourth} after {got:?}"
+    );
 
     let (_, v) = srv.call(Method::GET, "/v1/pools", None).await;
     let names: Vec<&str> = v["pools"]
