@@ -13,105 +13,25 @@ mod common;
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{KEYSMITH, complete_values};
+use common::{DEADLINE, Kill, assert_increasing, complete_values, keysmith, ok};
 use keysmith_testsupport::etcd::{EtcdCluster, TempEtcd};
-use rand::RngExt;
-
-/// How long an awaited condition may take before the test fails. Generous:
-/// it bounds a hang (a locked reservation may wait out a dead holder's
-/// lease), it is not a performance threshold.
-const DEADLINE: Duration = Duration::from_secs(120);
-
-/// `keysmith --store URL` with nothing from the environment.
-fn keysmith(url: &str) -> Command {
-    let mut c = Command::new(KEYSMITH);
-    c.arg("--store").arg(url).env_remove("KEYSMITH_STORE");
-    c
-}
-
-/// Runs `keysmith --store URL args...`, expects success, returns stdout.
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = keysmith(url).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "keysmith {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A store URL on the shared node with a fresh key prefix: an empty store.
 fn fresh_url(etcd: &TempEtcd) -> String {
     etcd.url_with_prefix(&format!("procs-{:016x}", rand::random::<u64>()))
 }
 
-fn assert_increasing(values: &[i64], who: &str) {
-    for w in values.windows(2) {
-        assert!(w[0] < w[1], "{who}: {} then {}", w[0], w[1]);
-    }
-}
-
-/// Reads a child's stdout to its end in a thread, into a buffer the test
-/// can watch grow.
-fn drain(mut out: ChildStdout) -> (Arc<Mutex<Vec<u8>>>, JoinHandle<()>) {
-    let buf = Arc::new(Mutex::new(Vec::new()));
-    let sink = buf.clone();
-    let reader = std::thread::spawn(move || {
-        let mut chunk = [0u8; 4096];
-        while let Ok(n @ 1..) = out.read(&mut chunk) {
-            sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-        }
-    });
-    (buf, reader)
-}
-
-/// At least 4 processes at once on one sequence, small blocks so they
-/// collide often: all values unique, each process's values increasing.
-/// (With blocks this small, optimistic puts collide so often that the
-/// default 10 attempts can run out: that is a `Contention` error, never a
-/// duplicate; the attempt limit is raised so every process finishes.)
+/// Five processes at once on one sequence (see `common`).
 fn processes_never_share_a_value(strategy: &str) {
-    let Some(etcd) = TempEtcd::shared() else {
-        return;
-    };
-    let url = fresh_url(etcd);
-    ok(&url, &["create", "s", "--block", "3"]);
-    const COUNT: usize = 100;
-    let children: Vec<Child> = (0..5)
-        .map(|i| {
-            let block = if i == 0 { "1" } else { "3" };
-            keysmith(&url)
-                .args(["next", "s", "--count", &COUNT.to_string()])
-                .args(["--strategy", strategy, "--block", block])
-                .args(["--max-attempts", "10000"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut all = HashSet::new();
-    let mut total = 0;
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{strategy}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let values = complete_values(&out.stdout);
-        assert_eq!(values.len(), COUNT, "{strategy}");
-        assert_increasing(&values, strategy);
-        total += values.len();
-        all.extend(values);
+    if let Some(etcd) = TempEtcd::shared() {
+        common::processes_never_share_a_value(&fresh_url(etcd), "s", strategy, 5, 100);
     }
-    assert_eq!(all.len(), total, "{strategy}: a value was handed out twice");
 }
 
 #[test]
@@ -129,125 +49,30 @@ fn atomic_processes_never_share_a_value() {
     processes_never_share_a_value("atomic");
 }
 
-/// One child of a SIGKILL round: its stdout so far, and how much of it to
-/// wait for before the kill.
-struct Victim {
-    child: Child,
-    out: Arc<Mutex<Vec<u8>>>,
-    reader: JoinHandle<()>,
-    want: usize,
-    killed: bool,
-}
-
-/// Rounds of children allocating in a loop, killed with SIGKILL at moments
-/// chosen by progress (a random amount of output first), so that kills land
-/// mid-block, mid-refill and, for `locked`, while holding or queued for the
-/// etcd lock. No value is ever seen twice, each child's values increase, and
-/// afterwards the sequence resumes above everything handed out.
-///
-/// With `together`, a round's children are all killed once the last of them
-/// has printed its share (each is wherever it is then); otherwise each is
-/// killed as soon as it has printed its own. Optimistic and atomic need the
-/// latter: on etcd the process that just won a put tends to win the next
-/// ones too, so the others may starve until it dies. Locked needs the
-/// former: a child killed while holding or queued for the lock blocks the
-/// others until its lease expires (`LOCK_TTL_SECS`), and one such wait per
-/// round (at the start of the next round, and before the final `next`: a
-/// dead holder must not block for good) keeps the test short; the lock
-/// queue is fair, so nobody starves meanwhile.
-fn sigkill_at_random_moments_never_repeats_a_value(strategy: &str, rounds: usize, together: bool) {
-    let Some(etcd) = TempEtcd::shared() else {
-        return;
-    };
-    let url = fresh_url(etcd);
-    ok(&url, &["create", "k", "--block", "10"]);
-    let mut rng = rand::rng();
-    let mut seen = HashSet::new();
-    let mut max_seen = 0;
-    for round in 0..rounds {
-        let mut children: Vec<Victim> = (0..3)
-            .map(|_| {
-                let mut child = keysmith(&url)
-                    .args(["next", "k", "--count", "100000000", "--strategy", strategy])
-                    .args(["--max-attempts", "10000"])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let (out, reader) = drain(child.stdout.take().unwrap());
-                let want = rng.random_range(1..2000);
-                Victim {
-                    child,
-                    out,
-                    reader,
-                    want,
-                    killed: false,
-                }
-            })
-            .collect();
-        let give_up = Instant::now() + DEADLINE;
-        while children.iter().any(|c| !c.killed) {
-            let all_ready = children
-                .iter()
-                .all(|c| c.out.lock().unwrap().len() >= c.want);
-            for c in children.iter_mut().filter(|c| !c.killed) {
-                let done = c.out.lock().unwrap().len() >= c.want;
-                if (done && !together) || all_ready {
-                    c.child.kill().unwrap(); // SIGKILL
-                    c.killed = true;
-                } else if let Some(status) = c.child.try_wait().unwrap() {
-                    let mut err = String::new();
-                    c.child
-                        .stderr
-                        .take()
-                        .unwrap()
-                        .read_to_string(&mut err)
-                        .unwrap();
-                    panic!("{strategy} round {round}: a child exited by itself ({status}): {err}");
-                }
-            }
-            assert!(
-                Instant::now() < give_up,
-                "{strategy} round {round}: children made no progress"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        for mut c in children {
-            c.child.wait().unwrap();
-            c.reader.join().unwrap();
-            let values = complete_values(&c.out.lock().unwrap());
-            assert!(!values.is_empty(), "child printed nothing before the kill");
-            assert_increasing(&values, strategy);
-            for v in values {
-                assert!(seen.insert(v), "{strategy}: {v} handed out twice");
-                max_seen = max_seen.max(v);
-            }
-        }
+/// SIGKILL rounds (see `common::sigkill_rounds`). On etcd optimistic and
+/// atomic kill each child when it has printed its share (the last winner
+/// tends to keep winning); locked kills a round together (a dead lock
+/// holder blocks the others until its lease expires, once per round).
+fn sigkill_at_random_moments_never_repeats_a_value(strategy: &str, rounds: usize, kill: Kill) {
+    if let Some(etcd) = TempEtcd::shared() {
+        common::sigkill_rounds(&fresh_url(etcd), "k", strategy, rounds, kill);
     }
-    let after: i64 = ok(&url, &["next", "k", "--strategy", strategy])
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        after > max_seen,
-        "{strategy}: resumed at {after}, below {max_seen}"
-    );
 }
 
 #[test]
 fn optimistic_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("optimistic", 6, false);
+    sigkill_at_random_moments_never_repeats_a_value("optimistic", 6, Kill::EachWhenDone);
 }
 
 /// Fewer rounds: each may wait out a killed lock holder's lease.
 #[test]
 fn locked_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("locked", 3, true);
+    sigkill_at_random_moments_never_repeats_a_value("locked", 3, Kill::Together);
 }
 
 #[test]
 fn atomic_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("atomic", 6, false);
+    sigkill_at_random_moments_never_repeats_a_value("atomic", 6, Kill::EachWhenDone);
 }
 
 /// The index of the node that is the raft leader now, asked of each running
