@@ -68,6 +68,12 @@ impl NextQuery {
 }
 
 /// `{"values": [...]}`, as numbers or as strings.
+/// The answer to a DELETE of a sequence or pool.
+#[derive(Serialize)]
+pub(crate) struct Dropped {
+    pub(crate) dropped: String,
+}
+
 pub(crate) fn values_response(values: &[i64], as_strings: bool) -> Response {
     use std::fmt::Write;
     let mut body = String::with_capacity(16 + values.len() * 22);

@@ -127,19 +127,14 @@ pub(crate) async fn show(
     }))
 }
 
-#[derive(Serialize)]
-pub(crate) struct Dropped {
-    dropped: String,
-}
-
 pub(crate) async fn drop(
     State(state): State<AppState>,
     Name(name): Name,
-) -> ApiResult<Json<Dropped>> {
+) -> ApiResult<Json<super::Dropped>> {
     let s = state.shared();
     pool::remove(&*s.store, &name).await?;
     s.pools.remove(&name, &s.metrics).await;
-    Ok(Json(Dropped { dropped: name }))
+    Ok(Json(super::Dropped { dropped: name }))
 }
 
 async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<ValuePool>>> {

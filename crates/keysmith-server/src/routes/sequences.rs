@@ -125,21 +125,16 @@ pub(crate) async fn show(
     Ok(Json(view(&state, row.into())))
 }
 
-#[derive(Serialize)]
-pub(crate) struct Dropped {
-    dropped: String,
-}
-
 pub(crate) async fn drop(
     State(state): State<AppState>,
     Name(name): Name,
-) -> ApiResult<Json<Dropped>> {
+) -> ApiResult<Json<super::Dropped>> {
     let s = state.shared();
     sequence::remove(&*s.store, &name).await?;
     // After the store forgot it: a request racing with this one cannot
     // reopen a handle on it.
     s.sequences.remove(&name, &s.metrics).await;
-    Ok(Json(Dropped { dropped: name }))
+    Ok(Json(super::Dropped { dropped: name }))
 }
 
 async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequence>>> {
