@@ -237,33 +237,39 @@ fn assert_unavailable(who: &str, status: ExitStatus, stderr: &str, port: u16) {
 /// lies above every value seen (each block was committed before its first
 /// value was printed), and the sequence resumes above all of them.
 ///
-/// Each strategy has its own sequence: an optimistic handle that shares a
-/// sequence with locked or atomic handles reserving one value at a time
-/// loses nearly every race (its read is stale by the time its put lands),
-/// which is contention, not what this test is about.
+/// Each runner has its own sequence: optimistic concurrency is not fair, and
+/// an optimistic handle that shares a sequence with a handle reserving one
+/// value at a time without pause can lose nearly every race (its row is
+/// stale by the time its put lands). That is contention, not what this test
+/// is about; `processes_never_share_a_value` covers shared sequences.
 #[test]
 fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
     let Some(server) = TempPostgres::start() else {
         return;
     };
     let pg = Pg::new(&server, "procs_crash");
-    for strategy in STRATEGIES {
-        pg.ok(&["create", strategy, "--block", "4"]);
+    // One sequence per (strategy, block size): (name, strategy, block).
+    let sequences: Vec<(String, &str, &str)> = STRATEGIES
+        .iter()
+        .flat_map(|&st| ["1", "4"].map(|b| (format!("{st}-{b}"), st, b)))
+        .collect();
+    for (name, _, _) in &sequences {
+        pg.ok(&["create", name, "--block", "4"]);
     }
-    let mut seen: [Seen; 3] = Default::default();
-    // (index into STRATEGIES, runner) for each strategy and block size.
+    let mut seen: Vec<Seen> = sequences.iter().map(|_| Seen::default()).collect();
+    // (index into `sequences`, runner) for each sequence.
     let spawn = |count: &str, label: &str| -> Vec<(usize, Runner)> {
-        let mut out = Vec::new();
-        for (s, strategy) in STRATEGIES.iter().enumerate() {
-            for block in ["1", "4"] {
+        sequences
+            .iter()
+            .enumerate()
+            .map(|(s, (name, strategy, block))| {
                 let r = Runner::spawn(
-                    pg.next(strategy, count, strategy, Some(block)),
+                    pg.next(name, count, strategy, Some(block)),
                     format!("{label} ({strategy}, block {block})"),
                 );
-                out.push((s, r));
-            }
-        }
-        out
+                (s, r)
+            })
+            .collect()
     };
 
     for round in 0..2 {
@@ -287,7 +293,7 @@ fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
             seen[s].record(&who, values);
         }
         // One started while the server is down fails the same way.
-        let out = pg.run(&["next", "atomic", "--count", "5"]);
+        let out = pg.run(&["next", "atomic-4", "--count", "5"]);
         assert_unavailable(
             "started while down",
             out.status,
@@ -298,12 +304,12 @@ fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
 
         server.restart();
 
-        let mut recovered = [0i64; 3];
-        for (s, strategy) in STRATEGIES.iter().enumerate() {
-            recovered[s] = pg.next_free(strategy);
+        let mut recovered = vec![0i64; sequences.len()];
+        for (s, (name, _, _)) in sequences.iter().enumerate() {
+            recovered[s] = pg.next_free(name);
             assert!(
                 recovered[s] > seen[s].max,
-                "round {round}, {strategy}: after recovery the row is at {}, but {} was handed out",
+                "round {round}, {name}: after recovery the row is at {}, but {} was handed out",
                 recovered[s],
                 seen[s].max
             );
@@ -325,15 +331,15 @@ fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
         }
     }
 
-    for (s, strategy) in STRATEGIES.iter().enumerate() {
+    for (s, (name, strategy, _)) in sequences.iter().enumerate() {
         let after: i64 = pg
-            .ok(&["next", strategy, "--strategy", strategy])
+            .ok(&["next", name, "--strategy", strategy])
             .trim()
             .parse()
             .unwrap();
         assert!(
             after > seen[s].max,
-            "{strategy}: resumed at {after}, below {}",
+            "{name}: resumed at {after}, below {}",
             seen[s].max
         );
     }

@@ -14,9 +14,11 @@ use crate::{Error, Result};
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Read the row and its version, then a conditional put; on conflict the
-    /// store returns the current row and the put is retried from it, with a
-    /// jittered backoff, a bounded number of times (then
-    /// [`Error::Contention`]). The default: no lock is held between calls.
+    /// store returns the current row and the put is retried from it: at once
+    /// the first time, then after a jittered backoff, a bounded number of
+    /// times (then [`Error::Contention`]). The default: no lock is held
+    /// between calls. Not fair: against a writer that never pauses, another
+    /// optimistic writer can lose every race; use locked or atomic there.
     #[default]
     Optimistic,
     /// Lock the row (`BEGIN IMMEDIATE`, `SELECT ... FOR UPDATE`, an etcd
@@ -146,7 +148,13 @@ impl Allocator {
                     }
                     row = current;
                     from_hint = false;
-                    tokio::time::sleep(backoff(attempt)).await;
+                    // The row just returned is fresh: the first retry goes at
+                    // once (a sleep would only make it stale, and against a
+                    // writer that never pauses the sleeper never wins).
+                    // Repeated conflicts mean many writers: back off, jittered.
+                    if attempt >= 2 {
+                        tokio::time::sleep(backoff(attempt - 1)).await;
+                    }
                 }
             }
         }
