@@ -344,7 +344,10 @@ fn user_id() -> impl Strategy<Value = UserId> {
 }
 
 fn domain() -> impl Strategy<Value = Domain> {
-    "[a-zA-Z][a-zA-Z0-9-]{0,10}(\\.[a-zA-Z]{2,5}){0,2}".prop_map(|s| Domain::new(&s).unwrap())
+    // The pattern can spell an `xn--` label that is not valid punycode:
+    // Domain::new rightly refuses it, so such strings are skipped.
+    "[a-zA-Z][a-zA-Z0-9-]{0,10}(\\.[a-zA-Z]{2,5}){0,2}"
+        .prop_filter_map("not a valid domain", |s| Domain::new(&s).ok())
 }
 
 fn row_name() -> impl Strategy<Value = RowName> {
