@@ -32,6 +32,7 @@
 //! Errors are one enum, [`Error`], whose variants say what the caller can do.
 #![warn(missing_docs)]
 
+mod backoff;
 pub mod bench;
 mod error;
 mod name;

@@ -42,11 +42,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
+use crate::backoff::backoff;
 use crate::store::{PoolRow, Store};
 use crate::{Error, Result, validate_name};
 
@@ -407,13 +407,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Full jitter between rounds: a random wait up to 1 ms doubled per round,
-/// at most 64 ms.
-fn backoff(round: u32) -> Duration {
-    let cap_us = 1_000u64 << round.min(6);
-    Duration::from_micros(rand::random_range(0..=cap_us))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,13 +417,6 @@ mod tests {
         check_batch(MAX_BATCH).unwrap();
         for bad in [0, -5, MAX_BATCH + 1] {
             assert!(matches!(check_batch(bad), Err(Error::InvalidArgument(_))));
-        }
-    }
-
-    #[test]
-    fn backoff_is_bounded() {
-        for r in 0..40 {
-            assert!(backoff(r) <= Duration::from_millis(64));
         }
     }
 }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::backoff::backoff;
 use crate::store::{Put, Reservation, Row, Store};
 use crate::{Error, Result};
 
@@ -179,12 +179,6 @@ impl Allocator {
     }
 }
 
-/// Full jitter: a random wait up to 1 ms doubled per attempt, at most 64 ms.
-fn backoff(attempt: u32) -> Duration {
-    let cap_us = 1_000u64 << attempt.min(6);
-    Duration::from_micros(rand::random_range(0..=cap_us))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,12 +189,5 @@ mod tests {
             assert_eq!(s.to_string().parse::<Strategy>().unwrap(), s);
         }
         assert!("fast".parse::<Strategy>().is_err());
-    }
-
-    #[test]
-    fn backoff_is_bounded() {
-        for a in 0..40 {
-            assert!(backoff(a) <= Duration::from_millis(64));
-        }
     }
 }
