@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::process::{Child, Stdio};
 
 use common::{Db, complete_values};
+use keysmith_testsupport::pool_holes;
 use rand::RngExt;
 
 fn members(db: &Db, pool: &str) -> Vec<i64> {
@@ -19,45 +19,6 @@ fn taken_count(db: &Db, pool: &str) -> usize {
     let show: serde_json::Value =
         serde_json::from_str(&db.ok(&["--json", "pool", "show", pool])).unwrap();
     show["taken"].as_u64().unwrap() as usize
-}
-
-/// Checks the invariants and returns the holes: numbers below their
-/// residue's member that nobody printed.
-fn holes(start: i64, size: i64, taken: &[i64], members: &[i64]) -> Vec<i64> {
-    let taken_set: BTreeSet<i64> = taken.iter().copied().collect();
-    assert_eq!(
-        taken_set.len(),
-        taken.len(),
-        "a number was handed out twice"
-    );
-    assert_eq!(
-        members.len() as i64,
-        size,
-        "the pool lost or gained members"
-    );
-    let mut by_residue = BTreeMap::new();
-    for &m in members {
-        assert!(!taken_set.contains(&m), "{m} is both taken and a member");
-        assert!(by_residue.insert((m - start) % size, m).is_none());
-    }
-    let mut holes = Vec::new();
-    let mut below = 0;
-    for (&r, &m) in &by_residue {
-        let mut v = start + r;
-        while v < m {
-            below += 1;
-            if !taken_set.contains(&v) {
-                holes.push(v);
-            }
-            v += size;
-        }
-    }
-    assert_eq!(
-        below,
-        taken.len() + holes.len(),
-        "a taken number is above its residue's member"
-    );
-    holes
 }
 
 /// Six processes at once on a pool of 20, three of them reusing their
@@ -99,7 +60,10 @@ fn processes_never_share_a_number_and_leave_no_holes() {
         assert_eq!(values.len(), 150);
         taken.extend(values);
     }
-    assert_eq!(holes(1, 20, &taken, &members(&db, "p")), Vec::<i64>::new());
+    assert_eq!(
+        pool_holes(1, 20, &taken, &members(&db, "p")),
+        Vec::<i64>::new()
+    );
     assert_eq!(taken_count(&db, "p"), 6 * 150);
 }
 
@@ -175,7 +139,7 @@ fn sigkilled_takers_leave_at_most_one_hole_each() {
     taken.extend(complete_values(
         db.ok(&["pool", "take", "k", "-n", "50"]).as_bytes(),
     ));
-    let holes = holes(start, size, &taken, &members(&db, "k"));
+    let holes = pool_holes(start, size, &taken, &members(&db, "k"));
     assert!(
         holes.len() <= killed,
         "{} holes from {killed} killed takers: {holes:?}",

@@ -24,3 +24,52 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("cannot bind an ephemeral port on 127.0.0.1")
 }
+
+/// Checks a value pool's invariants after a run and returns its holes.
+///
+/// Asserts that no number in `taken` appears twice, that `members` holds
+/// exactly `size` numbers, one per residue modulo `size`, none of them taken,
+/// and that every taken number lies below its residue's member. Returns the
+/// holes: numbers below their residue's member that nobody reported taking
+/// (a taker killed between its swap and printing leaves one).
+pub fn pool_holes(start: i64, size: i64, taken: &[i64], members: &[i64]) -> Vec<i64> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let taken_set: BTreeSet<i64> = taken.iter().copied().collect();
+    assert_eq!(
+        taken_set.len(),
+        taken.len(),
+        "a number was handed out twice"
+    );
+    assert_eq!(
+        members.len() as i64,
+        size,
+        "the pool lost or gained members"
+    );
+    let mut by_residue = BTreeMap::new();
+    for &m in members {
+        assert!(!taken_set.contains(&m), "{m} is both taken and a member");
+        assert!(m >= start, "member {m} is below the pool's start {start}");
+        assert!(
+            by_residue.insert((m - start) % size, m).is_none(),
+            "two members share a residue"
+        );
+    }
+    let mut holes = Vec::new();
+    let mut below = 0;
+    for (&r, &m) in &by_residue {
+        let mut v = start + r;
+        while v < m {
+            below += 1;
+            if !taken_set.contains(&v) {
+                holes.push(v);
+            }
+            v += size;
+        }
+    }
+    assert_eq!(
+        below,
+        taken.len() + holes.len(),
+        "a taken number is above its residue's member"
+    );
+    holes
+}

@@ -1,7 +1,7 @@
 //! ValuePool and the pool admin functions, on real stores (SQLite files and
 //! the in-memory store).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -10,6 +10,7 @@ use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
 use keysmith::store::{
     PoolRow, Put, Reservation, Row, SequenceSpec, Store, memory::MemoryStore, sqlite::SqliteStore,
 };
+use keysmith_testsupport::pool_holes;
 
 fn memory() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
@@ -24,59 +25,13 @@ async fn handle(store: &Arc<dyn Store>, name: &str) -> ValuePool {
         .unwrap()
 }
 
-/// Checks the pool's invariants after a run: `members` holds one number per
-/// residue modulo `size`; `taken` and `members` are disjoint; and for each
-/// residue, every number from its first value up to its member was taken,
-/// except at most `may_miss` numbers overall. Returns how many were missing.
-fn check_invariants(
-    start: i64,
-    size: i64,
-    taken: &[i64],
-    members: &[i64],
-    may_miss: usize,
-) -> usize {
-    let taken_set: BTreeSet<i64> = taken.iter().copied().collect();
-    assert_eq!(
-        taken_set.len(),
-        taken.len(),
-        "a number was handed out twice"
-    );
-    assert_eq!(
-        members.len() as i64,
-        size,
-        "the pool lost or gained members"
-    );
-    let mut by_residue = BTreeMap::new();
-    for &m in members {
-        assert!(!taken_set.contains(&m), "{m} is both taken and a member");
-        assert!(m >= start);
-        assert!(
-            by_residue.insert((m - start) % size, m).is_none(),
-            "two members share a residue"
-        );
-    }
-    let mut missing = 0;
-    let mut expected = 0;
-    for (&r, &m) in &by_residue {
-        let mut v = start + r;
-        while v < m {
-            expected += 1;
-            if !taken_set.contains(&v) {
-                missing += 1;
-            }
-            v += size;
-        }
-    }
-    assert_eq!(
-        expected,
-        taken.len() + missing,
-        "taken numbers above their residue's member"
-    );
+/// The pool's invariants after a run (see `pool_holes`), with no hole.
+fn check_invariants(start: i64, size: i64, taken: &[i64], members: &[i64]) {
+    let holes = pool_holes(start, size, taken, members);
     assert!(
-        missing <= may_miss,
-        "{missing} holes, at most {may_miss} allowed"
+        holes.is_empty(),
+        "holes left by takers that were not killed: {holes:?}"
     );
-    missing
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -119,7 +74,7 @@ async fn tasks_on_separate_connections_and_one_shared_handle_take_unique_numbers
     }
     assert_eq!(taken.len(), 12 * 40);
     let members = pool::members(&*admin, "p").await.unwrap();
-    check_invariants(1, 20, &taken, &members, 0);
+    check_invariants(1, 20, &taken, &members);
 
     let info = pool::describe(&*admin, "p").await.unwrap();
     assert_eq!(info.taken, 12 * 40);
@@ -175,7 +130,7 @@ fn os_threads_with_their_own_runtimes_take_unique_numbers() {
         let s = SqliteStore::open(&path).await.unwrap();
         pool::members(&s, "p").await.unwrap()
     });
-    check_invariants(0, 7, &taken, &members, 0);
+    check_invariants(0, 7, &taken, &members);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -199,7 +154,7 @@ async fn memory_store_under_many_tasks() {
         taken.extend(t.await.unwrap());
     }
     let members = pool::members(&*store, "p").await.unwrap();
-    check_invariants(100, 3, &taken, &members, 0);
+    check_invariants(100, 3, &taken, &members);
 }
 
 #[tokio::test]
@@ -208,7 +163,7 @@ async fn a_lone_taker_never_conflicts_and_pays_one_sample_and_one_swap_per_take(
     pool::create(&*store, "p", 1, 10).await.unwrap();
     let h = handle(&store, "p").await;
     let got = h.take_n(25).await.unwrap();
-    check_invariants(1, 10, &got, &pool::members(&*store, "p").await.unwrap(), 0);
+    check_invariants(1, 10, &got, &pool::members(&*store, "p").await.unwrap());
     assert_eq!(
         h.stats(),
         PoolStats {
@@ -251,7 +206,7 @@ async fn take_each_sees_every_number_as_it_is_taken() {
     .await
     .unwrap();
     assert_eq!(seen.len(), 6);
-    check_invariants(5, 4, &seen, &pool::members(&*store, "p").await.unwrap(), 0);
+    check_invariants(5, 4, &seen, &pool::members(&*store, "p").await.unwrap());
 
     // An error of the callback stops the loop at once.
     let mut calls = 0;
@@ -504,7 +459,7 @@ async fn a_taker_that_always_loses_gives_up_with_contention_after_max_rounds() {
     );
     // The rival's takes kept the pool whole.
     let rival = store.rival_took.lock().unwrap().clone();
-    check_invariants(1, 10, &rival, &store.pool_members("p").await.unwrap(), 0);
+    check_invariants(1, 10, &rival, &store.pool_members("p").await.unwrap());
 }
 
 /// One taker, 4000 takes from a pool of 20: with uniform samples each
