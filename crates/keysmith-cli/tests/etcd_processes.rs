@@ -136,7 +136,7 @@ fn cli_worker(
     while !stop.load(SeqCst) {
         let mut child = keysmith(&url)
             .args(["next", "ids", "--count", "100", "--block", "5"])
-            .args(["--strategy", strategy, "--max-attempts", "10000"])
+            .args(["--strategy", strategy])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -30,15 +30,7 @@ fn processes_never_share_a_number_and_leave_no_holes() {
     let children: Vec<Child> = (0..6)
         .map(|i| {
             let mut c = db.cmd();
-            c.args([
-                "pool",
-                "take",
-                "p",
-                "--count",
-                "150",
-                "--max-rounds",
-                "100000",
-            ]);
+            c.args(["pool", "take", "p", "--count", "150"]);
             if i % 2 == 1 {
                 c.arg("--reuse-sample");
             }
@@ -90,15 +82,7 @@ fn sigkilled_takers_leave_at_most_one_hole_each() {
         let mut children: Vec<Child> = (0..4)
             .map(|i| {
                 let mut c = db.cmd();
-                c.args([
-                    "pool",
-                    "take",
-                    "k",
-                    "--count",
-                    "1000000",
-                    "--max-rounds",
-                    "100000",
-                ]);
+                c.args(["pool", "take", "k", "--count", "1000000"]);
                 if (round + i) % 2 == 1 {
                     c.arg("--reuse-sample");
                 }

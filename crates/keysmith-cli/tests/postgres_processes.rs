@@ -54,12 +54,10 @@ impl Pg {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// `keysmith next NAME --strategy S ...` with stdout piped and the
-    /// attempt limit raised (see [`processes_never_share_a_value`]).
+    /// `keysmith next NAME --strategy S ...` with stdout piped.
     fn next(&self, name: &str, count: &str, strategy: &str, block: Option<&str>) -> Command {
         let mut c = self.cmd();
-        c.args(["next", name, "--count", count, "--strategy", strategy])
-            .args(["--max-attempts", "10000"]);
+        c.args(["next", name, "--count", count, "--strategy", strategy]);
         if let Some(b) = block {
             c.args(["--block", b]);
         }

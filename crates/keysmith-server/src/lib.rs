@@ -106,10 +106,10 @@ pub struct Config {
     pub request_timeout: Duration,
     /// How the server's sequence handles reserve blocks.
     pub strategy: Strategy,
-    /// Optimistic attempts per block before a request fails with
-    /// contention (a 503). Default
-    /// [`keysmith::sequence::DEFAULT_MAX_ATTEMPTS`].
-    pub max_attempts: u32,
+    /// How long a reservation or pool take keeps retrying races lost to
+    /// other writers before the request fails with contention (a 503); less
+    /// than `request_timeout`. `None` (the default): half the request timeout.
+    pub retry_budget: Option<Duration>,
     /// How the server's handles size their blocks; `None` keeps each at its
     /// sequence's block size. Default: [`AdaptivePolicy::default`].
     pub adaptive: Option<AdaptivePolicy>,
@@ -229,7 +229,7 @@ impl Default for Config {
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             strategy: Strategy::default(),
-            max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
+            retry_budget: None,
             adaptive: Some(AdaptivePolicy::default()),
             counter: CounterConfig::default(),
             shard_key_secret: None,
@@ -255,8 +255,14 @@ impl Config {
                 "the body limit must be at least 1 byte".into(),
             ));
         }
-        if self.max_attempts == 0 {
-            return Err(ServeError::Config("max attempts must be at least 1".into()));
+        if let Some(budget) = self.retry_budget
+            && budget >= self.request_timeout
+        {
+            return Err(ServeError::Config(format!(
+                "the retry budget ({} ms) must be below the request timeout ({} ms), so that a contended request is answered before it times out",
+                budget.as_millis(),
+                self.request_timeout.as_millis()
+            )));
         }
         if let Some(a) = &self.adaptive {
             keysmith::store::check_count("the largest adaptive block", a.max)
@@ -313,7 +319,7 @@ pub(crate) struct Options {
     pub(crate) body_limit: usize,
     pub(crate) request_timeout: Duration,
     pub(crate) strategy: Strategy,
-    pub(crate) max_attempts: u32,
+    pub(crate) retry_budget: Duration,
     pub(crate) adaptive: Option<AdaptivePolicy>,
     pub(crate) counter: CounterConfig,
 }
@@ -354,7 +360,7 @@ impl AppState {
                     body_limit: config.body_limit,
                     request_timeout: config.request_timeout,
                     strategy: config.strategy,
-                    max_attempts: config.max_attempts,
+                    retry_budget: config.retry_budget.unwrap_or(config.request_timeout / 2),
                     adaptive: config.adaptive,
                     counter: config.counter.clone(),
                 },

@@ -601,7 +601,11 @@ async fn store_unavailable_and_timeout_are_503_with_retry_after() {
 /// returned.
 #[tokio::test]
 async fn contention_is_503_with_retry_after() {
-    let srv = TestServer::start_with(|c, _| c.max_attempts = 1).await;
+    let srv = TestServer::start_with(|c, _| {
+        c.strategy = keysmith::sequence::Strategy::Optimistic;
+        c.retry_budget = Some(std::time::Duration::ZERO);
+    })
+    .await;
     srv.create("s", 1).await;
     assert_eq!(srv.next("s", 1).await, vec![1]);
     // Another writer moves the row under the server's remembered version.

@@ -204,8 +204,7 @@ async fn open(
         .store(store)
         .name(name)
         .block(block)
-        .strategy(strategy)
-        .max_attempts(1000);
+        .strategy(strategy);
     if let Some(p) = prefetch {
         b = b.prefetch(p);
     }

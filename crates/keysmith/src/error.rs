@@ -45,14 +45,15 @@ pub enum Error {
         max: i64,
     },
 
-    /// Optimistic allocation lost the race too many times in a row.
+    /// Allocation lost races to concurrent writers until its retry budget
+    /// (time, or a count if one was set) was spent.
     #[error(
-        "{name:?}: gave up after {attempts} attempts lost to concurrent writers; retry later, or lower the contention (a sequence: a larger block, or the locked or atomic strategy; a pool: a larger sample or more rounds)"
+        "{name:?}: gave up after {attempts} attempts lost to concurrent writers within the retry budget; retry later, allow a longer retry budget, or lower the contention (a sequence: a larger block, or the atomic strategy; a pool: a larger sample)"
     )]
     Contention {
         /// The sequence or pool.
         name: String,
-        /// How many attempts were made.
+        /// How many attempts were lost.
         attempts: u32,
     },
 

@@ -42,5 +42,6 @@ pub mod sequence;
 pub mod shard_key;
 pub mod store;
 
+pub use backoff::DEFAULT_RETRY_BUDGET;
 pub use error::{Error, Result, closest_names};
 pub use name::{MAX_NAME_BYTES, validate_name};

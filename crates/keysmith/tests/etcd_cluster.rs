@@ -69,7 +69,6 @@ async fn allocator(
         .name("ids")
         .block(7)
         .strategy(strategy)
-        .max_attempts(50)
         .build()
         .await
         .unwrap();

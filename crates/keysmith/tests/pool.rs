@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keysmith::Error;
 use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
+use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{
     PoolRow, Put, Reservation, Row, SequenceSpec, Store, memory::MemoryStore, sqlite::SqliteStore,
 };
@@ -360,9 +361,12 @@ async fn builder_rejects_bad_settings() {
     assert!(matches!(e, Error::InvalidName { .. }), "{e}");
 }
 
-/// A real store plus a rival taker that always gets there first: right after
-/// every sample it hands it out, takes each sampled member through the same
-/// store. Makes contention deterministic without faking the store.
+/// A real store plus a rival that always gets there first. Pools: right
+/// after every sample it hands out, it takes each sampled member through the
+/// same store. Sequences: right after every put that conflicts, it reserves
+/// one more value, so the row the conflict returned is stale by the time the
+/// loser retries (a writer that never pauses). Makes contention
+/// deterministic without faking the store.
 #[derive(Debug)]
 struct RivalFirst {
     inner: MemoryStore,
@@ -378,7 +382,11 @@ impl Store for RivalFirst {
         self.inner.read(name).await
     }
     async fn put_if_version(&self, name: &str, n: i64, v: u64) -> keysmith::Result<Put> {
-        self.inner.put_if_version(name, n, v).await
+        let put = self.inner.put_if_version(name, n, v).await?;
+        if let Put::Conflict(_) = put {
+            self.inner.reserve_atomic(name, 1).await?;
+        }
+        Ok(put)
     }
     async fn reserve_locked(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_locked(name, n).await
@@ -492,4 +500,64 @@ async fn takes_spread_evenly_over_the_pool_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("k.db")).await.unwrap());
     takes_spread_evenly_over_the_pool(store).await;
+}
+
+/// A handle that retried from the row a conflict returned, again and again,
+/// would lose to this rival forever: the row is stale every time. With the
+/// default settings the handle retries once from the returned row, then waits
+/// and reads the row afresh, and is served.
+#[tokio::test]
+async fn an_optimistic_handle_never_retries_from_a_row_known_to_be_stale() {
+    let store = Arc::new(RivalFirst {
+        inner: MemoryStore::new(),
+        rival_took: Default::default(),
+    });
+    let spec = SequenceSpec::new("s");
+    keysmith::sequence::create(&*store, &spec).await.unwrap();
+    let h = Sequence::builder()
+        .store(store.clone())
+        .name("s")
+        .block(1)
+        .strategy(Strategy::Optimistic)
+        .build()
+        .await
+        .unwrap();
+    // The rival moves the row once before the handle's first put.
+    store.inner.reserve_atomic("s", 1).await.unwrap();
+    let v = h.next().await.unwrap();
+    let s = h.stats();
+    assert_eq!(
+        s.conflicts, 2,
+        "one conflict from the remembered row, one from the returned row"
+    );
+    // The rival took 1, then 2 and 3 after the two conflicts; the fresh read
+    // after the wait saw that.
+    assert_eq!(v, 4);
+}
+
+/// With a zero retry budget a take reads one sample, tries its candidates,
+/// and gives up.
+#[tokio::test]
+async fn a_zero_retry_budget_gives_up_after_one_sample() {
+    let store = Arc::new(RivalFirst {
+        inner: MemoryStore::new(),
+        rival_took: Default::default(),
+    });
+    pool::create(&*store, "p", 1, 10).await.unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("p")
+        .sample(3)
+        .retry_budget(std::time::Duration::ZERO)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(
+        h.take().await.unwrap_err(),
+        Error::Contention {
+            name: "p".into(),
+            attempts: 3
+        }
+    );
+    assert_eq!(h.stats().samples, 1);
 }

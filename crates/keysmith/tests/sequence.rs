@@ -45,8 +45,6 @@ async fn threads_and_handles_never_share_a_value() {
                 .name(&name)
                 .strategy(strategy)
                 .block(5 + h)
-                // Tiny blocks and 32 tasks make optimistic puts collide a lot.
-                .max_attempts(1000)
                 .build()
                 .await
                 .unwrap();
@@ -277,7 +275,7 @@ async fn optimistic_conflicts_are_retried() {
         let seq = Sequence::builder()
             .store(Arc::new(own))
             .name("o")
-            .max_attempts(1000)
+            .strategy(Strategy::Optimistic)
             .build()
             .await
             .unwrap();
@@ -312,7 +310,12 @@ async fn contention_is_reported_after_the_last_attempt() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     create(&store, "busy", 1, MAX_VALUE, 10).await;
     let b = || Sequence::builder().store(store.clone()).name("busy");
-    let loser = b().max_attempts(1).build().await.unwrap();
+    let loser = b()
+        .strategy(Strategy::Optimistic)
+        .max_attempts(1)
+        .build()
+        .await
+        .unwrap();
     let winner = b().build().await.unwrap();
     assert_eq!(winner.next().await.unwrap(), 1);
     // The loser's first put quotes the version it saw when it opened.

@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use keysmith::pool::{self, DEFAULT_MAX_ROUNDS, DEFAULT_SAMPLE, MAX_BATCH, PoolInfo, ValuePool};
+use keysmith::DEFAULT_RETRY_BUDGET;
+use keysmith::pool::{self, DEFAULT_SAMPLE, MAX_BATCH, PoolInfo, ValuePool};
 
 use crate::Global;
 
@@ -32,9 +33,14 @@ pub enum PoolCommand {
         /// Members read per sample.
         #[arg(long, default_value_t = DEFAULT_SAMPLE)]
         sample: usize,
-        /// Samples one take may read before giving up with a contention error.
-        #[arg(long, default_value_t = DEFAULT_MAX_ROUNDS)]
-        max_rounds: u32,
+        /// How long one take keeps trying when others take its candidates
+        /// first, in milliseconds, before giving up with a contention error.
+        #[arg(long, default_value_t = DEFAULT_RETRY_BUDGET.as_millis() as u64, value_name = "MS")]
+        retry_budget_ms: u64,
+        /// At most this many samples per take (default: no limit but the
+        /// retry budget).
+        #[arg(long, value_name = "N")]
+        max_rounds: Option<u32>,
         /// Try the unused candidates of the previous take before sampling again.
         #[arg(long)]
         reuse_sample: bool,
@@ -79,18 +85,21 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
             name,
             count,
             sample,
+            retry_budget_ms,
             max_rounds,
             reuse_sample,
             stats,
         } => {
-            let pool = ValuePool::builder()
+            let mut b = ValuePool::builder()
                 .store(store)
                 .name(name)
                 .sample(sample)
-                .max_rounds(max_rounds)
-                .reuse_sample(reuse_sample)
-                .build()
-                .await?;
+                .retry_budget(std::time::Duration::from_millis(retry_budget_ms))
+                .reuse_sample(reuse_sample);
+            if let Some(r) = max_rounds {
+                b = b.max_rounds(r);
+            }
+            let pool = b.build().await?;
             let result = print_values(&pool, count, global.json).await;
             if stats {
                 let s = pool.stats();

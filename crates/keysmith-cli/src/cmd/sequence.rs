@@ -2,7 +2,10 @@
 
 use std::io::Write;
 
-use keysmith::sequence::{self, DEFAULT_MAX_ATTEMPTS, MAX_BATCH, Sequence, SequenceInfo, Strategy};
+use std::time::Duration;
+
+use keysmith::DEFAULT_RETRY_BUDGET;
+use keysmith::sequence::{self, MAX_BATCH, Sequence, SequenceInfo, Strategy};
 use keysmith::store::{MAX_VALUE, SequenceSpec};
 
 use crate::Global;
@@ -38,12 +41,18 @@ pub enum SequenceCommand {
         /// 1 is strict: values from all handles in time order.
         #[arg(long)]
         block: Option<i64>,
-        /// optimistic, locked or atomic.
-        #[arg(long, default_value_t = Strategy::Optimistic)]
+        /// optimistic, locked or atomic (the default: one statement, never
+        /// retried from a stale row).
+        #[arg(long, default_value_t = Strategy::default())]
         strategy: Strategy,
-        /// Optimistic attempts per block before giving up with a contention error.
-        #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS)]
-        max_attempts: u32,
+        /// How long one block reservation keeps retrying races lost to other
+        /// writers, in milliseconds, before giving up with a contention error.
+        #[arg(long, default_value_t = DEFAULT_RETRY_BUDGET.as_millis() as u64, value_name = "MS")]
+        retry_budget_ms: u64,
+        /// At most this many attempts per block reservation (default: no
+        /// limit but the retry budget).
+        #[arg(long, value_name = "N")]
+        max_attempts: Option<u32>,
     },
     /// Shows a sequence.
     Show {
@@ -89,13 +98,17 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             count,
             block,
             strategy,
+            retry_budget_ms,
             max_attempts,
         } => {
             let mut b = Sequence::builder()
                 .store(store)
                 .name(name)
                 .strategy(strategy)
-                .max_attempts(max_attempts);
+                .retry_budget(Duration::from_millis(retry_budget_ms));
+            if let Some(n) = max_attempts {
+                b = b.max_attempts(n);
+            }
             if let Some(block) = block {
                 b = b.block(block);
             }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
+use keysmith::sequence::Strategy;
 use keysmith_server::{
     AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
     DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token, shard_key_secret_from_env,
@@ -37,11 +37,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     request_timeout_ms: u64,
     /// How the server's handles reserve blocks: optimistic, locked or atomic.
-    #[arg(long, default_value_t = Strategy::Optimistic)]
+    #[arg(long, default_value_t = Strategy::default())]
     strategy: Strategy,
-    /// Optimistic attempts per block before a request fails with contention (503).
-    #[arg(long, default_value_t = DEFAULT_MAX_ATTEMPTS, value_name = "N")]
-    max_attempts: u32,
+    /// How long a reservation or pool take keeps retrying races lost to other
+    /// writers, in milliseconds, before the request fails with contention
+    /// (503). Below the request timeout; default half of it.
+    #[arg(long, value_name = "MS")]
+    retry_budget_ms: Option<u64>,
     /// The largest block a sequence's handle grows to under load (adaptive
     /// blocks: never below the sequence's own block size).
     #[arg(long, default_value_t = DEFAULT_BLOCK_MAX, value_name = "N")]
@@ -89,7 +91,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         body_limit: args.body_limit,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         strategy: args.strategy,
-        max_attempts: args.max_attempts,
+        retry_budget: args.retry_budget_ms.map(Duration::from_millis),
         adaptive: (!args.fixed_blocks).then_some(AdaptivePolicy {
             max: args.block_max,
             target: Duration::from_millis(args.refill_target_ms),

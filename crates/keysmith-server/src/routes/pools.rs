@@ -144,6 +144,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Valu
             ValuePool::builder()
                 .store(s.store.clone())
                 .name(name)
+                .retry_budget(s.options.retry_budget)
                 .build()
         })
         .await

@@ -145,7 +145,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
                 .store(s.store.clone())
                 .name(name)
                 .strategy(s.options.strategy)
-                .max_attempts(s.options.max_attempts);
+                .retry_budget(s.options.retry_budget);
             if let Some(policy) = &s.options.adaptive {
                 // The sequence's own block is the floor of the adaptive one.
                 let row = sequence::describe(&*s.store, name).await?;

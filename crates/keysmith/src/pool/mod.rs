@@ -5,8 +5,9 @@
 //! [`DEFAULT_SAMPLE`]), picks one of them at random and, in one atomic
 //! conditional change, removes it and adds `number + N`. The change applies
 //! only if the number is still a member; otherwise nothing changes and the
-//! taker tries another of its candidates, then a fresh sample, for a bounded
-//! number of rounds ([`DEFAULT_MAX_ROUNDS`], then [`Error::Contention`]).
+//! taker tries another of its candidates, then (after a short jittered wait)
+//! a fresh sample, until its retry budget is spent
+//! ([`crate::DEFAULT_RETRY_BUDGET`], then [`Error::Contention`]).
 //! Concurrent takers spread over `N` members instead of meeting on one row,
 //! so they rarely collide.
 //!
@@ -46,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use crate::backoff::backoff;
+use crate::backoff::Retries;
 use crate::store::{PoolRow, Store};
 use crate::{Error, Result, validate_name};
 
@@ -62,10 +63,6 @@ pub const DEFAULT_SAMPLE: usize = 5;
 
 /// The largest sample a handle may read.
 pub const MAX_SAMPLE: usize = 1_000;
-
-/// Samples one [`ValuePool::take`] may read before it gives up with
-/// [`Error::Contention`], unless [`ValuePoolBuilder::max_rounds`] says otherwise.
-pub const DEFAULT_MAX_ROUNDS: u32 = 10;
 
 /// The most numbers one [`ValuePool::take_n`] call returns.
 pub const MAX_BATCH: i64 = 1_000_000;
@@ -85,7 +82,8 @@ struct Inner {
     store: Arc<dyn Store>,
     row: PoolRow,
     sample: usize,
-    max_rounds: u32,
+    retry_budget: std::time::Duration,
+    max_rounds: Option<u32>,
     reuse: bool,
     /// Candidates left over from the last sample, tried before a new sample.
     spare: Mutex<Vec<i64>>,
@@ -121,6 +119,7 @@ pub struct ValuePoolBuilder {
     store: Option<Arc<dyn Store>>,
     name: Option<String>,
     sample: Option<usize>,
+    retry_budget: Option<std::time::Duration>,
     max_rounds: Option<u32>,
     reuse: Option<bool>,
 }
@@ -146,8 +145,17 @@ impl ValuePoolBuilder {
         self
     }
 
-    /// Samples one take may read before it fails with
-    /// [`Error::Contention`], at least 1. Default [`DEFAULT_MAX_ROUNDS`].
+    /// How long one take keeps trying (other candidates, fresh samples)
+    /// when others took its candidates first, before it fails with
+    /// [`Error::Contention`]. Default [`crate::DEFAULT_RETRY_BUDGET`]; zero
+    /// reads one sample and tries its candidates only.
+    pub fn retry_budget(mut self, budget: std::time::Duration) -> Self {
+        self.retry_budget = Some(budget);
+        self
+    }
+
+    /// At most this many samples per take (at least 1), on top of the retry
+    /// budget. Default: no limit but the budget.
     pub fn max_rounds(mut self, rounds: u32) -> Self {
         self.max_rounds = Some(rounds);
         self
@@ -185,8 +193,7 @@ impl ValuePoolBuilder {
                 "sample must be between 1 and {MAX_SAMPLE}, got {sample}"
             )));
         }
-        let max_rounds = self.max_rounds.unwrap_or(DEFAULT_MAX_ROUNDS);
-        if max_rounds == 0 {
+        if self.max_rounds == Some(0) {
             return Err(Error::invalid("max_rounds must be at least 1"));
         }
         validate_name(&name)?;
@@ -196,7 +203,8 @@ impl ValuePoolBuilder {
                 store,
                 row,
                 sample,
-                max_rounds,
+                retry_budget: self.retry_budget.unwrap_or(crate::DEFAULT_RETRY_BUDGET),
+                max_rounds: self.max_rounds,
                 reuse: self.reuse.unwrap_or(false),
                 spare: Mutex::new(Vec::new()),
                 counters: Counters::default(),
@@ -231,9 +239,9 @@ impl ValuePool {
         self.inner.sample
     }
 
-    /// Samples one take may read before it gives up.
-    pub fn max_rounds(&self) -> u32 {
-        self.inner.max_rounds
+    /// How long one take keeps trying before it gives up.
+    pub fn retry_budget(&self) -> std::time::Duration {
+        self.inner.retry_budget
     }
 
     /// The largest number this pool can hand out: `i64::MAX - size`, since
@@ -251,8 +259,8 @@ impl ValuePool {
     /// more read.
     ///
     /// # Errors
-    /// [`Error::Contention`] when every candidate of
-    /// [`Self::max_rounds`] samples was taken by others first;
+    /// [`Error::Contention`] when others took every candidate of every
+    /// sample it read within its retry budget;
     /// [`Error::Exhausted`] when every member is above [`Self::max_value`];
     /// [`Error::NotFound`] if the pool was dropped; [`Error::Corrupt`] if the
     /// store holds no members for it; [`Error::Unavailable`] and what else the
@@ -266,20 +274,23 @@ impl ValuePool {
         } else {
             Vec::new()
         };
-        let mut rounds = 0;
+        // A round is one sample; a lost round is a sample whose candidates
+        // all went to others.
+        let mut rounds = Retries::new(inner.retry_budget, inner.max_rounds);
+        let mut sampled = false;
         let mut attempts = 0;
         loop {
             let Some(v) = candidates.pop() else {
-                if rounds >= inner.max_rounds {
-                    return Err(Error::Contention {
-                        name: inner.row.name.clone(),
-                        attempts,
-                    });
+                if sampled {
+                    if !rounds.lost() {
+                        return Err(Error::Contention {
+                            name: inner.row.name.clone(),
+                            attempts,
+                        });
+                    }
+                    rounds.wait().await;
                 }
-                if rounds > 0 {
-                    tokio::time::sleep(backoff(rounds)).await;
-                }
-                rounds += 1;
+                sampled = true;
                 candidates = self.sample_candidates().await?;
                 continue;
             };

@@ -27,7 +27,7 @@ mod strategy;
 
 pub use admin::{create, describe, list, remove};
 pub use blocking::BlockingSequence;
-pub use strategy::{DEFAULT_MAX_ATTEMPTS, Strategy};
+pub use strategy::Strategy;
 
 use cache::BlockCache;
 use strategy::Allocator;
@@ -143,6 +143,7 @@ pub struct SequenceBuilder {
     name: Option<String>,
     block: Option<i64>,
     strategy: Strategy,
+    retry_budget: Option<Duration>,
     max_attempts: Option<u32>,
     prefetch: Option<f64>,
     adaptive: Option<Adaptive>,
@@ -168,14 +169,22 @@ impl SequenceBuilder {
         self
     }
 
-    /// How blocks are reserved. Default [`Strategy::Optimistic`].
+    /// How blocks are reserved. Default [`Strategy::Atomic`].
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
         self
     }
 
-    /// Optimistic attempts before [`Error::Contention`]. Default
-    /// [`DEFAULT_MAX_ATTEMPTS`].
+    /// How long one reservation keeps retrying races lost to other writers
+    /// before it fails with [`Error::Contention`]. Default
+    /// [`crate::DEFAULT_RETRY_BUDGET`]; zero gives up at the first lost race.
+    pub fn retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = Some(budget);
+        self
+    }
+
+    /// At most this many attempts per reservation (at least 1), on top of the
+    /// retry budget. Default: no limit but the budget.
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = Some(attempts);
         self
@@ -213,10 +222,10 @@ impl SequenceBuilder {
         let name = self
             .name
             .ok_or_else(|| Error::invalid("Sequence::builder(): no name given"))?;
-        let max_attempts = self.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-        if max_attempts == 0 {
+        if self.max_attempts == Some(0) {
             return Err(Error::invalid("max_attempts must be at least 1"));
         }
+        let retry_budget = self.retry_budget.unwrap_or(crate::DEFAULT_RETRY_BUDGET);
         let prefetch = self.prefetch.unwrap_or(DEFAULT_PREFETCH);
         if !(0.0..1.0).contains(&prefetch) {
             return Err(Error::invalid(format!(
@@ -232,7 +241,7 @@ impl SequenceBuilder {
         }
         Ok(Sequence {
             inner: Arc::new(Inner {
-                alloc: Allocator::new(store, row, self.strategy, max_attempts),
+                alloc: Allocator::new(store, row, self.strategy, retry_budget, self.max_attempts),
                 cache: BlockCache::new(),
                 refill: tokio::sync::Mutex::new(Refill::default()),
                 block: AtomicI64::new(block),
