@@ -6,9 +6,11 @@
 //! new port, which the clients learn), and on etcd one member is killed and
 //! restarted as well.
 //!
-//! No value is ever handed out twice (sequence or pool), each client's
-//! sequence values from one server increase, every request a client made
-//! succeeded on some server, and values kept coming after every kill.
+//! No value is ever handed out twice (sequences or pool), each client's
+//! values of a cached sequence increase per server, those of a strict
+//! sequence (block 1) increase whichever server answers, every request a
+//! client made succeeded on some server, and values kept coming after every
+//! kill.
 //!
 //! The servers are throwaway ones from `keysmith-testsupport`; without their
 //! binaries these tests print why and pass, unless `KEYSMITH_REQUIRE_BACKENDS=1`.
@@ -34,41 +36,58 @@ use tokio::task::{JoinHandle, block_in_place};
 const SERVERS: usize = 3;
 /// Concurrent clients; each sends one request at a time.
 const CLIENTS: usize = 6;
+/// A cached sequence with small blocks, kept small (`--fixed-blocks`): every
+/// server goes back to the store often, so reservations of the three servers
+/// interleave all along the run, and optimistic reservations collide.
 const SEQ: &str = "orders";
-/// Small blocks, kept small (`--fixed-blocks`): every server goes back to the
-/// store often, so reservations of the three servers interleave all along
-/// the run, and optimistic reservations collide.
 const SEQ_BLOCK: &str = "10";
+/// Options of every server.
+const SERVER_ARGS: &[&str] = &["--fixed-blocks"];
+/// A strict sequence (block 1): every value is a reservation of its own.
+const STRICT: &str = "invoices";
 const POOL: &str = "tickets";
 const POOL_START: i64 = 1;
 const POOL_SIZE: i64 = 40;
-/// What the clients must collect in each phase of a run (sequence values,
-/// pool numbers) before the next kill or restart.
-const SEQ_STEP: usize = 1500;
-const POOL_STEP: usize = 250;
+/// What the clients must collect in each phase of a run, by [`Kind`], before
+/// the next kill or restart.
+const STEP: [usize; 3] = [1000, 100, 150];
 /// Requests a restarted server must have answered before the run goes on:
 /// the clients found its new address.
 const RESTARTED_SERVED: usize = 20;
-/// What each client asks for in turn: sequence or pool, and how many.
-const REQUESTS: [(Kind, usize); 5] = [
+/// What each client asks for in turn, and how many.
+const REQUESTS: [(Kind, usize); 7] = [
     (Kind::Seq, 1),
     (Kind::Seq, 10),
     (Kind::Pool, 1),
+    (Kind::Strict, 1),
     (Kind::Seq, 3),
     (Kind::Pool, 2),
+    (Kind::Strict, 2),
 ];
 
+/// What a request asks for; also the index of its counts.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
-    Seq,
-    Pool,
+    Seq = 0,
+    Strict = 1,
+    Pool = 2,
+}
+
+impl Kind {
+    fn path(self, count: usize) -> String {
+        match self {
+            Kind::Seq => format!("/v1/sequences/{SEQ}/next?count={count}"),
+            Kind::Strict => format!("/v1/sequences/{STRICT}/next?count={count}"),
+            Kind::Pool => format!("/v1/pools/{POOL}/next?count={count}"),
+        }
+    }
 }
 
 /// Counts the clients update as they go; the test waits on them.
 #[derive(Default)]
 struct Progress {
-    seq: AtomicUsize,
-    pool: AtomicUsize,
+    /// Values collected, by [`Kind`].
+    got: [AtomicUsize; 3],
     /// Requests answered, per server slot.
     served: [AtomicUsize; SERVERS],
     /// 503 answers (contention, store unavailable, request timeout).
@@ -91,8 +110,8 @@ struct Shared {
 /// What one client saw.
 #[derive(Default)]
 struct ClientLog {
-    seq: Vec<i64>,
-    pool: Vec<i64>,
+    /// Values collected, by [`Kind`].
+    got: [Vec<i64>; 3],
     requests: usize,
     /// Requests that no server answered with values before the deadline.
     failures: Vec<String>,
@@ -140,18 +159,17 @@ async fn client(c: usize, shared: Arc<Shared>) -> ClientLog {
         .unwrap();
     let p = &shared.progress;
     let mut log = ClientLog::default();
-    // The last sequence value each server gave this client, by address: a
-    // restarted server has a new one (and a new handle).
+    // The last cached-sequence value each server gave this client, by
+    // address: a restarted server has a new one (and a new handle).
     let mut last: HashMap<String, i64> = HashMap::new();
+    // The last strict value this client got, from any server.
+    let mut last_strict = None;
     let mut slot = c % SERVERS;
     let mut i = c;
     while !shared.stop.load(SeqCst) {
         let (kind, count) = REQUESTS[i % REQUESTS.len()];
         i += 1;
-        let path = match kind {
-            Kind::Seq => format!("/v1/sequences/{SEQ}/next?count={count}"),
-            Kind::Pool => format!("/v1/pools/{POOL}/next?count={count}"),
-        };
+        let path = kind.path(count);
         let give_up = Instant::now() + DEADLINE;
         let mut failed = 0usize;
         let outcome = loop {
@@ -181,8 +199,6 @@ async fn client(c: usize, shared: Arc<Shared>) -> ClientLog {
             }
         };
         assert_eq!(v.len(), count, "client {c}: {path} from {base}: {v:?}");
-        log.requests += 1;
-        p.served[this].fetch_add(1, SeqCst);
         match kind {
             Kind::Seq => {
                 let who = format!("client {c}, server {base}");
@@ -191,14 +207,22 @@ async fn client(c: usize, shared: Arc<Shared>) -> ClientLog {
                     assert!(v[0] > l, "{who}: {l}, then {}", v[0]);
                 }
                 last.insert(base, v[count - 1]);
-                p.seq.fetch_add(count, SeqCst);
-                log.seq.extend(v);
             }
-            Kind::Pool => {
-                p.pool.fetch_add(count, SeqCst);
-                log.pool.extend(v);
+            Kind::Strict => {
+                // Strict values follow time order, whichever server answers.
+                let who = format!("client {c}, {STRICT} from server {base}");
+                assert_increasing(&v, &who);
+                if let Some(l) = last_strict {
+                    assert!(v[0] > l, "{who}: {l}, then {}", v[0]);
+                }
+                last_strict = Some(v[count - 1]);
             }
+            Kind::Pool => {}
         }
+        log.requests += 1;
+        p.served[this].fetch_add(1, SeqCst);
+        p.got[kind as usize].fetch_add(count, SeqCst);
+        log.got[kind as usize].extend(v);
     }
     log
 }
@@ -210,30 +234,21 @@ struct Run {
     shared: Arc<Shared>,
     servers: Vec<ServerProc>,
     clients: Vec<JoinHandle<ClientLog>>,
-    /// Sequence values and pool numbers at the end of the last phase.
-    mark: (usize, usize),
-    /// What each phase collected: (what, sequence values, pool numbers).
-    phases: Vec<(String, usize, usize)>,
+    /// What the clients had collected when the last phase ended, by [`Kind`].
+    mark: [usize; 3],
+    /// What each phase collected, by [`Kind`].
+    phases: Vec<(String, [usize; 3])>,
 }
 
-/// Options of every server: small fixed blocks (see [`SEQ_BLOCK`]).
-const SERVER_ARGS: &[&str] = &["--fixed-blocks"];
-
 impl Run {
-    /// Creates the sequence and the pool, starts the servers and the clients.
+    /// Creates the sequences and the pool, starts the servers and the clients.
     async fn start(url: String) -> Run {
         ok(&url, &["create", SEQ, "--block", SEQ_BLOCK]);
+        ok(&url, &["create", STRICT, "--block", "1"]);
+        let (start, size) = (POOL_START.to_string(), POOL_SIZE.to_string());
         ok(
             &url,
-            &[
-                "pool",
-                "create",
-                POOL,
-                "--size",
-                &POOL_SIZE.to_string(),
-                "--start",
-                &POOL_START.to_string(),
-            ],
+            &["pool", "create", POOL, "--size", &size, "--start", &start],
         );
         let mut servers = Vec::new();
         for _ in 0..SERVERS {
@@ -252,7 +267,7 @@ impl Run {
             shared,
             servers,
             clients,
-            mark: (0, 0),
+            mark: [0; 3],
             phases: Vec::new(),
         }
     }
@@ -274,19 +289,18 @@ impl Run {
         }
     }
 
-    /// Waits until the clients collected [`SEQ_STEP`] sequence values and
-    /// [`POOL_STEP`] pool numbers since the last phase ended.
+    /// Waits until the clients collected [`STEP`] more values of each kind
+    /// than when the last phase ended.
     async fn phase(&mut self, what: &str) {
-        let (seq0, pool0) = self.mark;
+        let mark = self.mark;
         self.wait_for(what, |p| {
-            p.seq.load(SeqCst) >= seq0 + SEQ_STEP && p.pool.load(SeqCst) >= pool0 + POOL_STEP
+            (0..3).all(|k| p.got[k].load(SeqCst) >= mark[k] + STEP[k])
         })
         .await;
-        let p = &self.shared.progress;
-        let (seq, pool) = (p.seq.load(SeqCst), p.pool.load(SeqCst));
+        let now = self.shared.progress.got.each_ref().map(|g| g.load(SeqCst));
         self.phases
-            .push((what.to_owned(), seq - seq0, pool - pool0));
-        self.mark = (seq, pool);
+            .push((what.to_owned(), [0, 1, 2].map(|k| now[k] - mark[k])));
+        self.mark = now;
     }
 
     /// SIGKILLs server `i` under load, and waits until clients ran into it
@@ -323,31 +337,35 @@ impl Run {
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             }
         }
-        let failures: Vec<&String> = logs.iter().flat_map(|l| &l.failures).collect();
+        let failures: Vec<&str> = logs
+            .iter()
+            .flat_map(|l| l.failures.iter().map(String::as_str))
+            .collect();
         assert!(
             failures.is_empty(),
             "{} requests failed on every server:\n{}",
             failures.len(),
-            failures
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
+            failures.join("\n")
         );
 
-        let mut seq = HashSet::new();
-        for &v in logs.iter().flat_map(|l| &l.seq) {
-            assert!(seq.insert(v), "sequence value {v} handed out twice");
+        // Every value of a kind, checked unique.
+        let all = |k: Kind| -> Vec<i64> {
+            let all: Vec<i64> = logs
+                .iter()
+                .flat_map(|l| l.got[k as usize].iter().copied())
+                .collect();
+            let mut seen = HashSet::new();
+            for &v in &all {
+                assert!(seen.insert(v), "{k:?}: {v} handed out twice");
+            }
+            all
+        };
+        for (k, name) in [(Kind::Seq, SEQ), (Kind::Strict, STRICT)] {
+            let max = all(k).into_iter().max().unwrap();
+            let after: i64 = ok(&self.url, &["next", name]).trim().parse().unwrap();
+            assert!(after > max, "{name} resumed at {after}, below {max}");
         }
-        let max_seq = *seq.iter().max().unwrap();
-        let after: i64 = ok(&self.url, &["next", SEQ]).trim().parse().unwrap();
-        assert!(after > max_seq, "resumed at {after}, below {max_seq}");
-
-        let taken: Vec<i64> = logs.iter().flat_map(|l| l.pool.iter().copied()).collect();
-        let mut pool = HashSet::new();
-        for &v in &taken {
-            assert!(pool.insert(v), "pool number {v} handed out twice");
-        }
+        let taken = all(Kind::Pool);
         let members: Vec<i64> =
             serde_json::from_str(&ok(&self.url, &["--json", "pool", "members", POOL])).unwrap();
         // Also: no taken number is still a member, the pool holds one member
@@ -356,19 +374,19 @@ impl Run {
 
         let p = &self.shared.progress;
         let requests: usize = logs.iter().map(|l| l.requests).sum();
+        let [seq, strict, pool] = self.mark;
         eprintln!(
-            "{} sequence values and {} pool numbers in {requests} requests, all answered; \
-             retried on the next server after {} 503s, {} refused connections and {} cut ones; \
-             {} pool numbers lost (taken, answer lost); phases (sequence values, pool numbers):",
-            seq.len(),
-            taken.len(),
+            "{seq} cached and {strict} strict sequence values and {pool} pool numbers in \
+             {requests} requests, all answered; retried on the next server after {} 503s, \
+             {} refused connections and {} cut ones; {} pool numbers lost (taken, answer lost). \
+             Phases (cached, strict, pool):",
             p.unavailable.load(SeqCst),
             p.refused.load(SeqCst),
             p.cut.load(SeqCst),
             holes.len(),
         );
-        for (what, s, pl) in &self.phases {
-            eprintln!("  {what}: {s}, {pl}");
+        for (what, [seq, strict, pool]) in &self.phases {
+            eprintln!("  {what}: {seq}, {strict}, {pool}");
         }
     }
 }
