@@ -5,114 +5,16 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::Db;
+use common::server::{SERVER_DEADLINE, ServerProc, values};
 use serde_json::{Value, json};
 
-/// How long a server may take to come up or go down before a test fails.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-struct ServerProc {
-    child: Child,
-    base: String,
-    /// Lines the server wrote to stderr after the address.
-    lines: mpsc::Receiver<String>,
-}
-
-impl ServerProc {
-    /// Starts `keysmith --store DB serve --listen 127.0.0.1:0 ARGS`, reads
-    /// the address it prints, and waits until /healthz answers.
-    async fn start(db: &Db, args: &[&str], env: &[(&str, &str)]) -> ServerProc {
-        let mut cmd = db.cmd();
-        cmd.args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("KEYSMITH_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = rx
-            .recv_timeout(DEADLINE)
-            .expect("the server printed nothing");
-        let addr = first
-            .split("http://")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {first:?}"));
-        let base = format!("http://{addr}");
-        let client = reqwest::Client::new();
-        let until = Instant::now() + DEADLINE;
-        loop {
-            if let Ok(r) = client.get(format!("{base}/healthz")).send().await
-                && r.status().is_success()
-            {
-                break;
-            }
-            assert!(Instant::now() < until, "the server never became healthy");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        ServerProc {
-            child,
-            base,
-            lines: rx,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill failed");
-    }
-
-    /// Waits (with the deadline) for the process to exit.
-    fn wait(&mut self) -> std::process::ExitStatus {
-        let until = Instant::now() + DEADLINE;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(Instant::now() < until, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn values(v: &Value) -> Vec<i64> {
-    v["values"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no values in {v}"))
-        .iter()
-        .map(|x| x.as_i64().unwrap())
-        .collect()
-}
+/// How long an awaited condition may take before a test fails.
+const DEADLINE: Duration = SERVER_DEADLINE;
 
 async fn take(client: &reqwest::Client, srv: &ServerProc, name: &str, count: i64) -> Vec<i64> {
     let res = client
@@ -195,13 +97,8 @@ async fn sigkill_and_restart_never_repeat_a_value() {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        srv.signal(libc::SIGKILL);
-        let st = srv.wait();
+        srv.sigkill();
         dead.store(true, SeqCst);
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&st),
-            Some(libc::SIGKILL)
-        );
         for c in clients {
             for v in c.await.unwrap() {
                 total += 1;

@@ -1,6 +1,8 @@
 //! Helpers for running the real `keysmith` binary.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
