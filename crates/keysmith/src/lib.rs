@@ -41,6 +41,7 @@ pub mod pool;
 pub mod sequence;
 pub mod shard_key;
 pub mod store;
+pub mod verify;
 
 pub use error::{Error, Result, closest_names};
 pub use name::{MAX_NAME_BYTES, validate_name};
