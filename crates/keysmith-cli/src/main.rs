@@ -64,6 +64,12 @@ enum Command {
     ShardKey(cmd::shard_key::ShardKeyCommand),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
+    /// Checks no value repeats on this store: worker processes allocate from
+    /// a scratch sequence and pool while some are killed with SIGKILL.
+    Verify(cmd::verify::VerifyArgs),
+    /// One worker of `verify` (started by it, not by hand).
+    #[command(hide = true)]
+    VerifyWorker(cmd::verify::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +93,8 @@ fn main() -> ExitCode {
             Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
+            Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
+            Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,
         }
     });
     match result {

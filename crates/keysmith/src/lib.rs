@@ -41,6 +41,7 @@ pub mod pool;
 pub mod sequence;
 pub mod shard_key;
 pub mod store;
+pub mod verify;
 
 pub use backoff::DEFAULT_RETRY_BUDGET;
 pub use error::{Error, Result, closest_names};

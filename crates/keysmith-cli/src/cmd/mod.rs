@@ -7,3 +7,4 @@ pub mod row_name;
 pub mod sequence;
 pub mod serve;
 pub mod shard_key;
+pub mod verify;
