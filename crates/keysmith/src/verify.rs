@@ -45,7 +45,12 @@ use crate::{Error, Result};
 
 /// The block size of the scratch sequence: small, so blocks change often and
 /// kills land near block boundaries.
-pub const SCRATCH_BLOCK: i64 = 10;
+pub const SCRATCH_BLOCK: i64 = 100;
+
+/// Sequence values a worker takes per [`Worker::step`], beside one pool
+/// number: a pool take is one store write, a sequence value from a block is
+/// none, so a run checks many more sequence values than pool numbers.
+pub const SEQUENCE_VALUES_PER_STEP: usize = 64;
 
 /// How many numbers the scratch pool holds.
 pub const SCRATCH_POOL_SIZE: i64 = 256;
@@ -167,9 +172,10 @@ impl Worker {
         Ok(Worker { sequence, pool })
     }
 
-    /// Takes one sequence value (with [`Sequence::next`]) and one pool number
-    /// (with [`ValuePool::take_each`]), giving each to `report` as soon as it
-    /// is returned, so a process that reports what it is given and then dies
+    /// Takes [`SEQUENCE_VALUES_PER_STEP`] sequence values (with
+    /// [`Sequence::next`]) and one pool number (with
+    /// [`ValuePool::take_each`]), giving each to `report` as soon as it is
+    /// returned, so a process that reports what it is given and then dies
     /// loses at most the value in flight.
     ///
     /// # Errors
@@ -178,7 +184,9 @@ impl Worker {
         &self,
         mut report: impl FnMut(Value) -> Result<(), E>,
     ) -> Result<(), E> {
-        report(Value::Sequence(self.sequence.next().await?))?;
+        for _ in 0..SEQUENCE_VALUES_PER_STEP {
+            report(Value::Sequence(self.sequence.next().await?))?;
+        }
         self.pool.take_each(1, |v| report(Value::Pool(v))).await
     }
 
@@ -881,7 +889,10 @@ mod tests {
         remove_scratch(&*store, &scratch).await.unwrap();
         let r = l.finish();
         assert!(r.summary.ok, "{:?}", r.violations);
-        assert_eq!((r.summary.sequence_values, r.summary.pool_values), (50, 50));
+        assert_eq!(
+            (r.summary.sequence_values, r.summary.pool_values),
+            (50 * SEQUENCE_VALUES_PER_STEP as u64, 50)
+        );
         assert!(sequence::list(&*store).await.unwrap().is_empty());
         assert!(pool::list(&*store).await.unwrap().is_empty());
     }

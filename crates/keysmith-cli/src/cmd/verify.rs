@@ -163,8 +163,9 @@ fn print_report(report: &Report, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `keysmith verify-worker`: takes values and prints each, flushed, as
-/// soon as it is durable, until stdin closes; then closes its handle.
+/// Runs `keysmith verify-worker`: takes values and prints each as soon as it
+/// is durable (flushed once per step), until stdin closes; then closes its
+/// handle.
 pub async fn worker(args: WorkerArgs, global: &Global) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -176,17 +177,22 @@ pub async fn worker(args: WorkerArgs, global: &Global) -> anyhow::Result<()> {
     }
     let store = global.open().await?;
     let w = Worker::open(store, &args.name).await?;
-    let mut out = std::io::stdout().lock();
+    // Flushed once per step, after its pool number: a kill loses at most the
+    // lines of one step (gaps, never a repeat) and at most one pool number.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut result = Ok(());
     while !stop.load(Relaxed) && result.is_ok() {
         result = w
             .step(|v| {
                 writeln!(out, "{v}")?;
-                out.flush()?;
                 Ok::<(), anyhow::Error>(())
             })
             .await;
+        if result.is_ok() {
+            result = out.flush().map_err(Into::into);
+        }
     }
+    out.flush()?;
     let closed = w.close().await;
     result?;
     closed?;
