@@ -1,12 +1,14 @@
 //! Property test: Sequence handles against a simple model of blocks.
 //!
 //! The model is a store counter plus, per handle, the unused part of its
-//! current block. Random operations (next, next_n, close-and-reopen, a
-//! foreign reservation by "another process") run on both; every returned
-//! value, error and hand-back must agree, and no value may appear twice.
-//! Prefetch is off so the model is deterministic.
+//! current block and the blocks it reserved ahead. Random operations (next,
+//! next_n, close-and-reopen, a foreign reservation by "another process") run
+//! on both; every returned value, error and hand-back must agree, and no
+//! value may appear twice. A failed call hands out nothing and loses nothing
+//! (the store's counter agrees at the end). Prefetch is off so the model is
+//! deterministic.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -42,8 +44,10 @@ struct Model {
 struct ModelHandle {
     block: i64,
     unused: Range<i64>,
-    /// Store version right after this handle's newest reservation.
-    last_version: Option<u64>,
+    /// Blocks reserved but not yet started, in order.
+    spare: VecDeque<Range<i64>>,
+    /// End and store version of this handle's newest reservation.
+    last: Option<(i64, u64)>,
 }
 
 impl Model {
@@ -58,26 +62,65 @@ impl Model {
         Ok(r)
     }
 
-    /// Mirrors `Sequence::next_n`: take from the block, refill with
-    /// `max(block, still wanted)`; strict handles reserve exactly what they want.
+    /// Mirrors `Sequence::next_n`, all or nothing. Cached: from the block if
+    /// it holds `n`; else reserve `max(block, still missing)` until the
+    /// block and the spare blocks hold `n` (a failure keeps what was
+    /// reserved, takes nothing), then take in order. Strict: reserve exactly
+    /// what is wanted; on a failure hand the reservations back if no one
+    /// reserved since.
     fn take(&mut self, h: usize, n: i64) -> Result<Vec<i64>, ()> {
-        let mut out = Vec::new();
+        if self.handles[h].block == 1 {
+            let mut got: Vec<(Range<i64>, u64)> = Vec::new();
+            let mut have = 0;
+            while have < n {
+                match self.reserve(n - have) {
+                    Ok(r) => {
+                        have += r.end - r.start;
+                        got.push((r, self.version));
+                    }
+                    Err(()) => {
+                        if let Some((last, v)) = got.last().cloned() {
+                            let mut from = last.start;
+                            for pair in got.windows(2).rev() {
+                                let ((a, va), (b, vb)) = (&pair[0], &pair[1]);
+                                if a.end == b.start && va + 1 == *vb && b.start == from {
+                                    from = a.start;
+                                } else {
+                                    break;
+                                }
+                            }
+                            if v == self.version {
+                                self.next = from;
+                                self.version += 1;
+                            }
+                        }
+                        return Err(());
+                    }
+                }
+            }
+            return Ok(got.into_iter().flat_map(|(r, _)| r).collect());
+        }
+        let u = &self.handles[h].unused;
+        if u.end - u.start >= n {
+            let r = u.start..u.start + n;
+            self.handles[h].unused.start += n;
+            return Ok(r.collect());
+        }
+        let spare_len: i64 = self.handles[h].spare.iter().map(|r| r.end - r.start).sum();
+        let mut have = u.end - u.start + spare_len;
+        while have < n {
+            let r = self.reserve((n - have).max(self.handles[h].block))?;
+            have += r.end - r.start;
+            self.handles[h].last = Some((r.end, self.version));
+            self.handles[h].spare.push_back(r);
+        }
+        let hd = &mut self.handles[h];
+        let mut out: Vec<i64> = std::mem::replace(&mut hd.unused, 0..0).collect();
         while (out.len() as i64) < n {
-            let want = n - out.len() as i64;
-            let block = self.handles[h].block;
-            if block == 1 {
-                out.extend(self.reserve(want)?);
-                continue;
-            }
-            if self.handles[h].unused.is_empty() {
-                let r = self.reserve(want.max(block))?;
-                self.handles[h].unused = r;
-                self.handles[h].last_version = Some(self.version);
-            }
-            let u = &mut self.handles[h].unused;
-            let to = (u.start + want).min(u.end);
-            out.extend(u.start..to);
-            u.start = to;
+            let b = hd.spare.pop_front().unwrap();
+            let take = (b.end - b.start).min(n - out.len() as i64);
+            out.extend(b.start..b.start + take);
+            hd.unused = b.start + take..b.end;
         }
         Ok(out)
     }
@@ -85,13 +128,29 @@ impl Model {
     fn close(&mut self, h: usize) -> Option<Range<i64>> {
         let hd = &mut self.handles[h];
         let unused = std::mem::replace(&mut hd.unused, 0..0);
-        let last = hd.last_version.take()?;
-        if unused.is_empty() || last != self.version {
+        let spare = std::mem::take(&mut hd.spare);
+        let (last_end, last_version) = hd.last.take()?;
+        if last_version != self.version {
             return None;
         }
-        self.next = unused.start;
+        let mut from = last_end;
+        for piece in std::iter::once(unused)
+            .chain(spare)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            if piece.is_empty() || piece.end != from {
+                break;
+            }
+            from = piece.start;
+        }
+        if from == last_end {
+            return None;
+        }
+        self.next = from;
         self.version += 1;
-        Some(unused)
+        Some(from..last_end)
     }
 }
 
@@ -122,7 +181,7 @@ proptest! {
                 next: start,
                 max,
                 version: 1,
-                handles: blocks.iter().map(|&block| ModelHandle { block, unused: 0..0, last_version: None }).collect(),
+                handles: blocks.iter().map(|&block| ModelHandle { block, unused: 0..0, spare: VecDeque::new(), last: None }).collect(),
             };
             let mut seen = HashSet::new();
             let mut last_of = [i64::MIN; 3];

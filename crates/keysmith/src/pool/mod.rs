@@ -15,12 +15,15 @@
 //! store:
 //!
 //! - every number is handed out at most once: the pool always holds exactly
-//!   one member of each residue modulo `N`, members only grow, and a number
-//!   leaves the pool only through a swap that found it there;
+//!   one member of each residue modulo `N`, a number leaves the pool only
+//!   through a swap that found it there, and a member goes back down (from
+//!   `v + N` to `v`) only when `v` was never handed out
+//!   ([`ValuePool::give_back`]);
 //! - the pool always holds exactly `N` members;
 //! - no holes: every number from `start` up to a member of the same residue
 //!   was handed out, except a number a taker swapped out and then lost (the
-//!   process died before using it, or [`ValuePool::take_n`] failed part-way).
+//!   process died before using it). A [`ValuePool::take_n`] that fails
+//!   part-way gives its numbers back.
 //!
 //! What it does not promise: order. Numbers come out in no particular order.
 //! How close together they stay depends on the store's samples: when every
@@ -87,6 +90,9 @@ struct Inner {
     reuse: bool,
     /// Candidates left over from the last sample, tried before a new sample.
     spare: Mutex<Vec<i64>>,
+    /// Numbers this handle took but never handed out (a batch failed part-way)
+    /// and could not give back to the pool: the next takes hand them out first.
+    returned: Mutex<Vec<i64>>,
     counters: Counters,
 }
 
@@ -207,6 +213,7 @@ impl ValuePoolBuilder {
                 max_rounds: self.max_rounds,
                 reuse: self.reuse.unwrap_or(false),
                 spare: Mutex::new(Vec::new()),
+                returned: Mutex::new(Vec::new()),
                 counters: Counters::default(),
             }),
         })
@@ -269,6 +276,10 @@ impl ValuePool {
     /// duplicate.
     pub async fn take(&self) -> Result<i64> {
         let inner = &*self.inner;
+        if let Some(v) = lock(&inner.returned).pop() {
+            inner.counters.takes.fetch_add(1, Relaxed);
+            return Ok(v);
+        }
         let mut candidates = if inner.reuse {
             std::mem::take(&mut *lock(&inner.spare))
         } else {
@@ -318,18 +329,48 @@ impl ValuePool {
     /// `n` numbers (1 to [`MAX_BATCH`]), each unique, in the order taken.
     /// One [`Self::take`] after another: `n` times its cost.
     ///
+    /// All or nothing: when a take fails part-way, the numbers already taken
+    /// go back (see [`Self::give_back`]) and the call fails, handing out
+    /// nothing and losing nothing.
+    ///
     /// # Errors
-    /// As [`Self::take`]; [`Error::InvalidArgument`] for a bad `n`. On error
-    /// the numbers taken so far are not returned and never handed out again
-    /// (they are holes): use [`Self::take_each`] to keep them.
+    /// As [`Self::take`]; [`Error::InvalidArgument`] for a bad `n`.
     pub async fn take_n(&self, n: i64) -> Result<Vec<i64>> {
-        let mut out = Vec::with_capacity(usize::try_from(n.clamp(0, MAX_BATCH)).unwrap_or(0));
-        self.take_each(n, |v| {
-            out.push(v);
-            Ok::<(), Error>(())
-        })
-        .await?;
+        check_batch(n)?;
+        let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        for _ in 0..n {
+            match self.take().await {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    self.give_back(&out).await;
+                    return Err(e);
+                }
+            }
+        }
         Ok(out)
+    }
+
+    /// Gives back numbers this handle took and never handed out: each goes
+    /// back into the pool (its replacement `v + size` is swapped for `v`, in
+    /// the same slot) if no one has taken the replacement since; otherwise it
+    /// stays with the handle, and its next takes hand it out first. Either
+    /// way it is never lost and never handed out twice. Numbers given to the
+    /// caller must not be given back.
+    pub async fn give_back(&self, numbers: &[i64]) {
+        let inner = &*self.inner;
+        for &v in numbers {
+            // v <= max_value, so v + size fits.
+            let swapped = inner
+                .store
+                .pool_swap(&inner.row.name, v + inner.row.size, v)
+                .await;
+            match swapped {
+                Ok(true) => {
+                    inner.counters.takes.fetch_sub(1, Relaxed);
+                }
+                Ok(false) | Err(_) => lock(&inner.returned).push(v),
+            }
+        }
     }
 
     /// Takes `n` numbers (1 to [`MAX_BATCH`]) one after another and gives
@@ -340,7 +381,8 @@ impl ValuePool {
     /// # Errors
     /// The first error of a take (as [`Self::take`]) or of `each`, which
     /// stops the loop; [`Error::InvalidArgument`] for a bad `n`, before
-    /// anything is taken. `each` has seen every number taken, also on error.
+    /// anything is taken. `each` has seen every number taken, also on error
+    /// (a number `each` failed on may have left it, so it is not given back).
     pub async fn take_each<E: From<Error>>(
         &self,
         n: i64,

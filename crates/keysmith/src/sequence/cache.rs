@@ -5,8 +5,10 @@
 //! compare-and-swap of `cursor` from `v` to `v + k`, allowed while `v < end`.
 //!
 //! Why this is safe without a lock: a handle's blocks come from the store in
-//! increasing order, so `cursor` only ever grows. If the CAS from `v` succeeds,
-//! `v` was the cursor at that instant, so nobody else took it. A new block is
+//! increasing order, so `cursor` only ever grows (the one exception,
+//! [`BlockCache::restore`], moves it back over values that were never handed
+//! out, under the refill mutex). If the CAS from `v` succeeds, `v` was the
+//! cursor at that instant, so nobody else took it. A new block is
 //! installed (under the refill mutex) by storing `cursor` first and `end`
 //! second, both with Release; a reader that sees the new `end` (Acquire) must
 //! then see the new `cursor` in its CAS, so a stale `v` from the old block can
@@ -58,6 +60,54 @@ impl BlockCache {
                 Err(now) => v = now,
             }
         }
+    }
+
+    /// Takes exactly `n` values (`n >= 1`) from the current block, or
+    /// nothing when it has fewer. Returns them and whether they include the
+    /// prefetch mark.
+    #[inline]
+    pub(crate) fn take_exact(&self, n: i64) -> Option<(Range<i64>, bool)> {
+        let mut v = self.cursor.load(Acquire);
+        loop {
+            let end = self.end.load(Acquire);
+            // end - v >= n, written so nothing overflows (v < end here).
+            if v >= end || end - v < n {
+                return None;
+            }
+            match self.cursor.compare_exchange_weak(v, v + n, AcqRel, Acquire) {
+                Ok(_) => {
+                    let mark = self.prefetch_at.load(Relaxed);
+                    return Some((v..v + n, v <= mark && mark < v + n));
+                }
+                Err(now) => v = now,
+            }
+        }
+    }
+
+    /// Takes every value left in the current block (possibly none), and
+    /// whether they include the prefetch mark. Caller holds the refill
+    /// mutex, so no block is installed until it lets go.
+    pub(crate) fn take_rest(&self) -> (Range<i64>, bool) {
+        self.take(i64::MAX).unwrap_or((0..0, false))
+    }
+
+    /// Puts back `rest`, what [`Self::take_rest`] took, none of it handed
+    /// out. Caller holds the refill mutex and has held it since `take_rest`,
+    /// so the cache is still used up at `rest.end` and no other value of this
+    /// handle was handed out since: the cursor may go back without breaking
+    /// "a handle's values increase" (a taker whose CAS then succeeds from a
+    /// value in `rest` takes a value nobody has).
+    pub(crate) fn restore(&self, rest: Range<i64>) {
+        if rest.is_empty() {
+            return;
+        }
+        let restored = self
+            .cursor
+            .compare_exchange(rest.end, rest.start, AcqRel, Acquire);
+        debug_assert!(
+            restored.is_ok(),
+            "the cache moved while the refill mutex was held"
+        );
     }
 
     /// Whether the current block has values left.

@@ -10,6 +10,7 @@
 //! With block size 1 (strict mode) every value is its own round trip to the
 //! store, and values from all handles increase in the order they were taken.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
@@ -65,8 +66,9 @@ struct Inner {
 /// State changed only under the refill mutex.
 #[derive(Debug, Default)]
 struct Refill {
-    /// A block reserved ahead of need.
-    spare: Option<Reservation>,
+    /// Blocks reserved ahead of need, in increasing order: the prefetched
+    /// one, and those a failed [`Sequence::next_n`] reserved before it failed.
+    spare: VecDeque<Reservation>,
     /// The newest reservation of this handle (the spare, else the current one).
     last: Option<Reservation>,
     /// When the newest reservation was made (for the adaptive block size).
@@ -307,20 +309,151 @@ impl Sequence {
     /// than every value this handle returned before. Consecutive unless a
     /// block boundary falls inside.
     ///
+    /// All or nothing: every block it needs is reserved before any value is
+    /// taken for the caller, so a call that fails hands nothing out and loses
+    /// nothing. Blocks reserved before the failure stay with the handle and
+    /// are the next values it hands out (or go back to the store on
+    /// [`Self::close`]); in strict mode they go back to the store at once when
+    /// no one reserved since.
+    ///
     /// # Errors
-    /// As [`Self::next`]; [`Error::InvalidArgument`] for a bad `n`. On error
-    /// the values taken so far are not returned and never handed out again.
+    /// As [`Self::next`]; [`Error::InvalidArgument`] for a bad `n`;
+    /// [`Error::Exhausted`] when fewer than `n` values are left (a smaller
+    /// count may still succeed).
     pub async fn next_n(&self, n: i64) -> Result<Vec<i64>> {
         if !(1..=MAX_BATCH).contains(&n) {
             return Err(Error::invalid(format!(
                 "count must be between 1 and {MAX_BATCH}, got {n}"
             )));
         }
+        if self.is_strict() {
+            return self.next_n_strict(n).await;
+        }
+        if let Some((r, mark)) = self.inner.cache.take_exact(n) {
+            if mark {
+                self.start_prefetch();
+            }
+            return Ok(r.collect());
+        }
+        self.next_n_reserving(n).await
+    }
+
+    /// [`Self::next_n`] when the current block has fewer than `n` values.
+    async fn next_n_reserving(&self, n: i64) -> Result<Vec<i64>> {
+        let inner = &*self.inner;
+        let mut st = inner.refill.lock().await;
+        if st.closed {
+            return Err(Error::Closed {
+                name: self.name().to_owned(),
+            });
+        }
+        // Another caller may have refilled while we waited for the mutex.
+        if let Some((r, mark)) = inner.cache.take_exact(n) {
+            drop(st);
+            if mark {
+                self.start_prefetch();
+            }
+            return Ok(r.collect());
+        }
+        // The rest of the current block, fewer than `n` values (the cache
+        // only shrinks while we hold the mutex). From here on nobody takes
+        // from this handle: the cache is empty, and installing a block needs
+        // the mutex.
+        let (head, mut passed_mark) = inner.cache.take_rest();
+        let mut have = head.end - head.start + st.spare.iter().map(Reservation::len).sum::<i64>();
+        while have < n {
+            match inner.alloc.reserve((n - have).max(self.block())).await {
+                Ok(r) => {
+                    self.note_reservation(&mut st, r);
+                    st.spare.push_back(r);
+                    have += r.len();
+                }
+                Err(e) => {
+                    // Nothing was handed out: the head goes back to the
+                    // cache, and the new blocks stay spare for the next call.
+                    inner.cache.restore(head);
+                    return Err(e);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(n as usize);
+        out.extend(head);
         while (out.len() as i64) < n {
-            out.extend(self.take(n - out.len() as i64).await?);
+            let b = st
+                .spare
+                .pop_front()
+                .ok_or_else(|| Error::Corrupt("next_n: counted blocks went missing".into()))?;
+            let take = b.len().min(n - out.len() as i64);
+            out.extend(b.start..b.start + take);
+            // The mark of the whole block, as if its values came one by one.
+            let mark = self.prefetch_mark(&b);
+            passed_mark = mark < b.start + take;
+            if take < b.len() {
+                inner.cache.install(b.start + take..b.end, mark);
+            }
+        }
+        let prefetch = passed_mark && st.spare.is_empty();
+        drop(st);
+        if prefetch {
+            self.start_prefetch();
         }
         Ok(out)
+    }
+
+    /// [`Self::next_n`] in strict mode: reservations of exactly what is
+    /// asked; on a failure the ones already made go back to the store if no
+    /// one reserved since.
+    async fn next_n_strict(&self, n: i64) -> Result<Vec<i64>> {
+        let alloc = &self.inner.alloc;
+        let mut got: Vec<Reservation> = Vec::new();
+        let mut have = 0;
+        while have < n {
+            match alloc.reserve(n - have).await {
+                Ok(r) => {
+                    have += r.len();
+                    got.push(r);
+                }
+                Err(e) => {
+                    self.hand_back(&got).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(got.iter().flat_map(|r| r.start..r.end).collect())
+    }
+
+    /// Gives the reservations `got` (in order, none handed out) back to the
+    /// store: the longest tail of them with no other write in between, with
+    /// a conditional put on the version of the last, so only if no one
+    /// reserved since. Otherwise they stay a gap: never handed out twice.
+    async fn hand_back(&self, got: &[Reservation]) {
+        let Some(last) = got.last() else {
+            return;
+        };
+        let mut from = last.start;
+        for pair in got.windows(2).rev() {
+            let (a, b) = (pair[0], pair[1]);
+            if a.end == b.start && a.version + 1 == b.version && b.start == from {
+                from = a.start;
+            } else {
+                break;
+            }
+        }
+        match self
+            .inner
+            .alloc
+            .store
+            .put_if_version(self.name(), from, last.version)
+            .await
+        {
+            Ok(Put::Done(_)) => {}
+            Ok(Put::Conflict(_)) => {
+                tracing::info!(sequence = %self.name(), "values {from}..{} stay a gap: others reserved since", last.end)
+            }
+            Err(e) => {
+                tracing::warn!(sequence = %self.name(), "values {from}..{} stay a gap: handing them back failed: {e}", last.end)
+            }
+        }
     }
 
     /// The next value if the current block has one: no await, no store.
@@ -363,7 +496,7 @@ impl Sequence {
         if inner.cache.has_values() {
             return Ok(()); // another caller refilled while we waited
         }
-        let block = match st.spare.take() {
+        let block = match st.spare.pop_front() {
             Some(b) => b,
             None => {
                 let r = inner.alloc.reserve(want.max(self.block())).await?;
@@ -404,12 +537,12 @@ impl Sequence {
         self.inner.runtime.spawn(async move {
             let inner = &*this.inner;
             let mut st = inner.refill.lock().await;
-            if st.closed || st.spare.is_some() {
+            if st.closed || !st.spare.is_empty() {
                 return;
             }
             match inner.alloc.reserve(this.block()).await {
                 Ok(r) => {
-                    st.spare = Some(r);
+                    st.spare.push_back(r);
                     this.note_reservation(&mut st, r);
                 }
                 // The caller that runs dry reserves again and sees the error.
@@ -436,12 +569,20 @@ impl Sequence {
         let Some(last) = st.last else {
             return Ok(None);
         };
-        // The unused values that end where the newest reservation ends.
-        let from = match st.spare {
-            Some(spare) if unused.is_empty() || unused.end != spare.start => spare.start,
-            _ if unused.is_empty() => return Ok(None),
-            _ => unused.start,
-        };
+        // The unused values that end where the newest reservation ends: walk
+        // back from it over spare blocks and the current block's rest while
+        // they are adjacent.
+        let mut from = last.end;
+        let pieces = std::iter::once(unused).chain(st.spare.iter().map(|r| r.start..r.end));
+        for piece in pieces.collect::<Vec<_>>().into_iter().rev() {
+            if piece.is_empty() || piece.end != from {
+                break;
+            }
+            from = piece.start;
+        }
+        if from == last.end {
+            return Ok(None);
+        }
         match inner
             .alloc
             .store

@@ -221,7 +221,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Creates a pool holding `start..start + size`: one member per slot,
     /// slot `s` holding `start + s`. A member never changes slot: the only
-    /// change is [`Store::pool_swap`] of `take` for `take + size`.
+    /// changes are [`Store::pool_swap`] of `take` for `take + size`, and back
+    /// (of `take + size` for `take`) to return a number never handed out.
     ///
     /// # Errors
     /// [`Error::AlreadyExists`].
@@ -240,8 +241,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>>;
 
     /// Atomically replaces member `take` by `put`, only if `take` is a member.
-    /// Returns whether it did. Callers pass `put = take + size`, so the member
-    /// keeps its slot; backends may rely on that.
+    /// Returns whether it did. Callers pass `put = take + size` (a take) or
+    /// `put = take - size` (giving back a number that was never handed out),
+    /// so the member keeps its slot; backends may rely on that.
     ///
     /// # Errors
     /// [`Error::NotFound`] if the pool is gone.

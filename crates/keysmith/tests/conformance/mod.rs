@@ -15,6 +15,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keysmith::Error;
+use keysmith::pool::ValuePool;
+use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{MAX_VALUE, Put, Reservation, SequenceSpec, Store};
 
 /// Generates one test per check for a backend.
@@ -38,7 +40,10 @@ macro_rules! conformance_tests {
             pool_swap_only_when_member,
             concurrent_pool_swaps_of_one_member_have_one_winner,
             pool_list_and_drop,
-            ping_answers
+            ping_answers,
+            a_failed_next_n_near_the_maximum_loses_nothing,
+            a_failed_strict_next_n_hands_its_values_back,
+            a_failed_pool_take_n_near_the_maximum_loses_nothing
         );
     };
     (@each $factory:path; $($check:ident),* $(,)?) => {
@@ -447,4 +452,107 @@ pub async fn pool_list_and_drop(store: Arc<dyn Store>) {
 
 pub async fn ping_answers(store: Arc<dyn Store>) {
     store.ping().await.unwrap();
+}
+
+/// A cached handle near the maximum: a batch larger than what is left fails
+/// with `Exhausted` and hands nothing out; the values it reserved stay with
+/// the handle and are the next ones handed out, for every strategy.
+pub async fn a_failed_next_n_near_the_maximum_loses_nothing(store: Arc<dyn Store>) {
+    for strategy in [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked] {
+        let name = format!("near-max-{strategy}");
+        store
+            .create(&SequenceSpec {
+                block: 4,
+                ..spec(&name, 1, 10)
+            })
+            .await
+            .unwrap();
+        let h = Sequence::builder()
+            .store(store.clone())
+            .name(&name)
+            .strategy(strategy)
+            .prefetch(0.0)
+            .build()
+            .await
+            .unwrap();
+        assert_eq!(h.next_n(3).await.unwrap(), vec![1, 2, 3], "{strategy}");
+        // 7 left (4 in the handle's block, 3 in the store): 8 is too many.
+        let e = h.next_n(8).await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { .. }), "{strategy}: {e}");
+        // Nothing was lost: the next values are exactly the rest.
+        assert_eq!(h.next().await.unwrap(), 4, "{strategy}");
+        assert_eq!(
+            h.next_n(6).await.unwrap(),
+            (5..=10).collect::<Vec<_>>(),
+            "{strategy}"
+        );
+        assert!(
+            matches!(h.next().await, Err(Error::Exhausted { .. })),
+            "{strategy}"
+        );
+    }
+}
+
+/// A strict handle (block 1) asking for more than is left: the short
+/// reservation it made goes back to the store, so another handle gets it.
+pub async fn a_failed_strict_next_n_hands_its_values_back(store: Arc<dyn Store>) {
+    for strategy in [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked] {
+        let name = format!("strict-near-max-{strategy}");
+        store
+            .create(&SequenceSpec {
+                block: 1,
+                ..spec(&name, 1, 3)
+            })
+            .await
+            .unwrap();
+        let open = || {
+            Sequence::builder()
+                .store(store.clone())
+                .name(&name)
+                .strategy(strategy)
+                .build()
+        };
+        let h = open().await.unwrap();
+        assert!(h.is_strict());
+        let e = h.next_n(5).await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { .. }), "{strategy}: {e}");
+        assert_eq!(
+            store.read(&name).await.unwrap().unwrap().next,
+            1,
+            "{strategy}: handed back"
+        );
+        let other = open().await.unwrap();
+        assert_eq!(other.next_n(3).await.unwrap(), vec![1, 2, 3], "{strategy}");
+    }
+}
+
+/// A pool near its maximum (only some members can still be taken): a batch
+/// larger than what is left fails with `Exhausted`, gives back what it took,
+/// and those numbers are what the next batch gets.
+pub async fn a_failed_pool_take_n_near_the_maximum_loses_nothing(store: Arc<dyn Store>) {
+    let size = 10;
+    // The highest start a pool of 10 may have: each member can be taken once
+    // (its replacement, above i64::MAX - size, cannot), so 10 numbers in all.
+    let start = i64::MAX - 2 * size + 1;
+    keysmith::pool::create(&*store, "near-max", start, size)
+        .await
+        .unwrap();
+    let before = store.pool_members("near-max").await.unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("near-max")
+        .build()
+        .await
+        .unwrap();
+    let e = h.take_n(11).await.unwrap_err();
+    assert!(matches!(e, Error::Exhausted { .. }), "{e}");
+    assert_eq!(
+        store.pool_members("near-max").await.unwrap(),
+        before,
+        "the numbers taken went back into the pool"
+    );
+    let mut got = h.take_n(10).await.unwrap();
+    got.sort();
+    assert_eq!(got, (start..start + size).collect::<Vec<_>>());
+    assert!(matches!(h.take().await, Err(Error::Exhausted { .. })));
 }
