@@ -44,7 +44,7 @@
 //! ([`openapi::document`]).
 #![warn(missing_docs)]
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,6 +60,7 @@ use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
 mod auth;
+mod conn;
 mod error;
 mod extract;
 mod handles;
@@ -69,6 +70,7 @@ mod routes;
 mod status;
 
 pub use auth::{OPEN_PATH, TOKEN_ENV, Token};
+pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
 
 use handles::Handles;
@@ -82,6 +84,12 @@ pub const DEFAULT_MAX_COUNT: i64 = 100_000;
 pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
 /// The default longest time a request may take.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default longest time a client may take to send a request's headers.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default longest time a connection stays open with no request in flight.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default most connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// How to run a server.
 #[derive(Debug, Clone)]
@@ -103,7 +111,26 @@ pub struct Config {
     /// The largest request body in bytes; more is a 413.
     pub body_limit: usize,
     /// The longest a request may take; then it is answered with a 503.
+    /// The `next` routes of sequences and pools are not cut off (that could
+    /// drop values already taken): a pool request stops taking numbers a
+    /// little before this and answers with what it has (`"partial"`), and a
+    /// sequence request, one reservation, waits for the store.
     pub request_timeout: Duration,
+    /// HTTP/1: the longest a client may take to send a request's headers,
+    /// counted from when the server starts waiting for them (the connection
+    /// opened, or the previous answer was sent); then the connection is
+    /// closed. Also the longest any connection may stay open before its
+    /// first request. Default [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// The longest a connection that has had a request stays open with no
+    /// request in flight (HTTP/2 and HTTP/1 alike; an idle HTTP/1
+    /// connection is closed earlier by the header timeout). Default
+    /// [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// The most connections served at once; more wait to be accepted until
+    /// one closes. Keep it under the process's open-file limit. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
     /// How the server's sequence handles reserve blocks.
     pub strategy: Strategy,
     /// Optimistic attempts per block before a request fails with
@@ -228,6 +255,9 @@ impl Default for Config {
             max_count: DEFAULT_MAX_COUNT,
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             strategy: Strategy::default(),
             max_attempts: keysmith::sequence::DEFAULT_MAX_ATTEMPTS,
             adaptive: Some(AdaptivePolicy::default()),
@@ -272,6 +302,17 @@ impl Config {
                 "the request timeout must be more than 0".into(),
             ));
         }
+        if self.header_read_timeout.is_zero() || self.idle_timeout.is_zero() {
+            return Err(ServeError::Config(
+                "the header and idle timeouts must be more than 0".into(),
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(ServeError::Config(format!(
+                "max connections must be between 1 and {MAX_CONNECTIONS}, got {}",
+                self.max_connections
+            )));
+        }
         if self.token.is_none() && !self.listen.ip().is_loopback() && !self.insecure_no_auth {
             return Err(ServeError::Config(format!(
                 "refusing to listen on {} without a token: anyone who can reach it could take and waste values. \
@@ -282,6 +323,9 @@ impl Config {
         Ok(())
     }
 }
+
+/// The largest [`Config::max_connections`].
+pub const MAX_CONNECTIONS: usize = 1 << 20;
 
 /// Why a server could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -442,7 +486,9 @@ impl AppState {
     }
 }
 
-/// Answers a request that runs past the timeout with a 503.
+/// Answers a request that runs past the timeout with a 503. Not on the
+/// `next` routes of sequences and pools, which keep their own deadline
+/// ([`routes::deadline`]) so that no value they took is dropped.
 async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let limit = state.shared().options.request_timeout;
     match tokio::time::timeout(limit, next.run(req)).await {
@@ -475,7 +521,8 @@ pub fn router(state: AppState) -> Router {
     use routes::pools;
     use routes::sequences as seq;
     let body_limit = state.shared().options.body_limit;
-    Router::new()
+    // Cut off at the request timeout: nothing here takes values.
+    let bounded = Router::new()
         .route("/", get(status::page))
         .route("/v1/status", get(status::json))
         .route("/healthz", get(routes::healthz))
@@ -484,13 +531,18 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::handler))
         .route("/v1/sequences", post(seq::create).get(seq::list))
         .route("/v1/sequences/{name}", get(seq::show).delete(seq::drop))
-        .route("/v1/sequences/{name}/next", post(seq::next))
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
-        .route("/v1/pools/{name}/next", post(pools::next))
         .route("/v1/counters/next", post(routes::counters::next))
         .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
+        .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
+    // Their own deadline: they answer with what they took.
+    let taking = Router::new()
+        .route("/v1/sequences/{name}/next", post(seq::next))
+        .route("/v1/pools/{name}/next", post(pools::next));
+    bounded
+        .merge(taking)
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -498,7 +550,6 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), timeout))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -509,6 +560,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     state: AppState,
     router: Router,
+    limits: conn::Limits,
 }
 
 impl Server {
@@ -531,6 +583,11 @@ impl Server {
             listener,
             state,
             router,
+            limits: conn::Limits {
+                header_read_timeout: config.header_read_timeout,
+                idle_timeout: config.idle_timeout,
+                max_connections: config.max_connections,
+            },
         })
     }
 
@@ -553,35 +610,20 @@ impl Server {
     /// request timeout plus [`SHUTDOWN_GRACE`] after the signal (a client
     /// that never finishes sending its request) are not waited for.
     ///
+    /// At most [`Config::max_connections`] connections are served at once,
+    /// each closed after [`Config::header_read_timeout`] or
+    /// [`Config::idle_timeout`] without a request in flight.
+    ///
     /// # Errors
     /// [`ServeError::Io`] if serving fails.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        let mut stop = rx.clone();
-        let serving = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
-            .into_future();
         let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
-        let give_up = async move {
-            shutdown.await;
-            let _ = tx.send(true);
-            tokio::time::sleep(grace).await;
-            drop(rx);
-        };
-        let served = tokio::select! {
-            r = serving => r,
-            () = give_up => {
-                tracing::warn!("connections still open {grace:?} after the shutdown signal; closing handles anyway");
-                Ok(())
-            }
-        };
+        conn::serve(self.listener, self.router, self.limits, grace, shutdown).await;
         self.state.close().await;
-        Ok(served?)
+        Ok(())
     }
 }
 
