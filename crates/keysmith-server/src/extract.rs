@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// A JSON request body. The content type is not checked (so `curl -d` works);
+/// A JSON request body. A number without a fraction (`3.0`, `1e3`) is an
+/// integer, as JSON Schema says. The content type is not checked (so `curl -d` works);
 /// the body must parse as `T`. Rejections: 413 over the body limit, 400 for
 /// anything that does not parse, naming the problem; also 400 for an object
 /// with a key twice (JSON parsers disagree on which one wins, so the server
@@ -73,7 +74,13 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
     fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
         Ok(v.into())
     }
+    /// A number with no fraction is an integer, as JSON Schema counts
+    /// (`3.0`, `1e3`), when it fits in an `i64`.
     fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        // -2^63 <= v < 2^63: exact in an i64.
+        if v.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v) {
+            return Ok((v as i64).into());
+        }
         Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
@@ -160,5 +167,10 @@ mod tests {
         let v = super::parse_strict(br#"{"a":[1,-2,3.5,"s",null,true],"b":{"a":1}}"#).unwrap();
         assert_eq!(v["a"][1], -2);
         assert_eq!(v["b"]["a"], 1);
+        let v = super::parse_strict(br#"{"a":3.0,"b":1e3,"c":-0.0,"d":1e19,"e":2.5}"#).unwrap();
+        assert_eq!(v["a"], 3);
+        assert_eq!(v["b"], 1000);
+        assert_eq!(v["c"], 0);
+        assert!(v["d"].is_f64() && v["e"].is_f64(), "{v}");
     }
 }

@@ -1,19 +1,47 @@
 //! `GET /openapi.json`: the API described in OpenAPI 3.1.
+//!
+//! The document states the rules the server checks: name patterns and
+//! lengths, bounds of every number, the count limit of this server, and
+//! every status each route can answer. Two rules JSON Schema cannot say are
+//! in the descriptions: a name is at most 512 *bytes* of UTF-8 (the schema
+//! counts characters), and the bounds that tie two fields together
+//! (`start <= max` of a sequence, `start <= 2^63 - 2 * size` of a pool).
 
 use axum::Json;
+use axum::extract::State;
 use serde_json::{Value, json};
 
-/// The OpenAPI document of the API.
+use crate::AppState;
+
+/// The characters a name may not hold, as a regular expression class:
+/// whitespace (Unicode `White_Space`) and control characters (`Cc`), as
+/// [`keysmith::validate_name`] checks.
+pub const NAME_PATTERN: &str = "^[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+$";
+
+/// The OpenAPI document of the API, for a server with the default count
+/// limit ([`crate::DEFAULT_MAX_COUNT`]).
 pub fn document() -> Value {
+    document_for(crate::DEFAULT_MAX_COUNT)
+}
+
+/// The OpenAPI document of the API, for a server whose `next` routes take
+/// at most `max_count` values a request.
+pub fn document_for(max_count: i64) -> Value {
+    let name_schema = json!({
+        "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": NAME_PATTERN,
+        "description": format!("1 to {} bytes of UTF-8 (the schema's maxLength counts characters), \
+            no whitespace and no control characters. URL-like names such as `example.com/a#main` are fine.",
+            keysmith::MAX_NAME_BYTES)
+    });
     let name = json!({
         "name": "name", "in": "path", "required": true,
         "description": "Percent-encoded name (a `/` in a name is sent as %2F).",
-        "schema": {"type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES}
+        "schema": name_schema
     });
     let count = json!({
         "name": "count", "in": "query", "required": false,
-        "description": "How many values (default 1; above the server's maximum is a 413).",
-        "schema": {"type": "integer", "minimum": 1}
+        "description": "How many values. Above this server's maximum (`--max-count`) is a 413; a bad `as` is a 400 first.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": max_count, "default": 1}
     });
     let as_ = json!({
         "name": "as", "in": "query", "required": false,
@@ -56,13 +84,23 @@ pub fn document() -> Value {
                         "message": {"type": "string"},
                         "similar": {"type": "array", "items": {"type": "string"}, "description": "Existing names that look alike (404 only)."}
                     }}}},
-                "Values": {"type": "object", "required": ["values"], "properties": {"values": {
-                    "type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
-                "CreateSequence": {"type": "object", "required": ["name"], "additionalProperties": false, "properties": {
-                    "name": {"type": "string"},
-                    "start": {"type": "integer", "default": 1, "minimum": 0},
-                    "max": {"type": "integer", "default": keysmith::store::MAX_VALUE},
-                    "block": {"type": "integer", "default": 100, "minimum": 1}}},
+                "Values": {"type": "object", "required": ["values"], "properties": {
+                    "values": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
+                    "partial": {"type": "object", "required": ["requested", "reason", "message"],
+                        "description": "Present when `values` holds fewer than asked for: a pool request stops at its deadline \
+                            (a little before the request timeout) or when a take fails after others succeeded, and answers \
+                            with every number it took. Ask again for the rest.",
+                        "properties": {
+                            "requested": {"type": "integer", "description": "The count asked for."},
+                            "reason": {"type": "string", "examples": ["deadline", "exhausted", "contention", "unavailable"]},
+                            "message": {"type": "string"}}}}},
+                "CreateSequence": {"type": "object", "required": ["name"], "additionalProperties": false,
+                    "description": "start must not be above max.",
+                    "properties": {
+                    "name": name_schema,
+                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                    "max": {"type": "integer", "default": keysmith::store::MAX_VALUE, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                    "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION}}},
                 "Sequence": {"type": "object", "properties": {
                     "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
                     "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
@@ -73,9 +111,11 @@ pub fn document() -> Value {
                             "served": {"type": "integer"}, "last_served": {"type": ["integer", "null"]},
                             "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}},
                 "SequenceList": {"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}},
-                "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false, "properties": {
-                    "name": {"type": "string"},
-                    "start": {"type": "integer", "default": 1, "minimum": 0},
+                "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false,
+                    "description": "start must be at most 2^63 - 2 * size, so that every first member can be taken once.",
+                    "properties": {
+                    "name": name_schema,
+                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1},
                     "size": {"type": "integer", "minimum": 1, "maximum": keysmith::pool::MAX_POOL_SIZE}}},
                 "Pool": {"type": "object", "properties": {
                     "name": {"type": "string"}, "start": {"type": "integer"}, "size": {"type": "integer"},
@@ -93,13 +133,13 @@ pub fn document() -> Value {
                     "oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "object", "required": ["type", "value"],
                         "properties": {"type": {"type": "string"}, "value": {}}}]},
                 "ShardKeyParts": {"type": "object", "required": ["origin", "shard", "record"], "additionalProperties": false, "properties": {
-                    "origin": {"type": "string", "minLength": 1, "maxLength": 1, "description": "One ASCII letter or digit naming the record type."},
+                    "origin": {"type": "string", "pattern": "^[A-Za-z0-9]$", "description": "One ASCII letter or digit naming the record type; `0` is reserved for the empty key (shard 0, default ids)."},
                     "shard": {"type": "integer", "minimum": 0, "maximum": 65535},
                     "record": {"$ref": "#/components/schemas/Id"},
                     "children": {"type": "array", "maxItems": 3, "items": {"$ref": "#/components/schemas/Id"}}}},
                 "ShardKeyDecode": {"type": "object", "required": ["external"], "additionalProperties": false, "properties": {
                     "external": {"type": "string"},
-                    "origin": {"type": "string", "description": "Fail unless the key has this origin."},
+                    "origin": {"type": "string", "pattern": "^[A-Za-z0-9]$", "description": "Fail unless the key has this origin."},
                     "record_type": {"type": "string", "description": "Fail unless the record id has this type (needs origin)."},
                     "child_types": {"type": "array", "items": {"type": "string"}}}},
                 "ShardKey": {"type": "object", "properties": {
@@ -146,8 +186,8 @@ pub fn document() -> Value {
                 "post": {"summary": "Take numbers from a pool",
                     "description": "Numbers are unique forever, in no particular order.",
                     "parameters": [count, as_],
-                    "responses": responses(vec![("200", ok("The numbers, in the order taken.", "Values")), ("404", err("No such pool.")),
-                        ("413", err("Count over the server's maximum."))])}
+                    "responses": responses(vec![("200", ok("The numbers, in the order taken; `partial` when fewer than asked for.", "Values")), ("404", err("No such pool.")),
+                        ("409", err("The pool is exhausted: no member can be taken.")), ("413", err("Count over the server's maximum."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",
@@ -177,7 +217,7 @@ pub fn document() -> Value {
     })
 }
 
-/// `GET /openapi.json`.
-pub(crate) async fn handler() -> Json<Value> {
-    Json(document())
+/// `GET /openapi.json`, with this server's count limit.
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
+    Json(document_for(state.shared().options.max_count))
 }
