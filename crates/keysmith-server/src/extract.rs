@@ -78,7 +78,9 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
     /// (`3.0`, `1e3`), when it fits in an `i64`.
     fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
         // -2^63 <= v < 2^63: exact in an i64.
-        if v.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v) {
+        if v.fract() == 0.0
+            && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&v)
+        {
             return Ok((v as i64).into());
         }
         Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into))

@@ -21,10 +21,18 @@
 //! | `GET /healthz` | checks the store; the only route that needs no token |
 //! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
 //!
-//! Errors are `{"error": {"code", "message"}}`: 400 bad input, 401 no or
-//! wrong token, 404 unknown name, 405 wrong method, 409 exists or exhausted,
-//! 413 body or count over the limit, 503 with `Retry-After` for contention,
-//! an unavailable store or a request past the timeout.
+//! Errors are `{"error": {"code", "message"}}`, also for request heads
+//! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
+//! unknown name, 405 wrong method, 409 exists or exhausted, 413 body or
+//! count over the limit, 431 request head too large, 503 with `Retry-After`
+//! for contention, an unavailable store or a request past the timeout.
+//!
+//! A `next` route is never cut off once it takes values: a pool request
+//! stops a little before the request timeout and answers with what it took
+//! (`"partial"`); a sequence request is one reservation. Connections are
+//! capped ([`Config::max_connections`]) and closed when a client is too
+//! slow to send headers or idle ([`Config::header_read_timeout`],
+//! [`Config::idle_timeout`]).
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {

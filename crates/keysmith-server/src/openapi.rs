@@ -13,10 +13,32 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 
-/// The characters a name may not hold, as a regular expression class:
-/// whitespace (Unicode `White_Space`) and control characters (`Cc`), as
+/// The characters a name may not hold, as inclusive ranges: whitespace
+/// (Unicode `White_Space`) and control characters (`Cc`), as
 /// [`keysmith::validate_name`] checks.
-pub const NAME_PATTERN: &str = "^[^\\x00-\\x20\\x7f-\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]+$";
+const NAME_EXCLUDED: [(u32, u32); 8] = [
+    (0x00, 0x20),
+    (0x7f, 0xa0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200a),
+    (0x2028, 0x2029),
+    (0x202f, 0x202f),
+    (0x205f, 0x205f),
+    (0x3000, 0x3000),
+];
+
+/// The pattern of a name (ECMA-262 and Python alike): one or more
+/// characters, none of them whitespace or a control character.
+pub fn name_pattern() -> String {
+    let mut class = String::new();
+    for (lo, hi) in NAME_EXCLUDED {
+        class.push_str(&format!("\\u{lo:04x}"));
+        if hi != lo {
+            class.push_str(&format!("-\\u{hi:04x}"));
+        }
+    }
+    format!("^[^{class}]+$")
+}
 
 /// The OpenAPI document of the API, for a server with the default count
 /// limit ([`crate::DEFAULT_MAX_COUNT`]).
@@ -28,7 +50,7 @@ pub fn document() -> Value {
 /// at most `max_count` values a request.
 pub fn document_for(max_count: i64) -> Value {
     let name_schema = json!({
-        "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": NAME_PATTERN,
+        "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": name_pattern(),
         "description": format!("1 to {} bytes of UTF-8 (the schema's maxLength counts characters), \
             no whitespace and no control characters. URL-like names such as `example.com/a#main` are fine.",
             keysmith::MAX_NAME_BYTES)
@@ -220,4 +242,44 @@ pub fn document_for(max_count: i64) -> Value {
 /// `GET /openapi.json`, with this server's count limit.
 pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
     Json(document_for(state.shared().options.max_count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pattern's class is exactly what `validate_name` refuses.
+    #[test]
+    fn the_name_pattern_excludes_exactly_whitespace_and_control_characters() {
+        let excluded = |c: char| {
+            NAME_EXCLUDED
+                .iter()
+                .any(|&(lo, hi)| (lo..=hi).contains(&u32::from(c)))
+        };
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            assert_eq!(
+                excluded(c),
+                c.is_whitespace() || c.is_control(),
+                "{c:?} (U+{:04X})",
+                u32::from(c)
+            );
+            assert_eq!(
+                excluded(c),
+                keysmith::validate_name(&format!("a{c}b")).is_err(),
+                "{c:?}"
+            );
+        }
+        assert_eq!(
+            name_pattern(),
+            "^[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u2029\\u202f\\u205f\\u3000]+$"
+        );
+    }
+
+    #[test]
+    fn the_count_limit_is_the_servers() {
+        let doc = document_for(250);
+        let count = &doc["paths"]["/v1/pools/{name}/next"]["post"]["parameters"][0];
+        assert_eq!(count["name"], "count");
+        assert_eq!(count["schema"]["maximum"], 250);
+    }
 }
