@@ -283,6 +283,14 @@ async fn errors_from_bad_request_heads_are_json() {
     assert_eq!(st, 400, "{v}");
     assert_eq!(v["error"]["code"], "bad_request");
 
+    // Nothing was reserved: the refused requests never reached a handler.
+    let store = store_of(&srv).await;
+    assert_eq!(sequence::describe(&*store, "s").await.unwrap().next, 1);
+    assert_eq!(
+        srv.call(Method::GET, "/v1/sequences/s", None).await.1["server"],
+        Value::Null
+    );
+
     // A good request on a raw connection still answers as before.
     let (st, v) = raw(
         &srv,
