@@ -88,6 +88,9 @@ use metrics::{HandleCounters, Metrics};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 /// The default most values one request may ask for.
 pub const DEFAULT_MAX_COUNT: i64 = 100_000;
+/// The default largest pool `POST /v1/pools` creates: its members are
+/// written in one transaction, which must finish within the request timeout.
+pub const DEFAULT_MAX_POOL_SIZE: i64 = 100_000;
 /// The default largest request body, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
 /// The default longest time a request may take.
@@ -116,6 +119,11 @@ pub struct Config {
     /// The most values one request may ask for (1 to
     /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
     pub max_count: i64,
+    /// The largest pool `POST /v1/pools` creates (1 to
+    /// [`keysmith::pool::MAX_POOL_SIZE`]); larger is a 413. Creating a pool
+    /// writes every member, so this keeps a create within the request
+    /// timeout. Default [`DEFAULT_MAX_POOL_SIZE`].
+    pub max_pool_size: i64,
     /// The largest request body in bytes; more is a 413.
     pub body_limit: usize,
     /// The longest a request may take; then it is answered with a 503.
@@ -261,6 +269,7 @@ impl Default for Config {
             token: None,
             insecure_no_auth: false,
             max_count: DEFAULT_MAX_COUNT,
+            max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
@@ -286,6 +295,13 @@ impl Config {
             return Err(ServeError::Config(format!(
                 "max count must be between 1 and {MAX_BATCH}, got {}",
                 self.max_count
+            )));
+        }
+        if !(1..=keysmith::pool::MAX_POOL_SIZE).contains(&self.max_pool_size) {
+            return Err(ServeError::Config(format!(
+                "max pool size must be between 1 and {}, got {}",
+                keysmith::pool::MAX_POOL_SIZE,
+                self.max_pool_size
             )));
         }
         if self.body_limit == 0 {
@@ -362,6 +378,7 @@ pub enum ServeError {
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub(crate) max_count: i64,
+    pub(crate) max_pool_size: i64,
     pub(crate) body_limit: usize,
     pub(crate) request_timeout: Duration,
     pub(crate) strategy: Strategy,
@@ -403,6 +420,7 @@ impl AppState {
                 store,
                 options: Options {
                     max_count: config.max_count,
+                    max_pool_size: config.max_pool_size,
                     body_limit: config.body_limit,
                     request_timeout: config.request_timeout,
                     strategy: config.strategy,

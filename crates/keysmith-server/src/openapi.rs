@@ -40,15 +40,16 @@ pub fn name_pattern() -> String {
     format!("^[^{class}]+$")
 }
 
-/// The OpenAPI document of the API, for a server with the default count
-/// limit ([`crate::DEFAULT_MAX_COUNT`]).
+/// The OpenAPI document of the API, for a server with the default limits
+/// ([`crate::DEFAULT_MAX_COUNT`], [`crate::DEFAULT_MAX_POOL_SIZE`]).
 pub fn document() -> Value {
-    document_for(crate::DEFAULT_MAX_COUNT)
+    document_for(crate::DEFAULT_MAX_COUNT, crate::DEFAULT_MAX_POOL_SIZE)
 }
 
 /// The OpenAPI document of the API, for a server whose `next` routes take
-/// at most `max_count` values a request.
-pub fn document_for(max_count: i64) -> Value {
+/// at most `max_count` values a request and that creates pools of at most
+/// `max_pool_size` members.
+pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
     let name_schema = json!({
         "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": name_pattern(),
         "description": format!("1 to {} bytes of UTF-8 (the schema's maxLength counts characters), \
@@ -138,7 +139,8 @@ pub fn document_for(max_count: i64) -> Value {
                     "properties": {
                     "name": name_schema,
                     "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1},
-                    "size": {"type": "integer", "minimum": 1, "maximum": keysmith::pool::MAX_POOL_SIZE}}},
+                    "size": {"type": "integer", "minimum": 1, "maximum": max_pool_size,
+                        "description": "Above this server's limit (`--max-pool-size`) is a 413."}}},
                 "Pool": {"type": "object", "properties": {
                     "name": {"type": "string"}, "start": {"type": "integer"}, "size": {"type": "integer"},
                     "lowest": {"type": "integer", "description": "show only"}, "highest": {"type": "integer", "description": "show only"},
@@ -195,7 +197,7 @@ pub fn document_for(max_count: i64) -> Value {
             "/v1/pools": {
                 "post": {"summary": "Create a value pool holding start..start+size",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreatePool"}}}},
-                    "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit."))])},
+                    "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit, or size over this server's maximum."))])},
                 "get": {"summary": "List pools", "responses": responses(vec![("200", ok("Every pool, by name.", "PoolList"))])}
             },
             "/v1/pools/{name}": {
@@ -221,12 +223,12 @@ pub fn document_for(max_count: i64) -> Value {
             "/v1/shard-keys/encode": {
                 "post": {"summary": "The external string of a shard key, signed with the server's secret",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyParts"}}}},
-                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("413", err("Body over the limit.")), ("501", err("The server has no shard key secret."))])}
             },
             "/v1/shard-keys/decode": {
                 "post": {"summary": "Decode an external string; rejected if edited, forged or signed with another secret",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyDecode"}}}},
-                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("413", err("Body over the limit.")), ("501", err("The server has no shard key secret."))])}
             },
             "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},
@@ -241,7 +243,8 @@ pub fn document_for(max_count: i64) -> Value {
 
 /// `GET /openapi.json`, with this server's count limit.
 pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
-    Json(document_for(state.shared().options.max_count))
+    let o = &state.shared().options;
+    Json(document_for(o.max_count, o.max_pool_size))
 }
 
 #[cfg(test)]
@@ -277,7 +280,11 @@ mod tests {
 
     #[test]
     fn the_count_limit_is_the_servers() {
-        let doc = document_for(250);
+        let doc = document_for(250, 77);
+        assert_eq!(
+            doc["components"]["schemas"]["CreatePool"]["properties"]["size"]["maximum"],
+            77
+        );
         let count = &doc["paths"]["/v1/pools/{name}/next"]["post"]["parameters"][0];
         assert_eq!(count["name"], "count");
         assert_eq!(count["schema"]["maximum"], 250);

@@ -351,6 +351,36 @@ async fn a_malformed_authorization_header_is_named() {
     assert_eq!(sequence::describe(&*store, "s").await.unwrap().next, 1);
 }
 
+/// A pool larger than the server creates is a 413 and creates nothing; the
+/// limit is the one `/openapi.json` states.
+#[tokio::test]
+async fn a_pool_over_the_size_limit_is_413() {
+    let srv = TestServer::start_with(|c, _| c.max_pool_size = 40).await;
+    let (st, v) = srv
+        .call(
+            Method::POST,
+            "/v1/pools",
+            Some(json!({"name": "p", "size": 41})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    let (_, doc) = srv.call(Method::GET, "/openapi.json", None).await;
+    assert_eq!(
+        doc["components"]["schemas"]["CreatePool"]["properties"]["size"]["maximum"],
+        40
+    );
+    let store = store_of(&srv).await;
+    assert!(pool::list(&*store).await.unwrap().is_empty());
+    let (st, v) = srv
+        .call(
+            Method::POST,
+            "/v1/pools",
+            Some(json!({"name": "p", "size": 40})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+}
+
 /// A JSON body with a key twice is a 400 naming the key, and creates
 /// nothing.
 #[tokio::test]

@@ -8,8 +8,8 @@ use keysmith::sequence::{DEFAULT_MAX_ATTEMPTS, Strategy};
 use keysmith_server::{
     AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT,
     DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token, shard_key_secret_from_env,
-    shard_key_secret_from_file,
+    DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
+    shard_key_secret_from_env, shard_key_secret_from_file,
 };
 
 use crate::Global;
@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// The most values one request may ask for; more is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
     max_count: i64,
+    /// The largest pool POST /v1/pools creates (its members are written in one
+    /// transaction within the request timeout); larger is a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_name = "N")]
+    max_pool_size: i64,
     /// The largest request body, in bytes; more is a 413.
     #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     body_limit: usize,
@@ -102,6 +106,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         token,
         insecure_no_auth: args.insecure_no_auth,
         max_count: args.max_count,
+        max_pool_size: args.max_pool_size,
         body_limit: args.body_limit,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         header_read_timeout: Duration::from_millis(args.header_timeout_ms),

@@ -94,6 +94,15 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
+    let max = state.shared().options.max_pool_size;
+    if b.size > max {
+        keysmith::validate_name(&b.name)?;
+        return Err(ApiError::too_large(format!(
+            "pool size {} is above this server's limit of {max} members (a create writes every \
+             member within the request timeout); a few hundred members already make collisions rare",
+            b.size
+        )));
+    }
     let row = pool::create(&*state.shared().store, &b.name, b.start, b.size).await?;
     let server = server_view(&state, &row.name);
     Ok((StatusCode::CREATED, Json(PoolView { row, server })).into_response())
