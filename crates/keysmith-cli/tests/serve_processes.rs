@@ -194,6 +194,13 @@ async fn sigterm_finishes_in_flight_requests_and_hands_the_tail_back() {
     assert_eq!(values(&res.json().await.unwrap()), vec![2]);
     let st = srv.wait();
     assert!(st.success(), "exit status {st:?}");
+    // The binary logs (tracing-subscriber): the hand-back is in its stderr.
+    // The reader thread ends at EOF, which the exit brought: read to it.
+    let rest: Vec<String> = srv.lines.iter().collect();
+    assert!(
+        rest.iter().any(|l| l.contains("handed back")),
+        "no hand-back in the server's log: {rest:?}"
+    );
 
     let shown: Value = serde_json::from_str(&db.ok(&["--json", "show", "big"])).unwrap();
     assert_eq!(
