@@ -16,7 +16,7 @@ from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
 from ._failover import Attempt, Servers
 from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
-from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _urls
+from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _log, _urls
 
 T = TypeVar("T")
 
@@ -135,15 +135,9 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Closes every AsyncSequence of this client (handing tails back), then the connections."""
-        errors: List[KeysmithError] = []
         for seq in list(self._sequences):
-            try:
-                await seq.close()
-            except KeysmithError as e:
-                errors.append(e)
+            await seq.close()
         await self._http.aclose()
-        if errors:
-            raise errors[0]
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -167,6 +161,8 @@ class AsyncSequence:
         self._buf = Buffer(block, adaptive)
         self._closed = False
         self._task: Optional[asyncio.Task[Optional[BaseException]]] = None
+        #: What ``close()`` handed back to the server (``None``: nothing, the values stay a gap).
+        self.released: Optional[Range] = None
 
     @property
     def block(self) -> Optional[int]:
@@ -237,9 +233,13 @@ class AsyncSequence:
         self._closed = True
         if self._task is not None:
             await asyncio.shield(self._task)
-        for lease, from_ in self._buf.tails():
-            if await self._client._call(_api.release(self.name, lease, from_)) is None:
-                break
+        tails = self._buf.tails()
+        if tails:
+            lease, from_ = tails[0]
+            try:
+                self.released = await self._client._call(_api.release(self.name, lease, from_))
+            except KeysmithError as e:
+                _log.warning("sequence %r: the unused tail from %d stays a gap: %s", self.name, from_, e)
 
     async def __aenter__(self) -> AsyncSequence:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -18,6 +19,7 @@ from ._failover import Attempt, Servers
 from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
 
 T = TypeVar("T")
+_log = logging.getLogger("keysmith_client")
 
 #: Per request: 3 s to connect, 15 s for the rest (above the server's 10 s request timeout).
 DEFAULT_TIMEOUT = httpx.Timeout(15.0, connect=3.0)
@@ -174,15 +176,9 @@ class Client:
 
     def close(self) -> None:
         """Closes every Sequence of this client (handing tails back), then the connections."""
-        errors: List[KeysmithError] = []
         for seq in list(self._sequences):
-            try:
-                seq.close()
-            except KeysmithError as e:
-                errors.append(e)
+            seq.close()
         self._http.close()
-        if errors:
-            raise errors[0]
 
     def __enter__(self) -> Client:
         return self
@@ -210,6 +206,8 @@ class Sequence:
         self._closed = False
         self._fetches = 0  # fetches started
         self._failed: Dict[int, BaseException] = {}  # fetch number -> its error, for those waiting on it
+        #: What ``close()`` handed back to the server (``None``: nothing, the values stay a gap).
+        self.released: Optional[Range] = None
 
     @property
     def block(self) -> Optional[int]:
@@ -288,10 +286,12 @@ class Sequence:
             self._cond.notify_all()
 
     def close(self) -> None:
-        """Stops serving; hands the unused tail of the newest lease(s) back to the server.
+        """Stops serving; hands the unused tail of the newest lease back to the server.
 
-        A tail goes back only when no one reserved since; otherwise it stays a
-        gap. Idempotent. Waits for a lease in flight, so that it goes back too.
+        The tail goes back only when no one reserved since (the server's rule);
+        otherwise, or when no server takes it back, it stays a gap: never
+        handed out by anyone. :attr:`released` then tells what went back.
+        Idempotent; waits for a lease in flight, so that it goes back too.
         """
         with self._cond:
             if self._closed:
@@ -300,9 +300,12 @@ class Sequence:
             while self._buf.fetching:
                 self._cond.wait()
             tails = self._buf.tails()
-        for lease, from_ in tails:
-            if self._client._call(_api.release(self.name, lease, from_)) is None:
-                break  # someone reserved since: older tails cannot go back either
+        if tails:
+            lease, from_ = tails[0]
+            try:
+                self.released = self._client._call(_api.release(self.name, lease, from_))
+            except KeysmithError as e:
+                _log.warning("sequence %r: the unused tail from %d stays a gap: %s", self.name, from_, e)
 
     def __enter__(self) -> Sequence:
         return self
