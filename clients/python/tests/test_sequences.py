@@ -102,38 +102,45 @@ def test_a_server_killed_and_restarted_mid_run_repeats_no_value(own_server: Serv
         c.create_sequence(name, block=5)
         seqs = [c.sequence(name, max_block=5), c.sequence(name, max_block=5)]
         lock = threading.Condition()
-        total = [0]
+        counts = [0] * 5  # calls per worker
         done = threading.Event()
 
         def work(i: int) -> List[int]:
             got: List[int] = []
-            while not done.is_set() and len(got) < 100_000:
-                if i == 4:
-                    got.extend(c.next(name, 3))
-                else:
-                    got.append(seqs[i % 2].next())
+            try:
+                while not done.is_set() and len(got) < 100_000:
+                    if i == 4:
+                        got.extend(c.next(name, 3))
+                    else:
+                        got.append(seqs[i % 2].next())
+                    with lock:
+                        counts[i] += 1
+                        lock.notify_all()
+            except BaseException as e:
                 with lock:
-                    total[0] += 1
+                    errors.append(e)
                     lock.notify_all()
             return got
 
-        def until(n: int) -> None:
+        def until_each(n: int) -> None:
+            """Waits until every worker has made ``n`` more calls than now."""
             with lock:
-                assert lock.wait_for(lambda: total[0] >= n, timeout=60), f"stuck below {n} values"
+                goal = [k + n for k in counts]
+                ok = lock.wait_for(lambda: all(k >= g for k, g in zip(counts, goal)) or bool(errors), timeout=60)
+                if errors:
+                    raise errors[0]
+                assert ok, f"a worker is stuck: {counts} < {goal}"
 
+        errors: List[BaseException] = []
         result: Dict[int, List[int]] = {}
         runner = threading.Thread(target=lambda: result.update(run_threads(5, work)))
         runner.start()
         try:
-            until(300)
+            until_each(50)
             own_server.restart()  # SIGKILL, then a new process: requests in flight fail, then reconnect
-            with lock:
-                after = total[0]
-            until(after + 300)  # every thread goes on through the new process
+            until_each(50)  # every worker goes on through the new process
             own_server.restart()
-            with lock:
-                after = total[0]
-            until(after + 300)
+            until_each(50)
         finally:
             done.set()
             runner.join()
