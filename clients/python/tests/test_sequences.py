@@ -7,7 +7,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from keysmith_client import Client, Closed, Sequence
+from keysmith_client import Client, Closed, Exhausted, Sequence
 
 from .conftest import Server
 
@@ -197,3 +197,14 @@ def test_client_close_closes_its_sequences(server: Server, name: str) -> None:
     assert seq.released is not None and seq.released.start == 2
     with pytest.raises(Closed):
         seq.next()
+
+
+def test_a_sequence_serves_exact_values_up_to_the_i64_maximum(server: Server, name: str) -> None:
+    top = 2**63 - 2
+    with Client(server.url) as c:
+        c.create_sequence(name, start=top - 9, max=top, block=4)
+        with c.sequence(name) as seq:
+            assert seq.next_n(9) == list(range(top - 9, top))
+            assert seq.next() == top
+            with pytest.raises(Exhausted):
+                seq.next()

@@ -110,6 +110,8 @@ class AsyncClient:
         await self._call(_api.drop_pool(name))
 
     async def pool_next(self, name: str, count: int = 1) -> List[int]:
+        """Numbers taken from the pool ``name``: ``count``, or fewer when the server's
+        answer is partial (it ran out of time or of numbers after taking some)."""
         return await self._call(_api.pool_next(name, count))
 
     async def counter_next(self, count: int = 1) -> CounterNames:

@@ -117,7 +117,9 @@ class Attempt:
     ``safe`` says whether the request may be sent again after it may have
     reached a server (a lost answer to ``next`` or ``reserve`` only leaves a
     gap); requests that are not safe fail over only when they surely were not
-    sent (connection refused) or the server answered 503 (which changes nothing).
+    sent (connection refused) or the server answered a 503 that changed
+    nothing (any but ``timeout``, after which a create or drop may still
+    take effect).
     """
 
     def __init__(self, servers: Servers, deadline: float, safe: bool) -> None:
@@ -166,7 +168,13 @@ class Attempt:
         url = self.servers.urls[i]
         if resp.status_code == 503:
             self.servers.failed(i, retry_after(resp))
-            self.last = error_from_response(503, decode(resp), url)
+            err = error_from_response(503, decode(resp), url)
+            if not self.safe and err.code == "timeout":
+                # the server gave up waiting, but the store may still carry the change out
+                err.message += "; the request may still take effect, so it was not sent again"
+                err.args = (err.message,)
+                raise err
+            self.last = err
             return None
         self.servers.succeeded(i)
         if resp.is_error:

@@ -146,7 +146,8 @@ class Client:
         self._call(_api.drop_pool(name))
 
     def pool_next(self, name: str, count: int = 1) -> List[int]:
-        """``count`` numbers taken from the pool ``name``."""
+        """Numbers taken from the pool ``name``: ``count``, or fewer when the server's
+        answer is partial (it ran out of time or of numbers after taking some)."""
         return self._call(_api.pool_next(name, count))
 
     def counter_next(self, count: int = 1) -> CounterNames:
