@@ -1,4 +1,4 @@
-//! `/v1/sequences`: create, list, show, drop, next.
+//! `/v1/sequences`: create, list, show, drop, next, reserve, release.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -158,6 +158,11 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
         .await
 }
 
+/// `POST /v1/sequences/{name}/next`. The values come from one reservation
+/// (or the handle's cache), taken in their own task: neither the request
+/// timeout (this route has none) nor a client that hangs up can cut a
+/// reservation off after the store committed it, which would drop a
+/// block.
 pub(crate) async fn next(
     State(state): State<AppState>,
     Name(name): Name,
@@ -165,8 +170,8 @@ pub(crate) async fn next(
 ) -> ApiResult<Response> {
     let started = Instant::now();
     let s = state.shared();
-    let count = q.count(s.options.max_count)?;
     let as_strings = q.as_strings()?;
+    let count = q.count(s.options.max_count)?;
     // Checked before the store is asked, so a bad name is a 400 whether or not
     // a handle is open.
     keysmith::validate_name(&name)?;
@@ -175,15 +180,24 @@ pub(crate) async fn next(
     let mut retried = false;
     loop {
         let entry = handle(&state, &name).await?;
-        let result = if count == 1 {
-            entry.handle.next().await.map(|v| vec![v])
-        } else {
-            entry.handle.next_n(count).await
-        };
+        let seq = entry.handle.clone();
+        let result = tokio::spawn(async move {
+            if count == 1 {
+                seq.next().await.map(|v| vec![v])
+            } else {
+                seq.next_n(count).await
+            }
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(keysmith::Error::Unavailable(format!(
+                "the task taking values failed: {e}"
+            )))
+        });
         match result {
             Ok(values) => {
                 entry.record(&values, started);
-                return Ok(values_response(&values, as_strings));
+                return Ok(values_response(&values, as_strings, None));
             }
             Err(keysmith::Error::Closed { .. }) if !retried => {
                 s.sequences.evict(&name, &entry, &s.metrics).await;
@@ -198,4 +212,81 @@ pub(crate) async fn next(
             }
         }
     }
+}
+
+/// `POST /v1/sequences/{name}/reserve`: a block reserved for the caller, who
+/// hands its values out itself (the clients in `clients/`). Reserved in its
+/// own task, like `next`, so a client that hangs up cannot cut it off after
+/// the store committed it.
+pub(crate) async fn reserve(
+    State(state): State<AppState>,
+    Name(name): Name,
+    QueryParams(q): QueryParams<NextQuery>,
+) -> ApiResult<Response> {
+    let s = state.shared();
+    let as_strings = q.as_strings()?;
+    let count = q.count(keysmith::store::MAX_RESERVATION)?;
+    keysmith::validate_name(&name)?;
+    let (store, strategy, budget) = (s.store.clone(), s.options.strategy, s.options.retry_budget);
+    let n = name.clone();
+    let lease =
+        tokio::spawn(
+            async move { sequence::lease::lease(store, &n, count, strategy, budget).await },
+        )
+        .await
+        .unwrap_or_else(|e| {
+            Err(keysmith::Error::Unavailable(format!(
+                "the task reserving values failed: {e}"
+            )))
+        })?;
+    let token = s.lease_key.seal(&lease);
+    let bound = |v: i64| {
+        if as_strings {
+            serde_json::Value::String(v.to_string())
+        } else {
+            serde_json::Value::from(v)
+        }
+    };
+    Ok(Json(serde_json::json!({
+        "ranges": [{"start": bound(lease.start), "end": bound(lease.end)}],
+        "lease": token,
+    }))
+    .into_response())
+}
+
+/// The body of `POST /v1/sequences/{name}/release`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseBody {
+    lease: String,
+    /// The first value not handed out: a number or a string of one.
+    from: serde_json::Value,
+}
+
+/// `POST /v1/sequences/{name}/release`: hands the unused tail of a lease
+/// back, under the rule of `Sequence::close` (only if no one reserved since).
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(b): JsonBody<ReleaseBody>,
+) -> ApiResult<Response> {
+    let s = state.shared();
+    keysmith::validate_name(&name)?;
+    let from = match &b.from {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(t) => t.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        crate::error::ApiError::bad_request(format!(
+            "from must be a whole number (or a string of one): the first value of the lease not handed out, got {}",
+            b.from
+        ))
+    })?;
+    let lease = s.lease_key.open(&name, &b.lease)?;
+    let released = sequence::lease::release(&*s.store, &lease, from).await?;
+    Ok(Json(serde_json::json!({
+        "released": released.map(|r| serde_json::json!({"start": r.start, "end": r.end})),
+    }))
+    .into_response())
 }
