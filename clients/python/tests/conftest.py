@@ -17,6 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 SHARD_SECRET = "a test secret of more than sixteen bytes"
+LEASE_SECRET = "another test secret, for lease tokens"
 
 
 def _build() -> str:
@@ -67,6 +68,7 @@ class Server:
         assert self.proc is None, "already running"
         env: Dict[str, str] = {k: v for k, v in os.environ.items() if not k.startswith("KEYSMITH_")}
         env["KEYSMITH_SHARD_KEY_SECRET"] = SHARD_SECRET
+        env["KEYSMITH_LEASE_SECRET"] = LEASE_SECRET  # lease tokens outlive a restart
         if self.token is not None:
             env["KEYSMITH_TOKEN"] = self.token
         counters = self.store.parent / "counters"
