@@ -1,0 +1,57 @@
+"""keysmith-client: unique keys from a keysmith service, served from leased blocks.
+
+    from keysmith_client import Client
+
+    with Client("http://127.0.0.1:7878") as client:
+        orders = client.sequence("orders")
+        key = orders.next()
+"""
+
+from __future__ import annotations
+
+from ._async import AsyncClient, AsyncSequence
+from ._errors import (
+    AlreadyExists,
+    BadRequest,
+    Closed,
+    Conflict,
+    Exhausted,
+    KeysmithError,
+    NotFound,
+    NotImplementedByServer,
+    ServerError,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+)
+from ._models import CounterNames, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
+from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Client, Sequence
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExists",
+    "AsyncClient",
+    "AsyncSequence",
+    "BadRequest",
+    "Client",
+    "Closed",
+    "Conflict",
+    "CounterNames",
+    "DEFAULT_DEADLINE",
+    "DEFAULT_TIMEOUT",
+    "Exhausted",
+    "KeysmithError",
+    "Lease",
+    "NotFound",
+    "NotImplementedByServer",
+    "PoolInfo",
+    "Range",
+    "Sequence",
+    "SequenceInfo",
+    "ServerError",
+    "ShardKeyView",
+    "TooLarge",
+    "Unauthorized",
+    "Unavailable",
+]

@@ -1,0 +1,142 @@
+"""The routes, once: what to send and how to read the answer (the clients only send)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar, Union
+
+from ._failover import seg
+from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView, _int
+
+T = TypeVar("T")
+
+# Values always travel as strings: exact in every language, whatever the i64.
+AS_STRING = {"as": "string"}
+
+
+@dataclass(frozen=True)
+class Req(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: Optional[Dict[str, str]] = None
+    json: Optional[Json] = None
+    # may be sent again after it may have reached a server (see Attempt)
+    safe: bool = True
+
+
+def _values(j: Any) -> List[int]:
+    return [_int(v) for v in j["values"]]
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def _count(count: int) -> Dict[str, str]:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, got {count!r}")
+    return {"count": str(count), **AS_STRING}
+
+
+def create_sequence(
+    name: str, start: Optional[int], max: Optional[int], block: Optional[int]
+) -> Req[SequenceInfo]:
+    body: Json = {"name": name}
+    for k, v in (("start", start), ("max", max), ("block", block)):
+        if v is not None:
+            body[k] = v
+    return Req("POST", "/v1/sequences", SequenceInfo.from_json, json=body, safe=False)
+
+
+def get_sequence(name: str) -> Req[SequenceInfo]:
+    return Req("GET", f"/v1/sequences/{seg(name)}", SequenceInfo.from_json)
+
+
+def list_sequences() -> Req[List[SequenceInfo]]:
+    return Req("GET", "/v1/sequences", lambda j: [SequenceInfo.from_json(s) for s in j["sequences"]])
+
+
+def drop_sequence(name: str) -> Req[None]:
+    return Req("DELETE", f"/v1/sequences/{seg(name)}", _none, safe=False)
+
+
+def next_values(name: str, count: int) -> Req[List[int]]:
+    return Req("POST", f"/v1/sequences/{seg(name)}/next", _values, params=_count(count))
+
+
+def reserve(name: str, count: int) -> Req[Lease]:
+    return Req(
+        "POST",
+        f"/v1/sequences/{seg(name)}/reserve",
+        lambda j: Lease.from_json(name, j),
+        params=_count(count),
+    )
+
+
+def _released(j: Any) -> Optional[Range]:
+    r = j.get("released")
+    return None if r is None else Range.from_json(r)
+
+
+def release(name: str, lease: str, from_: int) -> Req[Optional[Range]]:
+    return Req(
+        "POST",
+        f"/v1/sequences/{seg(name)}/release",
+        _released,
+        json={"lease": lease, "from": from_},
+        safe=False,
+    )
+
+
+def create_pool(name: str, size: int, start: Optional[int]) -> Req[PoolInfo]:
+    body: Json = {"name": name, "size": size}
+    if start is not None:
+        body["start"] = start
+    return Req("POST", "/v1/pools", PoolInfo.from_json, json=body, safe=False)
+
+
+def get_pool(name: str) -> Req[PoolInfo]:
+    return Req("GET", f"/v1/pools/{seg(name)}", PoolInfo.from_json)
+
+
+def list_pools() -> Req[List[PoolInfo]]:
+    return Req("GET", "/v1/pools", lambda j: [PoolInfo.from_json(p) for p in j["pools"]])
+
+
+def drop_pool(name: str) -> Req[None]:
+    return Req("DELETE", f"/v1/pools/{seg(name)}", _none, safe=False)
+
+
+def pool_next(name: str, count: int) -> Req[List[int]]:
+    return Req("POST", f"/v1/pools/{seg(name)}/next", _values, params=_count(count))
+
+
+def counter_next(count: int) -> Req[CounterNames]:
+    return Req("POST", "/v1/counters/next", CounterNames.from_json, params=_count(count))
+
+
+ShardId = Union[int, str, Dict[str, Any]]
+
+
+def shard_key_encode(origin: str, shard: int, record: ShardId, children: Iterable[ShardId]) -> Req[ShardKeyView]:
+    body: Json = {"origin": origin, "shard": shard, "record": record, "children": list(children)}
+    return Req("POST", "/v1/shard-keys/encode", ShardKeyView.from_json, json=body)
+
+
+def shard_key_decode(
+    external: str, origin: Optional[str], record_type: Optional[str], child_types: Iterable[str]
+) -> Req[ShardKeyView]:
+    body: Json = {"external": external}
+    if origin is not None:
+        body["origin"] = origin
+    if record_type is not None:
+        body["record_type"] = record_type
+    types = list(child_types)
+    if types:
+        body["child_types"] = types
+    return Req("POST", "/v1/shard-keys/decode", ShardKeyView.from_json, json=body)
+
+
+def health() -> Req[Json]:
+    return Req("GET", "/healthz", lambda j: dict(j))

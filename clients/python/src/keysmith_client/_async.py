@@ -1,0 +1,255 @@
+"""The asyncio client and its Sequence: the same surface as the blocking one, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from types import TracebackType
+from typing import Iterable, List, Optional, Type, TypeVar, Union
+
+import httpx
+
+from . import _api
+from ._api import Req, ShardId
+from ._buffer import Adaptive, Buffer
+from ._errors import Closed, KeysmithError
+from ._failover import Attempt, Servers
+from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
+from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _log, _urls
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The asyncio twin of :class:`~keysmith_client.Client` (same failover, same calls, awaited)."""
+
+    def __init__(
+        self,
+        url_or_urls: Urls,
+        token: Optional[str] = None,
+        *,
+        timeout: Union[float, httpx.Timeout] = DEFAULT_TIMEOUT,
+        deadline: float = DEFAULT_DEADLINE,
+        transport: Optional[httpx.AsyncBaseTransport] = None,
+    ) -> None:
+        self._servers = Servers(_urls(url_or_urls))
+        self._deadline = deadline
+        self._http = httpx.AsyncClient(headers=_headers(token), timeout=timeout, transport=transport)
+        self._sequences: weakref.WeakSet[AsyncSequence] = weakref.WeakSet()
+
+    @property
+    def urls(self) -> List[str]:
+        return list(self._servers.urls)
+
+    async def _call(self, req: Req[T]) -> T:
+        attempt = Attempt(self._servers, self._deadline, req.safe)
+        while True:
+            step = attempt.step()
+            if isinstance(step, float):
+                await asyncio.sleep(step)
+                continue
+            try:
+                resp = await self._http.request(
+                    req.method, self._servers.urls[step] + req.path, params=req.params, json=req.json
+                )
+            except httpx.TransportError as e:
+                attempt.transport_error(step, e)
+                continue
+            body = attempt.response(step, resp)
+            if body is not None:
+                return req.parse(body)
+
+    def sequence(
+        self,
+        name: str,
+        block: Optional[int] = None,
+        *,
+        min_block: int = 1,
+        max_block: int = 100_000,
+        target_interval: float = 1.0,
+    ) -> AsyncSequence:
+        """As :meth:`Client.sequence`; the prefetch runs as an asyncio task."""
+        seq = AsyncSequence(self, name, block, Adaptive(min_block, max_block, target_interval))
+        self._sequences.add(seq)
+        return seq
+
+    async def create_sequence(
+        self, name: str, *, start: Optional[int] = None, max: Optional[int] = None, block: Optional[int] = None
+    ) -> SequenceInfo:
+        return await self._call(_api.create_sequence(name, start, max, block))
+
+    async def get_sequence(self, name: str) -> SequenceInfo:
+        return await self._call(_api.get_sequence(name))
+
+    async def list_sequences(self) -> List[SequenceInfo]:
+        return await self._call(_api.list_sequences())
+
+    async def drop_sequence(self, name: str) -> None:
+        await self._call(_api.drop_sequence(name))
+
+    async def next(self, name: str, count: int = 1) -> List[int]:
+        return await self._call(_api.next_values(name, count))
+
+    async def reserve(self, name: str, count: int) -> Lease:
+        return await self._call(_api.reserve(name, count))
+
+    async def release(self, lease: Lease, from_: int) -> Optional[Range]:
+        return await self._call(_api.release(lease.sequence, lease.token, from_))
+
+    async def create_pool(self, name: str, size: int, *, start: Optional[int] = None) -> PoolInfo:
+        return await self._call(_api.create_pool(name, size, start))
+
+    async def get_pool(self, name: str) -> PoolInfo:
+        return await self._call(_api.get_pool(name))
+
+    async def list_pools(self) -> List[PoolInfo]:
+        return await self._call(_api.list_pools())
+
+    async def drop_pool(self, name: str) -> None:
+        await self._call(_api.drop_pool(name))
+
+    async def pool_next(self, name: str, count: int = 1) -> List[int]:
+        """Numbers taken from the pool ``name``: ``count``, or fewer when the server's
+        answer is partial (it ran out of time or of numbers after taking some)."""
+        return await self._call(_api.pool_next(name, count))
+
+    async def counter_next(self, count: int = 1) -> CounterNames:
+        return await self._call(_api.counter_next(count))
+
+    async def shard_key_encode(
+        self, origin: str, shard: int, record: ShardId, children: Iterable[ShardId] = ()
+    ) -> ShardKeyView:
+        return await self._call(_api.shard_key_encode(origin, shard, record, children))
+
+    async def shard_key_decode(
+        self,
+        external: str,
+        *,
+        origin: Optional[str] = None,
+        record_type: Optional[str] = None,
+        child_types: Iterable[str] = (),
+    ) -> ShardKeyView:
+        return await self._call(_api.shard_key_decode(external, origin, record_type, child_types))
+
+    async def health(self) -> Json:
+        return await self._call(_api.health())
+
+    async def close(self) -> None:
+        """Closes every AsyncSequence of this client (handing tails back), then the connections."""
+        for seq in list(self._sequences):
+            await seq.close()
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, t: Optional[Type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.close()
+
+
+class AsyncSequence:
+    """As :class:`~keysmith_client.Sequence`, for asyncio: ``await seq.next()``.
+
+    Shared by any number of tasks of one event loop; values from one
+    AsyncSequence increase. Make it with :meth:`AsyncClient.sequence`.
+    """
+
+    def __init__(self, client: AsyncClient, name: str, block: Optional[int], adaptive: Adaptive) -> None:
+        self.name = name
+        self._client = client
+        self._buf = Buffer(block, adaptive)
+        self._closed = False
+        self._task: Optional[asyncio.Task[Optional[BaseException]]] = None
+        #: What ``close()`` handed back to the server (``None``: nothing, the values stay a gap).
+        self.released: Optional[Range] = None
+
+    @property
+    def block(self) -> Optional[int]:
+        return self._buf.block
+
+    @property
+    def leases(self) -> int:
+        return self._buf.leases
+
+    async def next(self) -> int:
+        while True:
+            v = self._buf.take()
+            if v is not None:
+                if self._buf.wants_prefetch() and not self._closed:
+                    self._start_fetch(0)
+                return v
+            await self._wait_for_values(1)
+
+    async def next_n(self, n: int) -> List[int]:
+        """``n`` increasing values; on failure none is taken."""
+        if n < 0:
+            raise ValueError(f"n must not be negative, got {n}")
+        if n == 0:
+            return []
+        while True:
+            vs = self._buf.take_n(n)
+            if vs is not None:
+                if self._buf.wants_prefetch() and not self._closed:
+                    self._start_fetch(0)
+                return vs
+            await self._wait_for_values(n)
+
+    async def _wait_for_values(self, need: int) -> None:
+        if self._closed:
+            raise Closed(f"sequence {self.name!r}: this AsyncSequence is closed")
+        if self._task is None:
+            self._start_fetch(need)
+        assert self._task is not None
+        # shield: a waiter that is cancelled does not cancel the lease others wait for
+        err = await asyncio.shield(self._task)
+        if err is not None:
+            raise err
+
+    def _start_fetch(self, need: int) -> None:
+        self._buf.begin_fetch()
+        self._task = asyncio.get_running_loop().create_task(self._fetch(need))
+
+    async def _fetch(self, need: int) -> Optional[BaseException]:
+        """Reserves the next lease; returns its error (if any) to the waiters instead of raising."""
+        lease: Optional[Lease] = None
+        try:
+            if self._buf.block is None:
+                info = await self._client.get_sequence(self.name)
+                if self._buf.block is None:
+                    self._buf.block = self._buf.adaptive.clamp(info.block)
+            lease = await self._client.reserve(self.name, self._buf.count(need, time.monotonic()))
+            return None
+        except Exception as e:
+            return e
+        finally:
+            self._buf.end_fetch(lease)
+            self._task = None
+
+    async def close(self) -> None:
+        """Stops serving; hands the unused tail back (see :meth:`Sequence.close`)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            await asyncio.shield(self._task)
+        tails = self._buf.tails()
+        if tails:
+            lease, from_ = tails[0]
+            try:
+                self.released = await self._client._call(_api.release(self.name, lease, from_))
+            except KeysmithError as e:
+                _log.warning("sequence %r: the unused tail from %d stays a gap: %s", self.name, from_, e)
+
+    async def __aenter__(self) -> AsyncSequence:
+        return self
+
+    async def __aexit__(
+        self, t: Optional[Type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncSequence {self.name!r} block={self._buf.block} available={self._buf.available}>"

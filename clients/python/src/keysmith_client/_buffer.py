@@ -1,0 +1,137 @@
+"""The local block cache of a Sequence: leased ranges, the adaptive block size, what to hand back.
+
+No I/O and no locking here: :class:`~keysmith_client.Sequence` (threads) and
+:class:`~keysmith_client.AsyncSequence` (asyncio) wrap one :class:`Buffer` each.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Deque, List, Optional, Tuple
+
+from ._models import Lease
+
+#: Prefetch when this fraction of the last lease is left.
+PREFETCH_AT = 0.2
+
+
+@dataclass
+class _Run:
+    """The unused part ``next..end`` of one leased range."""
+
+    next: int
+    end: int
+    lease: str
+    # the range is the last of its lease: only there can a tail go back
+    last_of_lease: bool
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """How a Sequence sizes its leases.
+
+    The block doubles when leases are used up faster than half ``target``
+    seconds apart and halves when slower than twice ``target``, within
+    ``min_block..=max_block``.
+    """
+
+    min_block: int = 1
+    max_block: int = 100_000
+    target: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_block <= self.max_block:
+            raise ValueError(f"need 1 <= min_block <= max_block, got {self.min_block}..{self.max_block}")
+        if not self.target > 0:
+            raise ValueError(f"target must be positive, got {self.target}")
+
+    def clamp(self, block: int) -> int:
+        return max(self.min_block, min(self.max_block, block))
+
+
+class Buffer:
+    """Values leased and not yet handed out, in increasing order."""
+
+    def __init__(self, block: Optional[int], adaptive: Adaptive) -> None:
+        self.adaptive = adaptive
+        self.block: Optional[int] = None if block is None else adaptive.clamp(block)
+        self.runs: Deque[_Run] = deque()
+        self.available = 0
+        # the largest value received: values of later leases at or below it are
+        # dropped (they stay gaps), so that values handed out always increase
+        self.high: Optional[int] = None
+        self.lease_size = 0
+        self.fetching = False
+        self.last_fetch: Optional[float] = None
+        self.leases = 0
+
+    def take(self) -> Optional[int]:
+        runs = self.runs
+        while runs:
+            r = runs[0]
+            if r.next < r.end:
+                v = r.next
+                r.next = v + 1
+                self.available -= 1
+                return v
+            runs.popleft()
+        return None
+
+    def take_n(self, n: int) -> Optional[List[int]]:
+        """``n`` values, or ``None`` (taking nothing) when fewer are here."""
+        if self.available < n:
+            return None
+        out: List[int] = []
+        runs = self.runs
+        while len(out) < n:
+            r = runs[0]
+            k = min(n - len(out), r.end - r.next)
+            out.extend(range(r.next, r.next + k))
+            r.next += k
+            self.available -= k
+            if r.next >= r.end:
+                runs.popleft()
+        return out
+
+    def wants_prefetch(self) -> bool:
+        return not self.fetching and self.available <= self.lease_size * PREFETCH_AT
+
+    def begin_fetch(self) -> None:
+        self.fetching = True
+
+    def count(self, need: int, now: float) -> int:
+        """How many values to reserve now (``block`` must be known): adapts the block to the rate."""
+        assert self.block is not None
+        a = self.adaptive
+        if self.last_fetch is not None:
+            dt = now - self.last_fetch
+            if dt < a.target / 2:
+                self.block = a.clamp(self.block * 2)
+            elif dt > a.target * 2:
+                self.block = a.clamp(self.block // 2)
+        self.last_fetch = now
+        return max(self.block, min(a.max_block, need - self.available))
+
+    def end_fetch(self, lease: Optional[Lease]) -> None:
+        self.fetching = False
+        if lease is None:
+            return
+        self.leases += 1
+        self.lease_size = len(lease)
+        ranges = [r for r in lease.ranges if r.end > r.start]
+        for k, r in enumerate(ranges):
+            start = r.start if self.high is None else max(r.start, self.high + 1)
+            last = k == len(ranges) - 1
+            if start < r.end:
+                self.runs.append(_Run(start, r.end, lease.token, last))
+                self.available += r.end - start
+                self.high = r.end - 1
+
+    def tails(self) -> List[Tuple[str, int]]:
+        """``(lease, from)`` of every lease whose last range has values left, newest first; empties the buffer."""
+        out = [(r.lease, r.next) for r in self.runs if r.last_of_lease and r.next < r.end]
+        self.runs.clear()
+        self.available = 0
+        out.reverse()
+        return out

@@ -1,0 +1,127 @@
+"""One exception hierarchy, built from the server's ``{"error": {"code", "message"}}`` bodies."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Type
+
+
+class KeysmithError(Exception):
+    """Any error of the keysmith client.
+
+    ``status`` is the HTTP status (``None`` when no server answered), ``code``
+    the server's stable error code (``not_found``, ``exhausted``...), and
+    ``similar`` the existing names that look like an unknown one (404s).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        code: Optional[str] = None,
+        similar: Sequence[str] = (),
+        url: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.similar = tuple(similar)
+        self.url = url
+
+    def __str__(self) -> str:
+        head = f"{self.status} {self.code}: " if self.status is not None else ""
+        tail = f" (similar: {', '.join(self.similar)})" if self.similar else ""
+        return f"{head}{self.message}{tail}"
+
+
+class BadRequest(KeysmithError):
+    """400: the request was malformed (bad name, bad count, bad body...)."""
+
+
+class TooLarge(BadRequest):
+    """413: the body or the count is over the server's limit."""
+
+
+class Unauthorized(KeysmithError):
+    """401: no token, or the wrong one."""
+
+
+class NotFound(KeysmithError):
+    """404: no sequence or pool of that name (or no such route on that server)."""
+
+
+class Conflict(KeysmithError):
+    """409: the request conflicts with what the store holds."""
+
+
+class AlreadyExists(Conflict):
+    """409: a sequence or pool of that name exists already."""
+
+
+class Exhausted(Conflict):
+    """409: the sequence or pool has no value left below its maximum."""
+
+
+class Unavailable(KeysmithError):
+    """503 from every server (contention, store down, timeout), or no server reachable,
+    until the client's deadline ran out."""
+
+
+class ServerError(KeysmithError):
+    """500 or another status the client does not know."""
+
+
+class NotImplementedByServer(KeysmithError):
+    """501: the server cannot do this as configured (e.g. no shard key secret)."""
+
+
+class Closed(KeysmithError):
+    """The Sequence or client was closed."""
+
+
+_BY_CODE: Dict[str, Type[KeysmithError]] = {
+    "bad_request": BadRequest,
+    "invalid_name": BadRequest,
+    "invalid_argument": BadRequest,
+    "too_large": TooLarge,
+    "unauthorized": Unauthorized,
+    "not_found": NotFound,
+    "no_route": NotFound,
+    "already_exists": AlreadyExists,
+    "exhausted": Exhausted,
+    "contention": Unavailable,
+    "unavailable": Unavailable,
+    "timeout": Unavailable,
+    "closed": Unavailable,
+    "no_counter": Unavailable,
+    "no_secret": NotImplementedByServer,
+}
+
+_BY_STATUS: Dict[int, Type[KeysmithError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    413: TooLarge,
+    501: NotImplementedByServer,
+    503: Unavailable,
+}
+
+
+def error_from_response(status: int, body: Any, url: Optional[str] = None) -> KeysmithError:
+    """The exception for an error response: by the body's code, else by the status."""
+    code: Optional[str] = None
+    message = f"HTTP {status}"
+    similar: Sequence[str] = ()
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):
+        if isinstance(err.get("code"), str):
+            code = err["code"]
+        if isinstance(err.get("message"), str):
+            message = err["message"]
+        s = err.get("similar")
+        if isinstance(s, list):
+            similar = [str(x) for x in s]
+    cls = _BY_CODE.get(code or "") or _BY_STATUS.get(status) or ServerError
+    return cls(message, status=status, code=code, similar=similar, url=url)

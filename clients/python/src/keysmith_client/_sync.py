@@ -1,0 +1,323 @@
+"""The blocking client and its Sequence (threads)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from types import TracebackType
+from typing import Dict, Iterable, List, Optional, Type, TypeVar, Union
+
+import httpx
+
+from . import _api
+from ._api import Req, ShardId
+from ._buffer import Adaptive, Buffer
+from ._errors import Closed, KeysmithError
+from ._failover import Attempt, Servers
+from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
+
+T = TypeVar("T")
+_log = logging.getLogger("keysmith_client")
+
+#: Per request: 3 s to connect, 15 s for the rest (above the server's 10 s request timeout).
+DEFAULT_TIMEOUT = httpx.Timeout(15.0, connect=3.0)
+#: Seconds one call may spend failing over and waiting for Retry-After.
+DEFAULT_DEADLINE = 30.0
+
+Urls = Union[str, Iterable[str]]
+
+
+def _urls(url_or_urls: Urls) -> List[str]:
+    return [url_or_urls] if isinstance(url_or_urls, str) else list(url_or_urls)
+
+
+def _headers(token: Optional[str]) -> Dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class Client:
+    """A client of one keysmith service, or of several servers over one store.
+
+    ``Client("http://127.0.0.1:7878")`` or ``Client([url1, url2], token=...)``.
+    Every call goes to the server that answered last and fails over to the
+    next one on connection errors and 503s, honouring ``Retry-After``, for at
+    most ``deadline`` seconds. Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        url_or_urls: Urls,
+        token: Optional[str] = None,
+        *,
+        timeout: Union[float, httpx.Timeout] = DEFAULT_TIMEOUT,
+        deadline: float = DEFAULT_DEADLINE,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        self._servers = Servers(_urls(url_or_urls))
+        self._deadline = deadline
+        self._http = httpx.Client(headers=_headers(token), timeout=timeout, transport=transport)
+        self._sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
+
+    @property
+    def urls(self) -> List[str]:
+        return list(self._servers.urls)
+
+    def _call(self, req: Req[T]) -> T:
+        attempt = Attempt(self._servers, self._deadline, req.safe)
+        while True:
+            step = attempt.step()
+            if isinstance(step, float):
+                time.sleep(step)
+                continue
+            try:
+                resp = self._http.request(
+                    req.method, self._servers.urls[step] + req.path, params=req.params, json=req.json
+                )
+            except httpx.TransportError as e:
+                attempt.transport_error(step, e)
+                continue
+            body = attempt.response(step, resp)
+            if body is not None:
+                return req.parse(body)
+
+    # -- sequences ---------------------------------------------------------
+
+    def sequence(
+        self,
+        name: str,
+        block: Optional[int] = None,
+        *,
+        min_block: int = 1,
+        max_block: int = 100_000,
+        target_interval: float = 1.0,
+    ) -> Sequence:
+        """A handle that serves ``name``'s values from blocks leased from the server.
+
+        The first block has ``block`` values (default: the sequence's own
+        block size); later ones adapt to the rate, within
+        ``min_block..=max_block``, so that a lease lasts about
+        ``target_interval`` seconds. ``close()`` it to hand the unused tail back.
+        """
+        seq = Sequence(self, name, block, Adaptive(min_block, max_block, target_interval))
+        self._sequences.add(seq)
+        return seq
+
+    def create_sequence(
+        self, name: str, *, start: Optional[int] = None, max: Optional[int] = None, block: Optional[int] = None
+    ) -> SequenceInfo:
+        return self._call(_api.create_sequence(name, start, max, block))
+
+    def get_sequence(self, name: str) -> SequenceInfo:
+        return self._call(_api.get_sequence(name))
+
+    def list_sequences(self) -> List[SequenceInfo]:
+        return self._call(_api.list_sequences())
+
+    def drop_sequence(self, name: str) -> None:
+        self._call(_api.drop_sequence(name))
+
+    def next(self, name: str, count: int = 1) -> List[int]:
+        """``count`` values from the server's own cache (one request; no local block)."""
+        return self._call(_api.next_values(name, count))
+
+    def reserve(self, name: str, count: int) -> Lease:
+        """A lease of ``count`` values reserved durably for this caller only."""
+        return self._call(_api.reserve(name, count))
+
+    def release(self, lease: Lease, from_: int) -> Optional[Range]:
+        """Hands the lease's values from ``from_`` on back; the range that went back,
+        or ``None`` when someone reserved since (the values then stay a gap)."""
+        return self._call(_api.release(lease.sequence, lease.token, from_))
+
+    # -- pools, counters, shard keys, health --------------------------------
+
+    def create_pool(self, name: str, size: int, *, start: Optional[int] = None) -> PoolInfo:
+        return self._call(_api.create_pool(name, size, start))
+
+    def get_pool(self, name: str) -> PoolInfo:
+        return self._call(_api.get_pool(name))
+
+    def list_pools(self) -> List[PoolInfo]:
+        return self._call(_api.list_pools())
+
+    def drop_pool(self, name: str) -> None:
+        self._call(_api.drop_pool(name))
+
+    def pool_next(self, name: str, count: int = 1) -> List[int]:
+        """Numbers taken from the pool ``name``: ``count``, or fewer when the server's
+        answer is partial (it ran out of time or of numbers after taking some)."""
+        return self._call(_api.pool_next(name, count))
+
+    def counter_next(self, count: int = 1) -> CounterNames:
+        """``<host>/<n>`` names from the server's host counter."""
+        return self._call(_api.counter_next(count))
+
+    def shard_key_encode(
+        self, origin: str, shard: int, record: ShardId, children: Iterable[ShardId] = ()
+    ) -> ShardKeyView:
+        return self._call(_api.shard_key_encode(origin, shard, record, children))
+
+    def shard_key_decode(
+        self,
+        external: str,
+        *,
+        origin: Optional[str] = None,
+        record_type: Optional[str] = None,
+        child_types: Iterable[str] = (),
+    ) -> ShardKeyView:
+        return self._call(_api.shard_key_decode(external, origin, record_type, child_types))
+
+    def health(self) -> Json:
+        """``GET /healthz`` (the store is reachable) from the first server that answers."""
+        return self._call(_api.health())
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes every Sequence of this client (handing tails back), then the connections."""
+        for seq in list(self._sequences):
+            seq.close()
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, t: Optional[Type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.close()
+
+
+class Sequence:
+    """Values of one sequence, served from a local block leased from the server.
+
+    ``next()`` and ``next_n()`` take from the local block under a lock; when
+    a fifth of the last lease is left a background thread reserves the next
+    one. Values from one Sequence increase, across all threads using it.
+    Make it with :meth:`Client.sequence`.
+    """
+
+    def __init__(self, client: Client, name: str, block: Optional[int], adaptive: Adaptive) -> None:
+        self.name = name
+        self._client = client
+        self._cond = threading.Condition(threading.Lock())
+        self._buf = Buffer(block, adaptive)
+        self._closed = False
+        self._fetches = 0  # fetches started
+        self._failed: Dict[int, BaseException] = {}  # fetch number -> its error, for those waiting on it
+        #: What ``close()`` handed back to the server (``None``: nothing, the values stay a gap).
+        self.released: Optional[Range] = None
+
+    @property
+    def block(self) -> Optional[int]:
+        """The current lease size (``None`` before the first lease)."""
+        return self._buf.block
+
+    @property
+    def leases(self) -> int:
+        """How many leases this Sequence has received."""
+        return self._buf.leases
+
+    def next(self) -> int:
+        with self._cond:
+            while True:
+                v = self._buf.take()
+                if v is not None:
+                    if self._buf.wants_prefetch() and not self._closed:
+                        self._start_fetch(0)
+                    return v
+                self._wait_for_values(1)
+
+    def next_n(self, n: int) -> List[int]:
+        """``n`` increasing values; on failure none is taken (all stay in the local block)."""
+        if n < 0:
+            raise ValueError(f"n must not be negative, got {n}")
+        if n == 0:
+            return []
+        with self._cond:
+            while True:
+                vs = self._buf.take_n(n)
+                if vs is not None:
+                    if self._buf.wants_prefetch() and not self._closed:
+                        self._start_fetch(0)
+                    return vs
+                self._wait_for_values(n)
+
+    def _wait_for_values(self, need: int) -> None:
+        """With the lock held: waits for a fetch (starting one for ``need`` if none runs)."""
+        if self._closed:
+            raise Closed(f"sequence {self.name!r}: this Sequence is closed")
+        if not self._buf.fetching:
+            self._start_fetch(need)
+        number = self._fetches
+        while self._buf.fetching:
+            self._cond.wait()
+        err = self._failed.get(number)
+        if err is not None:
+            raise err
+
+    def _start_fetch(self, need: int) -> None:
+        self._buf.begin_fetch()
+        self._fetches += 1
+        self._failed.clear()  # errors nobody waited for
+        threading.Thread(
+            target=self._fetch, args=(self._fetches, need), name=f"keysmith-prefetch-{self.name}", daemon=True
+        ).start()
+
+    def _fetch(self, number: int, need: int) -> None:
+        lease: Optional[Lease] = None
+        err: Optional[BaseException] = None
+        try:
+            if self._buf.block is None:
+                info = self._client.get_sequence(self.name)
+                with self._cond:
+                    if self._buf.block is None:
+                        self._buf.block = self._buf.adaptive.clamp(info.block)
+            with self._cond:
+                count = self._buf.count(need, time.monotonic())
+            lease = self._client.reserve(self.name, count)
+        except BaseException as e:  # handed to the waiters; a prefetch nobody waits for just ends
+            err = e
+        with self._cond:
+            self._buf.end_fetch(lease)
+            if err is not None:
+                self._failed[number] = err
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stops serving; hands the unused tail of the newest lease back to the server.
+
+        The tail goes back only when no one reserved since (the server's rule);
+        otherwise, or when no server takes it back, it stays a gap: never
+        handed out by anyone. :attr:`released` then tells what went back.
+        Idempotent; waits for a lease in flight, so that it goes back too.
+        """
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            while self._buf.fetching:
+                self._cond.wait()
+            tails = self._buf.tails()
+        if tails:
+            lease, from_ = tails[0]
+            try:
+                self.released = self._client._call(_api.release(self.name, lease, from_))
+            except KeysmithError as e:
+                _log.warning("sequence %r: the unused tail from %d stays a gap: %s", self.name, from_, e)
+
+    def __enter__(self) -> Sequence:
+        return self
+
+    def __exit__(
+        self, t: Optional[Type[BaseException]], v: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Sequence {self.name!r} block={self._buf.block} available={self._buf.available}>"
+
+
+__all__ = ["Client", "Sequence", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE"]
