@@ -39,6 +39,8 @@ export interface SequenceOptions {
    * current one is left (default 0.2); `false` reserves only when empty.
    */
   prefetch?: number | false;
+  /** The clock the block size follows, in ms (default `Date.now`; tests set their own). */
+  clock?: () => number;
 }
 
 /** How a Sequence reaches the server (the Client's reserve and release calls). */
@@ -72,6 +74,7 @@ export class Sequence {
   private readonly targetMs: number;
   private readonly adaptive: boolean;
   private readonly prefetchAt: number;
+  private readonly clock: () => number;
 
   /** The leases not yet used up, oldest (being served) first. */
   private leases: LocalLease[] = [];
@@ -118,6 +121,7 @@ export class Sequence {
     const p = o.prefetch ?? 0.2;
     if (p !== false && !(p >= 0 && p < 1)) throw new RangeError("keysmith: prefetch must be a fraction in [0, 1) or false");
     this.prefetchAt = p === false ? -1 : p;
+    this.clock = o.clock ?? Date.now;
   }
 
   /** The size of the next lease. */
@@ -271,18 +275,19 @@ export class Sequence {
   /** Waiters need values that are not here: reserve, unless a reservation is on its way. */
   private demand(): void {
     if (this.inflight !== null || this.closed) return;
-    this.reserve(Math.min(Math.max(this.blockSize, this.outstanding), this.maxBlock));
+    this.reserve(this.outstanding);
   }
 
   private maybePrefetch(): void {
     if (this.inflight !== null || this.closed || this.prefetchAt < 0) return;
     if (this.available > Math.floor(this.lastLeaseSize * this.prefetchAt)) return;
     if (this.available === 0 && this.head === this.waiters.length) return; // nobody asked: wait for a demand
-    this.reserve(this.blockSize);
+    this.reserve(0);
   }
 
-  private reserve(count: number): void {
-    const now = Date.now();
+  /** Reserves a lease of the block size, or of `wanted` values if more (up to maxBlock). */
+  private reserve(wanted: number): void {
+    const now = this.clock();
     if (this.adaptive && this.lastReserveAt !== undefined) {
       const dt = now - this.lastReserveAt;
       if (dt < this.targetMs / 2) this.blockSize = Math.min(this.blockSize * 2, this.maxBlock);
@@ -290,6 +295,7 @@ export class Sequence {
     }
     this.lastReserveAt = now;
     this.reservations++;
+    const count = Math.min(Math.max(this.blockSize, wanted), this.maxBlock);
     this.inflight = this.src.reserve(this.name, count).then(
       (lease) => {
         this.inflight = null;
