@@ -102,6 +102,8 @@ export class Sequence {
   lastPrefetchError: unknown = undefined;
   /** Leases reserved. */
   reservations = 0;
+  /** Why releases in `close()` failed, if they did (the values stay a gap). */
+  readonly closeErrors: unknown[] = [];
 
   constructor(src: LeaseSource, name: string, o: SequenceOptions = {}) {
     this.src = src;
@@ -164,9 +166,14 @@ export class Sequence {
 
   /**
    * Stops the Sequence: waits for a reservation in flight, then hands the
-   * unused values back to the server (each lease's tail goes back only when
-   * no one reserved since). Calls waiting for values that are not here get a
-   * `closed` error; later calls too. Answers the ranges handed back.
+   * unused values back to the server. A lease's tail goes back only when no
+   * one reserved since (so of a current and a prefetched lease, only the
+   * prefetched one); what does not go back stays a gap, never handed out.
+   * Calls waiting for values that are not here get a `closed` error; later
+   * calls too. Never fails: answers the ranges handed back, and keeps the
+   * errors of refused or failed releases in `closeErrors` (a lease token
+   * opens only on the server that made it, or on servers that share its
+   * lease secret).
    */
   close(): Promise<Range[]> {
     if (this.closing === null) {
@@ -180,7 +187,6 @@ export class Sequence {
     while (this.inflight !== null) await this.inflight;
     this.rejectWaiters(new KeysmithError("closed", `sequence ${JSON.stringify(this.name)}: closed`, 0));
     const released: Range[] = [];
-    let failure: unknown;
     // Newest first: handing back the newest lease may make the older one the
     // last reservation again.
     for (let i = this.leases.length - 1; i >= 0; i--) {
@@ -196,13 +202,12 @@ export class Sequence {
         const r = await this.src.release(this.name, l.token, from);
         if (r !== null) released.push(r);
       } catch (e) {
-        failure ??= e;
+        this.closeErrors.push(e);
       }
     }
     this.leases = [];
     this.cur = this.end = 0n;
     this.available = 0;
-    if (failure !== undefined) throw failure;
     return released;
   }
 

@@ -44,6 +44,7 @@ describe("json", () => {
 class FakeSource {
   constructor(start = 1n) {
     this.next = start;
+    this.version = 1;
     this.leases = new Map();
     this.counts = [];
     this.released = [];
@@ -70,8 +71,9 @@ class FakeSource {
         }
         const start = this.next;
         this.next += BigInt(count);
+        this.version++;
         const lease = `L${++this.id}`;
-        this.leases.set(lease, { start, end: this.next });
+        this.leases.set(lease, { start, end: this.next, version: this.version });
         resolve({ ranges: [{ start, end: this.next }], lease });
       };
       if (this.holding) this.parked.push(run);
@@ -80,9 +82,11 @@ class FakeSource {
   }
   async release(name, lease, from) {
     const l = this.leases.get(lease);
-    if (!l || from < l.start || from > l.end) throw new KeysmithError("bad_request", "bad lease", 400);
-    if (this.next !== l.end) return null;
+    if (!l || from < l.start || from >= l.end) throw new KeysmithError("invalid_argument", "bad lease", 400);
+    // The server's rule: only if the row is still at the version the lease left.
+    if (this.version !== l.version) return null;
     this.next = from;
+    this.version++;
     this.released.push({ start: from, end: l.end });
     return { start: from, end: l.end };
   }
@@ -131,18 +135,35 @@ describe("Sequence (in-memory lease source)", () => {
     assert.equal(await seq.next(), 5n);
   });
 
-  test("close hands back the unused tail, newest lease first, and later calls fail", async () => {
+  test("close hands back the unused tail, and later calls fail", async () => {
+    const src = new FakeSource();
+    const seq = new Sequence(src, "s", { block: 10, adaptive: false, prefetch: false });
+    assert.deepEqual(await seq.nextN(3), [1n, 2n, 3n]);
+    assert.deepEqual(await seq.close(), [{ start: 4n, end: 11n }]);
+    assert.equal(src.next, 4n);
+    await assert.rejects(seq.next(), (e) => e instanceof KeysmithError && e.code === "closed");
+    await assert.rejects(seq.nextN(2), (e) => e instanceof KeysmithError && e.code === "closed");
+  });
+
+  test("close with a prefetched lease hands back the newest one (the older one's tail is a gap)", async () => {
     const src = new FakeSource();
     const seq = new Sequence(src, "s", { block: 10, adaptive: false });
     const got = await seq.nextN(9); // 1 left: the prefetch reserved 11..21
     assert.equal(got.at(-1), 9n);
-    const released = await seq.close();
-    assert.deepEqual(released, [
-      { start: 11n, end: 21n },
-      { start: 10n, end: 11n },
-    ]);
-    assert.equal(src.next, 10n);
-    await assert.rejects(seq.next(), (e) => e instanceof KeysmithError && e.code === "closed");
+    assert.deepEqual(await seq.close(), [{ start: 11n, end: 21n }]);
+    assert.equal(src.next, 11n);
+  });
+
+  test("close never fails: a refused release leaves a gap, and the error is kept", async () => {
+    const src = new FakeSource();
+    src.release = async () => {
+      throw new KeysmithError("invalid_argument", "invalid lease token", 400);
+    };
+    const seq = new Sequence(src, "s", { block: 10, adaptive: false, prefetch: false });
+    await seq.next();
+    assert.deepEqual(await seq.close(), []);
+    assert.equal(seq.closeErrors.length, 1);
+    assert.equal(seq.closeErrors[0].code, "invalid_argument");
   });
 
   test("block size doubles when leases last less than half the target, halves when more than twice, within bounds", async () => {
