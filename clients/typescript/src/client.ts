@@ -1,7 +1,7 @@
 import { KeysmithError } from "./errors.js";
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
-import { Transport } from "./transport.js";
+import { Transport, type TransportStats } from "./transport.js";
 
 /** Options of `new Client`. */
 export interface ClientOptions {
@@ -210,6 +210,11 @@ export class Client implements LeaseSource {
   /** The servers' base URLs, as normalised. */
   get urls(): readonly string[] {
     return this.t.urls;
+  }
+
+  /** Calls, requests and failed attempts since this client was made (a live view). */
+  get stats(): Readonly<TransportStats> {
+    return this.t.stats;
   }
 
   /**

@@ -15,5 +15,6 @@ export {
   type ShardKeyView,
 } from "./client.js";
 export { KeysmithError } from "./errors.js";
+export type { TransportStats } from "./transport.js";
 export { type Json, parse as parseJson, stringify as stringifyJson } from "./json.js";
 export { type Lease, type Range, Sequence, type SequenceOptions } from "./sequence.js";

@@ -16,6 +16,18 @@ export interface TransportOptions {
   fetch?: typeof fetch | undefined;
 }
 
+/** Counts since the client was made. */
+export interface TransportStats {
+  /** Calls made. */
+  calls: number;
+  /** Requests sent (more than calls when some were retried). */
+  attempts: number;
+  /** Attempts that reached no server (refused, reset, timed out). */
+  unreachable: number;
+  /** Attempts answered 502, 503 or 504 (then retried on the next server). */
+  unavailable: number;
+}
+
 /** A 2xx answer. */
 export interface Answer {
   status: number;
@@ -61,6 +73,7 @@ export class Transport {
   private readonly timeoutMs: number;
   private readonly deadlineMs: number;
   private readonly fetchFn: typeof fetch;
+  readonly stats: TransportStats = { calls: 0, attempts: 0, unreachable: 0, unavailable: 0 };
   /** The server that answered last: calls start there. */
   private current = 0;
   /** Per server: not before this time (ms since the epoch). */
@@ -95,6 +108,7 @@ export class Transport {
     const n = this.urls.length;
     let last: KeysmithError | undefined;
     let attempts = 0;
+    this.stats.calls++;
 
     for (;;) {
       const now = Date.now();
@@ -121,6 +135,7 @@ export class Transport {
 
       const base = this.urls[pick] as string;
       attempts++;
+      this.stats.attempts++;
       let res: Response;
       let text: string;
       try {
@@ -135,6 +150,7 @@ export class Transport {
         // Refused, reset, timed out, or the answer broke off: try the next server.
         // (A request whose answer was lost only leaves a gap: the values it
         // may have taken are never handed out again.)
+        this.stats.unreachable++;
         const f = (this.failures[pick] = (this.failures[pick] ?? 0) + 1);
         this.notBefore[pick] = Date.now() + Math.min(25 * 2 ** Math.min(f, 10), 1000);
         last = new KeysmithError("unreachable", `cannot reach ${base}: ${describe(e)}`, 0, { url: base, cause: e });
@@ -142,6 +158,7 @@ export class Transport {
       }
 
       if (RETRY_STATUSES.has(res.status)) {
+        this.stats.unavailable++;
         const ra = parseRetryAfter(res.headers.get("retry-after"));
         this.notBefore[pick] = Date.now() + (ra ?? 1) * 1000;
         last = errorOf(res.status, text, base, ra);

@@ -88,6 +88,8 @@ test("a dead URL first in the list: every call goes to the live server", async (
     const seq = c.sequence("f", { block: 10 });
     const vs = [...(await seq.nextN(25)), ...(await c.next("f", 5))];
     assert.equal(duplicates(vs), "");
+    // Only the first call tried the dead URL; the rest started at the live one.
+    assert.equal(c.stats.unreachable, 1);
     assert.equal((await c.getSequence("f")).name, "f");
     await seq.close();
   } finally {
@@ -113,6 +115,8 @@ test("a server SIGKILLed and restarted on the same port and store mid-run: no va
     await w.stop();
     assert.equal(duplicates(w.all), "");
     for (const vs of w.perHandle) assert.equal(notIncreasing(vs), "");
+    // The outage was seen (and retried through), not slept through.
+    assert.ok(clients.some((c) => c.stats.unreachable > 0), JSON.stringify(clients.map((c) => c.stats)));
   } finally {
     await server.stop();
   }
@@ -125,7 +129,8 @@ test("two servers over one store, the first SIGKILLed mid-run: clients fail over
   try {
     const urls = [a.url, b.url];
     await new Client({ url: urls }).createSequence("two", { block: 10 });
-    const w = workload([new Client({ url: urls }), new Client({ url: urls })], "two");
+    const clients = [new Client({ url: urls }), new Client({ url: urls })];
+    const w = workload(clients, "two");
     await w.m.at(3000);
     await a.kill();
     const before = w.all.length;
@@ -134,6 +139,7 @@ test("two servers over one store, the first SIGKILLed mid-run: clients fail over
     assert.equal(duplicates(w.all), "");
     // Each Sequence's values increase; the plain calls' values increase per server only.
     for (let i = 0; i < w.perHandle.length; i += 2) assert.equal(notIncreasing(w.perHandle[i]), "");
+    assert.ok(clients.every((c) => c.stats.unreachable > 0), JSON.stringify(clients.map((c) => c.stats)));
   } finally {
     await Promise.all([a.kill(), b.stop()]);
   }

@@ -37,7 +37,7 @@ describe("Sequence", () => {
     for (let round = 0; round < 3; round++) {
       const got = await Promise.all(handles.map((h) => burst(h, 1500)));
       got.forEach((vs, i) => {
-        assert.equal(vs.length, 2000);
+        assert.equal(vs.length, 2500); // 1000 next() and 500 nextN(3)
         assert.equal(notIncreasing(vs), "", `handle ${i}, round ${round}`);
         all.get(handles[i].name).push(...vs);
       });
