@@ -7,8 +7,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if [[ -z "${KEYSMITH_BIN:-}" ]]; then
   (cd "$root" && cargo build -p keysmith-cli)
-  export KEYSMITH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/keysmith"
+  KEYSMITH_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/keysmith"
 fi
+KEYSMITH_BIN=$(realpath "$KEYSMITH_BIN")
+export KEYSMITH_BIN
 cd "$here"
 npm ci --no-audit --no-fund
 npm run build
