@@ -286,7 +286,6 @@ export class Sequence {
   private maybePrefetch(): void {
     if (this.inflight !== null || this.closed || this.prefetchAt < 0) return;
     if (this.available > Math.floor(this.lastLeaseSize * this.prefetchAt)) return;
-    if (this.available === 0 && this.head === this.waiters.length) return; // nobody asked: wait for a demand
     this.reserve(0);
   }
 
