@@ -72,8 +72,43 @@ enum Command {
     VerifyWorker(cmd::verify::WorkerArgs),
 }
 
+/// What a command logs when `RUST_LOG` is not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogDefault {
+    /// `keysmith serve`: keysmith's own `info` (handles handed back, shutdown)
+    /// and every crate's warnings.
+    Service,
+    /// One-shot commands: errors only (a command reports its own failure on
+    /// stderr; its output is for scripts).
+    Command,
+}
+
+/// Installs the log subscriber: to stderr, filtered by `RUST_LOG`
+/// (`tracing-subscriber`'s env filter syntax, e.g.
+/// `RUST_LOG=keysmith=debug`), else by `default`. Installs nothing the
+/// second time.
+pub fn init_logging(default: LogDefault) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(match default {
+            LogDefault::Service => "warn,keysmith=info,keysmith_server=info,keysmith_cli=info",
+            LogDefault::Command => "error",
+        })
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `serve` installs its subscriber once it has printed its address: that
+    // line comes first.
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging(LogDefault::Command);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

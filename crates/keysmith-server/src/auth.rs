@@ -113,22 +113,46 @@ pub(crate) fn matches(expected: &[u8; 32], presented: &[u8]) -> bool {
     d.ct_eq(expected).into()
 }
 
-/// The credential an `Authorization` header carries: a bearer token, or the
-/// password of HTTP Basic.
-fn presented(req: &Request) -> Option<Vec<u8>> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, rest) = value.split_once(' ')?;
+/// What the `Authorization` header of a request carries.
+#[derive(Debug, PartialEq, Eq)]
+enum Presented {
+    /// No header.
+    Nothing,
+    /// A header that is not `Bearer TOKEN` or `Basic BASE64`; why.
+    Malformed(String),
+    /// A bearer token, or the password of HTTP Basic.
+    Credential(Vec<u8>),
+}
+
+fn malformed(why: &str) -> Presented {
+    Presented::Malformed(format!(
+        "the Authorization header is malformed: {why}; send `Authorization: Bearer TOKEN`"
+    ))
+}
+
+fn presented(req: &Request) -> Presented {
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return Presented::Nothing;
+    };
+    let Ok(value) = value.to_str() else {
+        return malformed("it holds bytes that are not visible ASCII");
+    };
+    let Some((scheme, rest)) = value.trim().split_once(' ') else {
+        return malformed("it has no scheme and credential");
+    };
     let rest = rest.trim();
     if scheme.eq_ignore_ascii_case("bearer") {
-        Some(rest.as_bytes().to_vec())
+        Presented::Credential(rest.as_bytes().to_vec())
     } else if scheme.eq_ignore_ascii_case("basic") {
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(rest)
-            .ok()?;
-        let i = raw.iter().position(|&b| b == b':')?;
-        Some(raw[i + 1..].to_vec())
+        let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(rest) else {
+            return malformed("its Basic credential is not base64");
+        };
+        match raw.iter().position(|&b| b == b':') {
+            Some(i) => Presented::Credential(raw[i + 1..].to_vec()),
+            None => malformed("its Basic credential has no `user:password`"),
+        }
     } else {
-        None
+        malformed("its scheme is neither Bearer nor Basic")
     }
 }
 
@@ -145,9 +169,10 @@ pub(crate) async fn require_token(
         return next.run(req).await;
     }
     match presented(&req) {
-        Some(p) if matches(&expected, &p) => next.run(req).await,
-        Some(_) => ApiError::unauthorized("the token is wrong").into_response(),
-        None => {
+        Presented::Credential(p) if matches(&expected, &p) => next.run(req).await,
+        Presented::Credential(_) => ApiError::unauthorized("the token is wrong").into_response(),
+        Presented::Malformed(why) => ApiError::unauthorized(why).into_response(),
+        Presented::Nothing => {
             let mut res = ApiError::unauthorized(
                 "this server needs a token: send `Authorization: Bearer TOKEN`",
             )

@@ -79,7 +79,7 @@ impl ApiError {
             StatusCode::SERVICE_UNAVAILABLE,
             "timeout",
             format!(
-                "the request took longer than the server's limit of {} ms; retry later (values it may have taken are never handed out again)",
+                "the request took longer than the server's limit of {} ms; retry later (a create or drop may still take effect: look before retrying)",
                 limit.as_millis()
             ),
         )

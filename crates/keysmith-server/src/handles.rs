@@ -33,6 +33,10 @@ impl Handle for keysmith::sequence::Sequence {
                 r.end - 1
             ),
             Ok(None) => tracing::info!(sequence = self.name(), "closed; nothing to hand back"),
+            // Dropped: nothing to hand back to.
+            Err(keysmith::Error::NotFound { .. }) => {
+                tracing::debug!(sequence = self.name(), "closed; the sequence was dropped")
+            }
             Err(e) => tracing::warn!(sequence = self.name(), "close failed: {e}"),
         }
     }

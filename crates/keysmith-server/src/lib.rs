@@ -21,10 +21,18 @@
 //! | `GET /healthz` | checks the store; the only route that needs no token |
 //! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
 //!
-//! Errors are `{"error": {"code", "message"}}`: 400 bad input, 401 no or
-//! wrong token, 404 unknown name, 405 wrong method, 409 exists or exhausted,
-//! 413 body or count over the limit, 503 with `Retry-After` for contention,
-//! an unavailable store or a request past the timeout.
+//! Errors are `{"error": {"code", "message"}}`, also for request heads
+//! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
+//! unknown name, 405 wrong method, 409 exists or exhausted, 413 body or
+//! count over the limit, 431 request head too large, 503 with `Retry-After`
+//! for contention, an unavailable store or a request past the timeout.
+//!
+//! A `next` route is never cut off once it takes values: a pool request
+//! stops a little before the request timeout and answers with what it took
+//! (`"partial"`); a sequence request is one reservation. Connections are
+//! capped ([`Config::max_connections`]) and closed when a client is too
+//! slow to send headers or idle ([`Config::header_read_timeout`],
+//! [`Config::idle_timeout`]).
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {
@@ -44,7 +52,7 @@
 //! ([`openapi::document`]).
 #![warn(missing_docs)]
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,6 +68,7 @@ use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
 mod auth;
+mod conn;
 mod error;
 mod extract;
 mod handles;
@@ -69,6 +78,7 @@ mod routes;
 mod status;
 
 pub use auth::{OPEN_PATH, TOKEN_ENV, Token};
+pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
 
 use handles::Handles;
@@ -78,10 +88,19 @@ use metrics::{HandleCounters, Metrics};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 /// The default most values one request may ask for.
 pub const DEFAULT_MAX_COUNT: i64 = 100_000;
+/// The default largest pool `POST /v1/pools` creates: its members are
+/// written in one transaction, which must finish within the request timeout.
+pub const DEFAULT_MAX_POOL_SIZE: i64 = 100_000;
 /// The default largest request body, in bytes.
 pub const DEFAULT_BODY_LIMIT: usize = 64 * 1024;
 /// The default longest time a request may take.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default longest time a client may take to send a request's headers.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default longest time a connection stays open with no request in flight.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default most connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// How to run a server.
 #[derive(Debug, Clone)]
@@ -100,10 +119,34 @@ pub struct Config {
     /// The most values one request may ask for (1 to
     /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
     pub max_count: i64,
+    /// The largest pool `POST /v1/pools` creates (1 to
+    /// [`keysmith::pool::MAX_POOL_SIZE`]); larger is a 413. Creating a pool
+    /// writes every member, so this keeps a create within the request
+    /// timeout. Default [`DEFAULT_MAX_POOL_SIZE`].
+    pub max_pool_size: i64,
     /// The largest request body in bytes; more is a 413.
     pub body_limit: usize,
     /// The longest a request may take; then it is answered with a 503.
+    /// The `next` routes of sequences and pools are not cut off (that could
+    /// drop values already taken): a pool request stops taking numbers a
+    /// little before this and answers with what it has (`"partial"`), and a
+    /// sequence request, one reservation, waits for the store.
     pub request_timeout: Duration,
+    /// HTTP/1: the longest a client may take to send a request's headers,
+    /// counted from when the server starts waiting for them (the connection
+    /// opened, or the previous answer was sent); then the connection is
+    /// closed. Also the longest any connection may stay open before its
+    /// first request. Default [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// The longest a connection that has had a request stays open with no
+    /// request in flight (HTTP/2 and HTTP/1 alike; an idle HTTP/1
+    /// connection is closed earlier by the header timeout). Default
+    /// [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// The most connections served at once; more wait to be accepted until
+    /// one closes. Keep it under the process's open-file limit. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
     /// How the server's sequence handles reserve blocks.
     pub strategy: Strategy,
     /// How long a reservation or pool take keeps retrying races lost to
@@ -226,8 +269,12 @@ impl Default for Config {
             token: None,
             insecure_no_auth: false,
             max_count: DEFAULT_MAX_COUNT,
+            max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             strategy: Strategy::default(),
             retry_budget: None,
             adaptive: Some(AdaptivePolicy::default()),
@@ -248,6 +295,13 @@ impl Config {
             return Err(ServeError::Config(format!(
                 "max count must be between 1 and {MAX_BATCH}, got {}",
                 self.max_count
+            )));
+        }
+        if !(1..=keysmith::pool::MAX_POOL_SIZE).contains(&self.max_pool_size) {
+            return Err(ServeError::Config(format!(
+                "max pool size must be between 1 and {}, got {}",
+                keysmith::pool::MAX_POOL_SIZE,
+                self.max_pool_size
             )));
         }
         if self.body_limit == 0 {
@@ -278,6 +332,17 @@ impl Config {
                 "the request timeout must be more than 0".into(),
             ));
         }
+        if self.header_read_timeout.is_zero() || self.idle_timeout.is_zero() {
+            return Err(ServeError::Config(
+                "the header and idle timeouts must be more than 0".into(),
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(ServeError::Config(format!(
+                "max connections must be between 1 and {MAX_CONNECTIONS}, got {}",
+                self.max_connections
+            )));
+        }
         if self.token.is_none() && !self.listen.ip().is_loopback() && !self.insecure_no_auth {
             return Err(ServeError::Config(format!(
                 "refusing to listen on {} without a token: anyone who can reach it could take and waste values. \
@@ -288,6 +353,9 @@ impl Config {
         Ok(())
     }
 }
+
+/// The largest [`Config::max_connections`].
+pub const MAX_CONNECTIONS: usize = 1 << 20;
 
 /// Why a server could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +384,7 @@ pub enum ServeError {
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub(crate) max_count: i64,
+    pub(crate) max_pool_size: i64,
     pub(crate) body_limit: usize,
     pub(crate) request_timeout: Duration,
     pub(crate) strategy: Strategy,
@@ -357,6 +426,7 @@ impl AppState {
                 store,
                 options: Options {
                     max_count: config.max_count,
+                    max_pool_size: config.max_pool_size,
                     body_limit: config.body_limit,
                     request_timeout: config.request_timeout,
                     strategy: config.strategy,
@@ -448,7 +518,9 @@ impl AppState {
     }
 }
 
-/// Answers a request that runs past the timeout with a 503.
+/// Answers a request that runs past the timeout with a 503. Not on the
+/// `next` routes of sequences and pools, which keep their own deadline
+/// ([`routes::deadline`]) so that no value they took is dropped.
 async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let limit = state.shared().options.request_timeout;
     match tokio::time::timeout(limit, next.run(req)).await {
@@ -481,7 +553,8 @@ pub fn router(state: AppState) -> Router {
     use routes::pools;
     use routes::sequences as seq;
     let body_limit = state.shared().options.body_limit;
-    Router::new()
+    // Cut off at the request timeout: nothing here takes values.
+    let bounded = Router::new()
         .route("/", get(status::page))
         .route("/v1/status", get(status::json))
         .route("/healthz", get(routes::healthz))
@@ -490,13 +563,18 @@ pub fn router(state: AppState) -> Router {
         .route("/openapi.json", get(openapi::handler))
         .route("/v1/sequences", post(seq::create).get(seq::list))
         .route("/v1/sequences/{name}", get(seq::show).delete(seq::drop))
-        .route("/v1/sequences/{name}/next", post(seq::next))
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
-        .route("/v1/pools/{name}/next", post(pools::next))
         .route("/v1/counters/next", post(routes::counters::next))
         .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
+        .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
+    // Their own deadline: they answer with what they took.
+    let taking = Router::new()
+        .route("/v1/sequences/{name}/next", post(seq::next))
+        .route("/v1/pools/{name}/next", post(pools::next));
+    bounded
+        .merge(taking)
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -504,7 +582,6 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), timeout))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -515,6 +592,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     state: AppState,
     router: Router,
+    limits: conn::Limits,
 }
 
 impl Server {
@@ -537,6 +615,11 @@ impl Server {
             listener,
             state,
             router,
+            limits: conn::Limits {
+                header_read_timeout: config.header_read_timeout,
+                idle_timeout: config.idle_timeout,
+                max_connections: config.max_connections,
+            },
         })
     }
 
@@ -559,35 +642,20 @@ impl Server {
     /// request timeout plus [`SHUTDOWN_GRACE`] after the signal (a client
     /// that never finishes sending its request) are not waited for.
     ///
+    /// At most [`Config::max_connections`] connections are served at once,
+    /// each closed after [`Config::header_read_timeout`] or
+    /// [`Config::idle_timeout`] without a request in flight.
+    ///
     /// # Errors
     /// [`ServeError::Io`] if serving fails.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        let mut stop = rx.clone();
-        let serving = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
-            .into_future();
         let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
-        let give_up = async move {
-            shutdown.await;
-            let _ = tx.send(true);
-            tokio::time::sleep(grace).await;
-            drop(rx);
-        };
-        let served = tokio::select! {
-            r = serving => r,
-            () = give_up => {
-                tracing::warn!("connections still open {grace:?} after the shutdown signal; closing handles anyway");
-                Ok(())
-            }
-        };
+        conn::serve(self.listener, self.router, self.limits, grace, shutdown).await;
         self.state.close().await;
-        Ok(served?)
+        Ok(())
     }
 }
 

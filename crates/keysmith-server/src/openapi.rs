@@ -1,19 +1,70 @@
 //! `GET /openapi.json`: the API described in OpenAPI 3.1.
+//!
+//! The document states the rules the server checks: name patterns and
+//! lengths, bounds of every number, the count limit of this server, and
+//! every status each route can answer. Two rules JSON Schema cannot say are
+//! in the descriptions: a name is at most 512 *bytes* of UTF-8 (the schema
+//! counts characters), and the bounds that tie two fields together
+//! (`start <= max` of a sequence, `start <= 2^63 - 2 * size` of a pool).
 
 use axum::Json;
+use axum::extract::State;
 use serde_json::{Value, json};
 
-/// The OpenAPI document of the API.
+use crate::AppState;
+
+/// The characters a name may not hold, as inclusive ranges: whitespace
+/// (Unicode `White_Space`) and control characters (`Cc`), as
+/// [`keysmith::validate_name`] checks.
+const NAME_EXCLUDED: [(u32, u32); 8] = [
+    (0x00, 0x20),
+    (0x7f, 0xa0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200a),
+    (0x2028, 0x2029),
+    (0x202f, 0x202f),
+    (0x205f, 0x205f),
+    (0x3000, 0x3000),
+];
+
+/// The pattern of a name (ECMA-262 and Python alike): one or more
+/// characters, none of them whitespace or a control character.
+pub fn name_pattern() -> String {
+    let mut class = String::new();
+    for (lo, hi) in NAME_EXCLUDED {
+        class.push_str(&format!("\\u{lo:04x}"));
+        if hi != lo {
+            class.push_str(&format!("-\\u{hi:04x}"));
+        }
+    }
+    format!("^[^{class}]+$")
+}
+
+/// The OpenAPI document of the API, for a server with the default limits
+/// ([`crate::DEFAULT_MAX_COUNT`], [`crate::DEFAULT_MAX_POOL_SIZE`]).
 pub fn document() -> Value {
+    document_for(crate::DEFAULT_MAX_COUNT, crate::DEFAULT_MAX_POOL_SIZE)
+}
+
+/// The OpenAPI document of the API, for a server whose `next` routes take
+/// at most `max_count` values a request and that creates pools of at most
+/// `max_pool_size` members.
+pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
+    let name_schema = json!({
+        "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": name_pattern(),
+        "description": format!("1 to {} bytes of UTF-8 (the schema's maxLength counts characters), \
+            no whitespace and no control characters. URL-like names such as `example.com/a#main` are fine.",
+            keysmith::MAX_NAME_BYTES)
+    });
     let name = json!({
         "name": "name", "in": "path", "required": true,
         "description": "Percent-encoded name (a `/` in a name is sent as %2F).",
-        "schema": {"type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES}
+        "schema": name_schema
     });
     let count = json!({
         "name": "count", "in": "query", "required": false,
-        "description": "How many values (default 1; above the server's maximum is a 413).",
-        "schema": {"type": "integer", "minimum": 1}
+        "description": "How many values. Above this server's maximum (`--max-count`) is a 413; a bad `as` is a 400 first.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": max_count, "default": 1}
     });
     let as_ = json!({
         "name": "as", "in": "query", "required": false,
@@ -56,13 +107,23 @@ pub fn document() -> Value {
                         "message": {"type": "string"},
                         "similar": {"type": "array", "items": {"type": "string"}, "description": "Existing names that look alike (404 only)."}
                     }}}},
-                "Values": {"type": "object", "required": ["values"], "properties": {"values": {
-                    "type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
-                "CreateSequence": {"type": "object", "required": ["name"], "additionalProperties": false, "properties": {
-                    "name": {"type": "string"},
-                    "start": {"type": "integer", "default": 1, "minimum": 0},
-                    "max": {"type": "integer", "default": keysmith::store::MAX_VALUE},
-                    "block": {"type": "integer", "default": 100, "minimum": 1}}},
+                "Values": {"type": "object", "required": ["values"], "properties": {
+                    "values": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
+                    "partial": {"type": "object", "required": ["requested", "reason", "message"],
+                        "description": "Present when `values` holds fewer than asked for: a pool request stops at its deadline \
+                            (a little before the request timeout) or when a take fails after others succeeded, and answers \
+                            with every number it took. Ask again for the rest.",
+                        "properties": {
+                            "requested": {"type": "integer", "description": "The count asked for."},
+                            "reason": {"type": "string", "examples": ["deadline", "exhausted", "contention", "unavailable"]},
+                            "message": {"type": "string"}}}}},
+                "CreateSequence": {"type": "object", "required": ["name"], "additionalProperties": false,
+                    "description": "start must not be above max.",
+                    "properties": {
+                    "name": name_schema,
+                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                    "max": {"type": "integer", "default": keysmith::store::MAX_VALUE, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                    "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION}}},
                 "Sequence": {"type": "object", "properties": {
                     "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
                     "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
@@ -73,10 +134,13 @@ pub fn document() -> Value {
                             "served": {"type": "integer"}, "last_served": {"type": ["integer", "null"]},
                             "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}},
                 "SequenceList": {"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}},
-                "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false, "properties": {
-                    "name": {"type": "string"},
-                    "start": {"type": "integer", "default": 1, "minimum": 0},
-                    "size": {"type": "integer", "minimum": 1, "maximum": keysmith::pool::MAX_POOL_SIZE}}},
+                "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false,
+                    "description": "start must be at most 2^63 - 2 * size, so that every first member can be taken once.",
+                    "properties": {
+                    "name": name_schema,
+                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1},
+                    "size": {"type": "integer", "minimum": 1, "maximum": max_pool_size,
+                        "description": "Above this server's limit (`--max-pool-size`) is a 413."}}},
                 "Pool": {"type": "object", "properties": {
                     "name": {"type": "string"}, "start": {"type": "integer"}, "size": {"type": "integer"},
                     "lowest": {"type": "integer", "description": "show only"}, "highest": {"type": "integer", "description": "show only"},
@@ -93,13 +157,13 @@ pub fn document() -> Value {
                     "oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "object", "required": ["type", "value"],
                         "properties": {"type": {"type": "string"}, "value": {}}}]},
                 "ShardKeyParts": {"type": "object", "required": ["origin", "shard", "record"], "additionalProperties": false, "properties": {
-                    "origin": {"type": "string", "minLength": 1, "maxLength": 1, "description": "One ASCII letter or digit naming the record type."},
+                    "origin": {"type": "string", "pattern": "^[A-Za-z0-9]$", "description": "One ASCII letter or digit naming the record type; `0` is reserved for the empty key (shard 0, default ids)."},
                     "shard": {"type": "integer", "minimum": 0, "maximum": 65535},
                     "record": {"$ref": "#/components/schemas/Id"},
                     "children": {"type": "array", "maxItems": 3, "items": {"$ref": "#/components/schemas/Id"}}}},
                 "ShardKeyDecode": {"type": "object", "required": ["external"], "additionalProperties": false, "properties": {
                     "external": {"type": "string"},
-                    "origin": {"type": "string", "description": "Fail unless the key has this origin."},
+                    "origin": {"type": "string", "pattern": "^[A-Za-z0-9]$", "description": "Fail unless the key has this origin."},
                     "record_type": {"type": "string", "description": "Fail unless the record id has this type (needs origin)."},
                     "child_types": {"type": "array", "items": {"type": "string"}}}},
                 "ShardKey": {"type": "object", "properties": {
@@ -133,7 +197,7 @@ pub fn document() -> Value {
             "/v1/pools": {
                 "post": {"summary": "Create a value pool holding start..start+size",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreatePool"}}}},
-                    "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit."))])},
+                    "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit, or size over this server's maximum."))])},
                 "get": {"summary": "List pools", "responses": responses(vec![("200", ok("Every pool, by name.", "PoolList"))])}
             },
             "/v1/pools/{name}": {
@@ -146,8 +210,8 @@ pub fn document() -> Value {
                 "post": {"summary": "Take numbers from a pool",
                     "description": "Numbers are unique forever, in no particular order.",
                     "parameters": [count, as_],
-                    "responses": responses(vec![("200", ok("The numbers, in the order taken.", "Values")), ("404", err("No such pool.")),
-                        ("413", err("Count over the server's maximum."))])}
+                    "responses": responses(vec![("200", ok("The numbers, in the order taken; `partial` when fewer than asked for.", "Values")), ("404", err("No such pool.")),
+                        ("409", err("The pool is exhausted: no member can be taken.")), ("413", err("Count over the server's maximum."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",
@@ -159,12 +223,12 @@ pub fn document() -> Value {
             "/v1/shard-keys/encode": {
                 "post": {"summary": "The external string of a shard key, signed with the server's secret",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyParts"}}}},
-                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("413", err("Body over the limit.")), ("501", err("The server has no shard key secret."))])}
             },
             "/v1/shard-keys/decode": {
                 "post": {"summary": "Decode an external string; rejected if edited, forged or signed with another secret",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ShardKeyDecode"}}}},
-                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("501", err("The server has no shard key secret."))])}
+                    "responses": responses(vec![("200", ok("The key.", "ShardKey")), ("413", err("Body over the limit.")), ("501", err("The server has no shard key secret."))])}
             },
             "/v1/status": {"get": {"summary": "What the status page shows", "responses": responses(vec![("200", json!({"description": "Status; integers that may pass 2^53 are strings."}))])}},
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},
@@ -177,7 +241,52 @@ pub fn document() -> Value {
     })
 }
 
-/// `GET /openapi.json`.
-pub(crate) async fn handler() -> Json<Value> {
-    Json(document())
+/// `GET /openapi.json`, with this server's count limit.
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
+    let o = &state.shared().options;
+    Json(document_for(o.max_count, o.max_pool_size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pattern's class is exactly what `validate_name` refuses.
+    #[test]
+    fn the_name_pattern_excludes_exactly_whitespace_and_control_characters() {
+        let excluded = |c: char| {
+            NAME_EXCLUDED
+                .iter()
+                .any(|&(lo, hi)| (lo..=hi).contains(&u32::from(c)))
+        };
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            assert_eq!(
+                excluded(c),
+                c.is_whitespace() || c.is_control(),
+                "{c:?} (U+{:04X})",
+                u32::from(c)
+            );
+            assert_eq!(
+                excluded(c),
+                keysmith::validate_name(&format!("a{c}b")).is_err(),
+                "{c:?}"
+            );
+        }
+        assert_eq!(
+            name_pattern(),
+            "^[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u2029\\u202f\\u205f\\u3000]+$"
+        );
+    }
+
+    #[test]
+    fn the_count_limit_is_the_servers() {
+        let doc = document_for(250, 77);
+        assert_eq!(
+            doc["components"]["schemas"]["CreatePool"]["properties"]["size"]["maximum"],
+            77
+        );
+        let count = &doc["paths"]["/v1/pools/{name}/next"]["post"]["parameters"][0];
+        assert_eq!(count["name"], "count");
+        assert_eq!(count["schema"]["maximum"], 250);
+    }
 }

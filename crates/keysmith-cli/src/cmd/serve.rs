@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use keysmith::sequence::Strategy;
 use keysmith_server::{
-    AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT, DEFAULT_LISTEN,
-    DEFAULT_MAX_COUNT, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token, shard_key_secret_from_env,
-    shard_key_secret_from_file,
+    AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT,
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
+    shard_key_secret_from_env, shard_key_secret_from_file,
 };
 
 use crate::Global;
@@ -30,12 +31,31 @@ pub struct ServeArgs {
     /// The most values one request may ask for; more is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
     max_count: i64,
+    /// The largest pool POST /v1/pools creates (its members are written in one
+    /// transaction within the request timeout); larger is a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_name = "N")]
+    max_pool_size: i64,
     /// The largest request body, in bytes; more is a 413.
     #[arg(long, default_value_t = DEFAULT_BODY_LIMIT, value_name = "BYTES")]
     body_limit: usize,
     /// The longest a request may take, in milliseconds; then it gets a 503.
+    /// `next` of a pool stops a little before and answers with the numbers it
+    /// took ("partial"); `next` of a sequence waits for its reservation.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     request_timeout_ms: u64,
+    /// The longest a client may take to send a request's headers, in
+    /// milliseconds (from connecting, or from the previous answer); then the
+    /// connection is closed.
+    #[arg(long, default_value_t = DEFAULT_HEADER_READ_TIMEOUT.as_millis() as u64, value_name = "MS")]
+    header_timeout_ms: u64,
+    /// The longest a connection stays open with no request in flight, in
+    /// milliseconds.
+    #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT.as_millis() as u64, value_name = "MS")]
+    idle_timeout_ms: u64,
+    /// The most connections served at once; more wait until one closes. Keep
+    /// it under the open-file limit (`ulimit -n`).
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: usize,
     /// How the server's handles reserve blocks: optimistic, locked or atomic.
     #[arg(long, default_value_t = Strategy::default())]
     strategy: Strategy,
@@ -88,8 +108,12 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         token,
         insecure_no_auth: args.insecure_no_auth,
         max_count: args.max_count,
+        max_pool_size: args.max_pool_size,
         body_limit: args.body_limit,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
+        header_read_timeout: Duration::from_millis(args.header_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        max_connections: args.max_connections,
         strategy: args.strategy,
         retry_budget: args.retry_budget_ms.map(Duration::from_millis),
         adaptive: (!args.fixed_blocks).then_some(AdaptivePolicy {
@@ -112,6 +136,8 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             format!("no token: set ${TOKEN_ENV} or --token-file to require one")
         }
     );
+    // After the address line, which scripts and tests read first.
+    crate::init_logging(crate::LogDefault::Service);
     server.run(shutdown_signal()).await?;
     eprintln!("keysmith: stopped; every handle closed");
     Ok(())

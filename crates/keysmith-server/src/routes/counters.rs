@@ -49,8 +49,8 @@ pub(crate) async fn next(
 ) -> ApiResult<Response> {
     let started = Instant::now();
     let s = state.shared();
-    let count = q.count(s.options.max_count)?;
     let as_strings = q.as_strings()?;
+    let count = q.count(s.options.max_count)?;
     let counter = s
         .counter
         .get_or_try_init(|| open(s.options.counter.clone()))

@@ -1,6 +1,8 @@
 //! The routes. Handlers parse, call the library, and answer; errors map to
 //! statuses in [`crate::error`].
 
+use std::time::{Duration, Instant};
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, Uri, header};
@@ -67,14 +69,38 @@ impl NextQuery {
     }
 }
 
-/// `{"values": [...]}`, as numbers or as strings.
 /// The answer to a DELETE of a sequence or pool.
 #[derive(Serialize)]
 pub(crate) struct Dropped {
     pub(crate) dropped: String,
 }
 
-pub(crate) fn values_response(values: &[i64], as_strings: bool) -> Response {
+/// When a `next` request stops taking values: a tenth of the request
+/// timeout (at most a second) before it, so that the answer, with what was
+/// taken, leaves in time.
+pub(crate) fn deadline(started: Instant, request_timeout: Duration) -> Instant {
+    started + request_timeout - (request_timeout / 10).min(Duration::from_secs(1))
+}
+
+/// Why a `next` request answers with fewer values than it asked for.
+#[derive(Debug, Serialize)]
+pub(crate) struct Partial {
+    /// The count asked for.
+    pub(crate) requested: i64,
+    /// `deadline`, or the code of the error that stopped it (`exhausted`,
+    /// `contention`, ...).
+    pub(crate) reason: &'static str,
+    /// What happened and what to do.
+    pub(crate) message: String,
+}
+
+/// `{"values": [...]}`, as numbers or as strings, with `"partial": {...}`
+/// when fewer values than asked for are in it.
+pub(crate) fn values_response(
+    values: &[i64],
+    as_strings: bool,
+    partial: Option<&Partial>,
+) -> Response {
     use std::fmt::Write;
     let mut body = String::with_capacity(16 + values.len() * 22);
     body.push_str("{\"values\":[");
@@ -89,7 +115,15 @@ pub(crate) fn values_response(values: &[i64], as_strings: bool) -> Response {
             write!(body, "{v}")
         };
     }
-    body.push_str("]}");
+    body.push(']');
+    if let Some(p) = partial {
+        let _ = write!(
+            body,
+            ",\"partial\":{}",
+            serde_json::to_string(p).unwrap_or_else(|_| "true".into())
+        );
+    }
+    body.push('}');
     json_text(body)
 }
 

@@ -1,6 +1,7 @@
 //! `/v1/pools`: create, list, show, drop, next.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
@@ -12,9 +13,9 @@ use keysmith::pool::{self, PoolInfo, ValuePool};
 use keysmith::store::PoolRow;
 use serde::{Deserialize, Serialize};
 
-use super::{NextQuery, values_response};
+use super::{NextQuery, Partial, values_response};
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
 use crate::handles::Entry;
 
@@ -93,6 +94,15 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
+    let max = state.shared().options.max_pool_size;
+    if b.size > max {
+        keysmith::validate_name(&b.name)?;
+        return Err(ApiError::too_large(format!(
+            "pool size {} is above this server's limit of {max} members (a create writes every \
+             member within the request timeout); a few hundred members already make collisions rare",
+            b.size
+        )));
+    }
     let row = pool::create(&*state.shared().store, &b.name, b.start, b.size).await?;
     let server = server_view(&state, &row.name);
     Ok((StatusCode::CREATED, Json(PoolView { row, server })).into_response())
@@ -150,6 +160,39 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Valu
         .await
 }
 
+/// Why a pool request stopped taking numbers before it had all.
+enum Halt {
+    /// Its deadline came.
+    Deadline,
+    /// Its client is gone (the handler was dropped).
+    Gone,
+    /// A take failed.
+    Failed(keysmith::Error),
+}
+
+impl From<keysmith::Error> for Halt {
+    fn from(e: keysmith::Error) -> Self {
+        Halt::Failed(e)
+    }
+}
+
+/// Sets its flag when dropped: the handler tells its task the client is gone.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
+}
+
+/// `POST /v1/pools/{name}/next`: takes numbers one after another until it
+/// has `count` or its [`deadline`](super::deadline) comes; a take that fails
+/// after others succeeded also ends it. Either way the numbers taken are
+/// the answer, with `"partial"` saying why there are fewer: a number, once
+/// taken, is never dropped. Only a request that took nothing fails.
+///
+/// The takes run in their own task, so neither a timeout nor a client that
+/// hangs up can cut one off between its swap in the store and the answer.
 pub(crate) async fn next(
     State(state): State<AppState>,
     Name(name): Name,
@@ -157,25 +200,69 @@ pub(crate) async fn next(
 ) -> ApiResult<Response> {
     let started = Instant::now();
     let s = state.shared();
-    let count = q.count(s.options.max_count)?;
     let as_strings = q.as_strings()?;
+    let count = q.count(s.options.max_count)?;
     keysmith::validate_name(&name)?;
+    let deadline = super::deadline(started, s.options.request_timeout);
     let entry = handle(&state, &name).await?;
-    let result = if count == 1 {
-        entry.handle.take().await.map(|v| vec![v])
-    } else {
-        entry.handle.take_n(count).await
-    };
-    match result {
-        Ok(values) => {
-            entry.record(&values, started);
-            Ok(values_response(&values, as_strings))
+    let gone = Arc::new(AtomicBool::new(false));
+    let _tell = SetOnDrop(gone.clone());
+    let task = tokio::spawn({
+        let entry = entry.clone();
+        async move {
+            let mut values = Vec::with_capacity(usize::try_from(count.min(4096)).unwrap_or(0));
+            let r = entry
+                .handle
+                .take_each(count, |v| {
+                    values.push(v);
+                    if gone.load(Relaxed) {
+                        Err(Halt::Gone)
+                    } else if Instant::now() >= deadline && (values.len() as i64) < count {
+                        Err(Halt::Deadline)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .await;
+            (values, r)
         }
-        Err(e) => {
+    });
+    let (values, result) = task.await.map_err(|e| {
+        ApiError::from(keysmith::Error::Unavailable(format!(
+            "the task taking numbers failed: {e}"
+        )))
+    })?;
+    let partial = match result {
+        Ok(()) => None,
+        Err(Halt::Deadline) => Some(Partial {
+            requested: count,
+            reason: "deadline",
+            message: format!(
+                "took {} of {count} numbers before the server's time limit of {} ms; ask again for the rest",
+                values.len(),
+                s.options.request_timeout.as_millis()
+            ),
+        }),
+        Err(Halt::Gone) => None,
+        Err(Halt::Failed(e)) if values.is_empty() => {
             if matches!(e, keysmith::Error::NotFound { .. }) {
                 s.pools.evict(&name, &entry, &s.metrics).await;
             }
-            Err(e.into())
+            return Err(e.into());
         }
-    }
+        Err(Halt::Failed(e)) => {
+            let api = ApiError::from(e);
+            Some(Partial {
+                requested: count,
+                reason: api.code,
+                message: format!(
+                    "took {} of {count} numbers, then: {}",
+                    values.len(),
+                    api.message
+                ),
+            })
+        }
+    };
+    entry.record(&values, started);
+    Ok(values_response(&values, as_strings, partial.as_ref()))
 }

@@ -158,6 +158,11 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
         .await
 }
 
+/// `POST /v1/sequences/{name}/next`. The values come from one reservation
+/// (or the handle's cache), taken in their own task: neither the request
+/// timeout (this route has none) nor a client that hangs up can cut a
+/// reservation off after the store committed it, which would drop a
+/// block.
 pub(crate) async fn next(
     State(state): State<AppState>,
     Name(name): Name,
@@ -165,8 +170,8 @@ pub(crate) async fn next(
 ) -> ApiResult<Response> {
     let started = Instant::now();
     let s = state.shared();
-    let count = q.count(s.options.max_count)?;
     let as_strings = q.as_strings()?;
+    let count = q.count(s.options.max_count)?;
     // Checked before the store is asked, so a bad name is a 400 whether or not
     // a handle is open.
     keysmith::validate_name(&name)?;
@@ -175,15 +180,24 @@ pub(crate) async fn next(
     let mut retried = false;
     loop {
         let entry = handle(&state, &name).await?;
-        let result = if count == 1 {
-            entry.handle.next().await.map(|v| vec![v])
-        } else {
-            entry.handle.next_n(count).await
-        };
+        let seq = entry.handle.clone();
+        let result = tokio::spawn(async move {
+            if count == 1 {
+                seq.next().await.map(|v| vec![v])
+            } else {
+                seq.next_n(count).await
+            }
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(keysmith::Error::Unavailable(format!(
+                "the task taking values failed: {e}"
+            )))
+        });
         match result {
             Ok(values) => {
                 entry.record(&values, started);
-                return Ok(values_response(&values, as_strings));
+                return Ok(values_response(&values, as_strings, None));
             }
             Err(keysmith::Error::Closed { .. }) if !retried => {
                 s.sequences.evict(&name, &entry, &s.metrics).await;

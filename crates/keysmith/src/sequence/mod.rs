@@ -24,6 +24,7 @@ use crate::{Error, Result};
 mod admin;
 mod blocking;
 mod cache;
+pub mod lease;
 mod strategy;
 
 pub use admin::{create, describe, list, remove};

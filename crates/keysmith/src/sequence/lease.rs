@@ -1,0 +1,296 @@
+//! Leases: blocks reserved for a caller in another process (a client of the
+//! HTTP service), which hands the values out itself.
+//!
+//! A [`Lease`] is one reservation, made with the same strategies and retry
+//! budget as a [`super::Sequence`]'s blocks: durable before it is returned,
+//! never handed to anyone else. [`release`] hands its unused tail back under
+//! the rule of [`super::Sequence::close`]: only if no one reserved since (a
+//! conditional put on the version the lease left behind); otherwise the tail
+//! stays a gap.
+//!
+//! A caller outside the process holds a lease as a token ([`LeaseKey::seal`]),
+//! signed with HMAC-SHA-256, so a token cannot be forged or edited to hand
+//! back values that were never leased.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use super::strategy::Allocator;
+use super::{Strategy, describe};
+use crate::store::{Put, Store, check_count};
+use crate::{Error, Result};
+
+/// One reservation held by a caller outside this process: the values
+/// `start..end` of sequence `name`, and the row version it left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The sequence.
+    pub name: String,
+    /// First value (inclusive).
+    pub start: i64,
+    /// One past the last value.
+    pub end: i64,
+    /// The row's version right after the reservation.
+    pub version: u64,
+}
+
+/// Reserves up to `n` values of `name` for a caller outside this process
+/// (fewer only near the maximum), durably, with `strategy`, retrying lost
+/// races for up to `retry_budget`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad `n`; [`Error::NotFound`] (with
+/// similar names); [`Error::Exhausted`]; [`Error::Contention`] when the
+/// budget is spent; what the store fails with.
+pub async fn lease(
+    store: Arc<dyn Store>,
+    name: &str,
+    n: i64,
+    strategy: Strategy,
+    retry_budget: Duration,
+) -> Result<Lease> {
+    check_count("count", n)?;
+    let row = describe(&*store, name).await?;
+    let alloc = Allocator::new(store, row, strategy, retry_budget, None);
+    let r = alloc.reserve(n).await?;
+    Ok(Lease {
+        name: name.to_owned(),
+        start: r.start,
+        end: r.end,
+        version: r.version,
+    })
+}
+
+/// Hands `from..lease.end` back to the sequence if no one reserved since the
+/// lease was made; returns the range handed back, or `None` when someone did
+/// (the values stay a gap, never handed out again). The caller must not have
+/// handed out any value from `from` on.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `from` is outside the lease;
+/// [`Error::NotFound`] if the sequence is gone; what the store fails with.
+pub async fn release(store: &dyn Store, lease: &Lease, from: i64) -> Result<Option<Range<i64>>> {
+    if !(lease.start..lease.end).contains(&from) {
+        return Err(Error::invalid(format!(
+            "from must be inside the lease {}..{} of {:?}, got {from}",
+            lease.start, lease.end, lease.name
+        )));
+    }
+    match store
+        .put_if_version(&lease.name, from, lease.version)
+        .await?
+    {
+        Put::Done(_) => Ok(Some(from..lease.end)),
+        Put::Conflict(_) => Ok(None),
+    }
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The key that signs lease tokens. A token opens only with the key that
+/// sealed it: give every server behind one load balancer the same key (see
+/// [`LeaseKey::new`]), or releases sent to another server are refused.
+#[derive(Clone)]
+pub struct LeaseKey(HmacSha256);
+
+impl std::fmt::Debug for LeaseKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaseKey(..)")
+    }
+}
+
+impl LeaseKey {
+    /// The shortest secret accepted.
+    pub const MIN_BYTES: usize = 16;
+
+    /// A key from secret bytes (at least [`Self::MIN_BYTES`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the secret is too short.
+    pub fn new(secret: &[u8]) -> Result<LeaseKey> {
+        if secret.len() < Self::MIN_BYTES {
+            return Err(Error::invalid(format!(
+                "a lease secret must be at least {} bytes, this one is {}",
+                Self::MIN_BYTES,
+                secret.len()
+            )));
+        }
+        // Domain separation: the same secret may sign other things.
+        let mut m = <HmacSha256 as KeyInit>::new_from_slice(secret)
+            .map_err(|e| Error::invalid(format!("lease secret: {e}")))?;
+        m.update(b"keysmith lease key v1");
+        let derived = m.finalize().into_bytes();
+        let mac = <HmacSha256 as KeyInit>::new_from_slice(&derived)
+            .map_err(|e| Error::invalid(format!("lease secret: {e}")))?;
+        Ok(LeaseKey(mac))
+    }
+
+    /// A key of 32 random bytes: tokens open only in this process.
+    pub fn random() -> LeaseKey {
+        let bytes: [u8; 32] = rand::random();
+        LeaseKey::new(&bytes).expect("32 bytes is long enough")
+    }
+
+    /// The token of `lease`: URL-safe base64 of its fields and a 128-bit
+    /// signature.
+    pub fn seal(&self, lease: &Lease) -> String {
+        let body = format!(
+            "{}\n{}\n{}\n{}",
+            lease.name, lease.start, lease.end, lease.version
+        );
+        let tag = self.tag(body.as_bytes());
+        format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(body.as_bytes()),
+            URL_SAFE_NO_PAD.encode(&tag[..16])
+        )
+    }
+
+    /// The lease a token describes, if this key sealed it for sequence `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a token that is malformed, edited,
+    /// sealed by another key, or made for another sequence.
+    pub fn open(&self, name: &str, token: &str) -> Result<Lease> {
+        let bad = || {
+            Error::invalid(
+                "invalid lease token: give back the token a reserve call of this server returned, unchanged (a token from another server or from before a restart opens only with a shared lease secret)",
+            )
+        };
+        let (body, tag) = token.split_once('.').ok_or_else(bad)?;
+        let body = URL_SAFE_NO_PAD.decode(body).map_err(|_| bad())?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| bad())?;
+        let want = self.tag(&body);
+        if tag.len() != 16 || !constant_time_eq(&tag, &want[..16]) {
+            return Err(bad());
+        }
+        let text = String::from_utf8(body).map_err(|_| bad())?;
+        let mut parts = text.split('\n');
+        let (Some(n), Some(s), Some(e), Some(v), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(bad());
+        };
+        if n != name {
+            return Err(Error::invalid(format!(
+                "this lease token is for sequence {n:?}, not {name:?}"
+            )));
+        }
+        Ok(Lease {
+            name: n.to_owned(),
+            start: s.parse().map_err(|_| bad())?,
+            end: e.parse().map_err(|_| bad())?,
+            version: v.parse().map_err(|_| bad())?,
+        })
+    }
+
+    fn tag(&self, body: &[u8]) -> [u8; 32] {
+        let mut m = self.0.clone();
+        m.update(body);
+        m.finalize().into_bytes().into()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Lease {
+        Lease {
+            name: "example.com/a#main".into(),
+            start: 100,
+            end: 200,
+            version: 7,
+        }
+    }
+
+    #[test]
+    fn a_token_opens_with_its_key_only() {
+        let k = LeaseKey::random();
+        let t = k.seal(&sample());
+        assert_eq!(k.open("example.com/a#main", &t).unwrap(), sample());
+        assert!(LeaseKey::random().open("example.com/a#main", &t).is_err());
+        assert!(
+            k.open("other", &t)
+                .unwrap_err()
+                .to_string()
+                .contains("not \"other\"")
+        );
+    }
+
+    #[test]
+    fn every_edit_of_a_token_is_refused() {
+        let k = LeaseKey::new(b"a shared secret, long enough").unwrap();
+        let t = k.seal(&sample());
+        for i in 0..t.len() {
+            for c in ['A', 'x', '0', '-', '.'] {
+                let mut e: Vec<char> = t.chars().collect();
+                if e[i] == c {
+                    continue;
+                }
+                e[i] = c;
+                let edited: String = e.into_iter().collect();
+                assert!(
+                    k.open("example.com/a#main", &edited).is_err(),
+                    "{edited} opened"
+                );
+            }
+        }
+        assert!(k.open("example.com/a#main", &t[..t.len() - 1]).is_err());
+        assert!(k.open("example.com/a#main", "").is_err());
+    }
+
+    #[test]
+    fn short_secrets_are_refused() {
+        assert!(LeaseKey::new(b"short").is_err());
+    }
+
+    #[tokio::test]
+    async fn release_hands_the_tail_back_only_if_no_one_reserved_since() {
+        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
+        crate::sequence::create(&*store, &crate::store::SequenceSpec::new("s"))
+            .await
+            .unwrap();
+        let budget = Duration::from_secs(1);
+        let a = lease(store.clone(), "s", 10, Strategy::Atomic, budget)
+            .await
+            .unwrap();
+        assert_eq!((a.start, a.end), (1, 11));
+        assert!(release(&*store, &a, 11).await.is_err(), "outside the lease");
+        assert!(release(&*store, &a, 0).await.is_err(), "outside the lease");
+        assert_eq!(release(&*store, &a, 4).await.unwrap(), Some(4..11));
+        // Released twice: the version moved, nothing changes.
+        assert_eq!(release(&*store, &a, 4).await.unwrap(), None);
+        let b = lease(store.clone(), "s", 10, Strategy::Optimistic, budget)
+            .await
+            .unwrap();
+        assert_eq!((b.start, b.end), (4, 14));
+        let c = lease(store.clone(), "s", 5, Strategy::Locked, budget)
+            .await
+            .unwrap();
+        assert_eq!(
+            release(&*store, &b, 10).await.unwrap(),
+            None,
+            "c reserved since"
+        );
+        assert_eq!(c.start, 14);
+        assert!(matches!(
+            lease(store.clone(), "nope", 1, Strategy::Atomic, budget).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+}
