@@ -333,7 +333,11 @@ export class Client implements LeaseSource {
     return String(o.dropped);
   }
 
-  /** `n` numbers taken from a pool. */
+  /**
+   * Up to `n` numbers taken from a pool. Fewer when the server stopped
+   * early (its time limit, or a take that failed after others succeeded:
+   * it answers every number it took, marked partial); ask again for the rest.
+   */
   async poolNext(name: string, n = 1): Promise<bigint[]> {
     const o = await this.callObj("POST", `/v1/pools/${enc(name)}/next?count=${count(n)}&as=string`);
     return strings(o, "values", "pool next");
