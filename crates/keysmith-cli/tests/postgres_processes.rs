@@ -342,3 +342,126 @@ fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
         );
     }
 }
+
+/// `psql` beside the server's other binaries, or on the PATH.
+fn psql() -> std::path::PathBuf {
+    let dirs = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/psql"));
+    dirs.into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| "psql".into())
+}
+
+/// The SQL functions `next_key` and `next_keys` allocate from the same rows
+/// as the library: psql sessions calling them, CLI processes (atomic and
+/// optimistic) and a library handle, all at once on one sequence, never
+/// share a value. A missing sequence and an exhausted one are errors that
+/// name it, and a refused `next_keys` takes nothing.
+#[test]
+fn sql_functions_allocate_beside_the_library_and_the_cli() {
+    let Some(server) = TempPostgres::shared() else {
+        return;
+    };
+    let pg = Pg::new(server, "sqlfn");
+    pg.ok(&["create", "orders", "--block", "5"]);
+    let psql_run = |sql: &[String]| {
+        let mut c = Command::new(psql());
+        c.args(["-X", "-At", "-v", "ON_ERROR_STOP=1", "-d", &server.url()]);
+        for s in sql {
+            c.args(["-c", s]);
+        }
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    // Each -c is its own transaction: the row lock is held for one call.
+    let mut sql: Vec<String> = (0..60)
+        .map(|_| "SELECT sqlfn.next_key('orders')".to_owned())
+        .collect();
+    sql.extend((0..10).map(|_| "SELECT * FROM sqlfn.next_keys('orders', 7)".to_owned()));
+    let mut children: Vec<(String, std::process::Child)> = Vec::new();
+    for i in 0..3 {
+        children.push((format!("psql {i}"), psql_run(&sql).spawn().unwrap()));
+    }
+    for (i, strategy) in ["atomic", "optimistic"].into_iter().enumerate() {
+        children.push((
+            format!("cli {i}"),
+            pg.next("orders", "300", strategy, Some("3"))
+                .spawn()
+                .unwrap(),
+        ));
+    }
+    let url = pg.url.clone();
+    let library = std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let store = keysmith::store::open(&url).await.unwrap();
+            let seq = keysmith::sequence::Sequence::builder()
+                .store(store)
+                .name("orders")
+                .block(4)
+                .build()
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            for _ in 0..200 {
+                got.push(seq.next().await.unwrap());
+            }
+            seq.close().await.unwrap();
+            got
+        })
+    });
+    let mut all = HashSet::new();
+    let mut total = 0;
+    for (who, c) in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{who}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let values = complete_values(&out.stdout);
+        if who.starts_with("psql") {
+            assert_eq!(values.len(), 60 + 70, "{who}");
+        } else {
+            assert_eq!(values.len(), 300, "{who}");
+            assert_increasing(&values, &who);
+        }
+        total += values.len();
+        all.extend(values);
+    }
+    let lib = library.join().unwrap();
+    assert_increasing(&lib, "library");
+    total += lib.len();
+    all.extend(lib);
+    assert_eq!(all.len(), total, "a value was handed out twice");
+
+    // A missing sequence is an error naming it, never a default.
+    let out = psql_run(&["SELECT sqlfn.next_key('nope')".into()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("'nope' does not exist"), "{err}");
+
+    // Near the maximum: next_keys asking for more than is left takes nothing.
+    pg.ok(&["create", "few", "--max", "3", "--block", "1"]);
+    let out = psql_run(&["SELECT * FROM sqlfn.next_keys('few', 5)".into()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("only 3 values left"), "{err}");
+    assert_eq!(pg.next_free("few"), 1, "the refused call took nothing");
+    let out = psql_run(&["SELECT * FROM sqlfn.next_keys('few', 3)".into()])
+        .output()
+        .unwrap();
+    assert_eq!(complete_values(&out.stdout), vec![1, 2, 3]);
+    let out = psql_run(&["SELECT sqlfn.next_key('few')".into()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exhausted"), "{err}");
+}

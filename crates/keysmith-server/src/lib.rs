@@ -15,6 +15,8 @@
 //! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
 //! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
 //! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending |
+//! | `POST /v1/sequences/{name}/reserve?count=N&as=string` | a block for the caller to hand out itself: `{"ranges": [{"start", "end"}], "lease"}` (half-open) |
+//! | `POST /v1/sequences/{name}/release` `{"lease", "from"}` | hands `from..end` of a lease back if no one reserved since: `{"released": {"start", "end"} \| null}` |
 //! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET`, `DELETE`, `.../next` | the same for value pools (numbers in no order) |
 //! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
 //! | `POST /v1/shard-keys/encode`, `/decode` | external strings signed with the server's secret |
@@ -162,6 +164,11 @@ pub struct Config {
     /// routes answer 501 (the server never makes unsigned strings, which
     /// anyone could forge).
     pub shard_key_secret: Option<ShardKeySecret>,
+    /// The key that signs lease tokens of `POST /v1/sequences/{name}/reserve`.
+    /// `None` (the default): a random key, so a release must come back to
+    /// the same server process; give servers behind one load balancer the
+    /// same key (`$KEYSMITH_LEASE_SECRET`).
+    pub lease_key: Option<keysmith::sequence::lease::LeaseKey>,
 }
 
 /// The shard key secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes), if
@@ -280,6 +287,7 @@ impl Default for Config {
             adaptive: Some(AdaptivePolicy::default()),
             counter: CounterConfig::default(),
             shard_key_secret: None,
+            lease_key: None,
         }
     }
 }
@@ -402,6 +410,7 @@ pub(crate) struct Shared {
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     pub(crate) shard_codec: Option<ShardKeyCodec>,
+    pub(crate) lease_key: keysmith::sequence::lease::LeaseKey,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
 }
@@ -439,6 +448,10 @@ impl AppState {
                 pools: Handles::new("pool"),
                 counter: tokio::sync::OnceCell::new(),
                 shard_codec: config.shard_key_secret.as_ref().map(ShardKeyCodec::signed),
+                lease_key: config
+                    .lease_key
+                    .clone()
+                    .unwrap_or_else(keysmith::sequence::lease::LeaseKey::random),
                 metrics: Metrics::new(),
                 started: Instant::now(),
             }),
@@ -572,6 +585,8 @@ pub fn router(state: AppState) -> Router {
     // Their own deadline: they answer with what they took.
     let taking = Router::new()
         .route("/v1/sequences/{name}/next", post(seq::next))
+        .route("/v1/sequences/{name}/reserve", post(seq::reserve))
+        .route("/v1/sequences/{name}/release", post(seq::release))
         .route("/v1/pools/{name}/next", post(pools::next));
     bounded
         .merge(taking)

@@ -66,6 +66,11 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
         "description": "How many values. Above this server's maximum (`--max-count`) is a 413; a bad `as` is a 400 first.",
         "schema": {"type": "integer", "minimum": 1, "maximum": max_count, "default": 1}
     });
+    let reserve_count = json!({
+        "name": "count", "in": "query", "required": false,
+        "description": "How many values to reserve. A bad `as` is a 400 first.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION, "default": 1}
+    });
     let as_ = json!({
         "name": "as", "in": "query", "required": false,
         "description": "`string` sends values as JSON strings, for clients whose numbers lose precision above 2^53.",
@@ -107,6 +112,20 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "message": {"type": "string"},
                         "similar": {"type": "array", "items": {"type": "string"}, "description": "Existing names that look alike (404 only)."}
                     }}}},
+                "Lease": {"type": "object", "required": ["ranges", "lease"], "properties": {
+                    "ranges": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["start", "end"],
+                        "description": "Half-open: start is the first value, end one past the last.",
+                        "properties": {"start": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+                                       "end": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
+                    "lease": {"type": "string", "description": "A signed token naming this reservation, for the release route."}}},
+                "Release": {"type": "object", "required": ["lease", "from"], "additionalProperties": false, "properties": {
+                    "lease": {"type": "string", "description": "The token a reserve call returned."},
+                    "from": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^-?[0-9]+$"}],
+                        "description": "The first value of the lease not handed out; from..end goes back."}}},
+                "Released": {"type": "object", "required": ["released"], "properties": {
+                    "released": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["start", "end"], "properties": {
+                        "start": {"type": "integer"}, "end": {"type": "integer"}}}],
+                        "description": "The range handed back, or null when someone reserved since (the values stay a gap)."}}},
                 "Values": {"type": "object", "required": ["values"], "properties": {
                     "values": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
                     "partial": {"type": "object", "required": ["requested", "reason", "message"],
@@ -193,6 +212,23 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The values, ascending.", "Values")), ("404", err("No such sequence.")),
                         ("409", err("The sequence is exhausted.")), ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/sequences/{name}/reserve": {
+                "parameters": [name],
+                "post": {"summary": "Reserve a block for the caller to hand out itself",
+                    "description": "The values are reserved durably for this caller only, never handed to anyone else. \
+                        Fewer than asked for only near the sequence's maximum.",
+                    "parameters": [reserve_count, as_],
+                    "responses": responses(vec![("200", ok("The reserved ranges and a lease token.", "Lease")), ("404", err("No such sequence.")),
+                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the largest reservation."))])}
+            },
+            "/v1/sequences/{name}/release": {
+                "parameters": [name],
+                "post": {"summary": "Hand the unused tail of a lease back",
+                    "description": "Only if no one reserved since the lease (the rule of closing a handle); otherwise the values stay a gap, never reused.",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Release"}}}},
+                    "responses": responses(vec![("200", ok("What was handed back.", "Released")), ("404", err("No such sequence.")),
+                        ("413", err("Body over the limit."))])}
             },
             "/v1/pools": {
                 "post": {"summary": "Create a value pool holding start..start+size",

@@ -125,6 +125,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             host: args.counter_host,
         },
         shard_key_secret,
+        lease_key: keysmith::sequence::lease::LeaseKey::from_env()?,
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

@@ -1,4 +1,4 @@
-//! `/v1/sequences`: create, list, show, drop, next.
+//! `/v1/sequences`: create, list, show, drop, next, reserve, release.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -212,4 +212,81 @@ pub(crate) async fn next(
             }
         }
     }
+}
+
+/// `POST /v1/sequences/{name}/reserve`: a block reserved for the caller, who
+/// hands its values out itself (the clients in `clients/`). Reserved in its
+/// own task, like `next`, so a client that hangs up cannot cut it off after
+/// the store committed it.
+pub(crate) async fn reserve(
+    State(state): State<AppState>,
+    Name(name): Name,
+    QueryParams(q): QueryParams<NextQuery>,
+) -> ApiResult<Response> {
+    let s = state.shared();
+    let as_strings = q.as_strings()?;
+    let count = q.count(keysmith::store::MAX_RESERVATION)?;
+    keysmith::validate_name(&name)?;
+    let (store, strategy, budget) = (s.store.clone(), s.options.strategy, s.options.retry_budget);
+    let n = name.clone();
+    let lease =
+        tokio::spawn(
+            async move { sequence::lease::lease(store, &n, count, strategy, budget).await },
+        )
+        .await
+        .unwrap_or_else(|e| {
+            Err(keysmith::Error::Unavailable(format!(
+                "the task reserving values failed: {e}"
+            )))
+        })?;
+    let token = s.lease_key.seal(&lease);
+    let bound = |v: i64| {
+        if as_strings {
+            serde_json::Value::String(v.to_string())
+        } else {
+            serde_json::Value::from(v)
+        }
+    };
+    Ok(Json(serde_json::json!({
+        "ranges": [{"start": bound(lease.start), "end": bound(lease.end)}],
+        "lease": token,
+    }))
+    .into_response())
+}
+
+/// The body of `POST /v1/sequences/{name}/release`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseBody {
+    lease: String,
+    /// The first value not handed out: a number or a string of one.
+    from: serde_json::Value,
+}
+
+/// `POST /v1/sequences/{name}/release`: hands the unused tail of a lease
+/// back, under the rule of `Sequence::close` (only if no one reserved since).
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(b): JsonBody<ReleaseBody>,
+) -> ApiResult<Response> {
+    let s = state.shared();
+    keysmith::validate_name(&name)?;
+    let from = match &b.from {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(t) => t.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        crate::error::ApiError::bad_request(format!(
+            "from must be a whole number (or a string of one): the first value of the lease not handed out, got {}",
+            b.from
+        ))
+    })?;
+    let lease = s.lease_key.open(&name, &b.lease)?;
+    let released = sequence::lease::release(&*s.store, &lease, from).await?;
+    Ok(Json(serde_json::json!({
+        "released": released.map(|r| serde_json::json!({"start": r.start, "end": r.end})),
+    }))
+    .into_response())
 }

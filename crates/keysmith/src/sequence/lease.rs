@@ -131,6 +131,22 @@ impl LeaseKey {
         Ok(LeaseKey(mac))
     }
 
+    /// The key in `$KEYSMITH_LEASE_SECRET` (its UTF-8 bytes), if set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if it is set but too short or not Unicode.
+    pub fn from_env() -> Result<Option<LeaseKey>> {
+        match std::env::var("KEYSMITH_LEASE_SECRET") {
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid(
+                "KEYSMITH_LEASE_SECRET is not valid Unicode; use printable text such as base64",
+            )),
+            Ok(s) => LeaseKey::new(s.as_bytes())
+                .map(Some)
+                .map_err(|e| Error::invalid(format!("KEYSMITH_LEASE_SECRET: {e}"))),
+        }
+    }
+
     /// A key of 32 random bytes: tokens open only in this process.
     pub fn random() -> LeaseKey {
         let bytes: [u8; 32] = rand::random();

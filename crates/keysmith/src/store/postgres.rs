@@ -60,7 +60,9 @@ use crate::{Error, Result};
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
+
+const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -118,6 +120,68 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (pool, slot),
         UNIQUE (pool, value)
     );
+    "#,
+    // 2: allocation as SQL functions, so that any SQL client allocates the
+    // way keysmith does, from the same rows. `reserve` is the one place the
+    // atomic reservation is written: the library's atomic strategy calls it
+    // too. A missing sequence raises P0002 (no_data_found), an exhausted one
+    // 2200H (sequence_generator_limit_exceeded), a bad count 22023
+    // (invalid_parameter_value); never a silent default.
+    r#"
+    CREATE FUNCTION {s}.reserve(seq text, n bigint,
+                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur_next bigint;
+        cur_max bigint;
+    BEGIN
+        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
+            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        LOOP
+            UPDATE {s}.sequences
+            SET last_start = next,
+                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
+                version = version + 1
+            WHERE name = seq AND next <= max_value
+            RETURNING last_start, next, version INTO first_value, next_free, row_version;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+            SELECT s.next, s.max_value INTO cur_next, cur_max
+            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
+                    USING ERRCODE = 'no_data_found',
+                          HINT = 'create it first (keysmith create NAME); it is never created silently';
+            END IF;
+            IF cur_next > cur_max THEN
+                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
+                    USING ERRCODE = 'sequence_generator_limit_exceeded';
+            END IF;
+            -- Values were handed back between the update and the read: again.
+        END LOOP;
+    END
+    $fn$;
+
+    CREATE FUNCTION {s}.next_keys(seq text, n bigint) RETURNS SETOF bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        r record;
+    BEGIN
+        SELECT * INTO r FROM {s}.reserve(seq, n);
+        IF r.next_free - r.first_value < n THEN
+            -- Raising rolls the short reservation back: nothing is lost.
+            RAISE EXCEPTION 'keysmith: sequence % has only % values left, % asked for', quote_literal(seq), r.next_free - r.first_value, n
+                USING ERRCODE = 'sequence_generator_limit_exceeded';
+        END IF;
+        RETURN QUERY SELECT generate_series(r.first_value, r.next_free - 1);
+    END
+    $fn$;
+
+    CREATE FUNCTION {s}.next_key(seq text) RETURNS bigint
+    LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
     "#,
 ];
 
@@ -573,22 +637,9 @@ impl Sql {
             // never get the same range. When nothing was updated, `cur` tells
             // an exhausted sequence (next > max) from a missing one, reading
             // the newest version for the same reason as in put_if_version.
+            // The SQL function of migration 2: the logic lives once.
             reserve_atomic: format!(
-                "WITH upd AS (
-                     UPDATE {s}.sequences
-                     SET last_start = next,
-                         next = CASE WHEN max_value - next + 1 <= $2 THEN max_value + 1
-                                     ELSE next + $2 END,
-                         version = version + 1
-                     WHERE name = $1 AND next <= max_value
-                     RETURNING last_start, next, version),
-                 cur AS (
-                     SELECT next, max_value FROM {s}.sequences
-                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd)
-                     FOR SHARE)
-                 SELECT true, last_start, next, version, NULL::bigint FROM upd
-                 UNION ALL
-                 SELECT false, NULL::bigint, next, NULL::bigint, max_value FROM cur"
+                "SELECT first_value, next_free, row_version FROM {s}.reserve($1, $2)"
             ),
             list: format!("SELECT {COLS} FROM {s}.sequences ORDER BY name"),
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
@@ -751,38 +802,29 @@ impl Store for PostgresStore {
                     .await
                     .map_err(|e| self.pg(&e))?;
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
-                for _ in 0..MAX_RERUNS {
-                    let rows = c.query(&st, &[&name, &n]).await.map_err(bad)?;
-                    let Some(r) = rows.first() else {
-                        return Err(Error::not_found("sequence", name));
-                    };
-                    let done: bool = r.try_get(0).map_err(bad)?;
-                    let next: i64 = r.try_get(2).map_err(bad)?;
-                    if done {
-                        let version: i64 = r.try_get(3).map_err(bad)?;
-                        return Ok(Reservation {
-                            start: r.try_get(1).map_err(bad)?,
-                            end: next,
-                            version: u64::try_from(version).map_err(|_| {
-                                Error::Corrupt(format!(
-                                    "sequence {name:?} has version {version}, below 1"
-                                ))
-                            })?,
+                let r = match c.query_one(&st, &[&name, &n]).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return Err(match e.code() {
+                            Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
+                            Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
+                                let max = self.read(name).await?.map_or(0, |row| row.max);
+                                Error::Exhausted {
+                                    name: name.to_owned(),
+                                    max,
+                                }
+                            }
+                            _ => bad(e),
                         });
                     }
-                    let max: i64 = r.try_get(4).map_err(bad)?;
-                    if next > max {
-                        return Err(Error::Exhausted {
-                            name: name.to_owned(),
-                            max,
-                        });
-                    }
-                    // Values were handed back (put_if_version lowered next)
-                    // between the update and the read: try again.
-                }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
+                };
+                let version: i64 = r.try_get(2).map_err(bad)?;
+                Ok(Reservation {
+                    start: r.try_get(0).map_err(bad)?,
+                    end: r.try_get(1).map_err(bad)?,
+                    version: u64::try_from(version).map_err(|_| {
+                        Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
+                    })?,
                 })
             })
             .await;
