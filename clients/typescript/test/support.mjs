@@ -42,7 +42,8 @@ export function tempDir() {
 /**
  * Starts `keysmith --store sqlite://DIR/k.db serve`. Options: `dir` (the
  * store's directory; a new one by default), `listen` (default 127.0.0.1:0),
- * `token` (the server then requires it), `args` (more serve options).
+ * `token` (the server then requires it), `leaseSecret` (shared by servers
+ * that must open each other's lease tokens), `args` (more serve options).
  * Answers { url, port, dir, pid, kill(), stop(), exited }.
  */
 export async function startServer(opts = {}) {
@@ -61,6 +62,8 @@ export async function startServer(opts = {}) {
   const env = { ...process.env };
   delete env.KEYSMITH_TOKEN;
   delete env.KEYSMITH_STORE;
+  delete env.KEYSMITH_LEASE_SECRET;
+  if (opts.leaseSecret !== undefined) env.KEYSMITH_LEASE_SECRET = opts.leaseSecret;
   const proc = spawn(keysmithBin(), args, { env, stdio: ["ignore", "ignore", "pipe"] });
   live.add(proc);
   const exited = new Promise((res) => proc.once("exit", (code, signal) => {
