@@ -12,8 +12,9 @@ export interface ClientOptions {
   /** The most one attempt on one server may take, in ms (default 15000). */
   timeoutMs?: number;
   /**
-   * The most one call may take over all servers, retries and Retry-After
-   * waits, in ms (default 30000); then it fails with the last error.
+   * How long one call keeps trying servers, retrying and waiting out
+   * Retry-After, in ms (default 30000); then it fails with the last error.
+   * No attempt starts after it, and one in flight gets at least a second.
    */
   deadlineMs?: number;
   /** A fetch to use instead of the global one. */

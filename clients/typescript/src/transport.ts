@@ -143,7 +143,9 @@ export class Transport {
           method,
           headers,
           body,
-          signal: AbortSignal.timeout(Math.max(1, Math.min(this.timeoutMs, deadline - now))),
+          // Within what is left of the deadline, but never under a second
+          // (or timeoutMs): an attempt started must have a chance to finish.
+          signal: AbortSignal.timeout(Math.min(this.timeoutMs, Math.max(deadline - now, 1000))),
         });
         text = await res.text();
       } catch (e) {
