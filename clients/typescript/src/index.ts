@@ -1,0 +1,20 @@
+export {
+  Client,
+  type ClientOptions,
+  type CounterNames,
+  type DecodeOptions,
+  type Health,
+  type IntLike,
+  type PoolInfo,
+  type PoolRow,
+  type PoolServerView,
+  type SequenceInfo,
+  type SequenceServerView,
+  type ShardId,
+  type ShardKeyParts,
+  type ShardKeyView,
+} from "./client.js";
+export { KeysmithError } from "./errors.js";
+export type { TransportStats } from "./transport.js";
+export { type Json, parse as parseJson, stringify as stringifyJson } from "./json.js";
+export { type Lease, type Range, Sequence, type SequenceOptions } from "./sequence.js";

@@ -1,0 +1,76 @@
+// Failover rules that a real keysmith server cannot be made to show on
+// demand (a 503 with Retry-After): two small node:http servers on 127.0.0.1
+// that answer what each test tells them. The real-server failover tests are
+// in failover.test.mjs.
+
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { after, test } from "node:test";
+
+import { Client, KeysmithError } from "@keysmith/client";
+import { deadUrl } from "./support.mjs";
+
+/** A server that answers the queued replies in turn (the last one repeats), recording request times. */
+async function scripted(replies) {
+  const seen = [];
+  const srv = createServer((req, res) => {
+    seen.push({ at: Date.now(), method: req.method, url: req.url, auth: req.headers.authorization });
+    const r = replies.length > 1 ? replies.shift() : replies[0];
+    res.writeHead(r.status, { "content-type": "application/json", ...(r.headers ?? {}) });
+    res.end(JSON.stringify(r.body));
+  });
+  await new Promise((res) => srv.listen(0, "127.0.0.1", res));
+  after(() => new Promise((res) => srv.close(res)));
+  return { url: `http://127.0.0.1:${srv.address().port}`, seen };
+}
+
+const busy = { status: 503, headers: { "retry-after": "1" }, body: { error: { code: "contention", message: "busy" } } };
+const ok = { status: 200, body: { status: "ok" } };
+
+test("a 503 sends the call to the next server at once", async () => {
+  const a = await scripted([busy]);
+  const b = await scripted([ok]);
+  const c = new Client({ url: [a.url, b.url], token: "t0k" });
+  assert.deepEqual(await c.health(), { status: "ok" });
+  assert.equal(a.seen.length, 1);
+  assert.equal(b.seen.length, 1);
+  assert.equal(b.seen[0].auth, "Bearer t0k");
+  // The next call starts at the server that answered.
+  await c.health();
+  assert.equal(a.seen.length, 1);
+  assert.equal(b.seen.length, 2);
+});
+
+test("with every server at 503, the call waits out Retry-After and tries again", async () => {
+  const a = await scripted([busy, ok]);
+  const c = new Client({ url: a.url });
+  assert.deepEqual(await c.health(), { status: "ok" });
+  assert.equal(a.seen.length, 2);
+  assert.ok(a.seen[1].at - a.seen[0].at >= 990, `retried ${a.seen[1].at - a.seen[0].at} ms after a Retry-After of 1 s`);
+});
+
+test("past the deadline the call fails with the server's last error", async () => {
+  const a = await scripted([busy]);
+  const c = new Client({ url: a.url, deadlineMs: 500 });
+  await assert.rejects(c.health(), (e) => {
+    assert.ok(e instanceof KeysmithError);
+    assert.equal(e.code, "contention");
+    assert.equal(e.status, 503);
+    assert.equal(e.retryAfter, 1);
+    return true;
+  });
+  assert.equal(a.seen.length, 1);
+});
+
+test("no server reachable: code unreachable, status 0", async () => {
+  const c = new Client({ url: [await deadUrl(), await deadUrl()], deadlineMs: 300 });
+  await assert.rejects(c.health(), (e) => e instanceof KeysmithError && e.code === "unreachable" && e.status === 0);
+});
+
+test("other errors do not fail over: the first answer counts", async () => {
+  const a = await scripted([{ status: 404, body: { error: { code: "not_found", message: "no sequence \"x\"" } } }]);
+  const b = await scripted([ok]);
+  const c = new Client({ url: [a.url, b.url] });
+  await assert.rejects(c.getSequence("x"), (e) => e instanceof KeysmithError && e.code === "not_found" && e.status === 404);
+  assert.equal(b.seen.length, 0);
+});
