@@ -21,46 +21,37 @@ const LOADS: [usize; 3] = [4, 8, 32];
 /// sequence (block 20) and a fresh pool (size 100), every run succeeds.
 fn defaults_never_fail(url: &str, store: &str) {
     for procs in LOADS {
-        let seq = format!("orders-{procs}");
-        ok(url, &["create", &seq, "--block", "20"]);
-        let r = back_to_back(
-            url,
-            &seq,
-            Job::Next {
-                count: 10,
-                strategy: None,
-            },
-            procs,
-            Until::Runs(RUNS),
-        );
-        let what = format!("{store}, {procs} processes, next");
-        r.assert_unique(&what);
-        r.assert_no_failures(&what);
-        assert_eq!(r.all.len(), procs * RUNS * 10, "{what}");
-        eprintln!(
-            "{what}: {} runs, slowest share {:.2}",
-            r.runs(),
-            r.slowest_share()
-        );
-
-        let pool = format!("tickets-{procs}");
-        ok(url, &["pool", "create", &pool, "--size", "100"]);
-        let r = back_to_back(
-            url,
-            &pool,
-            Job::PoolTake { count: 10 },
-            procs,
-            Until::Runs(RUNS),
-        );
-        let what = format!("{store}, {procs} processes, pool take");
-        r.assert_unique(&what);
-        r.assert_no_failures(&what);
-        assert_eq!(r.all.len(), procs * RUNS * 10, "{what}");
-        eprintln!(
-            "{what}: {} runs, slowest share {:.2}",
-            r.runs(),
-            r.slowest_share()
-        );
+        let jobs = [
+            (
+                "next",
+                format!("orders-{procs}"),
+                Job::Next {
+                    count: 10,
+                    strategy: None,
+                },
+            ),
+            (
+                "pool take",
+                format!("tickets-{procs}"),
+                Job::PoolTake { count: 10 },
+            ),
+        ];
+        for (label, name, job) in jobs {
+            match job {
+                Job::Next { .. } => ok(url, &["create", &name, "--block", "20"]),
+                Job::PoolTake { .. } => ok(url, &["pool", "create", &name, "--size", "100"]),
+            };
+            let r = back_to_back(url, &name, job, procs, Until::Runs(RUNS));
+            let what = format!("{store}, {procs} processes, {label}");
+            r.assert_unique(&what);
+            r.assert_no_failures(&what);
+            assert_eq!(r.all.len(), procs * RUNS * 10, "{what}");
+            eprintln!(
+                "{what}: {} runs, slowest share {:.2}",
+                r.runs(),
+                r.slowest_share()
+            );
+        }
     }
 }
 
