@@ -198,33 +198,40 @@ async fn idle_and_trickling_connections_beyond_the_cap_do_not_starve_others() {
         }));
     }
 
-    // Fresh clients still get answers (they queue behind the attackers
-    // until the timeouts close them).
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let res = client.get(srv.url("/healthz")).send().await.unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
-    let res = client
-        .post(srv.url("/v1/sequences/s/next?count=3"))
-        .send()
-        .await
-        .unwrap();
-    let (st, v) = json_of(res).await;
-    assert_eq!(st, StatusCode::OK, "{v}");
-    assert_eq!(values(&v), vec![3, 4, 5]);
+    // A guard against hanging forever (what a server without the timeouts
+    // does here), not a timing assertion.
+    let guarded = tokio::time::timeout(Duration::from_secs(120), async {
+        // Fresh clients still get answers (they queue behind the attackers
+        // until the timeouts close them).
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let res = client.get(srv.url("/healthz")).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let res = client
+            .post(srv.url("/v1/sequences/s/next?count=3"))
+            .send()
+            .await
+            .unwrap();
+        let (st, v) = json_of(res).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(values(&v), vec![3, 4, 5]);
 
-    // Every idle connection is closed by the server, having been sent
-    // nothing; every trickler finds its connection closed.
-    for mut conn in idle {
-        if let Some(bytes) = read_to_close(&mut conn).await {
-            assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+        // Every idle connection is closed by the server, having been sent
+        // nothing; every trickler finds its connection closed.
+        for mut conn in idle {
+            if let Some(bytes) = read_to_close(&mut conn).await {
+                assert!(bytes.is_empty(), "{:?}", String::from_utf8_lossy(&bytes));
+            }
         }
-    }
-    for t in trickling {
-        t.await.unwrap();
-    }
+        for t in trickling {
+            t.await.unwrap();
+        }
+    });
+    guarded
+        .await
+        .expect("starved: the server never answered or never closed the attackers");
     let _dir = srv.stop().await;
 }
 
