@@ -393,16 +393,8 @@ impl Ledger {
         match value {
             Value::Sequence(v) => {
                 self.sequence_values += 1;
-                if let Some(&first) = self.sequence.get(&v) {
-                    self.duplicates += 1;
-                    self.violation(Violation::Duplicate {
-                        value,
-                        first,
-                        again: process,
-                    });
-                } else {
-                    self.sequence.insert(v, process);
-                }
+                let first = first_seen(&mut self.sequence, v, process);
+                self.check_first(first, value, process);
                 if let Some(previous) = self.last.insert(process, v)
                     && v <= previous
                 {
@@ -417,17 +409,21 @@ impl Ledger {
             }
             Value::Pool(v) => {
                 self.pool_values += 1;
-                if let Some(&first) = self.pool.get(&v) {
-                    self.duplicates += 1;
-                    self.violation(Violation::Duplicate {
-                        value,
-                        first,
-                        again: process,
-                    });
-                } else {
-                    self.pool.insert(v, process);
-                }
+                let first = first_seen(&mut self.pool, v, process);
+                self.check_first(first, value, process);
             }
+        }
+    }
+
+    /// A duplicate when `value` was first seen from another report.
+    fn check_first(&mut self, first: Option<u32>, value: Value, again: u32) {
+        if let Some(first) = first {
+            self.duplicates += 1;
+            self.violation(Violation::Duplicate {
+                value,
+                first,
+                again,
+            });
         }
     }
 
@@ -628,6 +624,18 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Violations found beyond those described.
     pub more: u64,
+}
+
+/// The process that first reported `v`, or `None` after recording `process`
+/// as that one.
+fn first_seen(seen: &mut HashMap<i64, u32>, v: i64, process: u32) -> Option<u32> {
+    match seen.entry(v) {
+        std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            e.insert(process);
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -373,6 +373,15 @@ struct RivalFirst {
     rival_took: std::sync::Mutex<Vec<i64>>,
 }
 
+impl RivalFirst {
+    fn new() -> Arc<RivalFirst> {
+        Arc::new(RivalFirst {
+            inner: MemoryStore::new(),
+            rival_took: Default::default(),
+        })
+    }
+}
+
 #[async_trait]
 impl Store for RivalFirst {
     async fn create(&self, spec: &SequenceSpec) -> keysmith::Result<Row> {
@@ -434,10 +443,7 @@ impl Store for RivalFirst {
 
 #[tokio::test]
 async fn a_taker_that_always_loses_gives_up_with_contention_after_max_rounds() {
-    let store = Arc::new(RivalFirst {
-        inner: MemoryStore::new(),
-        rival_took: Default::default(),
-    });
+    let store = RivalFirst::new();
     pool::create(&*store, "p", 1, 10).await.unwrap();
     let h = ValuePool::builder()
         .store(store.clone())
@@ -508,10 +514,7 @@ async fn takes_spread_evenly_over_the_pool_sqlite() {
 /// and reads the row afresh, and is served.
 #[tokio::test]
 async fn an_optimistic_handle_never_retries_from_a_row_known_to_be_stale() {
-    let store = Arc::new(RivalFirst {
-        inner: MemoryStore::new(),
-        rival_took: Default::default(),
-    });
+    let store = RivalFirst::new();
     let spec = SequenceSpec::new("s");
     keysmith::sequence::create(&*store, &spec).await.unwrap();
     let h = Sequence::builder()
@@ -539,10 +542,7 @@ async fn an_optimistic_handle_never_retries_from_a_row_known_to_be_stale() {
 /// and gives up.
 #[tokio::test]
 async fn a_zero_retry_budget_gives_up_after_one_sample() {
-    let store = Arc::new(RivalFirst {
-        inner: MemoryStore::new(),
-        rival_took: Default::default(),
-    });
+    let store = RivalFirst::new();
     pool::create(&*store, "p", 1, 10).await.unwrap();
     let h = ValuePool::builder()
         .store(store.clone())

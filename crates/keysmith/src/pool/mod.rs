@@ -364,11 +364,11 @@ impl ValuePool {
                 .store
                 .pool_swap(&inner.row.name, v + inner.row.size, v)
                 .await;
-            match swapped {
-                Ok(true) => {
-                    inner.counters.takes.fetch_sub(1, Relaxed);
-                }
-                Ok(false) | Err(_) => lock(&inner.returned).push(v),
+            // Not handed out: not a take (a later take of a returned number
+            // counts again).
+            inner.counters.takes.fetch_sub(1, Relaxed);
+            if !matches!(swapped, Ok(true)) {
+                lock(&inner.returned).push(v);
             }
         }
     }
