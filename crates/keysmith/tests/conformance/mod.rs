@@ -554,6 +554,10 @@ pub async fn a_failed_pool_take_n_near_the_maximum_loses_nothing(store: Arc<dyn 
     let mut got = h.take_n(10).await.unwrap();
     got.sort();
     assert_eq!(got, (start..start + size).collect::<Vec<_>>());
-    assert_eq!(h.stats().takes, 10, "numbers given back are not counted as taken");
+    assert_eq!(
+        h.stats().takes,
+        10,
+        "numbers given back are not counted as taken"
+    );
     assert!(matches!(h.take().await, Err(Error::Exhausted { .. })));
 }
