@@ -1102,6 +1102,17 @@ impl deadpool_postgres::Connect for Connector {
     }
 }
 
+/// The connection settings and schema a `postgres://` store URL names, for
+/// code that opens its own connections to a store's database (the shard set).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] as [`PostgresStore::open`] for a bad URL.
+#[allow(dead_code)] // used by the shard set, landing beside this
+pub(crate) fn connect_config(url: &str) -> Result<(tokio_postgres::Config, String)> {
+    let s = parse_url(url)?;
+    Ok((s.config, s.schema))
+}
+
 /// Splits keysmith's own parameters off the URL and parses the rest.
 fn parse_url(url: &str) -> Result<Settings> {
     let shown = redact(url);

@@ -83,25 +83,7 @@ impl SqliteStore {
     /// As [`Self::open`], and [`Error::InvalidArgument`] for an unknown or
     /// malformed parameter.
     pub async fn open_url(rest: &str) -> Result<Self> {
-        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let mut timeout = DEFAULT_BUSY_TIMEOUT;
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("busy_timeout_ms", v)) => {
-                    let ms: u64 = v.parse().map_err(|_| {
-                        Error::invalid(format!(
-                            "sqlite URL: busy_timeout_ms must be a whole number of milliseconds, got {v:?}"
-                        ))
-                    })?;
-                    timeout = Duration::from_millis(ms);
-                }
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "sqlite URL: unknown parameter {pair:?}; the only one is busy_timeout_ms=N"
-                    )));
-                }
-            }
-        }
+        let (path, timeout) = parse_url(rest)?;
         Self::open_with_timeout(path, timeout).await
     }
 
@@ -163,6 +145,35 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// The path and busy timeout of an `sqlite://` URL, given what follows the
+/// scheme: `PATH[?busy_timeout_ms=N]`. For code that opens its own
+/// connection to a store's file (the shard set).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an unknown or malformed parameter.
+pub(crate) fn parse_url(rest: &str) -> Result<(PathBuf, Duration)> {
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut timeout = DEFAULT_BUSY_TIMEOUT;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("busy_timeout_ms", v)) => {
+                let ms: u64 = v.parse().map_err(|_| {
+                    Error::invalid(format!(
+                        "sqlite URL: busy_timeout_ms must be a whole number of milliseconds, got {v:?}"
+                    ))
+                })?;
+                timeout = Duration::from_millis(ms);
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "sqlite URL: unknown parameter {pair:?}; the only one is busy_timeout_ms=N"
+                )));
+            }
+        }
+    }
+    Ok((PathBuf::from(path), timeout))
 }
 
 fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
