@@ -1,4 +1,5 @@
 //! The `keysmith` command: parses arguments, calls the library, prints.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -52,6 +52,7 @@
 //!
 //! The routes are described in full by `GET /openapi.json`
 //! ([`openapi::document`]).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::future::Future;
@@ -65,6 +66,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use keysmith::pool::ValuePool;
+use keysmith::sequence::AdaptivePolicy;
 use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
 use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
@@ -171,48 +173,6 @@ pub struct Config {
     pub lease_key: Option<keysmith::sequence::lease::LeaseKey>,
 }
 
-/// The shard key secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes), if
-/// that is set.
-///
-/// # Errors
-/// A message when it is set but empty, not Unicode, or too short.
-pub fn shard_key_secret_from_env() -> Result<Option<ShardKeySecret>, String> {
-    use keysmith::shard_key::SECRET_ENV;
-    match std::env::var(SECRET_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-            "${SECRET_ENV} is not valid Unicode; use printable text such as base64"
-        )),
-        Ok(s) if s.is_empty() => Err(format!(
-            "${SECRET_ENV} is set but empty; unset it or set a secret of at least {} bytes",
-            ShardKeySecret::MIN_BYTES
-        )),
-        Ok(s) => ShardKeySecret::new(s.into_bytes())
-            .map(Some)
-            .map_err(|e| format!("${SECRET_ENV}: {e}")),
-    }
-}
-
-/// The shard key secret in a file: its bytes, less one trailing newline.
-///
-/// # Errors
-/// A message naming the file when it cannot be read or holds too short a
-/// secret.
-pub fn shard_key_secret_from_file(path: &std::path::Path) -> Result<ShardKeySecret, String> {
-    let mut bytes = std::fs::read(path).map_err(|e| {
-        format!(
-            "cannot read the shard key secret file {}: {e}",
-            path.display()
-        )
-    })?;
-    if bytes.ends_with(b"\r\n") {
-        bytes.truncate(bytes.len() - 2);
-    } else if bytes.ends_with(b"\n") {
-        bytes.pop();
-    }
-    ShardKeySecret::new(bytes).map_err(|e| format!("shard key secret file {}: {e}", path.display()))
-}
-
 /// The host counter of `POST /v1/counters/next`, opened on first use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterConfig {
@@ -223,49 +183,6 @@ pub struct CounterConfig {
     pub dir: Option<std::path::PathBuf>,
     /// The host name that prefixes the names; `None`: the system host name.
     pub host: Option<String>,
-}
-
-/// Adaptive block sizing for the server's handles: a handle's block grows
-/// (doubling) when its refills come faster than half of `target` apart and
-/// shrinks (halving) when they come more than twice `target` apart, never
-/// below its sequence's own block size nor above `max` (or the sequence's
-/// block, if that is larger). Strict sequences (block 1) stay strict.
-///
-/// A larger block costs nothing while the server runs and hands its unused
-/// tail back on a clean stop; a server that is killed leaves at most two
-/// blocks (the current one and the prefetched one) as a gap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AdaptivePolicy {
-    /// The largest block a handle grows to.
-    pub max: i64,
-    /// The wanted time between two reservations of one handle.
-    pub target: Duration,
-}
-
-/// The default [`AdaptivePolicy::max`].
-pub const DEFAULT_BLOCK_MAX: i64 = 10_000;
-/// The default [`AdaptivePolicy::target`].
-pub const DEFAULT_REFILL_TARGET: Duration = Duration::from_secs(1);
-
-impl Default for AdaptivePolicy {
-    fn default() -> Self {
-        AdaptivePolicy {
-            max: DEFAULT_BLOCK_MAX,
-            target: DEFAULT_REFILL_TARGET,
-        }
-    }
-}
-
-impl AdaptivePolicy {
-    /// The library's setting for a sequence whose own block is `block`, or
-    /// `None` for a strict sequence (block 1), which stays strict.
-    pub fn for_block(&self, block: i64) -> Option<keysmith::sequence::Adaptive> {
-        (block > 1).then(|| keysmith::sequence::Adaptive {
-            min: block,
-            max: self.max.max(block),
-            target: self.target,
-        })
-    }
 }
 
 impl Default for Config {
@@ -327,13 +244,8 @@ impl Config {
             )));
         }
         if let Some(a) = &self.adaptive {
-            keysmith::store::check_count("the largest adaptive block", a.max)
+            a.validate()
                 .map_err(|e| ServeError::Config(e.to_string()))?;
-            if a.target.is_zero() {
-                return Err(ServeError::Config(
-                    "the refill target interval must be more than 0".into(),
-                ));
-            }
         }
         if self.request_timeout.is_zero() {
             return Err(ServeError::Config(

@@ -820,7 +820,7 @@ fn non_loopback_without_token_refuses_to_start() {
 #[tokio::test]
 async fn adaptive_blocks_grow_under_load_and_show() {
     let srv = TestServer::start_with(|c, _| {
-        c.adaptive = Some(keysmith_server::AdaptivePolicy {
+        c.adaptive = Some(keysmith::sequence::AdaptivePolicy {
             max: 160,
             // Far longer than this test runs: every refill counts as fast.
             target: Duration::from_secs(600),

@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use keysmith::Error;
-use keysmith::pool::{self, ValuePool};
+use keysmith::pool::{self, PoolSpec, ValuePool};
 use keysmith::sequence::{self, Sequence, Strategy};
 use keysmith::store::{SequenceSpec, Store};
 use tokio::sync::Barrier;
@@ -100,7 +100,9 @@ async fn run_cell(
     let name = format!("bench-{}-{:?}-{takers}", std::process::id(), kind);
     match kind {
         Kind::Pool | Kind::PoolReuse => {
-            pool::create(&*admin, &name, 1, POOL_SIZE).await.unwrap();
+            pool::create(&*admin, &PoolSpec::new(&name, POOL_SIZE))
+                .await
+                .unwrap();
         }
         Kind::SeqStrict => {
             sequence::create(&*admin, &SequenceSpec::new(&name))

@@ -126,7 +126,10 @@ impl fmt::Display for Suggest<'_> {
 }
 
 /// Existing names that look like `wanted`, closest first, at most three.
-pub fn closest_names<'a>(wanted: &str, existing: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn closest_names<'a>(
+    wanted: &str,
+    existing: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
     let mut scored: Vec<(f64, &str)> = existing
         .into_iter()
         .map(|n| (strsim::jaro_winkler(wanted, n), n))

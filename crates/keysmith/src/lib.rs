@@ -30,6 +30,7 @@
 //! ```
 //!
 //! Errors are one enum, [`Error`], whose variants say what the caller can do.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod backoff;
@@ -44,5 +45,6 @@ pub mod store;
 pub mod verify;
 
 pub use backoff::DEFAULT_RETRY_BUDGET;
-pub use error::{Error, Result, closest_names};
+pub(crate) use error::closest_names;
+pub use error::{Error, Result};
 pub use name::{MAX_NAME_BYTES, validate_name};

@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use crate::pool::{self, ValuePool};
 use crate::sequence::{self, Sequence};
-use crate::store::{MAX_VALUE, SequenceSpec, Store};
+use crate::store::{MAX_VALUE, PoolSpec, SequenceSpec, Store};
 use crate::{Error, Result};
 
 /// The block size of the scratch sequence: small, so blocks change often and
@@ -91,7 +91,16 @@ pub async fn create_scratch(store: &dyn Store) -> Result<Scratch> {
         block: SCRATCH_BLOCK,
     };
     sequence::create(store, &spec).await?;
-    if let Err(e) = pool::create(store, &name, SCRATCH_POOL_START, SCRATCH_POOL_SIZE).await {
+    if let Err(e) = pool::create(
+        store,
+        &PoolSpec {
+            name: name.clone(),
+            start: SCRATCH_POOL_START,
+            size: SCRATCH_POOL_SIZE,
+        },
+    )
+    .await
+    {
         let _ = sequence::remove(store, &name).await;
         return Err(e);
     }

@@ -9,11 +9,9 @@ use std::sync::Arc;
 
 use keysmith::Error;
 use keysmith::store::etcd::{EtcdStore, EtcdUrl};
+use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
 use keysmith::store::{Put, SequenceSpec, Store};
 use keysmith_testsupport::etcd::TempEtcd;
-
-#[macro_use]
-mod conformance;
 
 /// A fresh random key prefix: an empty store on the shared node.
 fn fresh_prefix() -> String {
@@ -38,7 +36,7 @@ async fn fresh_etcd_store() -> Option<EtcdStore> {
     )
 }
 
-conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store);
 
 #[tokio::test]
 async fn prefixes_keep_stores_apart() {
@@ -56,14 +54,17 @@ async fn prefixes_keep_stores_apart() {
     let nested = EtcdStore::connect(&etcd.url_with_prefix(&format!("{pa}/y")))
         .await
         .unwrap();
-    a.create(&SequenceSpec::new("s")).await.unwrap();
-    nested.create(&SequenceSpec::new("x")).await.unwrap();
-    a.pool_create("p", 1, 3).await.unwrap();
-    assert_eq!(b.read("s").await.unwrap(), None);
-    assert!(b.list().await.unwrap().is_empty());
-    assert!(b.pool_list().await.unwrap().is_empty());
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    nested
+        .create_sequence(&SequenceSpec::new("x"))
+        .await
+        .unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(b.read_sequence("s").await.unwrap(), None);
+    assert!(b.list_sequences().await.unwrap().is_empty());
+    assert!(b.list_pools().await.unwrap().is_empty());
     let names: Vec<String> = a
-        .list()
+        .list_sequences()
         .await
         .unwrap()
         .into_iter()
@@ -80,11 +81,11 @@ async fn a_second_client_sees_committed_reservations() {
     };
     let url = etcd.url_with_prefix(&fresh_prefix());
     let a = EtcdStore::connect(&url).await.unwrap();
-    a.create(&SequenceSpec::new("s")).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     let r = a.reserve_locked("s", 10).await.unwrap();
     drop(a);
     let b = EtcdStore::connect(&url).await.unwrap();
-    let row = b.read("s").await.unwrap().unwrap();
+    let row = b.read_sequence("s").await.unwrap().unwrap();
     assert_eq!((row.next, row.version), (r.end, r.version));
 }
 
@@ -93,9 +94,12 @@ async fn versions_start_at_one_and_count_changes() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
-    let row = store.create(&SequenceSpec::new("s")).await.unwrap();
+    let row = store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     assert_eq!(row.version, 1);
-    assert_eq!(store.read("s").await.unwrap().unwrap().version, 1);
+    assert_eq!(store.read_sequence("s").await.unwrap().unwrap().version, 1);
     let a = store.reserve_atomic("s", 5).await.unwrap();
     assert_eq!(a.version, 2);
     let l = store.reserve_locked("s", 5).await.unwrap();
@@ -116,14 +120,26 @@ async fn names_with_slashes_do_not_mix_pools() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
-    store.pool_create("a", 1, 2).await.unwrap();
-    store.pool_create("a/b", 100, 2).await.unwrap();
-    store.pool_create("a%2Fb", 200, 2).await.unwrap();
-    assert_eq!(store.pool_members("a").await.unwrap(), [1, 2]);
-    assert_eq!(store.pool_members("a/b").await.unwrap(), [100, 101]);
-    assert_eq!(store.pool_members("a%2Fb").await.unwrap(), [200, 201]);
-    store.pool_drop("a").await.unwrap();
-    assert_eq!(store.pool_members("a/b").await.unwrap(), [100, 101]);
+    store.create_pool(&PoolSpec::new("a", 2)).await.unwrap();
+    store
+        .create_pool(&PoolSpec {
+            start: 100,
+            ..PoolSpec::new("a/b", 2)
+        })
+        .await
+        .unwrap();
+    store
+        .create_pool(&PoolSpec {
+            start: 200,
+            ..PoolSpec::new("a%2Fb", 2)
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.list_members("a").await.unwrap(), [1, 2]);
+    assert_eq!(store.list_members("a/b").await.unwrap(), [100, 101]);
+    assert_eq!(store.list_members("a%2Fb").await.unwrap(), [200, 201]);
+    store.drop_pool("a").await.unwrap();
+    assert_eq!(store.list_members("a/b").await.unwrap(), [100, 101]);
 }
 
 #[tokio::test]
@@ -131,10 +147,16 @@ async fn negative_pool_members_keep_numeric_order() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
-    store.pool_create("p", -3, 5).await.unwrap();
-    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -2, -1, 0, 1]);
-    assert!(store.pool_swap("p", -2, 3).await.unwrap());
-    assert_eq!(store.pool_members("p").await.unwrap(), [-3, -1, 0, 1, 3]);
+    store
+        .create_pool(&PoolSpec {
+            start: -3,
+            ..PoolSpec::new("p", 5)
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.list_members("p").await.unwrap(), [-3, -2, -1, 0, 1]);
+    assert!(store.swap_member("p", -2, 3).await.unwrap());
+    assert_eq!(store.list_members("p").await.unwrap(), [-3, -1, 0, 1, 3]);
 }
 
 #[tokio::test]
@@ -144,23 +166,35 @@ async fn a_large_pool_is_written_in_batches_and_read_in_pages() {
     };
     // More members than one transaction (128 ops) or one page (5000) holds.
     const SIZE: i64 = 12_345;
-    let row = store.pool_create("big", 1_000, SIZE).await.unwrap();
+    let row = store
+        .create_pool(&PoolSpec {
+            start: 1_000,
+            ..PoolSpec::new("big", SIZE)
+        })
+        .await
+        .unwrap();
     assert_eq!(row.size, SIZE);
-    assert_eq!(store.pool_read("big").await.unwrap(), Some(row));
-    let members = store.pool_members("big").await.unwrap();
+    assert_eq!(store.read_pool("big").await.unwrap(), Some(row));
+    let members = store.list_members("big").await.unwrap();
     assert_eq!(members, (1_000..1_000 + SIZE).collect::<Vec<_>>());
-    let e = store.pool_create("big", 0, 500).await.unwrap_err();
+    let e = store
+        .create_pool(&PoolSpec {
+            start: 0,
+            ..PoolSpec::new("big", 500)
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
-    let sample = store.pool_sample("big", 10).await.unwrap();
+    let sample = store.sample_members("big", 10).await.unwrap();
     assert_eq!(sample.len(), 10);
     assert!(sample.iter().all(|v| (1_000..1_000 + SIZE).contains(v)));
     // More slots than one transaction reads: several, all distinct members.
-    let sample = store.pool_sample("big", 250).await.unwrap();
+    let sample = store.sample_members("big", 250).await.unwrap();
     let distinct: std::collections::BTreeSet<i64> = sample.iter().copied().collect();
     assert_eq!(distinct.len(), 250);
     assert!(sample.iter().all(|v| (1_000..1_000 + SIZE).contains(v)));
-    store.pool_drop("big").await.unwrap();
-    assert_eq!(store.pool_read("big").await.unwrap(), None);
+    store.drop_pool("big").await.unwrap();
+    assert_eq!(store.read_pool("big").await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -168,15 +202,21 @@ async fn pool_sample_wraps_around_and_follows_swaps() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
-    store.pool_create("p", 0, 10).await.unwrap();
+    store
+        .create_pool(&PoolSpec {
+            start: 0,
+            ..PoolSpec::new("p", 10)
+        })
+        .await
+        .unwrap();
     // Move the pool forward: members become 5..15.
     for v in 0..5 {
-        assert!(store.pool_swap("p", v, v + 10).await.unwrap());
+        assert!(store.swap_member("p", v, v + 10).await.unwrap());
     }
     let members: Vec<i64> = (5..15).collect();
-    assert_eq!(store.pool_members("p").await.unwrap(), members);
+    assert_eq!(store.list_members("p").await.unwrap(), members);
     for _ in 0..20 {
-        let mut s = store.pool_sample("p", 10).await.unwrap();
+        let mut s = store.sample_members("p", 10).await.unwrap();
         s.sort();
         assert_eq!(s, members, "k = size must give every member once");
     }
@@ -187,18 +227,18 @@ async fn a_put_that_is_not_take_plus_size_is_refused_and_changes_nothing() {
     let Some(store) = fresh_etcd_store().await else {
         return;
     };
-    store.pool_create("p", 1, 3).await.unwrap();
+    store.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
     // 2 would land in 1's slot while slot 1 holds 2 as well.
-    let e = store.pool_swap("p", 1, 2).await.unwrap_err();
+    let e = store.swap_member("p", 1, 2).await.unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     assert!(e.to_string().contains("size 3"), "{e}");
-    assert_eq!(store.pool_members("p").await.unwrap(), [1, 2, 3]);
+    assert_eq!(store.list_members("p").await.unwrap(), [1, 2, 3]);
     assert!(
-        store.pool_swap("p", 2, 2).await.unwrap(),
+        store.swap_member("p", 2, 2).await.unwrap(),
         "a no-op swap of a member"
     );
-    assert!(!store.pool_swap("p", 9, 9).await.unwrap());
-    assert_eq!(store.pool_members("p").await.unwrap(), [1, 2, 3]);
+    assert!(!store.swap_member("p", 9, 9).await.unwrap());
+    assert_eq!(store.list_members("p").await.unwrap(), [1, 2, 3]);
 }
 
 /// A store remembers a pool's start and size; a pool dropped and created
@@ -211,33 +251,53 @@ async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
     let url = etcd.url_with_prefix(&fresh_prefix());
     let a = EtcdStore::connect(&url).await.unwrap();
     let b = EtcdStore::connect(&url).await.unwrap();
-    a.pool_create("p", 0, 4).await.unwrap();
-    assert_eq!(a.pool_sample("p", 10).await.unwrap().len(), 4);
-    assert!(a.pool_swap("p", 1, 5).await.unwrap());
+    a.create_pool(&PoolSpec {
+        start: 0,
+        ..PoolSpec::new("p", 4)
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.sample_members("p", 10).await.unwrap().len(), 4);
+    assert!(a.swap_member("p", 1, 5).await.unwrap());
 
-    b.pool_drop("p").await.unwrap();
-    b.pool_create("p", 100, 10).await.unwrap();
-    let mut s = a.pool_sample("p", 10).await.unwrap();
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 100,
+        ..PoolSpec::new("p", 10)
+    })
+    .await
+    .unwrap();
+    let mut s = a.sample_members("p", 10).await.unwrap();
     s.sort();
     assert_eq!(s, (100..110).collect::<Vec<_>>());
 
-    b.pool_drop("p").await.unwrap();
-    b.pool_create("p", 7, 3).await.unwrap();
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 7,
+        ..PoolSpec::new("p", 3)
+    })
+    .await
+    .unwrap();
     // `a` last saw size 10, by which 8 -> 11 is no swap at all.
-    assert!(a.pool_swap("p", 8, 11).await.unwrap());
-    assert_eq!(b.pool_members("p").await.unwrap(), [7, 9, 11]);
+    assert!(a.swap_member("p", 8, 11).await.unwrap());
+    assert_eq!(b.list_members("p").await.unwrap(), [7, 9, 11]);
 
     // Same size, start moved by one: by `a`'s stale start 8 would be in
     // slot 1, which holds 9 now.
-    b.pool_drop("p").await.unwrap();
-    b.pool_create("p", 8, 3).await.unwrap();
-    assert!(a.pool_swap("p", 8, 11).await.unwrap());
-    assert_eq!(b.pool_members("p").await.unwrap(), [9, 10, 11]);
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 8,
+        ..PoolSpec::new("p", 3)
+    })
+    .await
+    .unwrap();
+    assert!(a.swap_member("p", 8, 11).await.unwrap());
+    assert_eq!(b.list_members("p").await.unwrap(), [9, 10, 11]);
 
-    b.pool_drop("p").await.unwrap();
+    b.drop_pool("p").await.unwrap();
     for e in [
-        a.pool_sample("p", 1).await.unwrap_err(),
-        a.pool_swap("p", 7, 10).await.unwrap_err(),
+        a.sample_members("p", 1).await.unwrap_err(),
+        a.swap_member("p", 7, 10).await.unwrap_err(),
     ] {
         assert!(matches!(e, Error::NotFound { .. }), "{e}");
     }
@@ -252,8 +312,11 @@ async fn values_keysmith_did_not_write_are_corrupt() {
     let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
         .await
         .unwrap();
-    store.create(&SequenceSpec::new("s")).await.unwrap();
-    store.pool_create("p", 1, 2).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    store.create_pool(&PoolSpec::new("p", 2)).await.unwrap();
     let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
         .await
         .unwrap();
@@ -271,12 +334,12 @@ async fn values_keysmith_did_not_write_are_corrupt() {
     .await
     .unwrap();
     for e in [
-        store.read("s").await.unwrap_err(),
+        store.read_sequence("s").await.unwrap_err(),
         store.reserve_atomic("s", 1).await.unwrap_err(),
         store.reserve_locked("s", 1).await.unwrap_err(),
-        store.pool_read("p").await.unwrap_err(),
-        store.read("half").await.unwrap_err(),
-        store.list().await.unwrap_err(),
+        store.read_pool("p").await.unwrap_err(),
+        store.read_sequence("half").await.unwrap_err(),
+        store.list_sequences().await.unwrap_err(),
     ] {
         assert!(matches!(e, Error::Corrupt(_)), "{e}");
         assert!(e.to_string().contains("drop"), "says what to do: {e}");
@@ -297,7 +360,10 @@ async fn a_dead_lock_holder_blocks_only_until_its_lease_expires() {
             .await
             .unwrap(),
     );
-    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
         .await
         .unwrap();
@@ -340,7 +406,7 @@ async fn a_dead_lock_holder_blocks_only_until_its_lease_expires() {
         !waiter.is_finished(),
         "reserved while another held the lock"
     );
-    assert_eq!(store.read("s").await.unwrap().unwrap().next, 1);
+    assert_eq!(store.read_sequence("s").await.unwrap().unwrap().next, 1);
 
     // The holder dies: nobody keeps its lease alive any more.
     drop(keeper);

@@ -14,11 +14,9 @@ use std::time::{Duration, Instant};
 
 use keysmith::Error;
 use keysmith::store::postgres::{PostgresStore, SCHEMA_VERSION};
+use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
 use keysmith::store::{Put, SequenceSpec, Store};
 use keysmith_testsupport::postgres::TempPostgres;
-
-#[macro_use]
-mod conformance;
 
 /// One server per test binary; each call gets a schema of its own, so each
 /// store starts empty.
@@ -31,7 +29,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     ))
 }
 
-conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store);
 
 fn fresh_schema() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -60,11 +58,15 @@ async fn each_schema_is_a_separate_store() {
     let a = PostgresStore::open(&url_with(pg, &sa)).await.unwrap();
     let b = PostgresStore::open(&url_with(pg, &sb)).await.unwrap();
     assert_eq!(a.schema(), sa);
-    a.create(&SequenceSpec::new("s")).await.unwrap();
-    assert_eq!(b.read("s").await.unwrap(), None, "schemas share rows");
-    b.create(&SequenceSpec::new("s")).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(
+        b.read_sequence("s").await.unwrap(),
+        None,
+        "schemas share rows"
+    );
+    b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     a.reserve_atomic("s", 50).await.unwrap();
-    assert_eq!(b.read("s").await.unwrap().unwrap().next, 1);
+    assert_eq!(b.read_sequence("s").await.unwrap().unwrap().next, 1);
 
     // The tables are where the URL said, and nowhere else.
     let admin = admin(pg).await;
@@ -148,9 +150,12 @@ async fn concurrent_first_use_migrates_once() {
         stores.push(o.await.unwrap().expect("a concurrent first open failed"));
     }
     // All of them work on the same tables.
-    stores[0].create(&SequenceSpec::new("s")).await.unwrap();
+    stores[0]
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     for s in &stores {
-        assert!(s.read("s").await.unwrap().is_some());
+        assert!(s.read_sequence("s").await.unwrap().is_some());
     }
     let admin = admin(pg).await;
     let rows = admin
@@ -164,7 +169,7 @@ async fn concurrent_first_use_migrates_once() {
     assert_eq!(rows[0].get::<_, i32>(0), SCHEMA_VERSION);
     // And opening again later changes nothing.
     PostgresStore::open(&url).await.unwrap();
-    assert!(stores[3].read("s").await.unwrap().is_some());
+    assert!(stores[3].read_sequence("s").await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -214,7 +219,10 @@ async fn a_user_without_create_rights_is_told_what_to_grant() {
         .await
         .unwrap();
     let store = PostgresStore::open(&url).await.unwrap();
-    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     assert_eq!(store.reserve_atomic("s", 3).await.unwrap().end, 4);
 }
 
@@ -247,10 +255,16 @@ async fn large_pools_give_distinct_members_and_follow_swaps() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    store.pool_create("big", 1000, 5000).await.unwrap();
+    store
+        .create_pool(&PoolSpec {
+            start: 1000,
+            ..PoolSpec::new("big", 5000)
+        })
+        .await
+        .unwrap();
     let mut seen = BTreeSet::new();
     for _ in 0..20 {
-        let s = store.pool_sample("big", 8).await.unwrap();
+        let s = store.sample_members("big", 8).await.unwrap();
         assert_eq!(s.len(), 8);
         let set: BTreeSet<i64> = s.iter().copied().collect();
         assert_eq!(set.len(), 8, "repeats: {s:?}");
@@ -259,11 +273,11 @@ async fn large_pools_give_distinct_members_and_follow_swaps() {
     }
     assert!(seen.len() > 1, "every caller got the same sample");
     // k above the size gives every member.
-    assert_eq!(store.pool_sample("big", 6000).await.unwrap().len(), 5000);
+    assert_eq!(store.sample_members("big", 6000).await.unwrap().len(), 5000);
     // Members that moved up (swaps) are still found.
-    assert!(store.pool_swap("big", 1000, 6000).await.unwrap());
+    assert!(store.swap_member("big", 1000, 6000).await.unwrap());
     let all: BTreeSet<i64> = store
-        .pool_sample("big", 10_000)
+        .sample_members("big", 10_000)
         .await
         .unwrap()
         .into_iter()
@@ -282,22 +296,28 @@ async fn a_large_pool_samples_uniformly_after_swaps() {
         return;
     };
     const SIZE: i64 = 1100;
-    store.pool_create("u", 0, SIZE).await.unwrap();
+    store
+        .create_pool(&PoolSpec {
+            start: 0,
+            ..PoolSpec::new("u", SIZE)
+        })
+        .await
+        .unwrap();
     for i in 0..50 {
         assert!(
             store
-                .pool_swap("u", 3 + SIZE * i, 3 + SIZE * (i + 1))
+                .swap_member("u", 3 + SIZE * i, 3 + SIZE * (i + 1))
                 .await
                 .unwrap()
         );
     }
-    let members = store.pool_members("u").await.unwrap();
+    let members = store.list_members("u").await.unwrap();
     assert_eq!(members.len(), SIZE as usize);
     assert_eq!(members.last(), Some(&(3 + 50 * SIZE)));
     assert!(!members.contains(&3));
     let mut counts = std::collections::BTreeMap::new();
     for _ in 0..SIZE {
-        let sample = store.pool_sample("u", 200).await.unwrap();
+        let sample = store.sample_members("u", 200).await.unwrap();
         assert_eq!(sample.iter().collect::<BTreeSet<_>>().len(), 200);
         for v in sample {
             *counts.entry(v).or_insert(0u32) += 1;
@@ -321,22 +341,37 @@ async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
     let url = url_with(pg, &fresh_schema());
     let a = PostgresStore::open(&url).await.unwrap();
     let b = PostgresStore::open(&url).await.unwrap();
-    a.pool_create("p", 0, 4).await.unwrap();
-    assert_eq!(a.pool_sample("p", 10).await.unwrap().len(), 4);
+    a.create_pool(&PoolSpec {
+        start: 0,
+        ..PoolSpec::new("p", 4)
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.sample_members("p", 10).await.unwrap().len(), 4);
     // Dropped and created again by another store: `a` still remembers size 4.
-    b.pool_drop("p").await.unwrap();
-    b.pool_create("p", 100, 10).await.unwrap();
-    let mut s = a.pool_sample("p", 10).await.unwrap();
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 100,
+        ..PoolSpec::new("p", 10)
+    })
+    .await
+    .unwrap();
+    let mut s = a.sample_members("p", 10).await.unwrap();
     s.sort();
     assert_eq!(s, (100..110).collect::<Vec<_>>());
-    b.pool_drop("p").await.unwrap();
-    b.pool_create("p", 7, 2).await.unwrap();
-    let mut s = a.pool_sample("p", 10).await.unwrap();
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 7,
+        ..PoolSpec::new("p", 2)
+    })
+    .await
+    .unwrap();
+    let mut s = a.sample_members("p", 10).await.unwrap();
     s.sort();
     assert_eq!(s, [7, 8]);
-    b.pool_drop("p").await.unwrap();
+    b.drop_pool("p").await.unwrap();
     assert!(matches!(
-        a.pool_sample("p", 1).await,
+        a.sample_members("p", 1).await,
         Err(Error::NotFound { .. })
     ));
 }
@@ -347,7 +382,7 @@ async fn a_put_beyond_the_maximum_is_refused() {
         return;
     };
     let row = store
-        .create(&SequenceSpec {
+        .create_sequence(&SequenceSpec {
             max: 10,
             ..SequenceSpec::new("s")
         })
@@ -358,7 +393,7 @@ async fn a_put_beyond_the_maximum_is_refused() {
         .await
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    assert_eq!(store.read("s").await.unwrap(), Some(row));
+    assert_eq!(store.read_sequence("s").await.unwrap(), Some(row));
 }
 
 /// Allocation across a crash of the server: tasks allocate with all three
@@ -374,7 +409,10 @@ async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
     };
     let url = format!("{}?schema=crash&timeout=5", pg.url());
     let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).await.unwrap());
-    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
 
     const TASKS: usize = 6;
     const AFTER: usize = 20; // reservations per task after the restart
@@ -431,7 +469,7 @@ async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
 
     // With the server gone, calls fail with Unavailable (refused, not hung).
     for e in [
-        store.read("s").await.unwrap_err(),
+        store.read_sequence("s").await.unwrap_err(),
         store.reserve_atomic("s", 1).await.unwrap_err(),
         store.reserve_locked("s", 1).await.unwrap_err(),
         store.put_if_version("s", 1, 1).await.unwrap_err(),
@@ -451,7 +489,7 @@ async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
     // report Unavailable, then the store reconnects.
     let deadline = Instant::now() + Duration::from_secs(60);
     let row = loop {
-        match store.read("s").await {
+        match store.read_sequence("s").await {
             Ok(row) => break row.unwrap(),
             Err(Error::Unavailable(_)) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await
@@ -493,7 +531,7 @@ async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
 async fn reserve(store: &dyn Store, strategy: usize) -> keysmith::Result<(i64, i64)> {
     match strategy {
         0 => loop {
-            let row = store.read("s").await?.unwrap();
+            let row = store.read_sequence("s").await?.unwrap();
             let plan = row.plan(7)?;
             if let Put::Done(_) = store.put_if_version("s", plan.end, row.version).await? {
                 return Ok((plan.start, plan.end));

@@ -3,10 +3,8 @@
 use std::sync::Arc;
 
 use keysmith::Error;
+use keysmith::store::SequenceStore;
 use keysmith::store::{SequenceSpec, Store, sqlite::SqliteStore};
-
-#[macro_use]
-mod conformance;
 
 /// A fresh database file in a temporary directory that lives as long as the
 /// test process (the OS cleans /tmp; each call gets its own file).
@@ -15,18 +13,18 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(SqliteStore::open(dir.join("k.db")).await.unwrap()))
 }
 
-conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store);
 
 #[tokio::test]
 async fn a_second_connection_sees_committed_reservations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.db");
     let a = SqliteStore::open(&path).await.unwrap();
-    a.create(&SequenceSpec::new("s")).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     let r = a.reserve_atomic("s", 10).await.unwrap();
     drop(a);
     let b = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(b.read("s").await.unwrap().unwrap().next, r.end);
+    assert_eq!(b.read_sequence("s").await.unwrap().unwrap().next, r.end);
 }
 
 #[tokio::test]

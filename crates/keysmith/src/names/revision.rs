@@ -49,10 +49,7 @@ pub async fn next_revision(store: &Arc<dyn Store>, branch: &Branch) -> Result<u6
                 max: MAX_VALUE,
                 block: 1,
             };
-            match sequence::create(&**store, &spec).await {
-                Ok(_) | Err(Error::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            sequence::create_or_get(&**store, &spec).await?;
             open(store, &name).await?
         }
         other => other?,
@@ -70,7 +67,7 @@ pub async fn next_revision(store: &Arc<dyn Store>, branch: &Branch) -> Result<u6
 
 async fn open(store: &Arc<dyn Store>, name: &str) -> Result<Sequence> {
     Sequence::builder()
-        .store(Arc::clone(store))
+        .store(store.clone())
         .name(name)
         .block(1)
         .build()
@@ -98,7 +95,7 @@ mod tests {
         let same = branch("HTTPS://EXAMPLE.com:443/x/../a", 3);
         assert_eq!(next_revision(&store, &same).await.unwrap(), 3);
         let row = store
-            .read("https://example.com/a#3")
+            .read_sequence("https://example.com/a#3")
             .await
             .unwrap()
             .unwrap();
@@ -129,6 +126,6 @@ mod tests {
         let long = format!("https://example.com/{}", "a".repeat(600));
         let err = next_revision(&store, &branch(&long, 1)).await.unwrap_err();
         assert!(matches!(err, Error::InvalidName { .. }), "{err}");
-        assert!(store.list().await.unwrap().is_empty());
+        assert!(store.list_sequences().await.unwrap().is_empty());
     }
 }

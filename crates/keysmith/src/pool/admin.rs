@@ -3,61 +3,22 @@
 
 use serde::Serialize;
 
-use crate::store::{PoolRow, Store};
+use crate::store::{PoolRow, PoolSpec, PoolStore};
 use crate::{Error, Result, closest_names, validate_name};
 
-use super::MAX_POOL_SIZE;
-
-/// Creates a pool holding the `size` numbers `start..start + size`.
+/// Creates a pool holding the `spec.size` numbers `spec.start..spec.start + spec.size`.
 ///
 /// Each take removes one member `v` and puts `v + size` in its place, so the
 /// pool always holds `size` numbers, one of each residue modulo `size`, and
 /// every number from `start` on is handed out at most once.
 ///
 /// # Errors
-/// [`Error::InvalidName`]; [`Error::InvalidArgument`] when `start` is
-/// negative, `size` is not in `1..=`[`MAX_POOL_SIZE`], or the pool would reach
-/// past `i64::MAX` before each first member could be taken once (`start +
-/// 2 * size - 1 > i64::MAX`); [`Error::AlreadyExists`]; what the store fails
+/// What [`PoolSpec::validate`] finds ([`Error::InvalidName`],
+/// [`Error::InvalidArgument`]); [`Error::AlreadyExists`]; what the store fails
 /// with. Nothing is written on error.
-pub async fn create(store: &dyn Store, name: &str, start: i64, size: i64) -> Result<PoolRow> {
-    validate_name(name)?;
-    check_size(size)?;
-    if start < 0 {
-        return Err(Error::invalid(format!(
-            "start must be 0 or more, got {start}"
-        )));
-    }
-    let highest_start = last_start(size);
-    if start > highest_start {
-        return Err(Error::invalid(format!(
-            "start {start} is too large for a pool of size {size}: each member v is replaced by \
-             v + {size}, which must fit in a 64-bit integer; use a start of at most {highest_start}"
-        )));
-    }
-    store.pool_create(name, start, size).await
-}
-
-/// The largest start for which every first member can be taken once.
-fn last_start(size: i64) -> i64 {
-    // size <= MAX_POOL_SIZE, so 2 * size - 1 cannot overflow.
-    i64::MAX - (2 * size - 1)
-}
-
-/// Checks a pool size is in `1..=MAX_POOL_SIZE`.
-fn check_size(size: i64) -> Result<()> {
-    if size < 1 {
-        return Err(Error::invalid(format!(
-            "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}"
-        )));
-    }
-    if size > MAX_POOL_SIZE {
-        return Err(Error::invalid(format!(
-            "pool size must be between 1 and {MAX_POOL_SIZE}, got {size}; a pool spreads takers \
-             over its members, and a few hundred members already make collisions rare"
-        )));
-    }
-    Ok(())
+pub async fn create(store: &dyn PoolStore, spec: &PoolSpec) -> Result<PoolRow> {
+    spec.validate()?;
+    store.create_pool(spec).await
 }
 
 /// The state of a pool as [`describe`] sees it.
@@ -87,10 +48,10 @@ pub struct PoolInfo {
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names;
 /// [`Error::Corrupt`] when the members break the pool's invariant; what the
 /// store fails with.
-pub async fn describe(store: &dyn Store, name: &str) -> Result<PoolInfo> {
+pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
     validate_name(name)?;
     let row = read(store, name).await?;
-    let members = store.pool_members(name).await?;
+    let members = store.list_members(name).await?;
     info(row, &members)
 }
 
@@ -143,9 +104,9 @@ fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what
 /// the store fails with.
-pub async fn members(store: &dyn Store, name: &str) -> Result<Vec<i64>> {
+pub async fn members(store: &dyn PoolStore, name: &str) -> Result<Vec<i64>> {
     validate_name(name)?;
-    match store.pool_members(name).await {
+    match store.list_members(name).await {
         Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
         other => other,
     }
@@ -155,8 +116,8 @@ pub async fn members(store: &dyn Store, name: &str) -> Result<Vec<i64>> {
 ///
 /// # Errors
 /// What the store fails with.
-pub async fn list(store: &dyn Store) -> Result<Vec<PoolRow>> {
-    store.pool_list().await
+pub async fn list(store: &dyn PoolStore) -> Result<Vec<PoolRow>> {
+    store.list_pools().await
 }
 
 /// Drops a pool and its members. A pool created later under the same name
@@ -166,24 +127,24 @@ pub async fn list(store: &dyn Store) -> Result<Vec<PoolRow>> {
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what
 /// the store fails with.
-pub async fn remove(store: &dyn Store, name: &str) -> Result<()> {
+pub async fn remove(store: &dyn PoolStore, name: &str) -> Result<()> {
     validate_name(name)?;
-    match store.pool_drop(name).await {
+    match store.drop_pool(name).await {
         Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
         other => other,
     }
 }
 
 /// The pool's row, or [`Error::NotFound`] with similar names.
-pub(super) async fn read(store: &dyn Store, name: &str) -> Result<PoolRow> {
-    match store.pool_read(name).await? {
+pub(super) async fn read(store: &dyn PoolStore, name: &str) -> Result<PoolRow> {
+    match store.read_pool(name).await? {
         Some(row) => Ok(row),
         None => Err(not_found(store, name).await),
     }
 }
 
-pub(super) async fn not_found(store: &dyn Store, name: &str) -> Error {
-    let similar = match store.pool_list().await {
+pub(super) async fn not_found(store: &dyn PoolStore, name: &str) -> Error {
+    let similar = match store.list_pools().await {
         Ok(rows) => closest_names(name, rows.iter().map(|r| r.name.as_str())),
         Err(_) => Vec::new(),
     };
@@ -230,17 +191,8 @@ mod tests {
     #[test]
     fn info_survives_members_near_i64_max() {
         let size = 2;
-        let start = last_start(size);
+        let start = i64::MAX - (2 * size - 1);
         let i = info(row(start, size), &[i64::MAX - 1, i64::MAX]).unwrap();
         assert_eq!(i.taken, 2);
-    }
-
-    #[test]
-    fn sizes_are_bounded() {
-        check_size(1).unwrap();
-        check_size(MAX_POOL_SIZE).unwrap();
-        for bad in [0, -1, MAX_POOL_SIZE + 1, i64::MAX] {
-            assert!(matches!(check_size(bad), Err(Error::InvalidArgument(_))));
-        }
     }
 }

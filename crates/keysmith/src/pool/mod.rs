@@ -35,10 +35,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> keysmith::Result<()> {
-//! use keysmith::pool::{self, ValuePool};
+//! use keysmith::pool::{self, PoolSpec, ValuePool};
 //!
 //! let store = keysmith::store::open("sqlite://keysmith.db").await?;
-//! pool::create(&*store, "tickets", 1, 100).await?;
+//! pool::create(&*store, &PoolSpec::new("tickets", 100)).await?;
 //! let tickets = ValuePool::builder().store(store).name("tickets").build().await?;
 //! let n = tickets.take().await?; // one of 1..=100 the first time
 //! # let _ = n; Ok(()) }
@@ -51,15 +51,14 @@ use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use crate::backoff::Retries;
-use crate::store::{PoolRow, Store};
+use crate::store::{PoolRow, PoolStore};
 use crate::{Error, Result, validate_name};
 
 mod admin;
 
 pub use admin::{PoolInfo, create, describe, list, members, remove};
 
-/// The largest pool [`create`] accepts.
-pub const MAX_POOL_SIZE: i64 = 1_000_000;
+pub use crate::store::{MAX_POOL_SIZE, PoolSpec};
 
 /// Members read per sample unless [`ValuePoolBuilder::sample`] says otherwise.
 pub const DEFAULT_SAMPLE: usize = 5;
@@ -82,7 +81,7 @@ pub struct ValuePool {
 
 #[derive(Debug)]
 struct Inner {
-    store: Arc<dyn Store>,
+    store: Arc<dyn PoolStore>,
     row: PoolRow,
     sample: usize,
     retry_budget: std::time::Duration,
@@ -122,7 +121,7 @@ pub struct PoolStats {
 #[derive(Debug, Default)]
 #[must_use]
 pub struct ValuePoolBuilder {
-    store: Option<Arc<dyn Store>>,
+    store: Option<Arc<dyn PoolStore>>,
     name: Option<String>,
     sample: Option<usize>,
     retry_budget: Option<std::time::Duration>,
@@ -132,7 +131,7 @@ pub struct ValuePoolBuilder {
 
 impl ValuePoolBuilder {
     /// The store holding the pool (required).
-    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+    pub fn store(mut self, store: Arc<dyn PoolStore>) -> Self {
         self.store = Some(store);
         self
     }
@@ -310,7 +309,7 @@ impl ValuePool {
             // v <= max_value (sample_candidates keeps no other): cannot overflow.
             let swapped = inner
                 .store
-                .pool_swap(&inner.row.name, v, v + inner.row.size)
+                .swap_member(&inner.row.name, v, v + inner.row.size)
                 .await;
             if self.named(swapped).await? {
                 inner.counters.takes.fetch_add(1, Relaxed);
@@ -362,7 +361,7 @@ impl ValuePool {
             // v <= max_value, so v + size fits.
             let swapped = inner
                 .store
-                .pool_swap(&inner.row.name, v + inner.row.size, v)
+                .swap_member(&inner.row.name, v + inner.row.size, v)
                 .await;
             // Not handed out: not a take (a later take of a returned number
             // counts again).
@@ -411,7 +410,10 @@ impl ValuePool {
     /// such members but the pool still has others.
     async fn sample_candidates(&self) -> Result<Vec<i64>> {
         let inner = &*self.inner;
-        let sample = inner.store.pool_sample(&inner.row.name, inner.sample).await;
+        let sample = inner
+            .store
+            .sample_members(&inner.row.name, inner.sample)
+            .await;
         let mut sample = self.named(sample).await?;
         inner.counters.samples.fetch_add(1, Relaxed);
         if sample.is_empty() {
@@ -423,7 +425,7 @@ impl ValuePool {
         let max = self.max_value();
         sample.retain(|&v| v <= max);
         if sample.is_empty() {
-            let members = inner.store.pool_members(&inner.row.name).await;
+            let members = inner.store.list_members(&inner.row.name).await;
             if self.named(members).await?.iter().all(|&v| v > max) {
                 return Err(Error::Exhausted {
                     name: inner.row.name.clone(),

@@ -1,7 +1,7 @@
 //! Creating, describing, listing and dropping sequences: what the CLI and
 //! the server call, with the name checks and the "did you mean" in one place.
 
-use crate::store::{SequenceSpec, Store};
+use crate::store::{SequenceRow, SequenceSpec, SequenceStore};
 use crate::{Error, Result, closest_names, validate_name};
 
 use super::SequenceInfo;
@@ -12,18 +12,38 @@ use super::SequenceInfo;
 /// [`Error::InvalidName`] / [`Error::InvalidArgument`] for a bad spec (see
 /// [`SequenceSpec::validate`]), [`Error::AlreadyExists`], what the store
 /// fails with. Nothing is written on error.
-pub async fn create(store: &dyn Store, spec: &SequenceSpec) -> Result<SequenceInfo> {
+pub async fn create(store: &dyn SequenceStore, spec: &SequenceSpec) -> Result<SequenceInfo> {
     spec.validate()?;
-    Ok(store.create(spec).await?.into())
+    Ok(store.create_sequence(spec).await?.into())
+}
+
+/// Creates a sequence unless one of that name exists, and returns the row
+/// the store holds: the new one, or the existing one, whatever its bounds
+/// (callers that care compare them). When two callers race, one creates it
+/// and both get its row. The one place keysmith creates a sequence on first
+/// use (revision numbers, identity ranges).
+///
+/// # Errors
+/// As [`create`]; [`Error::AlreadyExists`] only if the sequence was dropped
+/// again between the failed create and the read.
+pub async fn create_or_get(store: &dyn SequenceStore, spec: &SequenceSpec) -> Result<SequenceRow> {
+    spec.validate()?;
+    match store.create_sequence(spec).await {
+        Err(Error::AlreadyExists { kind, name }) => match store.read_sequence(&spec.name).await? {
+            Some(row) => Ok(row),
+            None => Err(Error::AlreadyExists { kind, name }),
+        },
+        other => other,
+    }
 }
 
 /// The current state of a sequence.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names.
-pub async fn describe(store: &dyn Store, name: &str) -> Result<crate::store::Row> {
+pub async fn describe(store: &dyn SequenceStore, name: &str) -> Result<SequenceRow> {
     validate_name(name)?;
-    match store.read(name).await? {
+    match store.read_sequence(name).await? {
         Some(row) => Ok(row),
         None => Err(not_found(store, name).await),
     }
@@ -33,8 +53,13 @@ pub async fn describe(store: &dyn Store, name: &str) -> Result<crate::store::Row
 ///
 /// # Errors
 /// What the store fails with.
-pub async fn list(store: &dyn Store) -> Result<Vec<SequenceInfo>> {
-    Ok(store.list().await?.into_iter().map(Into::into).collect())
+pub async fn list(store: &dyn SequenceStore) -> Result<Vec<SequenceInfo>> {
+    Ok(store
+        .list_sequences()
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect())
 }
 
 /// Drops a sequence. Its values are gone for good: a sequence created later
@@ -42,7 +67,7 @@ pub async fn list(store: &dyn Store) -> Result<Vec<SequenceInfo>> {
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names.
-pub async fn remove(store: &dyn Store, name: &str) -> Result<()> {
+pub async fn remove(store: &dyn SequenceStore, name: &str) -> Result<()> {
     validate_name(name)?;
     match store.drop_sequence(name).await {
         Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
@@ -50,8 +75,8 @@ pub async fn remove(store: &dyn Store, name: &str) -> Result<()> {
     }
 }
 
-async fn not_found(store: &dyn Store, name: &str) -> Error {
-    let similar = match store.list().await {
+async fn not_found(store: &dyn SequenceStore, name: &str) -> Error {
+    let similar = match store.list_sequences().await {
         Ok(rows) => closest_names(name, rows.iter().map(|r| r.name.as_str())),
         Err(_) => Vec::new(),
     };

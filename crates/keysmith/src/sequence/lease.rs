@@ -23,7 +23,7 @@ use sha2::Sha256;
 
 use super::strategy::Allocator;
 use super::{Strategy, describe};
-use crate::store::{Put, Store, check_count};
+use crate::store::{Put, SequenceStore, check_count};
 use crate::{Error, Result};
 
 /// One reservation held by a caller outside this process: the values
@@ -49,7 +49,7 @@ pub struct Lease {
 /// similar names); [`Error::Exhausted`]; [`Error::Contention`] when the
 /// budget is spent; what the store fails with.
 pub async fn lease(
-    store: Arc<dyn Store>,
+    store: Arc<dyn SequenceStore>,
     name: &str,
     n: i64,
     strategy: Strategy,
@@ -75,7 +75,11 @@ pub async fn lease(
 /// # Errors
 /// [`Error::InvalidArgument`] when `from` is outside the lease;
 /// [`Error::NotFound`] if the sequence is gone; what the store fails with.
-pub async fn release(store: &dyn Store, lease: &Lease, from: i64) -> Result<Option<Range<i64>>> {
+pub async fn release(
+    store: &dyn SequenceStore,
+    lease: &Lease,
+    from: i64,
+) -> Result<Option<Range<i64>>> {
     if !(lease.start..lease.end).contains(&from) {
         return Err(Error::invalid(format!(
             "from must be inside the lease {}..{} of {:?}, got {from}",
@@ -277,7 +281,7 @@ mod tests {
 
     #[tokio::test]
     async fn release_hands_the_tail_back_only_if_no_one_reserved_since() {
-        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
+        let store: Arc<dyn SequenceStore> = Arc::new(crate::store::memory::MemoryStore::new());
         crate::sequence::create(&*store, &crate::store::SequenceSpec::new("s"))
             .await
             .unwrap();

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::store::{Put, Reservation, Row, Store, check_count};
+use crate::store::{Put, Reservation, SequenceRow, SequenceStore, check_count};
 use crate::{Error, Result};
 
 mod admin;
@@ -27,7 +27,7 @@ mod cache;
 pub mod lease;
 mod strategy;
 
-pub use admin::{create, describe, list, remove};
+pub use admin::{create, create_or_get, describe, list, remove};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
 
@@ -127,6 +127,65 @@ impl Adaptive {
     }
 }
 
+/// Adaptive blocks relative to the sequence's own block size, for handles
+/// opened on many sequences with one setting (the HTTP service): a handle's
+/// block never goes below its sequence's block nor above `max` (or the
+/// sequence's block, if that is larger), aiming at one reservation per
+/// `target`. Strict sequences (block 1) stay strict. Resolved when the handle
+/// is opened, from the row it reads anyway: no extra store read.
+///
+/// A larger block costs nothing while the handle lives and goes back on
+/// [`Sequence::close`]; a process that is killed leaves at most two blocks
+/// (the current one and the prefetched one) as a gap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AdaptivePolicy {
+    /// The largest block a handle grows to.
+    pub max: i64,
+    /// The wanted time between two reservations of one handle.
+    pub target: Duration,
+}
+
+/// The default [`AdaptivePolicy::max`].
+pub const DEFAULT_BLOCK_MAX: i64 = 10_000;
+
+/// The default [`AdaptivePolicy::target`].
+pub const DEFAULT_REFILL_TARGET: Duration = Duration::from_secs(1);
+
+impl Default for AdaptivePolicy {
+    fn default() -> Self {
+        AdaptivePolicy {
+            max: DEFAULT_BLOCK_MAX,
+            target: DEFAULT_REFILL_TARGET,
+        }
+    }
+}
+
+impl AdaptivePolicy {
+    /// Checks `1 <= max <= MAX_RESERVATION` and a non-zero target.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        check_count("the largest adaptive block", self.max)?;
+        if self.target.is_zero() {
+            return Err(Error::invalid(
+                "the refill target interval must be more than 0",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The [`Adaptive`] setting for a sequence whose own block is `block`,
+    /// or `None` for a strict sequence (block 1), which stays strict.
+    pub fn for_block(&self, block: i64) -> Option<Adaptive> {
+        (block > 1).then(|| Adaptive {
+            min: block,
+            max: self.max.max(block),
+            target: self.target,
+        })
+    }
+}
+
 /// What a handle has cost so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SequenceStats {
@@ -142,7 +201,7 @@ pub struct SequenceStats {
 #[derive(Debug, Default)]
 #[must_use]
 pub struct SequenceBuilder {
-    store: Option<Arc<dyn Store>>,
+    store: Option<Arc<dyn SequenceStore>>,
     name: Option<String>,
     block: Option<i64>,
     strategy: Strategy,
@@ -150,11 +209,12 @@ pub struct SequenceBuilder {
     max_attempts: Option<u32>,
     prefetch: Option<f64>,
     adaptive: Option<Adaptive>,
+    adaptive_policy: Option<AdaptivePolicy>,
 }
 
 impl SequenceBuilder {
     /// The store holding the sequence (required).
-    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+    pub fn store(mut self, store: Arc<dyn SequenceStore>) -> Self {
         self.store = Some(store);
         self
     }
@@ -207,6 +267,14 @@ impl SequenceBuilder {
         self
     }
 
+    /// Lets the block size follow the allocation rate with the sequence's own
+    /// block as the floor (see [`AdaptivePolicy`]); replaces
+    /// [`Self::adaptive`]. Strict sequences stay strict.
+    pub fn adaptive_policy(mut self, policy: AdaptivePolicy) -> Self {
+        self.adaptive_policy = Some(policy);
+        self
+    }
+
     /// Opens the handle. Reads the sequence once; reserves nothing yet.
     /// Must run inside a tokio runtime (else use [`Self::build_blocking`]).
     ///
@@ -235,10 +303,17 @@ impl SequenceBuilder {
                 "prefetch share must be in 0.0..1.0, got {prefetch}"
             )));
         }
+        if let Some(p) = &self.adaptive_policy {
+            p.validate()?;
+        }
         let row = describe(&*store, &name).await?;
         let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
-        if let Some(a) = &self.adaptive {
+        let adaptive = match &self.adaptive_policy {
+            Some(p) => p.for_block(row.block),
+            None => self.adaptive,
+        };
+        if let Some(a) = &adaptive {
             a.validate()?;
             block = block.clamp(a.min, a.max);
         }
@@ -248,7 +323,7 @@ impl SequenceBuilder {
                 cache: BlockCache::new(),
                 refill: tokio::sync::Mutex::new(Refill::default()),
                 block: AtomicI64::new(block),
-                adaptive: self.adaptive,
+                adaptive,
                 prefetch,
                 runtime,
             }),
@@ -611,13 +686,13 @@ impl Sequence {
 pub struct SequenceInfo {
     /// The stored row.
     #[serde(flatten)]
-    pub row: Row,
+    pub row: SequenceRow,
     /// Values not yet reserved by any handle.
     pub remaining: i64,
 }
 
-impl From<Row> for SequenceInfo {
-    fn from(row: Row) -> Self {
+impl From<SequenceRow> for SequenceInfo {
+    fn from(row: SequenceRow) -> Self {
         SequenceInfo {
             remaining: row.remaining(),
             row,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::backoff::Retries;
-use crate::store::{Put, Reservation, Row, Store};
+use crate::store::{Put, Reservation, SequenceRow, SequenceStore};
 use crate::{Error, Result};
 
 /// How a handle reserves blocks in the store.
@@ -79,7 +79,7 @@ pub(crate) struct Counters {
 /// Reserves ranges of one sequence with one strategy.
 #[derive(Debug)]
 pub(crate) struct Allocator {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn SequenceStore>,
     pub(crate) name: String,
     pub(crate) strategy: Strategy,
     /// How long one reservation keeps retrying lost races.
@@ -90,13 +90,13 @@ pub(crate) struct Allocator {
     /// The row as last seen by the optimistic strategy: the first attempt
     /// starts from it instead of reading. A stale row costs one conflict,
     /// which returns the current row: no more round trips than a read.
-    last_row: std::sync::Mutex<Option<Row>>,
+    last_row: std::sync::Mutex<Option<SequenceRow>>,
 }
 
 impl Allocator {
     pub(crate) fn new(
-        store: Arc<dyn Store>,
-        row: Row,
+        store: Arc<dyn SequenceStore>,
+        row: SequenceRow,
         strategy: Strategy,
         retry_budget: Duration,
         max_attempts: Option<u32>,
@@ -199,21 +199,21 @@ impl Allocator {
         }
     }
 
-    async fn read(&self) -> Result<Row> {
+    async fn read(&self) -> Result<SequenceRow> {
         self.store
-            .read(&self.name)
+            .read_sequence(&self.name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", &self.name))
     }
 
-    fn remembered_row(&self) -> Option<Row> {
+    fn remembered_row(&self) -> Option<SequenceRow> {
         self.last_row
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
     }
 
-    fn remember(&self, row: Row) {
+    fn remember(&self, row: SequenceRow) {
         *self.last_row.lock().unwrap_or_else(|p| p.into_inner()) = Some(row);
     }
 }

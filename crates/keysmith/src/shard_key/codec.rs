@@ -88,6 +88,51 @@ impl ShardKeySecret {
         }
         Ok(ShardKeySecret(bytes))
     }
+
+    /// The secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes), or
+    /// `None` when the variable is not set.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the variable is set but empty, not
+    /// Unicode, or shorter than [`Self::MIN_BYTES`]: a secret that was meant
+    /// to be there is never silently dropped.
+    pub fn from_env() -> Result<Option<Self>> {
+        match std::env::var(SECRET_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid(format!(
+                "${SECRET_ENV} is not valid Unicode; use printable text such as base64"
+            ))),
+            Ok(s) if s.is_empty() => Err(Error::invalid(format!(
+                "${SECRET_ENV} is set but empty; unset it for unsigned strings or set a secret of at least {} bytes",
+                Self::MIN_BYTES
+            ))),
+            Ok(s) => Self::new(s.into_bytes())
+                .map(Some)
+                .map_err(|e| Error::invalid(format!("${SECRET_ENV}: {e}"))),
+        }
+    }
+
+    /// The secret in a file: its bytes, less one trailing newline (`\n` or
+    /// `\r\n`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the file when it cannot be read or
+    /// holds fewer than [`Self::MIN_BYTES`] bytes.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let mut bytes = std::fs::read(path).map_err(|e| {
+            Error::invalid(format!(
+                "cannot read the shard key secret file {}: {e}",
+                path.display()
+            ))
+        })?;
+        if bytes.ends_with(b"\r\n") {
+            bytes.truncate(bytes.len() - 2);
+        } else if bytes.ends_with(b"\n") {
+            bytes.pop();
+        }
+        Self::new(bytes)
+            .map_err(|e| Error::invalid(format!("shard key secret file {}: {e}", path.display())))
+    }
 }
 
 impl fmt::Debug for ShardKeySecret {
@@ -148,19 +193,10 @@ impl ShardKeyCodec {
     /// Unicode, or shorter than [`ShardKeySecret::MIN_BYTES`]: a secret that
     /// was meant to be there is never silently dropped.
     pub fn from_env() -> Result<Self> {
-        match std::env::var(SECRET_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(Self::unsigned()),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Error::invalid(format!(
-                "{SECRET_ENV} is not valid Unicode; use printable text such as base64"
-            ))),
-            Ok(s) if s.is_empty() => Err(Error::invalid(format!(
-                "{SECRET_ENV} is set but empty; unset it for unsigned strings or set a secret of at least {} bytes",
-                ShardKeySecret::MIN_BYTES
-            ))),
-            Ok(s) => ShardKeySecret::new(s.into_bytes())
-                .map(|secret| Self::signed(&secret))
-                .map_err(|e| Error::invalid(format!("{SECRET_ENV}: {e}"))),
-        }
+        Ok(match ShardKeySecret::from_env()? {
+            Some(secret) => Self::signed(&secret),
+            None => Self::unsigned(),
+        })
     }
 
     /// Whether this codec signs (has a secret).

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Id, ShardKey};
 use crate::sequence::Sequence;
-use crate::store::{MAX_VALUE, Row, SequenceSpec, Store};
+use crate::store::{MAX_VALUE, SequenceRow, SequenceSpec, Store};
 use crate::{Error, Result};
 
 /// Distinct identity ranges per shard: shard `s` owns the ids
@@ -198,20 +198,16 @@ impl ShardRanges {
         prefix: &str,
         shard: u16,
         block: i64,
-    ) -> Result<Row> {
+    ) -> Result<SequenceRow> {
         let spec = self.sequence_spec(prefix, shard, block)?;
-        match store.create(&spec).await {
-            Ok(row) => Ok(row),
-            Err(Error::AlreadyExists { kind, name }) => match store.read(&spec.name).await? {
-                Some(row) if row.start == spec.start && row.max == spec.max => Ok(row),
-                Some(row) => Err(Error::invalid(format!(
-                    "sequence {name:?} exists with the range {} to {}, not shard {shard}'s {} to {}; drop it or use another prefix",
-                    row.start, row.max, spec.start, spec.max
-                ))),
-                // Dropped in between: report what the store said.
-                None => Err(Error::AlreadyExists { kind, name }),
-            },
-            Err(e) => Err(e),
+        let row = crate::sequence::create_or_get(store, &spec).await?;
+        if row.start == spec.start && row.max == spec.max {
+            Ok(row)
+        } else {
+            Err(Error::invalid(format!(
+                "sequence {:?} exists with the range {} to {}, not shard {shard}'s {} to {}; drop it or use another prefix",
+                spec.name, row.start, row.max, spec.start, spec.max
+            )))
         }
     }
 
@@ -251,7 +247,7 @@ impl ShardRanges {
         store: &dyn Store,
         prefix: &str,
         block: i64,
-    ) -> Result<Vec<Row>> {
+    ) -> Result<Vec<SequenceRow>> {
         let mut rows = Vec::with_capacity(self.shards as usize);
         for shard in 0..self.shards {
             // shards <= 65536, so every shard id fits in u16.

@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use rand::seq::IteratorRandom;
 
-use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
+use super::{
+    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+};
 use crate::{Error, Result};
 
 /// A store that lives in this process's memory. Cheap, fast, not durable.
@@ -17,7 +19,7 @@ pub struct MemoryStore {
 
 #[derive(Debug, Default)]
 struct State {
-    sequences: BTreeMap<String, Row>,
+    sequences: BTreeMap<String, SequenceRow>,
     pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
 }
 
@@ -36,7 +38,7 @@ impl MemoryStore {
 }
 
 impl State {
-    fn row(&mut self, name: &str) -> Result<&mut Row> {
+    fn row(&mut self, name: &str) -> Result<&mut SequenceRow> {
         self.sequences
             .get_mut(name)
             .ok_or_else(|| Error::not_found("sequence", name))
@@ -58,8 +60,8 @@ impl State {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
-    async fn create(&self, spec: &SequenceSpec) -> Result<Row> {
+impl SequenceStore for MemoryStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         self.with(|s| {
             if s.sequences.contains_key(&spec.name) {
                 return Err(Error::AlreadyExists {
@@ -67,7 +69,7 @@ impl Store for MemoryStore {
                     name: spec.name.clone(),
                 });
             }
-            let row = Row {
+            let row = SequenceRow {
                 name: spec.name.clone(),
                 next: spec.start,
                 start: spec.start,
@@ -80,7 +82,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn read(&self, name: &str) -> Result<Option<Row>> {
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
         self.with(|s| Ok(s.sequences.get(name).cloned()))
     }
 
@@ -104,7 +106,7 @@ impl Store for MemoryStore {
         self.with(|s| s.reserve(name, n))
     }
 
-    async fn list(&self) -> Result<Vec<Row>> {
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.with(|s| Ok(s.sequences.values().cloned().collect()))
     }
 
@@ -116,8 +118,12 @@ impl Store for MemoryStore {
                 .ok_or_else(|| Error::not_found("sequence", name))
         })
     }
+}
 
-    async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
+#[async_trait]
+impl PoolStore for MemoryStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
         self.with(|s| {
             if s.pools.contains_key(name) {
                 return Err(Error::AlreadyExists {
@@ -138,18 +144,18 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
         self.with(|s| Ok(s.pools.get(name).map(|(r, _)| r.clone())))
     }
 
-    async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
         self.with(|s| {
             let (_, members) = s.pool(name)?;
             Ok(members.iter().copied().sample(&mut rand::rng(), k))
         })
     }
 
-    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
         self.with(|s| {
             let (_, members) = s.pool(name)?;
             if !members.remove(&take) {
@@ -164,15 +170,15 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
+    async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
         self.with(|s| Ok(s.pool(name)?.1.iter().copied().collect()))
     }
 
-    async fn pool_list(&self) -> Result<Vec<PoolRow>> {
+    async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.with(|s| Ok(s.pools.values().map(|(r, _)| r.clone()).collect()))
     }
 
-    async fn pool_drop(&self, name: &str) -> Result<()> {
+    async fn drop_pool(&self, name: &str) -> Result<()> {
         self.with(|s| {
             s.pools
                 .remove(name)
@@ -180,7 +186,10 @@ impl Store for MemoryStore {
                 .ok_or_else(|| Error::not_found("pool", name))
         })
     }
+}
 
+#[async_trait]
+impl Store for MemoryStore {
     async fn ping(&self) -> Result<()> {
         Ok(())
     }

@@ -36,11 +36,9 @@
 //! transaction. Statements run at READ COMMITTED; each method's comment says
 //! why its SQL is safe there.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -53,8 +51,14 @@ use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-use super::{PoolRow, Put, Reservation, Row, SequenceSpec, Store};
+use super::size_cache::PoolMetaCache;
+use super::{
+    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+};
 use crate::{Error, Result};
+
+mod pools;
+mod sequences;
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";
@@ -67,10 +71,6 @@ const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DEFAULT_POOL_SIZE: usize = 16;
-
-/// How many pool sizes a store remembers (see [`PostgresStore::pool_sizes`])
-/// before it forgets them all and starts over.
-const POOL_SIZE_CACHE: usize = 4096;
 
 /// How often a statement whose fallback row contradicts its own outcome is
 /// run again before giving up with [`Error::Contention`]. With the row locks
@@ -197,7 +197,7 @@ pub struct PostgresStore {
     /// The size of each pool this store sampled, so that a sample is one
     /// statement. Never trusted: the statement returns the size it saw, and
     /// a sample drawn with another size is drawn again.
-    pool_sizes: Mutex<HashMap<String, i64>>,
+    pool_sizes: PoolMetaCache<i64>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -274,7 +274,7 @@ impl PostgresStore {
             schema: settings.schema,
             target,
             timeout: settings.timeout,
-            pool_sizes: Mutex::new(HashMap::new()),
+            pool_sizes: PoolMetaCache::new(),
         };
         store.migrate().await?;
         Ok(store)
@@ -510,68 +510,6 @@ impl PostgresStore {
             )),
         }
     }
-
-    fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<Row> {
-        let bad = |e: tokio_postgres::Error| self.pg(&e);
-        let version: i64 = r.try_get(at + 5).map_err(bad)?;
-        Ok(Row {
-            name: r.try_get(at).map_err(bad)?,
-            next: r.try_get(at + 1).map_err(bad)?,
-            start: r.try_get(at + 2).map_err(bad)?,
-            max: r.try_get(at + 3).map_err(bad)?,
-            block: r.try_get(at + 4).map_err(bad)?,
-            version: u64::try_from(version).map_err(|_| {
-                Error::Corrupt(format!(
-                    "PostgreSQL at {}: a sequence has version {version}, below 1",
-                    self.target
-                ))
-            })?,
-        })
-    }
-
-    fn pool_row(&self, r: &tokio_postgres::Row) -> Result<PoolRow> {
-        let bad = |e: tokio_postgres::Error| self.pg(&e);
-        Ok(PoolRow {
-            name: r.try_get(0).map_err(bad)?,
-            start: r.try_get(1).map_err(bad)?,
-            size: r.try_get(2).map_err(bad)?,
-        })
-    }
-
-    async fn read_on(&self, c: &ClientWrapper, name: &str) -> Result<Option<Row>> {
-        let st = c
-            .prepare_cached(&self.sql.read)
-            .await
-            .map_err(|e| self.pg(&e))?;
-        let r = c.query_opt(&st, &[&name]).await.map_err(|e| self.pg(&e))?;
-        r.map(|r| self.row(&r, 0)).transpose()
-    }
-
-    fn pool_sizes(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
-        // The map holds plain values: a panic elsewhere cannot leave it torn.
-        self.pool_sizes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn cached_pool_size(&self, name: &str) -> Option<i64> {
-        self.pool_sizes().get(name).copied()
-    }
-
-    fn remember_pool_size(&self, name: &str, size: i64) {
-        let mut sizes = self.pool_sizes();
-        if sizes.get(name) == Some(&size) {
-            return;
-        }
-        if sizes.len() >= POOL_SIZE_CACHE {
-            sizes.clear();
-        }
-        sizes.insert(name.to_owned(), size);
-    }
-
-    fn forget_pool_size(&self, name: &str) {
-        self.pool_sizes().remove(name);
-    }
 }
 
 /// The SQL of every method, with the schema filled in.
@@ -682,375 +620,6 @@ impl Sql {
 
 #[async_trait]
 impl Store for PostgresStore {
-    async fn create(&self, spec: &SequenceSpec) -> Result<Row> {
-        spec.validate()?;
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.create)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                match c
-                    .query_one(&st, &[&spec.name, &spec.start, &spec.max, &spec.block])
-                    .await
-                {
-                    Ok(r) => self.row(&r, 0),
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        Err(Error::AlreadyExists {
-                            kind: "sequence",
-                            name: spec.name.clone(),
-                        })
-                    }
-                    Err(e) => Err(self.pg(&e)),
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn read(&self, name: &str) -> Result<Option<Row>> {
-        let c = self.client().await?;
-        let out = self.deadline(self.read_on(&c, name)).await;
-        self.settle(c, out)
-    }
-
-    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let Ok(expected_i) = i64::try_from(expected) else {
-                    // No stored version is that large: it cannot match.
-                    return match self.read_on(&c, name).await? {
-                        Some(row) => Ok(Put::Conflict(row)),
-                        None => Err(Error::not_found("sequence", name)),
-                    };
-                };
-                let st = c
-                    .prepare_cached(&self.sql.put_if_version)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                for _ in 0..MAX_RERUNS {
-                    let rows = c
-                        .query(&st, &[&name, &new_next, &expected_i])
-                        .await
-                        .map_err(|e| self.pg(&e))?;
-                    let Some(r) = rows.first() else {
-                        return Err(Error::not_found("sequence", name));
-                    };
-                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
-                    let row = self.row(r, 1)?;
-                    if done {
-                        return Ok(Put::Done(row));
-                    }
-                    if row.version != expected {
-                        return Ok(Put::Conflict(row));
-                    }
-                    // The row we were shown still has the version we expected,
-                    // so the write should have matched: run it again.
-                }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
-                })
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
-        super::check_count("count", n)?;
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let lock = c
-                    .prepare_cached(&self.sql.lock_row)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let write = c
-                    .prepare_cached(&self.sql.write_next)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let Some(r) = tx
-                    .query_opt(&lock, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?
-                else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                let plan = self.row(&r, 0)?.plan(n)?;
-                let version = i64::try_from(plan.version)
-                    .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
-                tx.execute(&write, &[&name, &plan.end, &version])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok(plan)
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        super::check_count("count", n)?;
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.reserve_atomic)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let r = match c.query_one(&st, &[&name, &n]).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        return Err(match e.code() {
-                            Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
-                            Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
-                                let max = self.read(name).await?.map_or(0, |row| row.max);
-                                Error::Exhausted {
-                                    name: name.to_owned(),
-                                    max,
-                                }
-                            }
-                            _ => bad(e),
-                        });
-                    }
-                };
-                let version: i64 = r.try_get(2).map_err(bad)?;
-                Ok(Reservation {
-                    start: r.try_get(0).map_err(bad)?,
-                    end: r.try_get(1).map_err(bad)?,
-                    version: u64::try_from(version).map_err(|_| {
-                        Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
-                    })?,
-                })
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn list(&self) -> Result<Vec<Row>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let rows = c
-                    .query(&self.sql.list, &[])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                rows.iter().map(|r| self.row(r, 0)).collect()
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn drop_sequence(&self, name: &str) -> Result<()> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let n = c
-                    .execute(&self.sql.drop, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                if n == 0 {
-                    Err(Error::not_found("sequence", name))
-                } else {
-                    Ok(())
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_create(&self, name: &str, start: i64, size: i64) -> Result<PoolRow> {
-        let last = match (start >= 0, size >= 0, start.checked_add(size)) {
-            (true, true, Some(_)) => start + size - 1,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
-                )));
-            }
-        };
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                match c
-                    .execute(&self.sql.pool_create, &[&name, &start, &size, &last])
-                    .await
-                {
-                    Ok(_) => Ok(PoolRow {
-                        name: name.to_owned(),
-                        start,
-                        size,
-                    }),
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        Err(Error::AlreadyExists {
-                            kind: "pool",
-                            name: name.to_owned(),
-                        })
-                    }
-                    Err(e) => Err(self.pg(&e)),
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_read(&self, name: &str) -> Result<Option<PoolRow>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_opt(&self.sql.pool_read, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                r.map(|r| self.pool_row(&r)).transpose()
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_sample(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.pool_sample)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                // The size this store saw last, or a read of it; then as long
-                // as the statement reports another size (the pool was dropped
-                // and created again), draw again from that one.
-                let mut size = match self.cached_pool_size(name) {
-                    Some(size) => size,
-                    None => match c
-                        .query_opt(&self.sql.pool_read, &[&name])
-                        .await
-                        .map_err(bad)?
-                    {
-                        Some(r) => self.pool_row(&r)?.size,
-                        None => return Err(Error::not_found("pool", name)),
-                    },
-                };
-                for _ in 0..MAX_RERUNS {
-                    let slots = super::sample_slots(size, k);
-                    let r = c.query_one(&st, &[&name, &slots]).await.map_err(bad)?;
-                    let Some(seen) = r.try_get::<_, Option<i64>>(0).map_err(bad)? else {
-                        self.forget_pool_size(name);
-                        return Err(Error::not_found("pool", name));
-                    };
-                    self.remember_pool_size(name, seen);
-                    if seen != size {
-                        size = seen;
-                        continue;
-                    }
-                    let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
-                    if picked.len() != slots.len() {
-                        return Err(Error::Corrupt(format!(
-                            "PostgreSQL at {}, schema {:?}: pool {name:?} of size {size} has {} of the {} slots drawn; the keysmith tables were changed outside keysmith: drop the pool and create it again",
-                            self.target,
-                            self.schema,
-                            picked.len(),
-                            slots.len()
-                        )));
-                    }
-                    // The index returns slot order; callers get random order.
-                    picked.shuffle(&mut rand::rng());
-                    return Ok(picked);
-                }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
-                })
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_swap(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.pool_swap)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let r = match c.query_one(&st, &[&name, &take, &put]).await {
-                    Ok(r) => r,
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        return Err(Error::Corrupt(format!(
-                            "pool {name:?} already holds {put}, which it should not yet"
-                        )));
-                    }
-                    Err(e) => return Err(self.pg(&e)),
-                };
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let exists: bool = r.try_get(0).map_err(bad)?;
-                let swapped: i64 = r.try_get(1).map_err(bad)?;
-                match (exists, swapped) {
-                    (_, 1) => Ok(true),
-                    (true, _) => Ok(false),
-                    (false, _) => Err(Error::not_found("pool", name)),
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_members(&self, name: &str) -> Result<Vec<i64>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_one(&self.sql.pool_members, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let exists: bool = r.try_get(0).map_err(bad)?;
-                if !exists {
-                    return Err(Error::not_found("pool", name));
-                }
-                r.try_get(1).map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_list(&self) -> Result<Vec<PoolRow>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let rows = c
-                    .query(&self.sql.pool_list, &[])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                rows.iter().map(|r| self.pool_row(r)).collect()
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    async fn pool_drop(&self, name: &str) -> Result<()> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let n = c
-                    .execute(&self.sql.pool_drop, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                self.forget_pool_size(name);
-                if n == 0 {
-                    Err(Error::not_found("pool", name))
-                } else {
-                    Ok(())
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
     async fn ping(&self) -> Result<()> {
         let c = self.client().await?;
         let out = self

@@ -1,0 +1,510 @@
+//! What [`Sequence`] and [`ValuePool`] handles must do on top of any store:
+//! no value twice across threads and handles, strict order, close hand-back
+//! (with and without a prefetched block), exhaustion, contention, and calls
+//! that fail without losing a value.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{pool_spec, spec};
+use crate::Error;
+use crate::pool::{self, ValuePool};
+use crate::sequence::{self, Sequence, Strategy};
+use crate::store::{MAX_VALUE, SequenceSpec, Store};
+
+const STRATEGIES: [Strategy; 3] = [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked];
+
+async fn create(store: &Arc<dyn Store>, name: &str, start: i64, max: i64, block: i64) {
+    sequence::create(
+        &**store,
+        &SequenceSpec {
+            block,
+            ..spec(name, start, max)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+fn assert_increasing(values: &[i64], what: &str) {
+    for w in values.windows(2) {
+        assert!(w[0] < w[1], "{what}: {} then {}", w[0], w[1]);
+    }
+}
+
+/// Waits until `name`'s next free value is `next` (a background prefetch
+/// landed), failing after 10 s.
+async fn await_next(store: &Arc<dyn Store>, name: &str, next: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = store.read_sequence(name).await.unwrap().unwrap();
+        if row.next == next {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "prefetch never happened: next is {}",
+            row.next
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// 4 handles of each strategy with 4 tasks each, mixing `next` and
+/// `next_n`: every value unique, each task's values increasing.
+pub async fn threads_and_handles_never_share_a_value(store: Arc<dyn Store>) {
+    for strategy in STRATEGIES {
+        let name = format!("s-{strategy}");
+        create(&store, &name, 1, MAX_VALUE, 7).await;
+        let mut tasks = Vec::new();
+        for h in 0..4 {
+            let seq = Sequence::builder()
+                .store(store.clone())
+                .name(&name)
+                .strategy(strategy)
+                .block(5 + h)
+                .build()
+                .await
+                .unwrap();
+            for t in 0..4 {
+                let seq = seq.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    for i in 0..60 {
+                        if (i + t) % 10 == 0 {
+                            got.extend(seq.next_n(3).await.unwrap());
+                        } else {
+                            got.push(seq.next().await.unwrap());
+                        }
+                    }
+                    got
+                }));
+            }
+        }
+        let mut all = HashSet::new();
+        let mut count = 0;
+        for t in tasks {
+            let got = t.await.unwrap();
+            assert_increasing(&got, "one task");
+            count += got.len();
+            all.extend(got);
+        }
+        assert_eq!(all.len(), count, "{strategy}: a value was handed out twice");
+    }
+}
+
+/// Strict mode (block 1): values of all handles, whatever their strategy,
+/// increase in the order they are taken, without gaps.
+pub async fn strict_handles_increase_in_time_order(store: Arc<dyn Store>) {
+    create(&store, "strict", 1, MAX_VALUE, 100).await;
+    let mut handles = Vec::new();
+    for strategy in STRATEGIES {
+        let b = Sequence::builder()
+            .store(store.clone())
+            .name("strict")
+            .block(1);
+        handles.push(b.strategy(strategy).build().await.unwrap());
+    }
+    let mut seen = Vec::new();
+    for i in 0..30 {
+        seen.push(handles[i % 3].next().await.unwrap());
+    }
+    assert_eq!(
+        seen,
+        (1..=30).collect::<Vec<_>>(),
+        "strict values are gap-free and in time order"
+    );
+}
+
+/// `close()` hands the tail back when nobody reserved since, else leaves a
+/// gap; a closed handle refuses to hand out more.
+pub async fn close_hands_back_the_tail_only_when_untouched(store: Arc<dyn Store>) {
+    create(&store, "c", 1, MAX_VALUE, 10).await;
+    let open = || {
+        Sequence::builder()
+            .store(store.clone())
+            .name("c")
+            .prefetch(0.0)
+            .build()
+    };
+
+    let a = open().await.unwrap();
+    assert_eq!(a.next_n(3).await.unwrap(), vec![1, 2, 3]);
+    assert_eq!(a.close().await.unwrap(), Some(4..11));
+    assert!(matches!(a.next().await, Err(Error::Closed { .. })));
+    assert_eq!(store.read_sequence("c").await.unwrap().unwrap().next, 4);
+
+    let b = open().await.unwrap();
+    assert_eq!(
+        b.next().await.unwrap(),
+        4,
+        "the handed-back tail is used next"
+    );
+    let c = open().await.unwrap();
+    assert_eq!(c.next().await.unwrap(), 14, "c reserved after b");
+    assert_eq!(
+        b.close().await.unwrap(),
+        None,
+        "b's tail is a gap: c reserved since"
+    );
+    assert_eq!(c.next().await.unwrap(), 15);
+    assert_eq!(c.close().await.unwrap(), Some(16..24));
+    assert_eq!(store.read_sequence("c").await.unwrap().unwrap().next, 16);
+}
+
+/// With prefetch on (the default), the next block is reserved in the
+/// background before the current one runs out, and `close()` hands back the
+/// spare block and the current tail together.
+pub async fn close_with_a_spare_block_hands_back_both(store: Arc<dyn Store>) {
+    create(&store, "p", 1, MAX_VALUE, 10).await;
+    let a = Sequence::builder()
+        .store(store.clone())
+        .name("p")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(a.next_n(9).await.unwrap(), (1..=9).collect::<Vec<_>>());
+    // The prefetch started at value 9.
+    await_next(&store, "p", 21).await;
+    assert_eq!(a.next().await.unwrap(), 10, "the current block comes first");
+    assert_eq!(a.close().await.unwrap(), Some(11..21));
+    assert_eq!(store.read_sequence("p").await.unwrap().unwrap().next, 11);
+}
+
+/// Past the maximum every strategy fails with `Exhausted` naming the
+/// sequence, and never wraps.
+pub async fn exhaustion_is_an_error_never_a_wrap(store: Arc<dyn Store>) {
+    for strategy in STRATEGIES {
+        let name = format!("e-{strategy}");
+        create(&store, &name, MAX_VALUE - 9, MAX_VALUE, 4).await;
+        let seq = Sequence::builder()
+            .store(store.clone())
+            .name(&name)
+            .strategy(strategy);
+        let seq = seq.build().await.unwrap();
+        let got = seq.next_n(10).await.unwrap();
+        assert_eq!(got, (MAX_VALUE - 9..=MAX_VALUE).collect::<Vec<_>>());
+        let e = seq.next().await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { .. }), "{strategy}: {e}");
+        assert!(
+            e.to_string().contains(&format!("{name:?}")),
+            "the error names the sequence: {e}"
+        );
+    }
+}
+
+/// Opening a handle on a missing sequence creates nothing and names the
+/// closest existing one.
+pub async fn missing_sequence_is_not_created_and_names_the_closest(store: Arc<dyn Store>) {
+    create(&store, "orders", 1, 100, 10).await;
+    let e = Sequence::builder()
+        .store(store.clone())
+        .name("order")
+        .build()
+        .await
+        .unwrap_err();
+    match &e {
+        Error::NotFound { name, similar, .. } => {
+            assert_eq!(name, "order");
+            assert_eq!(similar, &["orders".to_string()]);
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(store.list_sequences().await.unwrap().len(), 1);
+}
+
+/// Optimistic strict handles racing: lost races are retried from the
+/// returned row, every handle gets its values, and strict mode leaves no gap.
+pub async fn racing_optimistic_handles_retry_and_leave_no_gap(store: Arc<dyn Store>) {
+    create(&store, "o", 1, MAX_VALUE, 1).await;
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let seq = Sequence::builder()
+            .store(store.clone())
+            .name("o")
+            .strategy(Strategy::Optimistic)
+            .build()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                got.push(seq.next().await.unwrap());
+            }
+            (got, seq.stats())
+        }));
+    }
+    let mut all = HashSet::new();
+    for t in tasks {
+        let (got, stats) = t.await.unwrap();
+        assert_eq!(stats.reservations, 20);
+        all.extend(got);
+    }
+    assert_eq!(
+        all,
+        (1..=120).collect::<HashSet<_>>(),
+        "strict mode leaves no gaps"
+    );
+}
+
+/// After the last allowed attempt loses, the error says so and names the
+/// sequence; the next call starts from the row the conflict returned.
+pub async fn contention_is_reported_after_the_last_attempt(store: Arc<dyn Store>) {
+    create(&store, "busy", 1, MAX_VALUE, 10).await;
+    let b = || Sequence::builder().store(store.clone()).name("busy");
+    let loser = b()
+        .strategy(Strategy::Optimistic)
+        .max_attempts(1)
+        .build()
+        .await
+        .unwrap();
+    let winner = b().build().await.unwrap();
+    assert_eq!(winner.next().await.unwrap(), 1);
+    // The loser's first put quotes the version it saw when it opened.
+    match loser.next().await {
+        Err(Error::Contention { name, attempts }) => {
+            assert_eq!((name.as_str(), attempts), ("busy", 1))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(loser.stats().conflicts, 1);
+    assert_eq!(loser.next().await.unwrap(), 11);
+}
+
+/// A cached handle near the maximum: a batch larger than what is left fails
+/// with `Exhausted` and hands nothing out; the values it reserved stay with
+/// the handle and are the next ones handed out, for every strategy.
+pub async fn a_failed_next_n_near_the_maximum_loses_nothing(store: Arc<dyn Store>) {
+    for strategy in [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked] {
+        let name = format!("near-max-{strategy}");
+        store
+            .create_sequence(&SequenceSpec {
+                block: 4,
+                ..spec(&name, 1, 10)
+            })
+            .await
+            .unwrap();
+        let h = Sequence::builder()
+            .store(store.clone())
+            .name(&name)
+            .strategy(strategy)
+            .prefetch(0.0)
+            .build()
+            .await
+            .unwrap();
+        assert_eq!(h.next_n(3).await.unwrap(), vec![1, 2, 3], "{strategy}");
+        // 7 left (4 in the handle's block, 3 in the store): 8 is too many.
+        let e = h.next_n(8).await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { .. }), "{strategy}: {e}");
+        // Nothing was lost: the next values are exactly the rest.
+        assert_eq!(h.next().await.unwrap(), 4, "{strategy}");
+        assert_eq!(
+            h.next_n(6).await.unwrap(),
+            (5..=10).collect::<Vec<_>>(),
+            "{strategy}"
+        );
+        assert!(
+            matches!(h.next().await, Err(Error::Exhausted { .. })),
+            "{strategy}"
+        );
+    }
+}
+
+/// A strict handle (block 1) asking for more than is left: the short
+/// reservation it made goes back to the store, so another handle gets it.
+pub async fn a_failed_strict_next_n_hands_its_values_back(store: Arc<dyn Store>) {
+    for strategy in [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked] {
+        let name = format!("strict-near-max-{strategy}");
+        store
+            .create_sequence(&SequenceSpec {
+                block: 1,
+                ..spec(&name, 1, 3)
+            })
+            .await
+            .unwrap();
+        let open = || {
+            Sequence::builder()
+                .store(store.clone())
+                .name(&name)
+                .strategy(strategy)
+                .build()
+        };
+        let h = open().await.unwrap();
+        assert!(h.is_strict());
+        let e = h.next_n(5).await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { .. }), "{strategy}: {e}");
+        assert_eq!(
+            store.read_sequence(&name).await.unwrap().unwrap().next,
+            1,
+            "{strategy}: handed back"
+        );
+        let other = open().await.unwrap();
+        assert_eq!(other.next_n(3).await.unwrap(), vec![1, 2, 3], "{strategy}");
+    }
+}
+
+/// A pool near its maximum (only some members can still be taken): a batch
+/// larger than what is left fails with `Exhausted`, gives back what it took,
+/// and those numbers are what the next batch gets.
+pub async fn a_failed_pool_take_n_near_the_maximum_loses_nothing(store: Arc<dyn Store>) {
+    let size = 10;
+    // The highest start a pool of 10 may have: each member can be taken once
+    // (its replacement, above i64::MAX - size, cannot), so 10 numbers in all.
+    let start = i64::MAX - 2 * size + 1;
+    crate::pool::create(&*store, &pool_spec("near-max", start, size))
+        .await
+        .unwrap();
+    let before = store.list_members("near-max").await.unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("near-max")
+        .build()
+        .await
+        .unwrap();
+    let e = h.take_n(11).await.unwrap_err();
+    assert!(matches!(e, Error::Exhausted { .. }), "{e}");
+    assert_eq!(
+        store.list_members("near-max").await.unwrap(),
+        before,
+        "the numbers taken went back into the pool"
+    );
+    let mut got = h.take_n(10).await.unwrap();
+    got.sort();
+    assert_eq!(got, (start..start + size).collect::<Vec<_>>());
+    assert_eq!(
+        h.stats().takes,
+        10,
+        "numbers given back are not counted as taken"
+    );
+    assert!(matches!(h.take().await, Err(Error::Exhausted { .. })));
+}
+
+/// Many tasks, each with its own pool handle or sharing one: every number
+/// is taken once, and the pool's own count of takes agrees (no number lost,
+/// none twice).
+pub async fn pool_handles_take_unique_numbers_under_many_tasks(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("p", 1, 8)).await.unwrap();
+    let shared = ValuePool::builder()
+        .store(store.clone())
+        .name("p")
+        .build()
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let h = if i % 2 == 0 {
+            ValuePool::builder()
+                .store(store.clone())
+                .name("p")
+                .reuse_sample(i % 4 == 0)
+                .build()
+                .await
+                .unwrap()
+        } else {
+            shared.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..15 {
+                got.push(h.take().await.unwrap());
+            }
+            got
+        }));
+    }
+    let mut taken = Vec::new();
+    for t in tasks {
+        taken.extend(t.await.unwrap());
+    }
+    let unique: BTreeSet<i64> = taken.iter().copied().collect();
+    assert_eq!(unique.len(), taken.len(), "a number was handed out twice");
+    let info = pool::describe(&*store, "p").await.unwrap();
+    assert_eq!(
+        info.taken,
+        taken.len() as i64,
+        "the pool counts other takes than were handed out"
+    );
+    assert_eq!(
+        shared.stats().takes,
+        4 * 15,
+        "the shared handle counts its clones' takes"
+    );
+}
+
+/// A pool whose replacements would pass `i64::MAX` hands out what it can,
+/// then fails with `Exhausted`, leaving its members as they were.
+pub async fn pool_numbers_near_i64_max_exhaust_instead_of_wrapping(store: Arc<dyn Store>) {
+    let start = i64::MAX - 5;
+    pool::create(&*store, &pool_spec("top", start, 3))
+        .await
+        .unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("top")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(h.max_value(), i64::MAX - 3);
+    let got: BTreeSet<i64> = h.take_n(3).await.unwrap().into_iter().collect();
+    assert_eq!(got, (start..start + 3).collect());
+    let e = h.take().await.unwrap_err();
+    assert!(
+        matches!(e, Error::Exhausted { max, .. } if max == i64::MAX - 3),
+        "{e}"
+    );
+    assert_eq!(
+        store.list_members("top").await.unwrap(),
+        vec![i64::MAX - 2, i64::MAX - 1, i64::MAX],
+        "exhaustion changed the pool"
+    );
+}
+
+/// A handle on a pool dropped under it fails with `NotFound`; other pools
+/// are untouched.
+pub async fn a_dropped_pool_is_not_found_by_open_handles(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("p", 1, 5)).await.unwrap();
+    pool::create(&*store, &pool_spec("q", 1, 5)).await.unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("p")
+        .build()
+        .await
+        .unwrap();
+    h.take().await.unwrap();
+    pool::remove(&*store, "p").await.unwrap();
+    let e = h.take().await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { kind: "pool", .. }), "{e}");
+    let names: Vec<String> = pool::list(&*store)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["q"]);
+}
+
+/// Takes spread evenly over the members: 2000 takes from 20 members take
+/// each residue about 100 times (standard deviation about 10). A store whose
+/// samples favour some members lets their residues race ahead, and the span
+/// between lowest and highest member grows with the takes.
+pub async fn pool_takes_spread_evenly(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("even", 0, 20))
+        .await
+        .unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("even")
+        .build()
+        .await
+        .unwrap();
+    h.take_n(2000).await.unwrap();
+    let info = pool::describe(&*store, "even").await.unwrap();
+    assert_eq!(info.taken, 2000);
+    // Uniform: span = 20 * (most - fewest takes of a residue), about 700;
+    // 2400 needs a residue 6 standard deviations off.
+    let span = info.highest - info.lowest;
+    assert!(
+        span < 2400,
+        "members span {span}: the store's samples favour some members"
+    );
+}

@@ -1,0 +1,145 @@
+//! The pool half of the store contract ([`PoolStore`](crate::store::PoolStore)):
+//! members, uniform samples and swaps, alone and racing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::pool_spec;
+use crate::Error;
+use crate::store::Store;
+
+/// A created pool holds `start..start + size`; creating it again is
+/// `AlreadyExists`.
+pub async fn pool_create_read_members(store: Arc<dyn Store>) {
+    let p = store.create_pool(&pool_spec("p", 10, 5)).await.unwrap();
+    assert_eq!((p.name.as_str(), p.start, p.size), ("p", 10, 5));
+    assert_eq!(store.read_pool("p").await.unwrap(), Some(p));
+    assert_eq!(
+        store.list_members("p").await.unwrap(),
+        vec![10, 11, 12, 13, 14]
+    );
+    let e = store.create_pool(&pool_spec("p", 0, 3)).await.unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    assert_eq!(store.list_members("p").await.unwrap().len(), 5);
+    assert_eq!(store.read_pool("nope").await.unwrap(), None);
+    for e in [
+        store.list_members("nope").await.unwrap_err(),
+        store.sample_members("nope", 3).await.unwrap_err(),
+        store.swap_member("nope", 1, 2).await.unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    }
+}
+
+/// Samples are distinct members, never more than the pool holds, and vary
+/// between calls.
+pub async fn pool_sample_is_random_subset(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("p", 1, 50)).await.unwrap();
+    let members: BTreeSet<i64> = store.list_members("p").await.unwrap().into_iter().collect();
+    let mut seen = BTreeSet::new();
+    for _ in 0..30 {
+        let s = store.sample_members("p", 5).await.unwrap();
+        assert_eq!(s.len(), 5);
+        let set: BTreeSet<i64> = s.iter().copied().collect();
+        assert_eq!(set.len(), 5, "sample repeats a member: {s:?}");
+        assert!(set.is_subset(&members), "sample {s:?} holds non-members");
+        seen.insert(s.into_iter().collect::<Vec<_>>());
+    }
+    assert!(seen.len() > 1, "every caller got the same sample");
+    assert_eq!(
+        store.sample_members("p", 500).await.unwrap().len(),
+        50,
+        "k above size gives all"
+    );
+}
+
+/// One member is swapped far ahead, leaving a big gap below it: sampling
+/// must still pick every member equally often (sampling a random point of
+/// the value range would pick the far member almost every time).
+pub async fn pool_sample_is_uniform_after_swaps(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("u", 0, 10)).await.unwrap();
+    for i in 0..50 {
+        assert!(
+            store
+                .swap_member("u", 3 + 10 * i, 13 + 10 * i)
+                .await
+                .unwrap()
+        );
+    }
+    let members = store.list_members("u").await.unwrap();
+    assert_eq!(members, vec![0, 1, 2, 4, 5, 6, 7, 8, 9, 503]);
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..1000 {
+        for v in store.sample_members("u", 2).await.unwrap() {
+            *counts.entry(v).or_insert(0u32) += 1;
+        }
+    }
+    // 2000 picks over 10 members: 200 each on average, sd about 13.
+    for m in members {
+        let c = counts.get(&m).copied().unwrap_or(0);
+        assert!(
+            (100..=300).contains(&c),
+            "member {m} sampled {c} times of 2000: {counts:?}"
+        );
+    }
+}
+
+/// A swap of a number that is not a member does nothing and returns false; of a
+/// member, replaces it.
+pub async fn pool_swap_only_when_member(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("p", 1, 3)).await.unwrap();
+    assert!(store.swap_member("p", 2, 5).await.unwrap());
+    assert_eq!(store.list_members("p").await.unwrap(), vec![1, 3, 5]);
+    assert!(
+        !store.swap_member("p", 2, 5).await.unwrap(),
+        "2 was taken already"
+    );
+    assert!(!store.swap_member("p", 99, 102).await.unwrap());
+    assert_eq!(
+        store.list_members("p").await.unwrap(),
+        vec![1, 3, 5],
+        "failed swaps changed the pool"
+    );
+}
+
+/// Tasks swapping the same member at once: exactly one wins.
+pub async fn concurrent_pool_swaps_of_one_member_have_one_winner(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("p", 1, 4)).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.swap_member("p", 3, 7).await.unwrap()
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        wins += t.await.unwrap() as usize;
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(store.list_members("p").await.unwrap(), vec![1, 2, 4, 7]);
+}
+
+/// `list_pools` is ordered by name; a dropped pool is gone with its members,
+/// and a pool created again under its name starts full.
+pub async fn pool_list_and_drop(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("b", 1, 2)).await.unwrap();
+    store.create_pool(&pool_spec("a", 1, 2)).await.unwrap();
+    let names: Vec<_> = store
+        .list_pools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    store.drop_pool("a").await.unwrap();
+    assert!(matches!(
+        store.drop_pool("a").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(store.read_pool("a").await.unwrap(), None);
+    // Re-created, it starts full again.
+    store.create_pool(&pool_spec("a", 100, 2)).await.unwrap();
+    assert_eq!(store.list_members("a").await.unwrap(), vec![100, 101]);
+}

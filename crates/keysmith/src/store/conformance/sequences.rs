@@ -1,0 +1,312 @@
+//! The sequence half of the store contract ([`SequenceStore`](crate::store::SequenceStore)):
+//! rows, versions, conditional puts and reservations, alone and racing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::spec;
+use crate::Error;
+use crate::store::{MAX_VALUE, Put, Reservation, Store};
+
+/// A created sequence reads back as created (next = start, version 1); creating
+/// it again is `AlreadyExists` and changes nothing.
+pub async fn create_then_read(store: Arc<dyn Store>) {
+    let row = store
+        .create_sequence(&spec("orders", 5, 1000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.name.as_str(), row.next, row.start, row.max, row.block),
+        ("orders", 5, 5, 1000, 10)
+    );
+    assert_eq!(
+        store.read_sequence("orders").await.unwrap(),
+        Some(row.clone())
+    );
+    let again = store
+        .create_sequence(&spec("orders", 1, 10))
+        .await
+        .unwrap_err();
+    assert!(matches!(again, Error::AlreadyExists { .. }), "{again}");
+    assert_eq!(
+        store.read_sequence("orders").await.unwrap(),
+        Some(row),
+        "failed create changed the row"
+    );
+    assert_eq!(store.read_sequence("nope").await.unwrap(), None);
+}
+
+/// A conditional put with the current version writes `next` and bumps the
+/// version.
+pub async fn put_if_version_applies_on_match(store: Arc<dyn Store>) {
+    let row = store.create_sequence(&spec("s", 1, 100)).await.unwrap();
+    let Put::Done(done) = store.put_if_version("s", 11, row.version).await.unwrap() else {
+        panic!("put with the current version must apply");
+    };
+    assert_eq!(done.next, 11);
+    assert!(done.version != row.version);
+    assert_eq!(store.read_sequence("s").await.unwrap(), Some(done));
+}
+
+/// A conditional put with a stale version changes nothing and returns the row
+/// the store holds.
+pub async fn put_if_version_conflict_returns_current_row(store: Arc<dyn Store>) {
+    let row = store.create_sequence(&spec("s", 1, 100)).await.unwrap();
+    let Put::Done(current) = store.put_if_version("s", 21, row.version).await.unwrap() else {
+        panic!("first put must apply");
+    };
+    match store.put_if_version("s", 31, row.version).await.unwrap() {
+        Put::Conflict(seen) => assert_eq!(seen, current, "conflict must return the stored row"),
+        Put::Done(r) => panic!("stale version applied: {r:?}"),
+    }
+    assert_eq!(
+        store.read_sequence("s").await.unwrap(),
+        Some(current),
+        "a conflict changed the row"
+    );
+}
+
+/// Every sequence operation on a missing name is `NotFound` (or `None` for a
+/// read).
+pub async fn missing_sequence_is_not_found(store: Arc<dyn Store>) {
+    let e = store.put_if_version("ghost", 5, 1).await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    let e = store.reserve_locked("ghost", 5).await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    let e = store.reserve_atomic("ghost", 5).await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    assert_eq!(
+        store.read_sequence("ghost").await.unwrap(),
+        None,
+        "a failed call created the sequence"
+    );
+}
+
+/// Locked and atomic reservations hand out consecutive ranges and move `next`
+/// past them.
+pub async fn reserve_locked_and_atomic_hand_out_contiguous_ranges(store: Arc<dyn Store>) {
+    let row = store
+        .create_sequence(&spec("s", 100, 10_000))
+        .await
+        .unwrap();
+    let a = store.reserve_locked("s", 10).await.unwrap();
+    assert_eq!((a.start, a.end), (100, 110));
+    let b = store.reserve_atomic("s", 5).await.unwrap();
+    assert_eq!((b.start, b.end), (110, 115));
+    let after = store.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(after.next, 115);
+    assert_eq!(
+        after.version, b.version,
+        "reservation must report the version it left"
+    );
+    assert!(a.version != row.version && b.version != a.version);
+    // The reported version is the one a conditional put must quote.
+    assert!(matches!(
+        store.put_if_version("s", 112, b.version).await.unwrap(),
+        Put::Done(_)
+    ));
+}
+
+/// A reservation near the maximum is shortened to what is left; the next one is
+/// `Exhausted`, for every way of reserving.
+pub async fn reservations_clamp_at_max_then_exhaust(store: Arc<dyn Store>) {
+    store.create_sequence(&spec("s", 1, 25)).await.unwrap();
+    let reserve = |locked: bool| {
+        let store = store.clone();
+        async move {
+            if locked {
+                store.reserve_locked("s", 10).await
+            } else {
+                store.reserve_atomic("s", 10).await
+            }
+        }
+    };
+    let got: Vec<Reservation> = vec![
+        reserve(true).await.unwrap(),
+        reserve(false).await.unwrap(),
+        reserve(true).await.unwrap(),
+    ];
+    let spans: Vec<_> = got.iter().map(|r| (r.start, r.end)).collect();
+    assert_eq!(
+        spans,
+        vec![(1, 11), (11, 21), (21, 26)],
+        "the last block is cut at max"
+    );
+    for locked in [true, false] {
+        let e = reserve(locked).await.unwrap_err();
+        assert!(matches!(e, Error::Exhausted { max: 25, .. }), "{e}");
+    }
+    assert_eq!(
+        store.read_sequence("s").await.unwrap().unwrap().next,
+        26,
+        "exhausted calls changed next"
+    );
+}
+
+/// Reservations of up to `MAX_RESERVATION` values next to `MAX_VALUE` neither
+/// overflow nor wrap.
+pub async fn values_near_i64_max_do_not_overflow(store: Arc<dyn Store>) {
+    store
+        .create_sequence(&spec("big", MAX_VALUE - 5, MAX_VALUE))
+        .await
+        .unwrap();
+    let r = store.reserve_atomic("big", 1 << 40).await.unwrap();
+    assert_eq!((r.start, r.end), (MAX_VALUE - 5, MAX_VALUE + 1));
+    assert!(matches!(
+        store.reserve_atomic("big", 1).await,
+        Err(Error::Exhausted { .. })
+    ));
+    assert!(matches!(
+        store.reserve_locked("big", 1 << 40).await,
+        Err(Error::Exhausted { .. })
+    ));
+    let row = store.read_sequence("big").await.unwrap().unwrap();
+    assert_eq!(row.next, MAX_VALUE + 1);
+}
+
+/// `list_sequences` is ordered by name; a dropped sequence is gone, and
+/// dropping it again is `NotFound`.
+pub async fn list_and_drop(store: Arc<dyn Store>) {
+    for n in ["b", "a", "c"] {
+        store.create_sequence(&spec(n, 1, 10)).await.unwrap();
+    }
+    let names: Vec<_> = store
+        .list_sequences()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    store.drop_sequence("b").await.unwrap();
+    assert_eq!(store.read_sequence("b").await.unwrap(), None);
+    let e = store.drop_sequence("b").await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    assert_eq!(store.list_sequences().await.unwrap().len(), 2);
+    // A dropped name can be created again, from its own start.
+    let again = store.create_sequence(&spec("b", 7, 10)).await.unwrap();
+    assert_eq!(again.next, 7);
+}
+
+/// Names with dots, dashes, slashes, percent signs and Unicode are stored and
+/// listed exactly as given, and never mix.
+pub async fn names_are_stored_verbatim(store: Arc<dyn Store>) {
+    let names = [
+        "example.com/a#main",
+        "ünïcödé-名前",
+        "a'b\"c;--",
+        "x%2Fy?z=1&w",
+    ];
+    for n in names {
+        store.create_sequence(&spec(n, 1, 10)).await.unwrap();
+        let r = store.reserve_atomic(n, 2).await.unwrap();
+        assert_eq!((r.start, r.end), (1, 3), "{n}");
+    }
+    let listed: BTreeSet<_> = store
+        .list_sequences()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(listed, names.iter().map(|s| s.to_string()).collect());
+}
+
+/// Each task: read, conditional put, on conflict retry from the returned row.
+pub async fn concurrent_optimistic_callers_never_overlap(store: Arc<dyn Store>) {
+    const TASKS: usize = 8;
+    const EACH: usize = 25;
+    store
+        .create_sequence(&spec("hot", 0, MAX_VALUE))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            let mut conflicts = 0u32;
+            let mut row = store.read_sequence("hot").await.unwrap().unwrap();
+            while got.len() < EACH {
+                let plan = row.plan(3).unwrap();
+                match store
+                    .put_if_version("hot", plan.end, row.version)
+                    .await
+                    .unwrap()
+                {
+                    Put::Done(now) => {
+                        got.push((plan.start, plan.end));
+                        row = now;
+                    }
+                    Put::Conflict(now) => {
+                        assert!(
+                            now.version != row.version,
+                            "conflict returned the stale row"
+                        );
+                        conflicts += 1;
+                        row = now;
+                    }
+                }
+            }
+            (got, conflicts)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap().0);
+    }
+    assert_disjoint_and_dense(all, 0, (TASKS * EACH * 3) as i64);
+    assert_eq!(
+        store.read_sequence("hot").await.unwrap().unwrap().next,
+        (TASKS * EACH * 3) as i64
+    );
+}
+
+/// Tasks reserving at once with locked and atomic reservations get disjoint
+/// ranges that cover everything reserved.
+pub async fn concurrent_locked_and_atomic_callers_never_overlap(store: Arc<dyn Store>) {
+    const TASKS: usize = 8;
+    const EACH: usize = 25;
+    store
+        .create_sequence(&spec("hot", 0, MAX_VALUE))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..EACH {
+                let r = if i % 2 == 0 {
+                    store.reserve_locked("hot", 4).await
+                } else {
+                    store.reserve_atomic("hot", 4).await
+                }
+                .unwrap();
+                got.push((r.start, r.end));
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    assert_disjoint_and_dense(all, 0, (TASKS * EACH * 4) as i64);
+}
+
+fn assert_disjoint_and_dense(mut ranges: Vec<(i64, i64)>, from: i64, to: i64) {
+    ranges.sort();
+    let mut at = from;
+    for (s, e) in ranges {
+        assert_eq!(s, at, "ranges overlap or leave a hole at {at}");
+        assert!(e > s);
+        at = e;
+    }
+    assert_eq!(at, to);
+}
+
+/// `ping` succeeds on a store that is up.
+pub async fn ping_answers(store: Arc<dyn Store>) {
+    store.ping().await.unwrap();
+}

@@ -1,0 +1,491 @@
+//! etcd: the [`PoolStore`] half of the contract.
+
+use super::*;
+
+/// Members written per transaction (etcd allows 128 operations by default).
+const POOL_BATCH: usize = 100;
+
+/// Transactions in flight while a large pool is written.
+const POOL_PARALLEL: usize = 4;
+
+/// Members read per request by `list_members`.
+const PAGE: i64 = 5000;
+
+/// How many times a pool call is made again because the pool's meta changed
+/// under it (dropped and created again) before it gives up with
+/// [`Error::Contention`].
+const META_ATTEMPTS: u32 = 3;
+
+/// A pool's start and size, and the create revision of the meta key they
+/// were read from: a pool created again under the same name has another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PoolMeta {
+    start: i64,
+    size: i64,
+    revision: i64,
+}
+
+impl PoolMeta {
+    /// The slot that holds `v` if `v` is a member.
+    fn slot_of(&self, v: i64) -> i64 {
+        // Both below 2^64 in magnitude, size >= 1: the result is in 0..size.
+        (i128::from(v) - i128::from(self.start)).rem_euclid(i128::from(self.size)) as i64
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PoolValue {
+    start: i64,
+    size: i64,
+}
+
+impl EtcdStore {
+    fn parse_pool(&self, name: &str, kv: &KeyValue) -> Result<PoolRow> {
+        let v: PoolValue = serde_json::from_slice(kv.value()).map_err(|e| {
+            Error::Corrupt(format!(
+                "etcd key {} does not hold a keysmith pool ({e}); drop the pool and create it again",
+                self.pool_key(name)
+            ))
+        })?;
+        if v.size < 1 || v.start.checked_add(v.size).is_none() {
+            return Err(Error::Corrupt(format!(
+                "pool {name:?} in etcd has start {} and size {}, which is impossible; drop it and create it again",
+                v.start, v.size
+            )));
+        }
+        Ok(PoolRow {
+            name: name.to_owned(),
+            start: v.start,
+            size: v.size,
+        })
+    }
+
+    /// The meta a pool's key `kv` holds; remembered.
+    fn meta_from(&self, name: &str, kv: &KeyValue) -> Result<PoolMeta> {
+        let row = self.parse_pool(name, kv)?;
+        let meta = PoolMeta {
+            start: row.start,
+            size: row.size,
+            revision: kv.create_revision(),
+        };
+        self.pool_meta.remember(name, meta);
+        Ok(meta)
+    }
+
+    /// The pool's meta as this store remembers it, or read (one round trip).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Corrupt`], [`Error::Unavailable`].
+    async fn pool_meta(&self, name: &str) -> Result<PoolMeta> {
+        if let Some(meta) = self.pool_meta.get(name) {
+            return Ok(meta);
+        }
+        let key = self.pool_key(name);
+        let resp = self
+            .call("read a pool", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        match resp.kvs().first() {
+            Some(kv) => self.meta_from(name, kv),
+            None => Err(Error::not_found("pool", name)),
+        }
+    }
+
+    /// The pool's meta read now (one round trip), and remembered.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Corrupt`], [`Error::Unavailable`].
+    async fn fresh_meta(&self, name: &str) -> Result<PoolMeta> {
+        self.pool_meta.forget(name);
+        self.pool_meta(name).await
+    }
+
+    /// The compare that the pool's meta key is still the one `meta` was read
+    /// from.
+    fn same_pool(&self, name: &str, meta: &PoolMeta) -> Compare {
+        Compare::create_revision(self.pool_key(name), CompareOp::Equal, meta.revision)
+    }
+
+    /// After [`Self::same_pool`] failed: the pool's meta now, from the get of
+    /// the meta key at answer `i`, or `NotFound`.
+    fn meta_now(&self, name: &str, ops: &[TxnOpResponse], i: usize) -> Result<PoolMeta> {
+        match first_kv(ops, i)? {
+            Some(kv) => self.meta_from(name, &kv),
+            None => {
+                self.pool_meta.forget(name);
+                Err(Error::not_found("pool", name))
+            }
+        }
+    }
+
+    /// The member a slot key holds.
+    fn member_of(&self, name: &str, kv: &KeyValue) -> Result<i64> {
+        std::str::from_utf8(kv.value())
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "etcd key {:?} under pool {name:?} holds {:?}, not a member; drop the pool and create it again",
+                    String::from_utf8_lossy(kv.key()),
+                    String::from_utf8_lossy(kv.value())
+                ))
+            })
+    }
+
+    /// The put of `member` into `slot`.
+    fn member_put(&self, name: &str, slot: i64, member: i64) -> TxnOp {
+        TxnOp::put(self.slot_key(name, slot), member.to_string(), None)
+    }
+
+    /// Remembers the meta of a pool that the transaction `resp` created: it
+    /// put the meta key, which did not exist, so the key's create revision
+    /// is the transaction's revision.
+    fn remember_created(&self, name: &str, start: i64, size: i64, resp: &TxnResponse) {
+        if let Some(h) = resp.header() {
+            self.pool_meta.remember(
+                name,
+                PoolMeta {
+                    start,
+                    size,
+                    revision: h.revision(),
+                },
+            );
+        }
+    }
+}
+
+#[async_trait]
+impl PoolStore for EtcdStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        match start.checked_add(size) {
+            Some(_) if size >= 1 => {}
+            _ => {
+                return Err(Error::invalid(format!(
+                    "pool {name:?}: start {start} and size {size} do not make a range of i64 values; \
+                     the size must be 1 or more and start + size must fit in an i64"
+                )));
+            }
+        }
+        let meta = serde_json::to_vec(&PoolValue { start, size })
+            .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
+        let absent = [
+            Compare::version(self.pool_key(name), CompareOp::Equal, 0),
+            Compare::version(self.creating_key(name), CompareOp::Equal, 0),
+        ];
+        let exists = || Error::AlreadyExists {
+            kind: "pool",
+            name: name.to_owned(),
+        };
+        let row = PoolRow {
+            name: name.to_owned(),
+            start,
+            size,
+        };
+        if size as usize <= POOL_BATCH {
+            // Small pool: one transaction.
+            let mut ops = vec![TxnOp::put(self.pool_key(name), meta, None)];
+            ops.extend((0..size).map(|slot| self.member_put(name, slot, start + slot)));
+            let txn = Txn::new().when(absent).and_then(ops);
+            let resp = self.txn("create a pool", txn).await?;
+            if !resp.succeeded() {
+                return Err(exists());
+            }
+            self.remember_created(name, start, size, &resp);
+            return Ok(row);
+        }
+        // Large pool: claim the name, write the members in batches guarded by
+        // the claim, then publish the pool and drop the claim in one
+        // transaction. Until then every other call sees no pool.
+        let claim = Txn::new().when(absent).and_then([
+            TxnOp::put(self.creating_key(name), meta.clone(), None),
+            TxnOp::delete(
+                self.members_prefix(name),
+                Some(etcd_client::DeleteOptions::new().with_prefix()),
+            ),
+        ]);
+        let resp = self.txn("create a pool", claim).await?;
+        if !resp.succeeded() {
+            return Err(exists());
+        }
+        let claim_rev = resp
+            .header()
+            .map(|h| h.revision())
+            .ok_or_else(|| self.unavailable("create a pool", "answer without a revision"))?;
+        let guard =
+            || Compare::create_revision(self.creating_key(name), CompareOp::Equal, claim_rev);
+        let gone = || Error::NotFound {
+            kind: "pool",
+            name: name.to_owned(),
+            similar: Vec::new(),
+        };
+        // Half-open ranges of slots.
+        let batches: Vec<(i64, i64)> = (0..size)
+            .step_by(POOL_BATCH)
+            .map(|lo| (lo, (lo + POOL_BATCH as i64).min(size)))
+            .collect();
+        for wave in batches.chunks(POOL_PARALLEL) {
+            let writes = wave.iter().map(|&(lo, hi)| {
+                let ops: Vec<TxnOp> = (lo..hi)
+                    .map(|slot| self.member_put(name, slot, start + slot))
+                    .collect();
+                self.txn("create a pool", Txn::new().when([guard()]).and_then(ops))
+            });
+            for resp in futures_util::future::join_all(writes).await {
+                if !resp?.succeeded() {
+                    // Dropped while being created.
+                    return Err(gone());
+                }
+            }
+        }
+        let publish = Txn::new().when([guard()]).and_then([
+            TxnOp::put(self.pool_key(name), meta, None),
+            TxnOp::delete(self.creating_key(name), None),
+        ]);
+        let resp = self.txn("create a pool", publish).await?;
+        if resp.succeeded() {
+            self.remember_created(name, start, size, &resp);
+            Ok(row)
+        } else {
+            Err(gone())
+        }
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        let key = self.pool_key(name);
+        let resp = self
+            .call("read a pool", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        resp.kvs()
+            .first()
+            .map(|kv| self.parse_pool(name, kv))
+            .transpose()
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let mut meta = self.pool_meta(name).await?;
+        'draw: for _ in 0..META_ATTEMPTS {
+            let slots = crate::store::sample_slots(meta.size, k);
+            // At least one transaction: it also says whether the pool exists.
+            let batches: Vec<&[i64]> = if slots.is_empty() {
+                vec![&[]]
+            } else {
+                slots.chunks(POOL_BATCH).collect()
+            };
+            let drawn_with = meta;
+            let reads = batches.iter().map(|batch| {
+                let gets: Vec<TxnOp> = batch
+                    .iter()
+                    .map(|&slot| TxnOp::get(self.slot_key(name, slot), None))
+                    .collect();
+                let txn = Txn::new()
+                    .when([self.same_pool(name, &drawn_with)])
+                    .and_then(gets)
+                    .or_else([TxnOp::get(self.pool_key(name), None)]);
+                self.txn("sample a pool", txn)
+            });
+            let answers = futures_util::future::join_all(reads).await;
+            let mut out = Vec::with_capacity(slots.len());
+            for (batch, resp) in batches.iter().zip(answers) {
+                let resp = resp?;
+                let ops = resp.op_responses();
+                if !resp.succeeded() {
+                    // Dropped, or dropped and created again: draw again from
+                    // the pool as it is now.
+                    meta = self.meta_now(name, &ops, 0)?;
+                    continue 'draw;
+                }
+                for (i, &slot) in batch.iter().enumerate() {
+                    let kv = first_kv(&ops, i)?.ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "pool {name:?} (size {}) has no member in slot {slot} (etcd key {}); drop the pool and create it again",
+                            meta.size,
+                            self.slot_key(name, slot)
+                        ))
+                    })?;
+                    out.push(self.member_of(name, &kv)?);
+                }
+            }
+            return Ok(out);
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: META_ATTEMPTS,
+        })
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let mut meta = self.pool_meta(name).await?;
+        for _ in 0..META_ATTEMPTS {
+            let slot = meta.slot_of(take);
+            if meta.slot_of(put) != slot {
+                // The remembered size may be stale: check with the pool as
+                // it is now before refusing.
+                let now = self.fresh_meta(name).await?;
+                if now != meta {
+                    meta = now;
+                    continue;
+                }
+                // Would put a member where another slot's may be: refused
+                // rather than risk holding a number twice.
+                return Err(Error::invalid(format!(
+                    "pool {name:?}: cannot swap {take} for {put}: the new member must be the old one plus the pool's size {} (here {})",
+                    meta.size,
+                    i128::from(take) + i128::from(meta.size)
+                )));
+            }
+            let key = self.slot_key(name, slot);
+            let txn = Txn::new()
+                .when([
+                    self.same_pool(name, &meta),
+                    Compare::value(key, CompareOp::Equal, take.to_string()),
+                ])
+                .and_then([self.member_put(name, slot, put)])
+                .or_else([TxnOp::get(self.pool_key(name), None)]);
+            let resp = self.txn("swap a pool member", txn).await?;
+            if resp.succeeded() {
+                return Ok(true);
+            }
+            let now = self.meta_now(name, &resp.op_responses(), 0)?;
+            if now.revision == meta.revision {
+                // Same pool: the slot holds another member.
+                return Ok(false);
+            }
+            meta = now;
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: META_ATTEMPTS,
+        })
+    }
+
+    async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
+        let prefix = self.members_prefix(name);
+        let end = prefix_end(&prefix);
+        let page_of = || GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.pool_key(name), None),
+            TxnOp::get(prefix.clone(), Some(page_of())),
+        ]);
+        let resp = self.txn("list pool members", txn).await?;
+        let ops = resp.op_responses();
+        if first_kv(&ops, 0)?.is_none() {
+            return Err(Error::not_found("pool", name));
+        }
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut page = kvs(&ops, 1)?;
+        let mut out = Vec::new();
+        // Later pages are read at the first page's revision: one snapshot.
+        while !page.is_empty() {
+            for kv in &page {
+                out.push(self.member_of(name, kv)?);
+            }
+            if (page.len() as i64) < PAGE {
+                break;
+            }
+            let mut from = page[page.len() - 1].key().to_vec();
+            from.push(0);
+            let opts = page_of().with_revision(revision);
+            page = self
+                .call("list pool members", |mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?
+                .take_kvs();
+        }
+        // Slot order is not value order.
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    async fn list_pools(&self) -> Result<Vec<PoolRow>> {
+        let prefix = format!("{}pools/", self.prefix);
+        let resp = self
+            .call("list pools", |mut c| {
+                let prefix = prefix.clone();
+                async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let mut rows = resp
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let name = std::str::from_utf8(&kv.key()[prefix.len()..]).map_err(|_| {
+                    Error::Corrupt(format!(
+                        "etcd key {:?} is not a keysmith pool name",
+                        String::from_utf8_lossy(kv.key())
+                    ))
+                })?;
+                self.parse_pool(name, kv)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(rows)
+    }
+
+    async fn drop_pool(&self, name: &str) -> Result<()> {
+        let members = || {
+            TxnOp::delete(
+                self.members_prefix(name),
+                Some(etcd_client::DeleteOptions::new().with_prefix()),
+            )
+        };
+        let txn = Txn::new()
+            .when([Compare::version(self.pool_key(name), CompareOp::Greater, 0)])
+            .and_then([
+                TxnOp::delete(self.pool_key(name), None),
+                members(),
+                TxnOp::delete(self.creating_key(name), None),
+            ]);
+        self.pool_meta.forget(name);
+        if self.txn("drop a pool", txn).await?.succeeded() {
+            return Ok(());
+        }
+        // A pool whose creation is under way or died half-way.
+        let txn = Txn::new()
+            .when([Compare::version(
+                self.creating_key(name),
+                CompareOp::Greater,
+                0,
+            )])
+            .and_then([TxnOp::delete(self.creating_key(name), None), members()]);
+        if self.txn("drop a pool", txn).await?.succeeded() {
+            Ok(())
+        } else {
+            Err(Error::not_found("pool", name))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_keeps_its_slot() {
+        let meta = PoolMeta {
+            start: -3,
+            size: 5,
+            revision: 1,
+        };
+        for slot in 0..5 {
+            let v = -3 + slot;
+            assert_eq!(meta.slot_of(v), slot);
+            assert_eq!(meta.slot_of(v + 5), slot);
+            assert_eq!(meta.slot_of(v + 5 * 1000), slot);
+        }
+        let far = PoolMeta {
+            start: i64::MAX - 10,
+            size: 7,
+            revision: 1,
+        };
+        assert!((0..7).contains(&far.slot_of(i64::MIN)));
+        assert_eq!(far.slot_of(i64::MAX - 10), 0);
+    }
+}

@@ -1,0 +1,441 @@
+//! etcd: the [`SequenceStore`] half of the contract.
+
+use super::*;
+
+/// How many times [`SequenceStore::reserve_locked`] takes the lock again after losing it
+/// (lease expired while held) before it gives up.
+const LOCK_ATTEMPTS: u32 = 5;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SpecValue {
+    start: i64,
+    max: i64,
+    block: i64,
+}
+
+/// The lease of one locked reservation. Dropped without [`EtcdStore::release`]
+/// (the future was cancelled), it revokes the lease in the background.
+struct LeaseGuard {
+    id: i64,
+    store: EtcdStore,
+    keep_alive: Option<tokio::task::JoinHandle<()>>,
+    released: bool,
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(task) = self.keep_alive.take() {
+            task.abort();
+        }
+        if self.released {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.store.clone();
+            let id = self.id;
+            handle.spawn(async move {
+                let _ = store
+                    .call(
+                        "release a lock",
+                        |mut c| async move { c.lease_revoke(id).await },
+                    )
+                    .await;
+            });
+        }
+    }
+}
+
+/// Keeps lease `id` alive until aborted: one keep-alive every third of the
+/// TTL. A failed one is retried at the next tick; a lease lost meanwhile is
+/// caught by the lock-key compare of the write.
+fn keep_alive(store: &EtcdStore, id: i64) -> tokio::task::JoinHandle<()> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let period = Duration::from_secs(LOCK_TTL_SECS as u64) / 3;
+        loop {
+            tokio::time::sleep(period).await;
+            let _ = store
+                .call("keep a lock's lease alive", |mut c| async move {
+                    c.lease_keep_alive(id).await.map(drop)
+                })
+                .await;
+        }
+    })
+}
+
+impl EtcdStore {
+    /// The two gets that read a sequence's row, for the end of a transaction.
+    fn row_gets(&self, name: &str) -> [TxnOp; 2] {
+        [
+            TxnOp::get(self.seq_key(name), None),
+            TxnOp::get(self.next_key(name), None),
+        ]
+    }
+
+    /// Reads the row from the two gets starting at response `at`.
+    fn row_from(
+        &self,
+        name: &str,
+        resp: &[TxnOpResponse],
+        at: usize,
+    ) -> Result<Option<SequenceRow>> {
+        let spec = first_kv(resp, at)?;
+        let next = first_kv(resp, at + 1)?;
+        self.build_row(name, spec.as_ref(), next.as_ref())
+    }
+
+    fn build_row(
+        &self,
+        name: &str,
+        spec: Option<&KeyValue>,
+        next: Option<&KeyValue>,
+    ) -> Result<Option<SequenceRow>> {
+        let (spec_kv, next_kv) = match (spec, next) {
+            (None, None) => return Ok(None),
+            (Some(s), Some(n)) => (s, n),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(Error::Corrupt(format!(
+                    "sequence {name:?} under etcd prefix {:?} has only one of its two keys ({} and {}); \
+                     something other than keysmith changed them: drop the sequence and create it again",
+                    self.prefix,
+                    self.seq_key(name),
+                    self.next_key(name)
+                )));
+            }
+        };
+        let spec: SpecValue = serde_json::from_slice(spec_kv.value()).map_err(|e| {
+            Error::Corrupt(format!(
+                "etcd key {} does not hold a keysmith sequence ({e}); drop the sequence and create it again",
+                self.seq_key(name)
+            ))
+        })?;
+        let next: i64 = std::str::from_utf8(next_kv.value())
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "etcd key {} holds {:?}, not a number; drop the sequence and create it again",
+                    self.next_key(name),
+                    String::from_utf8_lossy(next_kv.value())
+                ))
+            })?;
+        let valid = 0 <= spec.start
+            && spec.start <= spec.max
+            && spec.max <= crate::store::MAX_VALUE
+            && spec.start <= next
+            && next <= spec.max + 1
+            && spec.block >= 1
+            && next_kv.version() >= 1;
+        if !valid {
+            return Err(Error::Corrupt(format!(
+                "sequence {name:?} in etcd is inconsistent (start {}, max {}, block {}, next {}); \
+                 drop it and create it again",
+                spec.start, spec.max, spec.block, next
+            )));
+        }
+        Ok(Some(SequenceRow {
+            name: name.to_owned(),
+            next,
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+            version: next_kv.version() as u64,
+        }))
+    }
+
+    async fn read_row(&self, name: &str) -> Result<Option<SequenceRow>> {
+        let resp = self
+            .txn("read", Txn::new().and_then(self.row_gets(name)))
+            .await?;
+        self.row_from(name, &resp.op_responses(), 0)
+    }
+
+    /// One compare-and-put of `next` from `row`: `Ok(Ok(reservation))` on
+    /// success, `Ok(Err(current row))` on a conflict. `extra` compares are
+    /// added (the lock key); `extra_gets` are read on failure after the row.
+    async fn try_reserve(
+        &self,
+        row: &SequenceRow,
+        n: i64,
+        extra: Option<Compare>,
+        extra_gets: Vec<TxnOp>,
+    ) -> Result<std::result::Result<Reservation, (Option<SequenceRow>, Vec<TxnOpResponse>)>> {
+        let plan = row.plan(n)?;
+        let Ok(expected) = i64::try_from(row.version) else {
+            return Err(Error::Corrupt(format!(
+                "sequence {:?}: version {} is out of etcd's range",
+                row.name, row.version
+            )));
+        };
+        let mut when = vec![Compare::version(
+            self.next_key(&row.name),
+            CompareOp::Equal,
+            expected,
+        )];
+        when.extend(extra);
+        let mut otherwise = self.row_gets(&row.name).to_vec();
+        otherwise.extend(extra_gets);
+        let txn = Txn::new()
+            .when(when)
+            .and_then([TxnOp::put(
+                self.next_key(&row.name),
+                plan.end.to_string(),
+                None,
+            )])
+            .or_else(otherwise);
+        let resp = self.txn("reserve", txn).await?;
+        if resp.succeeded() {
+            return Ok(Ok(plan));
+        }
+        let ops = resp.op_responses();
+        let current = self.row_from(&row.name, &ops, 0)?;
+        Ok(Err((current, ops)))
+    }
+
+    async fn release(&self, lease: &mut LeaseGuard) {
+        if let Some(task) = lease.keep_alive.take() {
+            task.abort();
+        }
+        let id = lease.id;
+        // Revoking deletes the lock key, which releases the lock. If this fails
+        // the lease (and with it the lock) expires after LOCK_TTL_SECS.
+        match self
+            .call(
+                "release a lock",
+                |mut c| async move { c.lease_revoke(id).await },
+            )
+            .await
+        {
+            Ok(_) => lease.released = true,
+            Err(e) => tracing::warn!(lease = lease.id, error = %e, "cannot revoke lease"),
+        }
+    }
+
+    /// One locked reservation: `Ok(None)` when the lock was lost before the
+    /// write (the caller takes it again).
+    async fn reserve_under_lock(
+        &self,
+        name: &str,
+        n: i64,
+        lock_key: &[u8],
+    ) -> Result<Option<Reservation>> {
+        let mut row = self
+            .read_row(name)
+            .await?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        // Other strategies may write between our read and our put: we keep the
+        // lock and retry from the row the transaction returns.
+        for _ in 0..ATOMIC_ATTEMPTS {
+            let still_held = Compare::version(lock_key.to_vec(), CompareOp::Greater, 0);
+            let lock_get = TxnOp::get(lock_key.to_vec(), Some(GetOptions::new().with_keys_only()));
+            match self
+                .try_reserve(&row, n, Some(still_held), vec![lock_get])
+                .await?
+            {
+                Ok(r) => return Ok(Some(r)),
+                Err((current, ops)) => {
+                    if first_kv(&ops, 2)?.is_none() {
+                        return Ok(None);
+                    }
+                    row = current.ok_or_else(|| Error::not_found("sequence", name))?;
+                }
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
+    }
+}
+
+#[async_trait]
+impl SequenceStore for EtcdStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
+        let value = serde_json::to_vec(&SpecValue {
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+        })
+        .map_err(|e| Error::invalid(format!("cannot encode sequence {:?}: {e}", spec.name)))?;
+        let txn = Txn::new()
+            .when([
+                Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
+                Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
+            ])
+            .and_then([
+                TxnOp::put(self.seq_key(&spec.name), value, None),
+                TxnOp::put(self.next_key(&spec.name), spec.start.to_string(), None),
+            ])
+            .or_else(self.row_gets(&spec.name));
+        let resp = self.txn("create a sequence", txn).await?;
+        if !resp.succeeded() {
+            // Tells a half-written leftover (Corrupt) from a real sequence.
+            self.row_from(&spec.name, &resp.op_responses(), 0)?;
+            return Err(Error::AlreadyExists {
+                kind: "sequence",
+                name: spec.name.clone(),
+            });
+        }
+        Ok(SequenceRow {
+            name: spec.name.clone(),
+            next: spec.start,
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+            version: 1,
+        })
+    }
+
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
+        self.read_row(name).await
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        let gets = self.row_gets(name);
+        let txn = match i64::try_from(expected) {
+            Ok(expected) => Txn::new()
+                .when([Compare::version(
+                    self.next_key(name),
+                    CompareOp::Equal,
+                    expected,
+                )])
+                .and_then([
+                    TxnOp::put(self.next_key(name), new_next.to_string(), None),
+                    gets[0].clone(),
+                    gets[1].clone(),
+                ])
+                .or_else(gets),
+            // No etcd version is that large: a plain read, reported as a conflict.
+            Err(_) => Txn::new().and_then(gets),
+        };
+        let resp = self.txn("write a sequence", txn).await?;
+        let ops = resp.op_responses();
+        if resp.succeeded() && ops.len() == 3 {
+            let row = self
+                .row_from(name, &ops, 1)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok(Put::Done(row))
+        } else {
+            let row = self
+                .row_from(name, &ops, 0)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok(Put::Conflict(row))
+        }
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        for _ in 0..LOCK_ATTEMPTS {
+            let granted = self
+                .call("grant a lease", |mut c| async move {
+                    c.lease_grant(LOCK_TTL_SECS, None).await
+                })
+                .await?;
+            let mut lease = LeaseGuard {
+                id: granted.id(),
+                store: self.clone(),
+                keep_alive: Some(keep_alive(self, granted.id())),
+                released: false,
+            };
+            let (lock_name, id) = (self.lock_name(name), lease.id);
+            let locked = self
+                .call_within("take a lock", LOCK_WAIT, |mut c| {
+                    let lock_name = lock_name.clone();
+                    async move {
+                        c.lock(lock_name, Some(LockOptions::new().with_lease(id)))
+                            .await
+                    }
+                })
+                .await;
+            let outcome = match locked {
+                Ok(resp) => self.reserve_under_lock(name, n, resp.key()).await,
+                Err(e) => Err(e),
+            };
+            self.release(&mut lease).await;
+            match outcome? {
+                Some(r) => return Ok(r),
+                None => tracing::warn!(
+                    sequence = name,
+                    "lost the etcd lock (lease expired) before writing; taking it again"
+                ),
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: LOCK_ATTEMPTS,
+        })
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        let mut row = self
+            .read_row(name)
+            .await?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        for _ in 0..ATOMIC_ATTEMPTS {
+            match self.try_reserve(&row, n, None, Vec::new()).await? {
+                Ok(r) => return Ok(r),
+                Err((current, _)) => {
+                    row = current.ok_or_else(|| Error::not_found("sequence", name))?;
+                }
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
+    }
+
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
+        let seq = format!("{}seq/", self.prefix);
+        let next = format!("{}next/", self.prefix);
+        let txn = Txn::new().and_then([
+            TxnOp::get(seq.clone(), Some(GetOptions::new().with_prefix())),
+            TxnOp::get(next.clone(), Some(GetOptions::new().with_prefix())),
+        ]);
+        let resp = self.txn("list sequences", txn).await?;
+        let ops = resp.op_responses();
+        let specs = kvs(&ops, 0)?;
+        let mut nexts: std::collections::BTreeMap<Vec<u8>, KeyValue> = kvs(&ops, 1)?
+            .into_iter()
+            .filter_map(|kv| {
+                let name = kv.key().strip_prefix(next.as_bytes())?.to_vec();
+                Some((name, kv))
+            })
+            .collect();
+        let mut rows = Vec::with_capacity(specs.len());
+        for kv in &specs {
+            let raw = &kv.key()[seq.len()..];
+            let name = std::str::from_utf8(raw).map_err(|_| {
+                Error::Corrupt(format!(
+                    "etcd key {:?} is not a keysmith sequence name",
+                    String::from_utf8_lossy(kv.key())
+                ))
+            })?;
+            let next_kv = nexts.remove(raw);
+            if let Some(row) = self.build_row(name, Some(kv), next_kv.as_ref())? {
+                rows.push(row);
+            }
+        }
+        if let Some(orphan) = nexts.keys().next() {
+            let name = String::from_utf8_lossy(orphan).into_owned();
+            return Err(self
+                .build_row(&name, None, Some(&nexts[orphan]))
+                .unwrap_err());
+        }
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(rows)
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        let txn = Txn::new()
+            .when([Compare::version(self.seq_key(name), CompareOp::Greater, 0)])
+            .and_then([
+                TxnOp::delete(self.seq_key(name), None),
+                TxnOp::delete(self.next_key(name), None),
+            ]);
+        if self.txn("drop a sequence", txn).await?.succeeded() {
+            Ok(())
+        } else {
+            Err(Error::not_found("sequence", name))
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! PostgreSQL: the [`PoolStore`] half of the contract.
+
+use super::*;
+
+impl PostgresStore {
+    fn pool_row(&self, r: &tokio_postgres::Row) -> Result<PoolRow> {
+        let bad = |e: tokio_postgres::Error| self.pg(&e);
+        Ok(PoolRow {
+            name: r.try_get(0).map_err(bad)?,
+            start: r.try_get(1).map_err(bad)?,
+            size: r.try_get(2).map_err(bad)?,
+        })
+    }
+}
+
+#[async_trait]
+impl PoolStore for PostgresStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let last = match (start >= 0, size >= 0, start.checked_add(size)) {
+            (true, true, Some(_)) => start + size - 1,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
+                )));
+            }
+        };
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                match c
+                    .execute(&self.sql.pool_create, &[&name, &start, &size, &last])
+                    .await
+                {
+                    Ok(_) => Ok(PoolRow {
+                        name: name.to_owned(),
+                        start,
+                        size,
+                    }),
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        Err(Error::AlreadyExists {
+                            kind: "pool",
+                            name: name.to_owned(),
+                        })
+                    }
+                    Err(e) => Err(self.pg(&e)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_opt(&self.sql.pool_read, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                r.map(|r| self.pool_row(&r)).transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.pool_sample)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                // The size this store saw last, or a read of it; then as long
+                // as the statement reports another size (the pool was dropped
+                // and created again), draw again from that one.
+                let mut size = match self.pool_sizes.get(name) {
+                    Some(size) => size,
+                    None => match c
+                        .query_opt(&self.sql.pool_read, &[&name])
+                        .await
+                        .map_err(bad)?
+                    {
+                        Some(r) => self.pool_row(&r)?.size,
+                        None => return Err(Error::not_found("pool", name)),
+                    },
+                };
+                for _ in 0..MAX_RERUNS {
+                    let slots = crate::store::sample_slots(size, k);
+                    let r = c.query_one(&st, &[&name, &slots]).await.map_err(bad)?;
+                    let Some(seen) = r.try_get::<_, Option<i64>>(0).map_err(bad)? else {
+                        self.pool_sizes.forget(name);
+                        return Err(Error::not_found("pool", name));
+                    };
+                    self.pool_sizes.remember(name, seen);
+                    if seen != size {
+                        size = seen;
+                        continue;
+                    }
+                    let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
+                    if picked.len() != slots.len() {
+                        return Err(Error::Corrupt(format!(
+                            "PostgreSQL at {}, schema {:?}: pool {name:?} of size {size} has {} of the {} slots drawn; the keysmith tables were changed outside keysmith: drop the pool and create it again",
+                            self.target,
+                            self.schema,
+                            picked.len(),
+                            slots.len()
+                        )));
+                    }
+                    // The index returns slot order; callers get random order.
+                    picked.shuffle(&mut rand::rng());
+                    return Ok(picked);
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.pool_swap)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let r = match c.query_one(&st, &[&name, &take, &put]).await {
+                    Ok(r) => r,
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        return Err(Error::Corrupt(format!(
+                            "pool {name:?} already holds {put}, which it should not yet"
+                        )));
+                    }
+                    Err(e) => return Err(self.pg(&e)),
+                };
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let exists: bool = r.try_get(0).map_err(bad)?;
+                let swapped: i64 = r.try_get(1).map_err(bad)?;
+                match (exists, swapped) {
+                    (_, 1) => Ok(true),
+                    (true, _) => Ok(false),
+                    (false, _) => Err(Error::not_found("pool", name)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_one(&self.sql.pool_members, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let exists: bool = r.try_get(0).map_err(bad)?;
+                if !exists {
+                    return Err(Error::not_found("pool", name));
+                }
+                r.try_get(1).map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_pools(&self) -> Result<Vec<PoolRow>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let rows = c
+                    .query(&self.sql.pool_list, &[])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                rows.iter().map(|r| self.pool_row(r)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn drop_pool(&self, name: &str) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let n = c
+                    .execute(&self.sql.pool_drop, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                self.pool_sizes.forget(name);
+                if n == 0 {
+                    Err(Error::not_found("pool", name))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+}

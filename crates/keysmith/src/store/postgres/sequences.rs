@@ -1,0 +1,216 @@
+//! PostgreSQL: the [`SequenceStore`] half of the contract.
+
+use super::*;
+
+impl PostgresStore {
+    fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<SequenceRow> {
+        let bad = |e: tokio_postgres::Error| self.pg(&e);
+        let version: i64 = r.try_get(at + 5).map_err(bad)?;
+        Ok(SequenceRow {
+            name: r.try_get(at).map_err(bad)?,
+            next: r.try_get(at + 1).map_err(bad)?,
+            start: r.try_get(at + 2).map_err(bad)?,
+            max: r.try_get(at + 3).map_err(bad)?,
+            block: r.try_get(at + 4).map_err(bad)?,
+            version: u64::try_from(version).map_err(|_| {
+                Error::Corrupt(format!(
+                    "PostgreSQL at {}: a sequence has version {version}, below 1",
+                    self.target
+                ))
+            })?,
+        })
+    }
+
+    async fn read_on(&self, c: &ClientWrapper, name: &str) -> Result<Option<SequenceRow>> {
+        let st = c
+            .prepare_cached(&self.sql.read)
+            .await
+            .map_err(|e| self.pg(&e))?;
+        let r = c.query_opt(&st, &[&name]).await.map_err(|e| self.pg(&e))?;
+        r.map(|r| self.row(&r, 0)).transpose()
+    }
+}
+
+#[async_trait]
+impl SequenceStore for PostgresStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
+        spec.validate()?;
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.create)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                match c
+                    .query_one(&st, &[&spec.name, &spec.start, &spec.max, &spec.block])
+                    .await
+                {
+                    Ok(r) => self.row(&r, 0),
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        Err(Error::AlreadyExists {
+                            kind: "sequence",
+                            name: spec.name.clone(),
+                        })
+                    }
+                    Err(e) => Err(self.pg(&e)),
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
+        let c = self.client().await?;
+        let out = self.deadline(self.read_on(&c, name)).await;
+        self.settle(c, out)
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let Ok(expected_i) = i64::try_from(expected) else {
+                    // No stored version is that large: it cannot match.
+                    return match self.read_on(&c, name).await? {
+                        Some(row) => Ok(Put::Conflict(row)),
+                        None => Err(Error::not_found("sequence", name)),
+                    };
+                };
+                let st = c
+                    .prepare_cached(&self.sql.put_if_version)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                for _ in 0..MAX_RERUNS {
+                    let rows = c
+                        .query(&st, &[&name, &new_next, &expected_i])
+                        .await
+                        .map_err(|e| self.pg(&e))?;
+                    let Some(r) = rows.first() else {
+                        return Err(Error::not_found("sequence", name));
+                    };
+                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+                    let row = self.row(r, 1)?;
+                    if done {
+                        return Ok(Put::Done(row));
+                    }
+                    if row.version != expected {
+                        return Ok(Put::Conflict(row));
+                    }
+                    // The row we were shown still has the version we expected,
+                    // so the write should have matched: run it again.
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        crate::store::check_count("count", n)?;
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let lock = c
+                    .prepare_cached(&self.sql.lock_row)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let write = c
+                    .prepare_cached(&self.sql.write_next)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                let Some(r) = tx
+                    .query_opt(&lock, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?
+                else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let plan = self.row(&r, 0)?.plan(n)?;
+                let version = i64::try_from(plan.version)
+                    .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
+                tx.execute(&write, &[&name, &plan.end, &version])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                tx.commit().await.map_err(|e| self.pg(&e))?;
+                Ok(plan)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        crate::store::check_count("count", n)?;
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let st = c
+                    .prepare_cached(&self.sql.reserve_atomic)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let r = match c.query_one(&st, &[&name, &n]).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return Err(match e.code() {
+                            Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
+                            Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
+                                let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
+                                Error::Exhausted {
+                                    name: name.to_owned(),
+                                    max,
+                                }
+                            }
+                            _ => bad(e),
+                        });
+                    }
+                };
+                let version: i64 = r.try_get(2).map_err(bad)?;
+                Ok(Reservation {
+                    start: r.try_get(0).map_err(bad)?,
+                    end: r.try_get(1).map_err(bad)?,
+                    version: u64::try_from(version).map_err(|_| {
+                        Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
+                    })?,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let rows = c
+                    .query(&self.sql.list, &[])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                rows.iter().map(|r| self.row(r, 0)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let n = c
+                    .execute(&self.sql.drop, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                if n == 0 {
+                    Err(Error::not_found("sequence", name))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        self.settle(c, out)
+    }
+}

@@ -1,0 +1,216 @@
+//! The sequence half of the store contract: [`SequenceStore`] and the rows,
+//! specs and reservations it speaks in.
+//!
+//! The arithmetic of a reservation ([`SequenceRow::plan`]) and the bounds of
+//! a spec live here, once, so no backend writes them again.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::MAX_VALUE;
+use crate::{Error, Result};
+
+/// The largest number of values one reservation may ask for.
+pub const MAX_RESERVATION: i64 = 1 << 40;
+
+/// The first value of a sequence created without one.
+pub const DEFAULT_START: i64 = 1;
+
+/// The block size of a sequence created without one.
+pub const DEFAULT_BLOCK: i64 = 100;
+
+/// What a new sequence looks like.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SequenceSpec {
+    /// Its name; see [`crate::validate_name`].
+    pub name: String,
+    /// The first value handed out.
+    pub start: i64,
+    /// The last value handed out (inclusive).
+    pub max: i64,
+    /// The default block size of handles opened on it.
+    pub block: i64,
+}
+
+impl SequenceSpec {
+    /// A spec with the defaults: start [`DEFAULT_START`], maximum
+    /// [`MAX_VALUE`] and block [`DEFAULT_BLOCK`]. The CLI and the server
+    /// take their defaults from here.
+    pub fn new(name: impl Into<String>) -> Self {
+        SequenceSpec {
+            name: name.into(),
+            start: DEFAULT_START,
+            max: MAX_VALUE,
+            block: DEFAULT_BLOCK,
+        }
+    }
+
+    /// Checks name and bounds: `0 <= start <= max <= MAX_VALUE`,
+    /// `1 <= block <= MAX_RESERVATION`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] or [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        crate::validate_name(&self.name)?;
+        if self.start < 0 {
+            return Err(Error::invalid(format!(
+                "start must be 0 or more, got {}",
+                self.start
+            )));
+        }
+        if self.max > MAX_VALUE {
+            return Err(Error::invalid(format!(
+                "max must be at most {MAX_VALUE}, got {}",
+                self.max
+            )));
+        }
+        if self.start > self.max {
+            return Err(Error::invalid(format!(
+                "start ({}) must not be above max ({})",
+                self.start, self.max
+            )));
+        }
+        check_count("block", self.block)?;
+        Ok(())
+    }
+}
+
+/// A sequence as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SequenceRow {
+    /// The sequence's name.
+    pub name: String,
+    /// The next value nobody has reserved; `max + 1` once exhausted.
+    pub next: i64,
+    /// The first value the sequence was created with.
+    pub start: i64,
+    /// The last value it may hand out.
+    pub max: i64,
+    /// The default block size.
+    pub block: i64,
+    /// Bumped by every change of `next`; the basis of optimistic allocation.
+    pub version: u64,
+}
+
+impl SequenceRow {
+    /// How many values are left to reserve.
+    pub fn remaining(&self) -> i64 {
+        // next <= max + 1 and max + 1 <= i64::MAX, next >= 0: cannot overflow.
+        self.max + 1 - self.next
+    }
+
+    /// Plans a reservation of up to `n` values from this row: the half-open
+    /// range to hand out. Near the maximum the range is shorter than `n`.
+    ///
+    /// # Errors
+    /// [`Error::Exhausted`] when nothing is left.
+    pub fn plan(&self, n: i64) -> Result<Reservation> {
+        let left = self.remaining();
+        if left <= 0 {
+            return Err(Error::Exhausted {
+                name: self.name.clone(),
+                max: self.max,
+            });
+        }
+        let take = n.min(left);
+        Ok(Reservation {
+            start: self.next,
+            end: self.next + take,
+            version: self.version + 1,
+        })
+    }
+}
+
+/// A range of values reserved durably for one caller: `start..end`, and the
+/// row version the reservation left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    /// First value (inclusive).
+    pub start: i64,
+    /// One past the last value.
+    pub end: i64,
+    /// The row's version right after this reservation was committed.
+    pub version: u64,
+}
+
+impl Reservation {
+    /// Number of values reserved.
+    pub fn len(&self) -> i64 {
+        self.end - self.start
+    }
+
+    /// Whether the range is empty (never true for a reservation a store returns).
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// The outcome of [`SequenceStore::put_if_version`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// The row was written; this is the row now stored.
+    Done(SequenceRow),
+    /// The version did not match; this is the row the store holds, so the
+    /// caller can retry without reading again.
+    Conflict(SequenceRow),
+}
+
+/// What a backend does for sequences. Names given to these methods have been
+/// validated by the caller; counts are in `1..=MAX_RESERVATION`. Every write
+/// is durable when the method returns.
+#[async_trait]
+pub trait SequenceStore: Send + Sync + std::fmt::Debug {
+    /// Creates a sequence with `next = spec.start` and version 1.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if a sequence of that name exists.
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow>;
+
+    /// The row of a sequence, or `None`.
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>>;
+
+    /// Sets `next` to `new_next` and bumps the version, only if the version is
+    /// still `expected_version`. On a mismatch nothing changes and the current
+    /// row comes back.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn put_if_version(&self, name: &str, new_next: i64, expected_version: u64)
+    -> Result<Put>;
+
+    /// Reserves up to `n` values under a row lock (SELECT ... FOR UPDATE,
+    /// BEGIN IMMEDIATE, a lease-held lock), committed before it returns.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`].
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// Reserves up to `n` values with one server-side statement.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`].
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// Every sequence, ordered by name.
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;
+
+    /// Removes a sequence.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is none.
+    async fn drop_sequence(&self, name: &str) -> Result<()>;
+}
+
+/// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `what`.
+pub(crate) fn check_count(what: &str, n: i64) -> Result<()> {
+    if (1..=MAX_RESERVATION).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what} must be between 1 and {MAX_RESERVATION}, got {n}"
+        )))
+    }
+}

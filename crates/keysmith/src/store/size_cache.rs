@@ -1,0 +1,75 @@
+//! What a backend remembers of each pool it touched (its size, or more): a
+//! bounded map shared by the backends that cache pool metadata (PostgreSQL,
+//! etcd), written once here.
+//!
+//! Never trusted on its own: the backends check what they remembered in the
+//! same statement or transaction that uses it, and forget an entry that
+//! turned out stale.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// How many pools a cache remembers before it forgets them all.
+const CAPACITY: usize = 4096;
+
+/// A bounded map from pool name to what was last read of that pool. When
+/// full it is cleared rather than evicting one by one: a cache miss costs one
+/// read, and the common case is a handful of pools.
+#[derive(Debug, Default)]
+pub(crate) struct PoolMetaCache<V> {
+    map: Mutex<HashMap<String, V>>,
+}
+
+impl<V: Copy + PartialEq> PoolMetaCache<V> {
+    pub(crate) fn new() -> Self {
+        PoolMetaCache {
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, V>> {
+        // The map holds plain values: a panic elsewhere cannot leave it torn.
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What was last remembered of `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<V> {
+        self.map().get(name).copied()
+    }
+
+    /// Remembers `value` for `name`.
+    pub(crate) fn remember(&self, name: &str, value: V) {
+        let mut map = self.map();
+        if map.get(name) == Some(&value) {
+            return;
+        }
+        if map.len() >= CAPACITY {
+            map.clear();
+        }
+        map.insert(name.to_owned(), value);
+    }
+
+    /// Forgets `name` (dropped, or found stale).
+    pub(crate) fn forget(&self, name: &str) {
+        self.map().remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembers_forgets_and_stays_bounded() {
+        let c = PoolMetaCache::new();
+        c.remember("a", 1_i64);
+        assert_eq!(c.get("a"), Some(1));
+        c.forget("a");
+        assert_eq!(c.get("a"), None);
+        for i in 0..=CAPACITY {
+            c.remember(&i.to_string(), 7);
+        }
+        assert!(c.map().len() <= CAPACITY);
+        assert_eq!(c.get(&CAPACITY.to_string()), Some(7));
+    }
+}

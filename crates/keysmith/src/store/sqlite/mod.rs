@@ -1,0 +1,270 @@
+//! The embedded default: one SQLite file, safe for many processes.
+//!
+//! The file is opened in WAL mode with `synchronous=FULL`, so a committed
+//! reservation survives a power cut, and with a busy timeout, so processes
+//! sharing the file wait for each other instead of failing. Every write runs in
+//! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front: the locked
+//! strategy is exactly that, and the optimistic and atomic ones get their
+//! conditional put and their single statement inside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+
+use super::{
+    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+};
+use crate::{Error, Result};
+
+mod pools;
+mod sequences;
+
+/// How long a writer waits for another process's write lock, by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The schema version this code writes; older files are migrated on open.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS keysmith_meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keysmith_sequences (
+    name      TEXT PRIMARY KEY,
+    next      INTEGER NOT NULL,
+    start     INTEGER NOT NULL,
+    max       INTEGER NOT NULL,
+    block     INTEGER NOT NULL,
+    version   INTEGER NOT NULL,
+    -- `next` before the last change: lets the atomic UPDATE return its range.
+    prev_next INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keysmith_pools (
+    name  TEXT PRIMARY KEY,
+    start INTEGER NOT NULL,
+    size  INTEGER NOT NULL
+);
+-- One member per slot: slot s holds the member equal to start + s (mod size).
+CREATE TABLE IF NOT EXISTS keysmith_pool_members (
+    pool  TEXT NOT NULL,
+    slot  INTEGER NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (pool, slot)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS keysmith_pool_members_value
+    ON keysmith_pool_members (pool, value);
+";
+
+const ROW_COLUMNS: &str = "name, next, start, max, block, version";
+
+/// A store in one SQLite file. Cheap to clone handles to: share it as
+/// `Arc<dyn Store>`.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, waiting up to
+    /// [`DEFAULT_BUSY_TIMEOUT`] for other processes' write locks.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty path, [`Error::Unavailable`] when
+    /// the file cannot be opened or is locked, [`Error::Corrupt`] when it is not
+    /// a keysmith database.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT).await
+    }
+
+    /// Opens a store from the part of a `sqlite://` URL after the scheme:
+    /// `PATH[?busy_timeout_ms=N]`.
+    ///
+    /// # Errors
+    /// As [`Self::open`], and [`Error::InvalidArgument`] for an unknown or
+    /// malformed parameter.
+    pub async fn open_url(rest: &str) -> Result<Self> {
+        let (path, timeout) = parse_url(rest)?;
+        Self::open_with_timeout(path, timeout).await
+    }
+
+    /// Opens the database at `path`, waiting up to `busy_timeout` for other
+    /// processes' write locks before failing with [`Error::Unavailable`].
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    pub async fn open_with_timeout(path: impl AsRef<Path>, busy_timeout: Duration) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if path.as_os_str().is_empty() {
+            return Err(Error::invalid(
+                "sqlite store URL has no path; use sqlite://keysmith.db or sqlite:///abs/path.db",
+            ));
+        }
+        let p = path.clone();
+        let conn = tokio::task::spawn_blocking(move || open_connection(&p, busy_timeout))
+            .await
+            .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
+            .map_err(|e| with_path(e, &path))?;
+        Ok(SqliteStore {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on the blocking pool.
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let conn = Arc::clone(&self.conn);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut conn).map_err(|e| with_path(e, &path))
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("sqlite worker failed: {e}")))?
+    }
+
+    /// Runs `f` inside `BEGIN IMMEDIATE ... COMMIT`.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.run(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_err)?;
+            let out = f(&tx)?;
+            tx.commit().map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// The path and busy timeout of an `sqlite://` URL, given what follows the
+/// scheme: `PATH[?busy_timeout_ms=N]`. For code that opens its own
+/// connection to a store's file (the shard set).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an unknown or malformed parameter.
+pub(crate) fn parse_url(rest: &str) -> Result<(PathBuf, Duration)> {
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut timeout = DEFAULT_BUSY_TIMEOUT;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("busy_timeout_ms", v)) => {
+                let ms: u64 = v.parse().map_err(|_| {
+                    Error::invalid(format!(
+                        "sqlite URL: busy_timeout_ms must be a whole number of milliseconds, got {v:?}"
+                    ))
+                })?;
+                timeout = Duration::from_millis(ms);
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "sqlite URL: unknown parameter {pair:?}; the only one is busy_timeout_ms=N"
+                )));
+            }
+        }
+    }
+    Ok((PathBuf::from(path), timeout))
+}
+
+fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(db_err)?;
+    conn.busy_timeout(busy_timeout).map_err(db_err)?;
+    // WAL lets readers run beside a writer; FULL syncs the WAL on every commit,
+    // so a reservation is on disk before its first value is returned.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(db_err)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Unavailable(format!(
+            "cannot switch to WAL mode (got {mode}); is the file on a network file system?"
+        )));
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+        .map_err(db_err)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> Result<()> {
+    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA}"))
+        .map_err(db_err)?;
+    let result = (|| {
+        let found: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM keysmith_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        match found {
+            None => {
+                conn.execute(
+                    "INSERT INTO keysmith_meta (key, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION],
+                )
+                .map_err(db_err)?;
+            }
+            Some(v) if v == SCHEMA_VERSION => {}
+            Some(v) => {
+                return Err(Error::Corrupt(format!(
+                    "schema version {v} is newer than this keysmith understands ({SCHEMA_VERSION}); upgrade keysmith"
+                )));
+            }
+        }
+        Ok(())
+    })();
+    let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    conn.execute_batch(end).map_err(db_err)?;
+    result
+}
+
+/// Maps a SQLite error to what a caller can act on.
+fn db_err(e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Unavailable(format!(
+            "database is locked by another process ({e}); retry, or stop the process holding it"
+        )),
+        Some(ErrorCode::NotADatabase) => {
+            Error::Corrupt(format!("not a keysmith database ({e}); check the path"))
+        }
+        Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt(format!("{e}")),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+            Error::Unavailable(format!(
+                "cannot open or write the database ({e}); check the path and its permissions"
+            ))
+        }
+        _ => Error::Unavailable(e.to_string()),
+    }
+}
+
+fn with_path(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Unavailable(m) => Error::Unavailable(format!("{}: {m}", path.display())),
+        Error::Corrupt(m) => Error::Corrupt(format!("{}: {m}", path.display())),
+        other => other,
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<()> {
+        self.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_err))
+            .await
+    }
+}

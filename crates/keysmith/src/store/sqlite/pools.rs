@@ -1,0 +1,160 @@
+//! SQLite: the [`PoolStore`] half of the contract.
+
+use super::*;
+
+#[async_trait]
+impl PoolStore for SqliteStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let inserted = tx
+                .execute(
+                    "INSERT INTO keysmith_pools (name, start, size) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO NOTHING",
+                    params![name, start, size],
+                )
+                .map_err(db_err)?;
+            if inserted == 0 {
+                return Err(Error::AlreadyExists {
+                    kind: "pool",
+                    name: name.clone(),
+                });
+            }
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO keysmith_pool_members (pool, slot, value) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(db_err)?;
+            for slot in 0..size {
+                ins.execute(params![name, slot, start + slot])
+                    .map_err(db_err)?;
+            }
+            Ok(PoolRow { name, start, size })
+        })
+        .await
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        let name = name.to_owned();
+        self.run(move |conn| match require_pool(conn, &name) {
+            Ok(p) => Ok(Some(p)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .await
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            let pool = require_pool(conn, &name)?;
+            let slots = crate::store::sample_slots(pool.size, k);
+            let mut s = conn
+                .prepare_cached(
+                    "SELECT value FROM keysmith_pool_members
+                     WHERE pool = ?1 AND slot IN (SELECT value FROM json_each(?2))",
+                )
+                .map_err(db_err)?;
+            let slots = serde_json::to_string(&slots).map_err(|e| Error::Corrupt(e.to_string()))?;
+            let out = s
+                .query_map(params![name, slots], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<i64>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            require_pool(tx, &name)?;
+            // The member keeps its slot: put = take + size (see the contract).
+            let swapped = tx
+                .prepare_cached(
+                    "UPDATE keysmith_pool_members SET value = ?3 WHERE pool = ?1 AND value = ?2",
+                )
+                .and_then(|mut s| s.execute(params![name, take, put]))
+                .map_err(|e| match e.sqlite_error_code() {
+                    Some(ErrorCode::ConstraintViolation) => Error::Corrupt(format!(
+                        "pool {name:?} already holds {put}, which it should not yet"
+                    )),
+                    _ => db_err(e),
+                })?;
+            Ok(swapped == 1)
+        })
+        .await
+    }
+
+    async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            require_pool(conn, &name)?;
+            let mut s = conn
+                .prepare_cached(
+                    "SELECT value FROM keysmith_pool_members WHERE pool = ?1 ORDER BY value",
+                )
+                .map_err(db_err)?;
+            let out = s
+                .query_map([&name], |r| r.get(0))
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<i64>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn list_pools(&self) -> Result<Vec<PoolRow>> {
+        self.run(|conn| {
+            let mut s = conn
+                .prepare_cached("SELECT name, start, size FROM keysmith_pools ORDER BY name")
+                .map_err(db_err)?;
+            let out = s
+                .query_map([], |r| {
+                    Ok(PoolRow {
+                        name: r.get(0)?,
+                        start: r.get(1)?,
+                        size: r.get(2)?,
+                    })
+                })
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn drop_pool(&self, name: &str) -> Result<()> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            if tx
+                .execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
+                .map_err(db_err)?
+                == 0
+            {
+                return Err(Error::not_found("pool", &name));
+            }
+            tx.execute("DELETE FROM keysmith_pool_members WHERE pool = ?1", [&name])
+                .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn require_pool(conn: &Connection, name: &str) -> Result<PoolRow> {
+    conn.prepare_cached("SELECT name, start, size FROM keysmith_pools WHERE name = ?1")
+        .and_then(|mut s| {
+            s.query_row([name], |r| {
+                Ok(PoolRow {
+                    name: r.get(0)?,
+                    start: r.get(1)?,
+                    size: r.get(2)?,
+                })
+            })
+            .optional()
+        })
+        .map_err(db_err)?
+        .ok_or_else(|| Error::not_found("pool", name))
+}
