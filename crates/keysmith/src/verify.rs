@@ -40,7 +40,7 @@ use serde::Serialize;
 
 use crate::pool::{self, ValuePool};
 use crate::sequence::{self, Sequence};
-use crate::store::{MAX_VALUE, PoolSpec, SequenceSpec, Store};
+use crate::store::{PoolSpec, SequenceSpec, Store};
 use crate::{Error, Result};
 
 /// The block size of the scratch sequence: small, so blocks change often and
@@ -85,10 +85,8 @@ pub struct Scratch {
 pub async fn create_scratch(store: &dyn Store) -> Result<Scratch> {
     let name = format!("keysmith-verify-{:016x}", rand::random::<u64>());
     let spec = SequenceSpec {
-        name: name.clone(),
-        start: 1,
-        max: MAX_VALUE,
         block: SCRATCH_BLOCK,
+        ..SequenceSpec::new(name.clone())
     };
     sequence::create(store, &spec).await?;
     if let Err(e) = pool::create(

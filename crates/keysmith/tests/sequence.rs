@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use keysmith::Error;
-use keysmith::sequence::{self, Sequence, Strategy};
+use keysmith::sequence::{self, Sequence};
 use keysmith::store::{MAX_VALUE, SequenceSpec, Store, memory::MemoryStore, sqlite::SqliteStore};
 
 async fn sqlite() -> (tempfile::TempDir, Arc<dyn Store>) {
@@ -88,48 +88,6 @@ async fn bad_arguments_are_rejected_before_the_store() {
     );
 }
 
-/// Optimistic handles racing on a tiny block: conflicts happen and are
-/// retried from the returned row, and nothing is handed out twice.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn optimistic_conflicts_are_retried() {
-    let (dir, store) = sqlite().await;
-    create(&store, "o", 1, MAX_VALUE, 1).await;
-    let mut tasks = Vec::new();
-    for _ in 0..6 {
-        // Each handle on its own connection, as separate processes would be.
-        let own = SqliteStore::open(dir.path().join("k.db")).await.unwrap();
-        let seq = Sequence::builder()
-            .store(Arc::new(own))
-            .name("o")
-            .strategy(Strategy::Optimistic)
-            .build()
-            .await
-            .unwrap();
-        tasks.push(tokio::spawn(async move {
-            let mut got = Vec::new();
-            for _ in 0..40 {
-                got.push(seq.next().await.unwrap());
-            }
-            (got, seq.stats())
-        }));
-    }
-    let mut all = HashSet::new();
-    let mut conflicts = 0;
-    for t in tasks {
-        let (got, stats) = t.await.unwrap();
-        conflicts += stats.conflicts;
-        assert_eq!(stats.reservations, 40);
-        all.extend(got);
-    }
-    assert_eq!(all.len(), 6 * 40);
-    assert_eq!(
-        all,
-        (1..=240).collect::<HashSet<_>>(),
-        "strict mode leaves no gaps"
-    );
-    eprintln!("conflicts: {conflicts}");
-}
-
 /// Refills that come fast grow the block up to its bound; slow ones shrink it.
 #[tokio::test]
 async fn adaptive_block_grows_under_load_and_shrinks_when_idle() {
@@ -173,4 +131,86 @@ async fn adaptive_block_grows_under_load_and_shrinks_when_idle() {
         slow.next().await.unwrap();
     }
     assert_eq!(slow.block(), 2);
+}
+
+/// An adaptive policy takes the sequence's own block as its floor, read
+/// with the row the builder reads anyway; a strict sequence stays strict;
+/// a bad policy is refused before the store is asked.
+#[tokio::test]
+async fn an_adaptive_policy_floors_at_the_sequences_own_block() {
+    use keysmith::sequence::AdaptivePolicy;
+    use std::time::Duration;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    create(&store, "big", 1, MAX_VALUE, 500).await;
+    create(&store, "strict", 1, MAX_VALUE, 1).await;
+    let policy = AdaptivePolicy {
+        max: 100,
+        target: Duration::from_nanos(1),
+    };
+    let open = |name: &'static str, policy: AdaptivePolicy| {
+        Sequence::builder()
+            .store(store.clone())
+            .name(name)
+            .prefetch(0.0)
+            .adaptive_policy(policy)
+            .build()
+    };
+    // Floor 500 (the sequence's block) is above the policy's max: the
+    // block stays at 500, however slow the refills.
+    let big = open("big", policy).await.unwrap();
+    for _ in 0..1200 {
+        big.next().await.unwrap();
+    }
+    assert_eq!(big.block(), 500);
+    let strict = open("strict", policy).await.unwrap();
+    assert!(strict.is_strict());
+    assert_eq!(strict.next().await.unwrap(), 1);
+    assert_eq!(
+        store.read_sequence("strict").await.unwrap().unwrap().next,
+        2
+    );
+    for bad in [
+        AdaptivePolicy { max: 0, ..policy },
+        AdaptivePolicy {
+            target: Duration::ZERO,
+            ..policy
+        },
+    ] {
+        let e = open("big", bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+}
+
+/// `create_or_get` creates once; later calls, and racing ones, get the row
+/// that is there, whatever its bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn create_or_get_creates_once_and_returns_what_is_there() {
+    let (_dir, store) = sqlite().await;
+    let spec = SequenceSpec {
+        block: 7,
+        ..SequenceSpec::new("first-use")
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (store, spec) = (store.clone(), spec.clone());
+        tasks.push(tokio::spawn(async move {
+            sequence::create_or_get(&*store, &spec).await.unwrap()
+        }));
+    }
+    for t in tasks {
+        let row = t.await.unwrap();
+        assert_eq!((row.start, row.block, row.version), (1, 7, 1));
+    }
+    let other = SequenceSpec {
+        start: 50,
+        ..spec.clone()
+    };
+    let row = sequence::create_or_get(&*store, &other).await.unwrap();
+    assert_eq!(row.start, 1, "the existing row comes back unchanged");
+    let bad = SequenceSpec {
+        block: 0,
+        ..SequenceSpec::new("never")
+    };
+    assert!(sequence::create_or_get(&*store, &bad).await.is_err());
+    assert!(store.read_sequence("never").await.unwrap().is_none());
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::sequence::{self, Sequence};
-use crate::store::{MAX_VALUE, SequenceSpec, Store};
+use crate::store::{SequenceSpec, Store};
 use crate::{Error, Result};
 
 use super::Branch;
@@ -37,17 +37,15 @@ use super::Branch;
 /// # Errors
 /// [`Error::InvalidName`] if the branch row name cannot name a sequence (it
 /// is longer than [`crate::MAX_NAME_BYTES`]); [`Error::Exhausted`] after
-/// [`MAX_VALUE`] revisions; what the store fails with
+/// [`MAX_VALUE`](crate::store::MAX_VALUE) revisions; what the store fails with
 /// ([`Error::Unavailable`], [`Error::Corrupt`]).
 pub async fn next_revision(store: &Arc<dyn Store>, branch: &Branch) -> Result<u64> {
     let name = branch.to_string();
     let seq = match open(store, &name).await {
         Err(Error::NotFound { .. }) => {
             let spec = SequenceSpec {
-                name: name.clone(),
-                start: 1,
-                max: MAX_VALUE,
                 block: 1,
+                ..SequenceSpec::new(name.clone())
             };
             sequence::create_or_get(&**store, &spec).await?;
             open(store, &name).await?

@@ -572,7 +572,7 @@ impl fmt::Display for RowKind {
     }
 }
 
-/// A structured row name; see the [module docs](self) for the forms.
+/// A structured row name; see the [module docs](crate::names) for the forms.
 ///
 /// `Display` writes the canonical form and `FromStr` reads any accepted
 /// spelling: `n.to_string().parse() == Ok(n)` for every `n`.
@@ -810,7 +810,7 @@ impl fmt::Display for RowName {
 impl FromStr for RowName {
     type Err = Error;
 
-    /// Parses any of the forms in the [module docs](self), making the URL
+    /// Parses any of the forms in the [module docs](crate::names), making the URL
     /// canonical.
     ///
     /// # Errors

@@ -1,6 +1,6 @@
 //! Named, durable, increasing sequences.
 //!
-//! A [`Sequence`] is a handle on one sequence of a [`Store`]. It reserves
+//! A [`Sequence`] is a handle on one sequence of a [`SequenceStore`]. It reserves
 //! blocks of values in the store (durably, before the first value of a block
 //! leaves the library) and hands them out from memory: inside a block
 //! [`Sequence::next`] is one compare-and-swap, no lock and no store call. When

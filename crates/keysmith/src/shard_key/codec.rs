@@ -614,3 +614,33 @@ fn parse_body(body: &[u8]) -> Result<ShardKey> {
     }
     ShardKey::from_parts(char::from(origin), shard, record, children)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_file_loses_one_trailing_newline_and_must_be_long_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        let secret = b"0123456789abcdef";
+        for (written, expected) in [
+            (b"0123456789abcdef\n".to_vec(), secret.to_vec()),
+            (b"0123456789abcdef\r\n".to_vec(), secret.to_vec()),
+            (
+                b"0123456789abcdef\n\n".to_vec(),
+                b"0123456789abcdef\n".to_vec(),
+            ),
+        ] {
+            std::fs::write(&path, &written).unwrap();
+            assert_eq!(ShardKeySecret::from_file(&path).unwrap().0, expected);
+        }
+        std::fs::write(&path, b"short\n").unwrap();
+        let e = ShardKeySecret::from_file(&path).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let missing = dir.path().join("missing");
+        let e = ShardKeySecret::from_file(&missing).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+}
