@@ -102,15 +102,22 @@ impl ShardReport {
         match &self.recorded {
             Ok(Some(id)) if *id == shard => None,
             Ok(Some(id)) => Some(format!(
-                "shard {shard} ({url}) is a database that records shard id {id}: the configuration swaps or misplaces databases; give shard {shard} the url of the database that records {shard}, and shard {id} this one"
+                "shard {shard} ({url}) is the database that records shard id {id}, not {shard}"
             )),
             Ok(None) => Some(format!(
                 "shard {shard} ({url}) records no shard id; run `keysmith shard-set init --config FILE` once to record it"
             )),
-            Err(e) => Some(format!("shard {shard} ({url}): {e}")),
+            Err(e) => Some(format!("shard {shard} ({url}): {}", strip_kind(e))),
         }
     }
+
+    fn is_mismatch(&self) -> bool {
+        matches!(self.recorded, Ok(Some(id)) if id != self.shard)
+    }
 }
+
+/// Said once after the mismatches an error lists.
+const MISMATCH_HINT: &str = "the configuration swaps or misplaces databases: give each shard id the url of the database that records that id (`keysmith shard-set check --config FILE` shows them all)";
 
 /// What [`ShardSet::init`] did to one shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,9 +310,9 @@ impl ShardSet {
                 Recorded::Id(id) => Some(id),
             }),
         };
-        match report.problem() {
+        match report_error(&report) {
             None => Ok(conn),
-            Some(p) => Err(Error::invalid(p)),
+            Some(e) => Err(e),
         }
     }
 
@@ -439,7 +446,10 @@ impl ShardSet {
                         url: s.url.clone(),
                         recorded: Ok(Some(other)),
                     };
-                    bad.insert(id, Error::invalid(report.problem().unwrap_or_default()));
+                    bad.insert(
+                        id,
+                        report_error(&report).unwrap_or_else(|| Error::invalid("")),
+                    );
                 }
                 Ok(r) => {
                     found.insert(id, r);
@@ -574,6 +584,7 @@ fn report_error(r: &ShardReport) -> Option<Error> {
     Some(match &r.recorded {
         Err(e) if e.is_retryable() => Error::Unavailable(problem),
         Err(Error::Corrupt(_)) => Error::Corrupt(problem),
+        _ if r.is_mismatch() => Error::invalid(format!("{problem}; {MISMATCH_HINT}")),
         _ => Error::invalid(problem),
     })
 }
@@ -584,12 +595,29 @@ fn combine(mut errors: Vec<Error>) -> Error {
     if errors.len() == 1 {
         return errors.remove(0);
     }
-    let text: Vec<String> = errors.iter().map(|e| strip_kind(e)).collect();
-    let text = format!(
+    let mut hint = false;
+    let text: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let t = strip_kind(e);
+            match t.strip_suffix(MISMATCH_HINT) {
+                Some(short) => {
+                    hint = true;
+                    short.trim_end_matches("; ").to_owned()
+                }
+                None => t,
+            }
+        })
+        .collect();
+    let mut text = format!(
         "{} shards failed the check: {}",
         errors.len(),
         text.join("; ")
     );
+    if hint {
+        text.push_str("; ");
+        text.push_str(MISMATCH_HINT);
+    }
     if errors
         .iter()
         .any(|e| matches!(e, Error::InvalidArgument(_)))
