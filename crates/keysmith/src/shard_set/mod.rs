@@ -553,14 +553,55 @@ impl ShardSet {
                 self.describe_ids()
             )));
         }
-        let conns = self.connect_many(by_shard.keys().copied()).await?;
+        let groups = by_shard
+            .into_iter()
+            .map(|(id, keys)| (id, keys.into_iter().collect()))
+            .collect();
+        self.fan_out(groups, duplicates, key, query).await
+    }
+
+    /// Runs `query` on every shard of the set, in parallel, and merges the
+    /// answers by key: [`ShardSet::query_by_keys`] for a query that is not
+    /// about given keys (a listing, a search). `query` gets an empty key
+    /// list. Every shard is checked before any query runs.
+    ///
+    /// # Errors
+    /// As [`ShardSet::query_by_keys`].
+    pub async fn query_all<T, F, Fut>(
+        &self,
+        duplicates: Duplicates,
+        key: impl Fn(&T) -> &ShardKey,
+        query: F,
+    ) -> Result<Vec<T>>
+    where
+        F: Fn(ShardConnection, Vec<ShardKey>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<T>>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let groups = self.ids().map(|id| (id, Vec::new())).collect();
+        self.fan_out(groups, duplicates, key, query).await
+    }
+
+    async fn fan_out<T, F, Fut>(
+        &self,
+        groups: BTreeMap<u16, Vec<ShardKey>>,
+        duplicates: Duplicates,
+        key: impl Fn(&T) -> &ShardKey,
+        query: F,
+    ) -> Result<Vec<T>>
+    where
+        F: Fn(ShardConnection, Vec<ShardKey>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<T>>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let conns = self.connect_many(groups.keys().copied()).await?;
         let query = Arc::new(query);
         let mut tasks = JoinSet::new();
-        for (conn, (id, shard_keys)) in conns.into_iter().zip(by_shard) {
+        for (conn, (id, shard_keys)) in conns.into_iter().zip(groups) {
             let query = Arc::clone(&query);
             let prefix = format!("shard {id} ({})", conn.url());
             tasks.spawn(async move {
-                let out = query(conn, shard_keys.into_iter().collect()).await;
+                let out = query(conn, shard_keys).await;
                 (id, out.map_err(|e| context(e, &prefix)))
             });
         }
