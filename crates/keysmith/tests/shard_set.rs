@@ -302,6 +302,28 @@ async fn fan_out_queries_only_the_shards_the_keys_touch_and_merges_by_key() {
         err.contains("shard 2") && err.contains("no_such_table"),
         "{err}"
     );
+
+    // A shard that answers one key twice: merge_by_key refuses, naming it.
+    let err = set
+        .query_by_keys(
+            &[ShardKey::new('o', 1, 11i64).unwrap()],
+            Duplicates::KeepLeft,
+            |o: &Order| &o.key,
+            |conn, keys| async move {
+                let mut twice = sqlite_orders(conn, keys).await?;
+                twice.extend(twice.clone());
+                Ok(twice)
+            },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("shard 1")
+            && err.contains(r#"["o",1,11]"#)
+            && err.contains("not strictly ordered"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -455,9 +455,11 @@ async fn pg_connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::C
 }
 
 async fn pg_read(client: &tokio_postgres::Client, schema: &str) -> Result<Recorded> {
-    let table = format!("\"{schema}\".{IDENTITY_TABLE}");
     let exists: bool = client
-        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2)",
+            &[&schema, &IDENTITY_TABLE],
+        )
         .await
         .and_then(|r| r.try_get(0))
         .map_err(postgres_error)?;

@@ -68,14 +68,26 @@ pub struct ShardSet {
     shards: BTreeMap<u16, Shard>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Shard {
+    /// The URL as configured, any password replaced by `***` (for messages).
     url: String,
     /// The URL for [`crate::store::open`] (an SQLite path made absolute).
     store_url: String,
     /// What identifies the database, for the duplicate check.
     place: String,
     target: Target,
+}
+
+impl std::fmt::Debug for Shard {
+    /// Leaves out `store_url`, which may hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard")
+            .field("url", &self.url)
+            .field("place", &self.place)
+            .field("target", &self.target)
+            .finish()
+    }
 }
 
 /// What [`ShardSet::inspect`] found in one shard's database.
@@ -264,7 +276,8 @@ impl ShardSet {
         self.shards.is_empty()
     }
 
-    /// The URL configured for `shard`.
+    /// The URL configured for `shard`, any password replaced by `***`
+    /// (the form every message shows).
     pub fn url(&self, shard: u16) -> Option<&str> {
         self.shards.get(&shard).map(|s| s.url.as_str())
     }
@@ -679,9 +692,10 @@ fn strip_kind(e: &Error) -> String {
 }
 
 fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
+    let shown = redact(url);
     let bad_scheme = |what: &str| {
         Error::invalid(format!(
-            "shard {id}: url {url:?} {what}; a shard is an SQLite file (sqlite://PATH) or a PostgreSQL database (postgres://USER@HOST/DB[?schema=NAME])"
+            "shard {id}: url {shown:?} {what}; a shard is an SQLite file (sqlite://PATH) or a PostgreSQL database (postgres://USER@HOST/DB[?schema=NAME])"
         ))
     };
     let (scheme, rest) = url
@@ -733,7 +747,7 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
                 .unwrap_or("")
                 .to_owned();
             Ok(Shard {
-                url: url.to_owned(),
+                url: redact(url),
                 store_url: url.to_owned(),
                 place: format!(
                     "PostgreSQL {} port {} database {db:?} schema {schema:?}",
@@ -751,6 +765,31 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
         ))),
         other => Err(bad_scheme(&format!("has the unknown scheme {other:?}"))),
     }
+}
+
+/// `url` with the password of its user info, and a `password=` parameter,
+/// replaced by `***`.
+fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@')
+            && let Some((user, _)) = rest[..at].split_once(':')
+        {
+            out = format!("{scheme}://{user}:***@{}", &rest[at + 1..]);
+        }
+    }
+    if let Some((base, query)) = out.split_once('?') {
+        let query: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some(("password", _)) => "password=***".to_owned(),
+                _ => p.to_owned(),
+            })
+            .collect();
+        out = format!("{base}?{}", query.join("&"));
+    }
+    out
 }
 
 /// `path` made absolute (from the current directory) with `.` and `..`
@@ -836,6 +875,25 @@ mod tests {
                 assert!(err.contains(n), "{text:?}: {err:?} lacks {n:?}");
             }
         }
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgres://app:s3cret@h1,h2:5433/db?schema=s&password=x2&sslmode=disable"),
+            "postgres://app:***@h1,h2:5433/db?schema=s&password=***&sslmode=disable"
+        );
+        assert_eq!(redact("postgres://app@h/db"), "postgres://app@h/db");
+        let set = ShardSet::new()
+            .with_shard(1, "postgres://app:s3cret@h/db")
+            .unwrap();
+        assert_eq!(set.url(1), Some("postgres://app:***@h/db"));
+        assert!(!format!("{set:?}").contains("s3cret"));
+        let err = ShardSet::new()
+            .with_shard(1, "mysql://app:s3cret@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("s3cret") && err.contains("***"), "{err}");
     }
 
     #[test]
