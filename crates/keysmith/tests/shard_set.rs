@@ -509,6 +509,30 @@ async fn a_failed_init_changes_nothing_on_any_shard() {
     }
     assert!(!sqlite_has_identity(&paths[1]) && !sqlite_has_identity(&paths[2]));
     assert!(!missing.exists(), "no file created");
+
+    // One file under two names (a symbolic link): caught before writing,
+    // for an existing file and for one init would create.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&paths[1], &link).unwrap();
+    let linkdir = dir.path().join("linkdir");
+    std::os::unix::fs::symlink(dir.path(), &linkdir).unwrap();
+    let set = set_of(&[
+        (6, sqlite_url(&paths[1])),
+        (7, sqlite_url(&link)),
+        (8, sqlite_url(&dir.path().join("new.db"))),
+        (9, sqlite_url(&linkdir.join("new.db"))),
+    ]);
+    let err = set.init().await.unwrap_err().to_string();
+    assert!(
+        err.contains("shards 6 (") && err.contains("and 7 (") && err.contains("one database"),
+        "{err}"
+    );
+    assert!(
+        err.contains("shards 8 (") && err.contains("and 9 (") && err.contains("one database"),
+        "{err}"
+    );
+    assert!(!sqlite_has_identity(&paths[1]));
+    assert!(!dir.path().join("new.db").exists());
 }
 
 // ---- PostgreSQL: schemas of one database as shards -------------------------
@@ -843,6 +867,23 @@ async fn swapped_postgres_schemas_are_refused_and_a_failed_init_writes_nowhere()
     );
     assert!(pg_has_identity(&admin, &unborn).await);
     good.check().await.unwrap();
+
+    // One schema under two host names: caught before anything is written.
+    let d = pg_shard(pg, &admin, 6).await;
+    let alias = d.replace("127.0.0.1", "localhost");
+    assert_ne!(alias, d);
+    let err = set_of(&[(6, d.clone()), (7, alias)])
+        .init()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("shards 6 (")
+            && err.contains("one database")
+            && err.contains("nothing was recorded"),
+        "{err}"
+    );
+    assert!(!pg_has_identity(&admin, &d).await);
 
     // An unreachable server: Unavailable, naming the shard.
     let down = set_of(&[(

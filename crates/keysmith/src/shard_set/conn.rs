@@ -277,9 +277,14 @@ impl Target {
         }
     }
 
-    /// What `init` finds before writing: the recorded id, or `Nothing` for
-    /// an SQLite file not created yet (whose directory exists).
-    pub(super) async fn peek(&self, shard: u16, url: &str) -> Result<Recorded> {
+    /// What `init` finds before writing: the recorded id (`Nothing` for an
+    /// SQLite file not created yet, whose directory exists), and what makes
+    /// the database itself unique, so that two URLs naming one database
+    /// (a symbolic link, `localhost` and `127.0.0.1`) are caught before
+    /// anything is written: for SQLite the file's device and inode (or the
+    /// canonical path of a file yet to be created), for PostgreSQL the
+    /// cluster's system identifier, the database's oid and the schema.
+    pub(super) async fn peek(&self, shard: u16, url: &str) -> Result<(Recorded, String)> {
         if let Target::Sqlite { path, .. } = self
             && !path.exists()
         {
@@ -287,17 +292,49 @@ impl Target {
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            return if dir.is_dir() {
-                Ok(Recorded::Nothing)
-            } else {
-                Err(Error::invalid(format!(
-                    "the directory {} of {} does not exist; create it or fix the url",
+            let canonical = std::fs::canonicalize(dir).map_err(|e| {
+                Error::invalid(format!(
+                    "the directory {} of {} cannot be used ({e}); create it or fix the url",
                     dir.display(),
                     path.display()
-                )))
-            };
+                ))
+            })?;
+            let name = path.file_name().unwrap_or_default();
+            return Ok((
+                Recorded::Nothing,
+                format!("new SQLite file {}", canonical.join(name).display()),
+            ));
         }
-        self.open(shard, url).await.map(|(_, r)| r)
+        let (conn, recorded) = self.open(shard, url).await?;
+        let place = match &conn.db {
+            ShardDb::Sqlite(s) => {
+                use std::os::unix::fs::MetadataExt;
+                let meta = std::fs::metadata(&s.path).map_err(|e| {
+                    Error::Unavailable(format!("cannot read {}: {e}", s.path.display()))
+                })?;
+                format!("SQLite file device {} inode {}", meta.dev(), meta.ino())
+            }
+            ShardDb::Postgres(p) => {
+                let row = p
+                    .client
+                    .query_one(
+                        "SELECT (SELECT system_identifier FROM pg_control_system())::text,
+                                (SELECT oid FROM pg_database WHERE datname = current_database())::text",
+                        &[],
+                    )
+                    .await
+                    .map_err(postgres_error)?;
+                let (system, db): (String, String) = (
+                    row.try_get(0).map_err(postgres_error)?,
+                    row.try_get(1).map_err(postgres_error)?,
+                );
+                format!(
+                    "PostgreSQL cluster {system} database oid {db} schema {}",
+                    p.schema
+                )
+            }
+        };
+        Ok((recorded, place))
     }
 
     /// Records `shard` in the database, creating the SQLite file, the

@@ -95,7 +95,7 @@ impl std::fmt::Debug for Shard {
 pub struct ShardReport {
     /// The shard id the configuration gives.
     pub shard: u16,
-    /// The configured URL.
+    /// The configured URL, any password replaced by `***`.
     pub url: String,
     /// What the database records: `Ok(Some(id))`, `Ok(None)` for nothing
     /// recorded, or why it could not be read.
@@ -431,9 +431,10 @@ impl ShardSet {
     /// init`), creating SQLite files, PostgreSQL schemas and the
     /// [`IDENTITY_TABLE`] as needed. Running it again is harmless.
     ///
-    /// Every shard is read first; if any records a different id or cannot
-    /// be reached (or an SQLite file's directory is missing), nothing is
-    /// written anywhere. Only then are the missing records written, each in
+    /// Every shard is read first; if any records a different id, cannot be
+    /// reached (or an SQLite file's directory is missing), or two shards
+    /// turn out to be one database under two URLs (a symbolic link,
+    /// `localhost` and `127.0.0.1`), nothing is written anywhere. Only then are the missing records written, each in
     /// its own transaction; a record that another process wrote meanwhile
     /// with another id is refused, and one that fails midway (a server going
     /// down) leaves the others written: run `init` again.
@@ -449,22 +450,35 @@ impl ShardSet {
         }
         let mut found = BTreeMap::new();
         let mut bad = BTreeMap::new();
+        let mut places: BTreeMap<String, u16> = BTreeMap::new();
+        let mut results = BTreeMap::new();
         while let Some(done) = tasks.join_next().await {
             let (id, result) = done.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            results.insert(id, result);
+        }
+        for (id, result) in results {
             let s = &self.shards[&id];
             match result {
-                Ok(Recorded::Id(other)) if other != id => {
+                Ok((Recorded::Id(other), _)) if other != id => {
                     let report = ShardReport {
                         shard: id,
                         url: s.url.clone(),
                         recorded: Ok(Some(other)),
                     };
-                    bad.insert(
-                        id,
-                        report_error(&report).unwrap_or_else(|| Error::invalid("")),
-                    );
+                    if let Some(e) = report_error(&report) {
+                        bad.insert(id, e);
+                    }
                 }
-                Ok(r) => {
+                Ok((r, place)) => {
+                    if let Some(first) = places.insert(place.clone(), id) {
+                        bad.insert(
+                            id,
+                            Error::invalid(format!(
+                                "shards {first} ({}) and {id} ({}) are one database ({place}); give every shard its own database",
+                                self.shards[&first].url, s.url
+                            )),
+                        );
+                    }
                     found.insert(id, r);
                 }
                 Err(e) => {
