@@ -19,7 +19,7 @@
 //! set (16 bytes or more), else they carry only a checksum.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use keysmith::shard_key::{Duplicates, IdType, KeyMapping, KeySchema, ShardKey, ShardKeyCodec};
 use keysmith::shard_set::{ShardConnection, ShardSet, sqlite_error};
@@ -93,7 +93,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (t.path().to_path_buf(), Some(t))
         }
     };
-    std::fs::create_dir_all(&dir)?;
+    let codec = ShardKeyCodec::from_env()?;
+    // A locked stdout and writeln!: a closed pipe (`| head`) is an error, not a panic.
+    run(&dir, &codec, &mut std::io::stdout().lock()).await
+}
+
+/// Writes the shard files and `shards.toml` in `dir`, then reads the orders
+/// through the shard set and prints them to `out`.
+async fn run(
+    dir: &Path,
+    codec: &ShardKeyCodec,
+    out: &mut impl Write,
+) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
 
     // The configuration: relative paths are taken from the file's directory.
     let config = dir.join("shards.toml");
@@ -127,12 +139,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let set = ShardSet::from_toml_file(&config)?;
     set.init().await?; // records each shard's id in its own file, once
 
-    let codec = ShardKeyCodec::from_env()?;
     let orders = set
         .query_all(Duplicates::Reject, |o: &Order| &o.key, read_orders)
         .await?;
-    // writeln! rather than println!: a closed pipe (`| head`) is an error, not a panic.
-    let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "{:<24} {:<14} {:<14} item",
@@ -153,10 +162,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
 
-    // Back from external strings: only shards 1 and 3 are asked.
-    let wanted: Vec<ShardKey> = [&orders[0].key, &orders[5].key]
+    // Back from external strings: only the shards of the first and the last
+    // order are asked.
+    let schema = KeySchema::new('o', IdType::U32)?;
+    let wanted: Vec<ShardKey> = [orders.first(), orders.last()]
         .into_iter()
-        .map(|k| codec.decode(&codec.encode(k), &KeySchema::new('o', IdType::U32)?))
+        .flatten()
+        .map(|o| codec.decode(&codec.encode(&o.key), &schema))
         .collect::<keysmith::Result<_>>()?;
     let found = set
         .query_by_keys(&wanted, Duplicates::Reject, |o: &Order| &o.key, read_orders)
@@ -171,4 +183,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the README shows, run by `cargo test` (the example has `test = true`).
+    #[tokio::test]
+    async fn prints_every_order_with_its_external_string_then_finds_two() {
+        let dir = tempfile::tempdir().unwrap();
+        let codec = ShardKeyCodec::unsigned();
+        // Twice: running it again on the same files changes nothing.
+        for _ in 0..2 {
+            let mut out = Vec::new();
+            run(dir.path(), &codec, &mut out).await.unwrap();
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 1 + 6 + 2, "{text}");
+            let mut shards = Vec::new();
+            for line in &lines[1..7] {
+                let external = line.split_whitespace().next().unwrap();
+                let key = codec.decode_any(external).unwrap();
+                assert!(line.contains(&key.to_string()), "{line}");
+                shards.push(key.shard());
+            }
+            assert_eq!(shards, [1, 1, 2, 2, 3, 3]);
+            assert!(lines[3].contains(r#"["o",2,201]"#) && lines[3].contains(r#"["c",3,7]"#));
+            assert!(lines[4].contains(r#"["o",2,202]"#) && lines[4].contains(" - "));
+            assert_eq!(lines[7], r#"looked up ["o",1,101] on shard 1: tea"#);
+            assert_eq!(lines[8], r#"looked up ["o",3,302] on shard 3: cake"#);
+        }
+        // The set it wrote is what `keysmith shard-set check` accepts.
+        ShardSet::from_toml_file(dir.path().join("shards.toml"))
+            .unwrap()
+            .check()
+            .await
+            .unwrap();
+    }
 }
