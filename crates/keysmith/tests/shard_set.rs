@@ -254,6 +254,32 @@ async fn fan_out_queries_only_the_shards_the_keys_touch_and_merges_by_key() {
         "shard 2 is not touched, each shard gets its own keys once, in order"
     );
 
+    // The shards' queries run at the same time: each waits at a barrier
+    // that opens only when all three have arrived (sequential queries would
+    // never pass it, and the timeout turns that into a failure).
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let all =
+        [(1, 11), (2, 21), (3, 31)].map(|(s, id)| ShardKey::new('o', s, i64::from(id)).unwrap());
+    let b = Arc::clone(&barrier);
+    let orders = set
+        .query_by_keys(
+            &all,
+            Duplicates::Reject,
+            |o: &Order| &o.key,
+            move |conn, keys| {
+                let b = Arc::clone(&b);
+                async move {
+                    tokio::time::timeout(std::time::Duration::from_secs(60), b.wait())
+                        .await
+                        .expect("every shard's query is under way at once");
+                    sqlite_orders(conn, keys).await
+                }
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(orders.len(), 3);
+
     // A key of a shard the set lacks: refused before any query runs.
     let ran = Arc::new(AtomicUsize::new(0));
     let r = Arc::clone(&ran);
