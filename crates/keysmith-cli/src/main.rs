@@ -63,6 +63,9 @@ enum Command {
     /// Shard keys: encode and decode external strings, identity ranges per shard.
     #[command(subcommand)]
     ShardKey(cmd::shard_key::ShardKeyCommand),
+    /// Shard sets: record each shard's id in its database, check a configuration.
+    #[command(subcommand)]
+    ShardSet(cmd::shard_set::ShardSetCommand),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
     /// Checks no value repeats on this store: worker processes allocate from
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
             Command::Counter(c) => cmd::counter::run(c, &cli.global).await,
             Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
+            Command::ShardSet(c) => cmd::shard_set::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

@@ -41,6 +41,7 @@ pub mod names;
 pub mod pool;
 pub mod sequence;
 pub mod shard_key;
+pub mod shard_set;
 pub mod store;
 pub mod verify;
 

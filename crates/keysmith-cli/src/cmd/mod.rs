@@ -7,4 +7,5 @@ pub mod row_name;
 pub mod sequence;
 pub mod serve;
 pub mod shard_key;
+pub mod shard_set;
 pub mod verify;

@@ -49,6 +49,7 @@ use crate::{Error, Result};
 mod codec;
 mod id;
 mod ranges;
+mod row;
 
 pub use codec::{
     CHECKSUM_BYTES, FORMAT_VERSION, MAC_BYTES, MAX_EXTERNAL_LEN, SECRET_ENV, ShardKeyCodec,
@@ -56,6 +57,7 @@ pub use codec::{
 };
 pub use id::{Id, IdType, MAX_STRING_ID_BYTES};
 pub use ranges::ShardRanges;
+pub use row::{KeyMapping, KeyParam, ShardSource};
 
 /// The most child ids a key may have (child, grandchild, great-grandchild).
 pub const MAX_CHILDREN: usize = 3;

@@ -238,6 +238,47 @@ impl ShardRanges {
             .await
     }
 
+    /// [`open_sequence`](Self::open_sequence) in shard `shard`'s own
+    /// database, taken from a shard set: the sequence lives beside the
+    /// shard's data, and the database must record `shard` as its id (see
+    /// [`ShardSet::open_store`](crate::shard_set::ShardSet::open_store)), so
+    /// a configuration that swaps two databases cannot hand out one shard's
+    /// ids in the other's database.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `shard` is outside these ranges, not in
+    /// the set, or its database records another id or none (naming both);
+    /// as [`open_sequence`](Self::open_sequence).
+    pub async fn open_shard_sequence(
+        &self,
+        set: &crate::shard_set::ShardSet,
+        prefix: &str,
+        shard: u16,
+        block: i64,
+    ) -> Result<Sequence> {
+        self.check_shard(shard)?;
+        let store = set.open_store(shard).await?;
+        self.open_sequence(store, prefix, shard, block).await
+    }
+
+    /// Checks that `id`, read from shard `shard`, lies in that shard's
+    /// range: an id of another shard's range in this database means data
+    /// was written through a misconfigured connection.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the id, the shard it was read from
+    /// and the shard that owns it (or saying no shard does).
+    pub fn check_owner(&self, shard: u16, id: i64) -> Result<()> {
+        let owner = self.shard_of(id)?;
+        if owner == shard {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "id {id} was read from shard {shard}, but it lies in shard {owner}'s range; the data or the configuration of shards {shard} and {owner} is mixed up"
+            )))
+        }
+    }
+
     /// [`create_sequence`](Self::create_sequence) for every shard, in order.
     ///
     /// # Errors

@@ -676,7 +676,6 @@ impl deadpool_postgres::Connect for Connector {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] as [`PostgresStore::open`] for a bad URL.
-#[allow(dead_code)] // used by the shard set, landing beside this
 pub(crate) fn connect_config(url: &str) -> Result<(tokio_postgres::Config, String)> {
     let s = parse_url(url)?;
     Ok((s.config, s.schema))
