@@ -199,3 +199,43 @@ fn usage_errors_exit_2() {
     assert_eq!(db.fails(&["next"]).0, 2);
     assert_eq!(db.fails(&["next", "s", "--count", "x"]).0, 2);
 }
+
+/// `alter` moves next forward and changes max and block; a change the
+/// sequence does not allow exits non-zero, says why and changes nothing.
+#[test]
+fn alter_moves_forward_only_and_refuses_what_would_repeat_a_value() {
+    let db = Db::new();
+    db.ok(&["create", "inv", "--block", "10"]);
+    assert_eq!(db.ok(&["next", "inv", "-n", "3"]), "1\n2\n3\n");
+    let after: serde_json::Value = serde_json::from_str(&db.ok(&[
+        "--json", "alter", "inv", "--next", "1000", "--max", "5000", "--block", "7",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (&after["next"], &after["max"], &after["block"]),
+        (
+            &serde_json::json!(1000),
+            &serde_json::json!(5000),
+            &serde_json::json!(7)
+        )
+    );
+    assert_eq!(db.ok(&["next", "inv", "-n", "2"]), "1000\n1001\n");
+    let before = db.ok(&["--json", "show", "inv"]);
+    for (args, says) in [
+        (vec!["alter", "inv", "--next", "5"], "only move forward"),
+        (vec!["alter", "inv", "--max", "10"], "reserved already"),
+        (vec!["alter", "inv", "--block", "0"], "block"),
+        (vec!["alter", "inv", "--next", "-1"], "only move forward"),
+        (vec!["alter", "inv"], "nothing to change"),
+        (vec!["alter", "nope", "--next", "5"], "does not exist"),
+    ] {
+        let (code, err) = db.fails(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert_eq!(
+        db.ok(&["--json", "show", "inv"]),
+        before,
+        "a refused alter changed the sequence"
+    );
+}

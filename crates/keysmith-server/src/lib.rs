@@ -12,6 +12,7 @@
 //! | route | what |
 //! | --- | --- |
 //! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?}` | create a sequence (201) |
+//! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?}` | alter: next only forward, max never below what was reserved |
 //! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
 //! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
 //! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending |
@@ -487,7 +488,10 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(routes::metrics))
         .route("/openapi.json", get(openapi::handler))
         .route("/v1/sequences", post(seq::create).get(seq::list))
-        .route("/v1/sequences/{name}", get(seq::show).delete(seq::drop))
+        .route(
+            "/v1/sequences/{name}",
+            get(seq::show).patch(seq::alter).delete(seq::drop),
+        )
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
         .route("/v1/counters/next", post(routes::counters::next))

@@ -118,6 +118,10 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "properties": {"start": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
                                        "end": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
                     "lease": {"type": "string", "description": "A signed token naming this reservation, for the release route."}}},
+                "AlterSequence": {"type": "object", "additionalProperties": false, "properties": {
+                    "next": {"type": "integer", "format": "int64"},
+                    "max": {"type": "integer", "format": "int64"},
+                    "block": {"type": "integer", "format": "int64"}}},
                 "Release": {"type": "object", "required": ["lease", "from"], "additionalProperties": false, "properties": {
                     "lease": {"type": "string", "description": "The token a reserve call returned."},
                     "from": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^-?[0-9]+$"}],
@@ -203,6 +207,12 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
             "/v1/sequences/{name}": {
                 "parameters": [name],
                 "get": {"summary": "Show a sequence", "responses": responses(vec![("200", ok("The sequence.", "Sequence")), ("404", err("No such sequence."))])},
+                "patch": {"summary": "Alter a sequence's next value, maximum or block size",
+                    "description": "Safe while values are handed out: next only moves forward (the values skipped are never handed out), \
+                        max never goes below the values reserved so far. A change the sequence does not allow is a 400 and changes nothing.",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AlterSequence"}}}},
+                    "responses": responses(vec![("200", ok("The sequence after the change.", "Sequence")), ("404", err("No such sequence.")),
+                        ("413", err("Body over the limit."))])},
                 "delete": {"summary": "Drop a sequence for good", "responses": responses(vec![("200", json!({"description": "Dropped."})), ("404", err("No such sequence."))])}
             },
             "/v1/sequences/{name}/next": {

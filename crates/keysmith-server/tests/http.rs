@@ -872,3 +872,61 @@ async fn stop_does_not_wait_for_a_half_sent_request_forever() {
     assert_eq!(sequence::describe(&*store, "s").await.unwrap().next, 3);
     drop(stuck);
 }
+
+/// `PATCH /v1/sequences/{name}` alters; a change the row does not allow is a
+/// 400 that changes nothing; the server's handle goes on without a repeat.
+#[tokio::test]
+async fn alter_by_patch() {
+    let srv = TestServer::start().await;
+    srv.create("inv", 1).await;
+    assert_eq!(srv.next("inv", 2).await, vec![1, 2]);
+    let (st, v) = srv
+        .call(
+            Method::PATCH,
+            "/v1/sequences/inv",
+            Some(json!({"next": 100, "block": 3})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["next"].as_i64(), v["block"].as_i64()),
+        (Some(100), Some(3))
+    );
+    // The server's handle still holds the rest of its block (values below
+    // 100 reserved before the change), then continues at 100.
+    let got = srv.next("inv", 200).await;
+    let mut all: Vec<i64> = vec![1, 2];
+    all.extend(&got);
+    let unique: std::collections::BTreeSet<i64> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "a value twice: {all:?}");
+    assert!(
+        got.iter().all(|&x| x < 3 || x >= 100),
+        "a skipped value was handed out: {got:?}"
+    );
+    let (_, before) = srv.call(Method::GET, "/v1/sequences/inv", None).await;
+    for body in [
+        json!({"next": 5}),
+        json!({"max": 1}),
+        json!({"block": 0}),
+        json!({}),
+        json!({"next": "x"}),
+        json!({"nxt": 5}),
+    ] {
+        let (st, v) = srv
+            .call(Method::PATCH, "/v1/sequences/inv", Some(body.clone()))
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}: {v}");
+    }
+    let (st, _) = srv
+        .call(
+            Method::PATCH,
+            "/v1/sequences/nope",
+            Some(json!({"next": 5})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, after) = srv.call(Method::GET, "/v1/sequences/inv", None).await;
+    assert_eq!(after["next"], before["next"]);
+    assert_eq!(after["version"], before["version"]);
+    srv.stop().await;
+}

@@ -9,8 +9,8 @@ use keysmith::Error;
 use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{
-    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore,
-    Store, memory::MemoryStore, sqlite::SqliteStore,
+    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
+    SequenceStore, Store, memory::MemoryStore, sqlite::SqliteStore,
 };
 use keysmith_testsupport::pool_holes;
 
@@ -402,6 +402,14 @@ impl SequenceStore for RivalFirst {
             self.inner.reserve_atomic(name, 1).await?;
         }
         Ok(put)
+    }
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        v: u64,
+    ) -> keysmith::Result<Put> {
+        self.inner.alter_if_version(name, change, v).await
     }
     async fn reserve_locked(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_locked(name, n).await

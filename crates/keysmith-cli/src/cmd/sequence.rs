@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
-use keysmith::sequence::{self, MAX_BATCH, Sequence, SequenceInfo, Strategy};
+use keysmith::sequence::{self, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 
 use crate::Global;
@@ -53,6 +53,23 @@ pub enum SequenceCommand {
         /// limit but the retry budget).
         #[arg(long, value_name = "N")]
         max_attempts: Option<u32>,
+    },
+    /// Changes a sequence's next value, maximum or block size, safely while
+    /// handles allocate: next only moves forward, max never below the values
+    /// reserved so far. Prints the sequence after the change.
+    Alter {
+        /// The sequence.
+        name: String,
+        /// The next value to hand out (forward only; the values skipped are
+        /// never handed out).
+        #[arg(long, allow_negative_numbers = true)]
+        next: Option<i64>,
+        /// The last value (inclusive).
+        #[arg(long, allow_negative_numbers = true)]
+        max: Option<i64>,
+        /// Default block size of handles opened from now on.
+        #[arg(long, allow_negative_numbers = true)]
+        block: Option<i64>,
     },
     /// Shows a sequence.
     Show {
@@ -119,6 +136,15 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             result?;
             closed?;
             Ok(())
+        }
+        SequenceCommand::Alter {
+            name,
+            next,
+            max,
+            block,
+        } => {
+            let info = sequence::alter(&*store, &name, &AlterSpec { next, max, block }).await?;
+            print_info(&info, global.json)
         }
         SequenceCommand::Show { name } => {
             let info = sequence::describe(&*store, &name).await?.into();

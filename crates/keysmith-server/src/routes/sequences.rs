@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keysmith::sequence::{self, Sequence, SequenceInfo};
+use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +123,18 @@ pub(crate) async fn show(
 ) -> ApiResult<Json<SequenceView>> {
     let row = sequence::describe(&*state.shared().store, &name).await?;
     Ok(Json(view(&state, row.into())))
+}
+
+/// `PATCH /v1/sequences/{name}`: [`sequence::alter`]. The server's own
+/// handle keeps its block and cache: the change applies to the values it
+/// reserves from now on.
+pub(crate) async fn alter(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(change): JsonBody<AlterSpec>,
+) -> ApiResult<Json<SequenceView>> {
+    let info = sequence::alter(&*state.shared().store, &name, &change).await?;
+    Ok(Json(view(&state, info)))
 }
 
 pub(crate) async fn drop(

@@ -1,7 +1,12 @@
 //! Creating, describing, listing and dropping sequences: what the CLI and
 //! the server call, with the name checks and the "did you mean" in one place.
 
-use crate::store::{SequenceRow, SequenceSpec, SequenceStore};
+use serde::{Deserialize, Serialize};
+
+use crate::backoff::Retries;
+use crate::store::{
+    Alteration, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
+};
 use crate::{Error, Result, closest_names, validate_name};
 
 use super::SequenceInfo;
@@ -60,6 +65,101 @@ pub async fn list(store: &dyn SequenceStore) -> Result<Vec<SequenceInfo>> {
         .into_iter()
         .map(Into::into)
         .collect())
+}
+
+/// What [`alter`] changes in a sequence; `None` keeps the current value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlterSpec {
+    /// The next value to hand out: only forward, past every value a handle
+    /// may still hand out. The values skipped are never handed out.
+    pub next: Option<i64>,
+    /// The last value: never below the values reserved so far.
+    pub max: Option<i64>,
+    /// The default block size of handles opened from now on.
+    pub block: Option<i64>,
+}
+
+impl AlterSpec {
+    /// The change `self` makes to `row`, checked against it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying what is wrong and what would do.
+    pub fn apply_to(&self, row: &SequenceRow) -> Result<Alteration> {
+        let name = &row.name;
+        if self.next.is_none() && self.max.is_none() && self.block.is_none() {
+            return Err(Error::invalid(format!(
+                "nothing to change in sequence {name:?}; give a new next, max or block"
+            )));
+        }
+        let block = self.block.unwrap_or(row.block);
+        check_count("block", block)?;
+        let max = self.max.unwrap_or(row.max);
+        // Every value below `next` is reserved: handles may still hand it out.
+        let lowest_max = (row.next - 1).max(row.start);
+        if max > MAX_VALUE || max < lowest_max {
+            return Err(Error::invalid(format!(
+                "max {max} is out of range for sequence {name:?}: values up to {} are reserved already \
+                 (open handles may still hand them out), so max must be between {lowest_max} and {MAX_VALUE}",
+                row.next - 1
+            )));
+        }
+        let next = self.next.unwrap_or(row.next);
+        if next < row.next {
+            return Err(Error::invalid(format!(
+                "next can only move forward: values below {} of sequence {name:?} are reserved \
+                 (open handles may still hand them out); give a next of {} or more",
+                row.next, row.next
+            )));
+        }
+        if next > max + 1 {
+            return Err(Error::invalid(format!(
+                "next {next} is past the maximum {max} of sequence {name:?}; raise max too, or give a next of at most {}",
+                max + 1
+            )));
+        }
+        Ok(Alteration { next, max, block })
+    }
+}
+
+/// Changes a sequence's next value, maximum or block size, with the same
+/// conditional write as a reservation, so it is safe while handles allocate:
+/// a reservation that comes in between makes it read the row again and check
+/// the change against that. Returns the row after the change.
+///
+/// `next` only moves forward and `max` never goes below the values reserved
+/// so far, so no value a handle may still hand out is handed out again, and
+/// none is taken from a handle. Handles already open keep their block size.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names;
+/// [`Error::InvalidArgument`] for a change the row does not allow (see
+/// [`AlterSpec::apply_to`]), checked again after every lost race;
+/// [`Error::Contention`] if reservations keep winning for
+/// [`crate::DEFAULT_RETRY_BUDGET`]; what the store fails with. Nothing is
+/// written on error.
+pub async fn alter(
+    store: &dyn SequenceStore,
+    name: &str,
+    spec: &AlterSpec,
+) -> Result<SequenceInfo> {
+    let mut row = describe(store, name).await?;
+    let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);
+    loop {
+        let change = spec.apply_to(&row)?;
+        match store.alter_if_version(name, &change, row.version).await? {
+            Put::Done(row) => return Ok(row.into()),
+            Put::Conflict(current) => {
+                row = current;
+                if !retries.lost() {
+                    return Err(Error::Contention {
+                        name: name.to_owned(),
+                        attempts: retries.lost_races(),
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Drops a sequence. Its values are gone for good: a sequence created later

@@ -27,7 +27,7 @@ mod cache;
 pub mod lease;
 mod strategy;
 
-pub use admin::{create, create_or_get, describe, list, remove};
+pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
 

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use rand::seq::IteratorRandom;
 
 use super::{
-    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
+    SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -93,6 +94,25 @@ impl SequenceStore for MemoryStore {
                 return Ok(Put::Conflict(row.clone()));
             }
             row.next = new_next;
+            row.version += 1;
+            Ok(Put::Done(row.clone()))
+        })
+    }
+
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected: u64,
+    ) -> Result<Put> {
+        self.with(|s| {
+            let row = s.row(name)?;
+            if row.version != expected {
+                return Ok(Put::Conflict(row.clone()));
+            }
+            row.next = change.next;
+            row.max = change.max;
+            row.block = change.block;
             row.version += 1;
             Ok(Put::Done(row.clone()))
         })

@@ -155,6 +155,20 @@ pub enum Put {
     Conflict(SequenceRow),
 }
 
+/// New values for a sequence's `next`, `max` and `block`, all three (the
+/// caller fills in those it keeps from the row it read). Checked above the
+/// backends, in [`crate::sequence::alter`]: `next` only moves forward and
+/// `max` never goes below what was reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Alteration {
+    /// The next value to reserve.
+    pub next: i64,
+    /// The last value the sequence may hand out.
+    pub max: i64,
+    /// The default block size.
+    pub block: i64,
+}
+
 /// What a backend does for sequences. Names given to these methods have been
 /// validated by the caller; counts are in `1..=MAX_RESERVATION`. Every write
 /// is durable when the method returns.
@@ -177,6 +191,20 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`] if the sequence is gone.
     async fn put_if_version(&self, name: &str, new_next: i64, expected_version: u64)
     -> Result<Put>;
+
+    /// Sets `next`, `max` and `block` to `change`'s and bumps the version,
+    /// only if the version is still `expected_version`: the same conditional
+    /// write as [`Self::put_if_version`], so it is safe while handles
+    /// allocate. On a mismatch nothing changes and the current row comes back.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected_version: u64,
+    ) -> Result<Put>;
 
     /// Reserves up to `n` values under a row lock (SELECT ... FOR UPDATE,
     /// BEGIN IMMEDIATE, a lease-held lock), committed before it returns.

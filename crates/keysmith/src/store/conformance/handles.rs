@@ -11,7 +11,7 @@ use super::{pool_spec, spec};
 use crate::Error;
 use crate::pool::{self, ValuePool};
 use crate::sequence::{self, Sequence, Strategy};
-use crate::store::{MAX_VALUE, SequenceSpec, Store};
+use crate::store::{Alteration, MAX_VALUE, Put, SequenceSpec, Store};
 
 const STRATEGIES: [Strategy; 3] = [Strategy::Atomic, Strategy::Optimistic, Strategy::Locked];
 
@@ -506,5 +506,87 @@ pub async fn pool_takes_spread_evenly(store: Arc<dyn Store>) {
     assert!(
         span < 2400,
         "members span {span}: the store's samples favour some members"
+    );
+}
+
+/// Moving `next` forward while handles of every strategy allocate: no value
+/// twice, and the values skipped are never handed out; then `alter` refuses
+/// what the row does not allow (next backwards, max below what was
+/// reserved, no change at all) and changes nothing.
+pub async fn alter_while_handles_allocate_hands_out_nothing_twice(store: Arc<dyn Store>) {
+    use crate::sequence::AlterSpec;
+    create(&store, "alt", 1, MAX_VALUE, 5).await;
+    let mut tasks = Vec::new();
+    for strategy in STRATEGIES {
+        let seq = Sequence::builder()
+            .store(store.clone())
+            .name("alt")
+            .strategy(strategy)
+            .build()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..100 {
+                got.push(seq.next().await.unwrap());
+            }
+            seq.close().await.unwrap();
+            got
+        }));
+    }
+    // Each move skips exactly the values between the `next` of the row it
+    // matched and the new `next`: none of them may ever be handed out.
+    let mut skipped = Vec::new();
+    while skipped.len() < 5 {
+        let row = store.read_sequence("alt").await.unwrap().unwrap();
+        let change = Alteration {
+            next: row.next + 1000,
+            max: row.max,
+            block: row.block,
+        };
+        if let Put::Done(_) = store
+            .alter_if_version("alt", &change, row.version)
+            .await
+            .unwrap()
+        {
+            skipped.push(row.next..change.next);
+        }
+        tokio::task::yield_now().await;
+    }
+    let mut all = HashSet::new();
+    for t in tasks {
+        for v in t.await.unwrap() {
+            assert!(all.insert(v), "{v} handed out twice");
+        }
+    }
+    for range in &skipped {
+        assert!(
+            !all.iter().any(|v| range.contains(v)),
+            "a skipped value of {range:?} was handed out"
+        );
+    }
+    let row = store.read_sequence("alt").await.unwrap().unwrap();
+    for bad in [
+        AlterSpec {
+            next: Some(row.next - 1),
+            ..AlterSpec::default()
+        },
+        AlterSpec {
+            max: Some(row.next - 2),
+            ..AlterSpec::default()
+        },
+        AlterSpec {
+            block: Some(0),
+            ..AlterSpec::default()
+        },
+        AlterSpec::default(),
+    ] {
+        let e = sequence::alter(&*store, "alt", &bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
+    }
+    assert_eq!(
+        store.read_sequence("alt").await.unwrap().unwrap(),
+        row,
+        "a refused alter changed the row"
     );
 }

@@ -310,3 +310,52 @@ fn assert_disjoint_and_dense(mut ranges: Vec<(i64, i64)>, from: i64, to: i64) {
 pub async fn ping_answers(store: Arc<dyn Store>) {
     store.ping().await.unwrap();
 }
+
+/// A conditional alteration with the current version sets `next`, `max` and
+/// `block` together and bumps the version; with a stale one it changes
+/// nothing and returns the row the store holds.
+pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
+    use crate::store::Alteration;
+    let row = store.create_sequence(&spec("alt", 1, 1000)).await.unwrap();
+    let change = Alteration {
+        next: 50,
+        max: 900,
+        block: 3,
+    };
+    let done = match store
+        .alter_if_version("alt", &change, row.version)
+        .await
+        .unwrap()
+    {
+        Put::Done(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (done.next, done.max, done.block, done.start, done.version),
+        (50, 900, 3, 1, row.version + 1)
+    );
+    assert_eq!(
+        store.read_sequence("alt").await.unwrap(),
+        Some(done.clone())
+    );
+    let stale = Alteration {
+        next: 60,
+        max: 800,
+        block: 4,
+    };
+    match store
+        .alter_if_version("alt", &stale, row.version)
+        .await
+        .unwrap()
+    {
+        Put::Conflict(current) => assert_eq!(current, done),
+        other => panic!("{other:?}"),
+    }
+    // A reservation sees the new bounds.
+    let r = store.reserve_atomic("alt", 1000).await.unwrap();
+    assert_eq!((r.start, r.end), (50, 901));
+    assert!(matches!(
+        store.alter_if_version("nope", &change, 1).await,
+        Err(Error::NotFound { .. })
+    ));
+}

@@ -118,7 +118,8 @@ use serde::{Deserialize, Serialize};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
+    SequenceStore, Store,
 };
 use crate::{Error, Result};
 

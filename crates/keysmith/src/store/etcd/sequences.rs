@@ -323,6 +323,56 @@ impl SequenceStore for EtcdStore {
         }
     }
 
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected: u64,
+    ) -> Result<Put> {
+        // `start` never changes, and every write of the spec key also puts
+        // `next` (bumping its version): comparing that version covers both.
+        let row = self
+            .read_row(name)
+            .await?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        let spec = serde_json::to_string(&SpecValue {
+            start: row.start,
+            max: change.max,
+            block: change.block,
+        })
+        .map_err(|e| Error::Corrupt(format!("cannot encode sequence {name:?}: {e}")))?;
+        let gets = self.row_gets(name);
+        let txn = match i64::try_from(expected) {
+            Ok(expected) => Txn::new()
+                .when([Compare::version(
+                    self.next_key(name),
+                    CompareOp::Equal,
+                    expected,
+                )])
+                .and_then([
+                    TxnOp::put(self.next_key(name), change.next.to_string(), None),
+                    TxnOp::put(self.seq_key(name), spec, None),
+                    gets[0].clone(),
+                    gets[1].clone(),
+                ])
+                .or_else(gets),
+            Err(_) => Txn::new().and_then(gets),
+        };
+        let resp = self.txn("alter a sequence", txn).await?;
+        let ops = resp.op_responses();
+        if resp.succeeded() && ops.len() == 4 {
+            let row = self
+                .row_from(name, &ops, 2)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok(Put::Done(row))
+        } else {
+            let row = self
+                .row_from(name, &ops, 0)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok(Put::Conflict(row))
+        }
+    }
+
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         for _ in 0..LOCK_ATTEMPTS {
             let granted = self

@@ -53,7 +53,8 @@ use tokio_postgres::{Client, NoTls};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
+    SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -518,6 +519,7 @@ struct Sql {
     create: String,
     read: String,
     put_if_version: String,
+    alter_if_version: String,
     lock_row: String,
     write_next: String,
     reserve_atomic: String,
@@ -555,6 +557,21 @@ impl Sql {
                 "WITH upd AS (
                      UPDATE {s}.sequences SET next = $2, version = version + 1
                      WHERE name = $1 AND version = $3
+                     RETURNING {COLS}),
+                 cur AS (
+                     SELECT {COLS} FROM {s}.sequences
+                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
+                 SELECT true, {COLS} FROM upd
+                 UNION ALL
+                 SELECT false, {COLS} FROM cur"
+            ),
+            // One statement: a conflict returns the row that beat us, read
+            // in the same snapshot.
+            alter_if_version: format!(
+                "WITH upd AS (
+                     UPDATE {s}.sequences
+                     SET next = $2, max_value = $3, block = $4, version = version + 1
+                     WHERE name = $1 AND version = $5
                      RETURNING {COLS}),
                  cur AS (
                      SELECT {COLS} FROM {s}.sequences

@@ -109,6 +109,47 @@ impl SequenceStore for PostgresStore {
         self.settle(c, out)
     }
 
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected: u64,
+    ) -> Result<Put> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let Ok(expected) = i64::try_from(expected) else {
+                    return match self.read_on(&c, name).await? {
+                        Some(row) => Ok(Put::Conflict(row)),
+                        None => Err(Error::not_found("sequence", name)),
+                    };
+                };
+                let st = c
+                    .prepare_cached(&self.sql.alter_if_version)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let rows = c
+                    .query(
+                        &st,
+                        &[&name, &change.next, &change.max, &change.block, &expected],
+                    )
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let Some(r) = rows.first() else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+                let row = self.row(r, 1)?;
+                Ok(if done {
+                    Put::Done(row)
+                } else {
+                    Put::Conflict(row)
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         crate::store::check_count("count", n)?;
         let mut c = self.client().await?;

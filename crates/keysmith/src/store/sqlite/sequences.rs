@@ -52,6 +52,42 @@ impl SequenceStore for SqliteStore {
         .await
     }
 
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected: u64,
+    ) -> Result<Put> {
+        let (name, change) = (name.to_owned(), *change);
+        self.write(move |tx| {
+            let done = tx
+                .prepare_cached(&format!(
+                    "UPDATE keysmith_sequences
+                     SET prev_next = next, next = ?2, max = ?3, block = ?4, version = version + 1
+                     WHERE name = ?1 AND version = ?5 RETURNING {ROW_COLUMNS}"
+                ))
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![
+                            name,
+                            change.next,
+                            change.max,
+                            change.block,
+                            version_param(expected)
+                        ],
+                        row_from,
+                    )
+                    .optional()
+                })
+                .map_err(db_err)?;
+            match done {
+                Some(row) => Ok(Put::Done(row)),
+                None => Ok(Put::Conflict(require_row(tx, &name)?)),
+            }
+        })
+        .await
+    }
+
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         let name = name.to_owned();
         // BEGIN IMMEDIATE is SQLite's row lock: no other writer until COMMIT.
