@@ -239,3 +239,66 @@ fn alter_moves_forward_only_and_refuses_what_would_repeat_a_value() {
         "a refused alter changed the sequence"
     );
 }
+
+/// `adopt` reads a table's largest key and moves the sequence above it;
+/// `--dry-run` only says so; a missing table exits non-zero and changes
+/// nothing.
+#[test]
+fn adopt_a_table() {
+    let db = Db::new();
+    let app = db.path().with_file_name("app.db");
+    let conn = rusqlite::Connection::open(&app).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders VALUES (41), (9);",
+    )
+    .unwrap();
+    let url = format!("sqlite://{}", app.display());
+    let args = |extra: &[&'static str]| {
+        let mut v = vec![
+            "adopt",
+            "orders",
+            "--database",
+            url.as_str(),
+            "--table",
+            "orders",
+            "--column",
+            "id",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let (code, err) = db.fails(&args(&[]));
+    assert_ne!(code, 0);
+    assert!(err.contains("does not exist"), "{err}");
+    let out = db.ok(&args(&["--create", "--dry-run"]));
+    assert!(out.contains("would create it starting at 42"), "{out}");
+    assert!(
+        db.ok(&["list"]).is_empty(),
+        "a dry run created the sequence"
+    );
+    let out = db.ok(&args(&["--create"]));
+    assert!(out.contains("create it starting at 42"), "{out}");
+    conn.execute_batch("INSERT INTO orders VALUES (500);")
+        .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&db.ok(&[&["--json"][..], &args(&[])].concat())).unwrap();
+    assert_eq!(
+        (json["action"].as_str(), json["next_after"].as_i64()),
+        (Some("moved"), Some(501))
+    );
+    assert_eq!(db.ok(&["next", "orders"]), "501\n");
+    let before = db.ok(&["--json", "show", "orders"]);
+    let (code, err) = db.fails(&[
+        "adopt",
+        "orders",
+        "--database",
+        &url,
+        "--table",
+        "nope",
+        "--column",
+        "id",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no table \"nope\""), "{err}");
+    assert_eq!(db.ok(&["--json", "show", "orders"]), before);
+}

@@ -5,7 +5,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
-use keysmith::sequence::{self, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy};
+use keysmith::sequence::{
+    self, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy,
+};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 
 use crate::Global;
@@ -70,6 +72,28 @@ pub enum SequenceCommand {
         /// Default block size of handles opened from now on.
         #[arg(long, allow_negative_numbers = true)]
         block: Option<i64>,
+    },
+    /// Moves a sequence's next value above the largest value a table already
+    /// holds (an SQLite or PostgreSQL database), so that new keys never
+    /// collide with the old ones. Prints what it did, or would do.
+    Adopt {
+        /// The sequence.
+        name: String,
+        /// The database holding the table: sqlite://PATH or postgres://USER@HOST/DB.
+        #[arg(long, value_name = "URL")]
+        database: String,
+        /// The table (PostgreSQL: optionally schema.table).
+        #[arg(long)]
+        table: String,
+        /// Its integer key column.
+        #[arg(long)]
+        column: String,
+        /// Say what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Create the sequence, starting above the table's values, if it is missing.
+        #[arg(long)]
+        create: bool,
     },
     /// Shows a sequence.
     Show {
@@ -146,6 +170,27 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             let info = sequence::alter(&*store, &name, &AlterSpec { next, max, block }).await?;
             print_info(&info, global.json)
         }
+        SequenceCommand::Adopt {
+            name,
+            database,
+            table,
+            column,
+            dry_run,
+            create,
+        } => {
+            let source = AdoptSource {
+                database,
+                table,
+                column,
+            };
+            let r = sequence::adopt(&*store, &name, &source, create, dry_run).await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("{}", describe_adoption(&r));
+            }
+            Ok(())
+        }
         SequenceCommand::Show { name } => {
             let info = sequence::describe(&*store, &name).await?.into();
             print_info(&info, global.json)
@@ -209,6 +254,30 @@ async fn print_values(seq: &Sequence, count: i64, json: bool) -> anyhow::Result<
         writeln!(out, "]}}")?;
     }
     Ok(())
+}
+
+/// One line saying what `adopt` did or would do.
+fn describe_adoption(r: &AdoptReport) -> String {
+    let column = format!("{}.{}", r.source.table, r.source.column);
+    let largest = match r.largest {
+        Some(v) => format!("the largest {column} is {v}"),
+        None => format!("{} is empty", r.source.table),
+    };
+    let would = if r.dry_run { "would " } else { "" };
+    match (r.action, r.next_before) {
+        ("created", _) => format!(
+            "{}: {would}create it starting at {} ({largest})",
+            r.sequence, r.next_after
+        ),
+        ("moved", Some(before)) => format!(
+            "{}: {would}move next from {before} to {} ({largest})",
+            r.sequence, r.next_after
+        ),
+        _ => format!(
+            "{}: next {} is above every value already ({largest}); nothing to do",
+            r.sequence, r.next_after
+        ),
+    }
 }
 
 fn print_info(info: &SequenceInfo, json: bool) -> anyhow::Result<()> {

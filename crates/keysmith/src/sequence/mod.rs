@@ -22,12 +22,14 @@ use crate::store::{Put, Reservation, SequenceRow, SequenceStore, check_count};
 use crate::{Error, Result};
 
 mod admin;
+mod adopt;
 mod blocking;
 mod cache;
 pub mod lease;
 mod strategy;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove};
+pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
 

@@ -423,7 +423,11 @@ impl ShardConnection {
     }
 }
 
-fn sqlite_open(path: &Path, busy_timeout: Duration, create: bool) -> Result<rusqlite::Connection> {
+pub(crate) fn sqlite_open(
+    path: &Path,
+    busy_timeout: Duration,
+    create: bool,
+) -> Result<rusqlite::Connection> {
     if !create && !path.exists() {
         return Err(Error::Unavailable(format!(
             "there is no database file at {}; fix the url, or run `keysmith shard-set init` to create it",
@@ -474,7 +478,7 @@ fn recorded(id: Option<i64>) -> Result<Recorded> {
     }
 }
 
-async fn pg_connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
+pub(crate) async fn pg_connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
     let mut config = config.clone();
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);

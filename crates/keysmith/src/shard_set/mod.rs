@@ -47,7 +47,7 @@ use crate::shard_key::{Duplicates, ShardKey, merge_by_key};
 use crate::store::Store;
 use crate::{Error, Result};
 
-mod conn;
+pub(crate) mod conn;
 
 pub use conn::{
     IDENTITY_TABLE, PostgresShard, ShardConnection, ShardDb, SqliteShard, postgres_error,
