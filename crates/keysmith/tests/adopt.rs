@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use keysmith::Error;
 use keysmith::sequence::{self, AdoptSource};
-use keysmith::store::{SequenceSpec, SequenceStore, Store, memory::MemoryStore};
+use keysmith::store::{SequenceSpec, Store, memory::MemoryStore};
 use keysmith_testsupport::postgres::TempPostgres;
 
 fn store() -> Arc<dyn Store> {
