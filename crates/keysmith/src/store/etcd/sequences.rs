@@ -64,6 +64,48 @@ fn keep_alive(store: &EtcdStore, id: i64) -> tokio::task::JoinHandle<()> {
 }
 
 impl EtcdStore {
+    /// The conditional write of a sequence: `puts` (which put the `next`
+    /// key, bumping its version) only if that version is still `expected`,
+    /// with the row read back in the same transaction; on a mismatch the
+    /// row the store holds.
+    async fn write_if_version(
+        &self,
+        name: &str,
+        expected: u64,
+        puts: Vec<TxnOp>,
+        op: &str,
+    ) -> Result<Put> {
+        let gets = self.row_gets(name);
+        let written = puts.len();
+        let txn = match i64::try_from(expected) {
+            Ok(expected) => Txn::new()
+                .when([Compare::version(
+                    self.next_key(name),
+                    CompareOp::Equal,
+                    expected,
+                )])
+                .and_then(puts.into_iter().chain(gets.clone()).collect::<Vec<_>>())
+                .or_else(gets),
+            // No etcd version is that large: a plain read, reported as a conflict.
+            Err(_) => Txn::new().and_then(gets),
+        };
+        let resp = self.txn(op, txn).await?;
+        let ops = resp.op_responses();
+        let (done, at) = if resp.succeeded() && ops.len() == written + 2 {
+            (true, written)
+        } else {
+            (false, 0)
+        };
+        let row = self
+            .row_from(name, &ops, at)?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok(if done {
+            Put::Done(row)
+        } else {
+            Put::Conflict(row)
+        })
+    }
+
     /// The two gets that read a sequence's row, for the end of a transaction.
     fn row_gets(&self, name: &str) -> [TxnOp; 2] {
         [
@@ -291,36 +333,9 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        let gets = self.row_gets(name);
-        let txn = match i64::try_from(expected) {
-            Ok(expected) => Txn::new()
-                .when([Compare::version(
-                    self.next_key(name),
-                    CompareOp::Equal,
-                    expected,
-                )])
-                .and_then([
-                    TxnOp::put(self.next_key(name), new_next.to_string(), None),
-                    gets[0].clone(),
-                    gets[1].clone(),
-                ])
-                .or_else(gets),
-            // No etcd version is that large: a plain read, reported as a conflict.
-            Err(_) => Txn::new().and_then(gets),
-        };
-        let resp = self.txn("write a sequence", txn).await?;
-        let ops = resp.op_responses();
-        if resp.succeeded() && ops.len() == 3 {
-            let row = self
-                .row_from(name, &ops, 1)?
-                .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok(Put::Done(row))
-        } else {
-            let row = self
-                .row_from(name, &ops, 0)?
-                .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok(Put::Conflict(row))
-        }
+        let puts = vec![TxnOp::put(self.next_key(name), new_next.to_string(), None)];
+        self.write_if_version(name, expected, puts, "write a sequence")
+            .await
     }
 
     async fn alter_if_version(
@@ -341,36 +356,12 @@ impl SequenceStore for EtcdStore {
             block: change.block,
         })
         .map_err(|e| Error::Corrupt(format!("cannot encode sequence {name:?}: {e}")))?;
-        let gets = self.row_gets(name);
-        let txn = match i64::try_from(expected) {
-            Ok(expected) => Txn::new()
-                .when([Compare::version(
-                    self.next_key(name),
-                    CompareOp::Equal,
-                    expected,
-                )])
-                .and_then([
-                    TxnOp::put(self.next_key(name), change.next.to_string(), None),
-                    TxnOp::put(self.seq_key(name), spec, None),
-                    gets[0].clone(),
-                    gets[1].clone(),
-                ])
-                .or_else(gets),
-            Err(_) => Txn::new().and_then(gets),
-        };
-        let resp = self.txn("alter a sequence", txn).await?;
-        let ops = resp.op_responses();
-        if resp.succeeded() && ops.len() == 4 {
-            let row = self
-                .row_from(name, &ops, 2)?
-                .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok(Put::Done(row))
-        } else {
-            let row = self
-                .row_from(name, &ops, 0)?
-                .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok(Put::Conflict(row))
-        }
+        let puts = vec![
+            TxnOp::put(self.next_key(name), change.next.to_string(), None),
+            TxnOp::put(self.seq_key(name), spec, None),
+        ];
+        self.write_if_version(name, expected, puts, "alter a sequence")
+            .await
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {

@@ -513,6 +513,25 @@ impl PostgresStore {
     }
 }
 
+/// The conditional write of a sequence as one statement: `set` (and a
+/// version bump) only where the version is `version_param`; the first
+/// column says whether it was written, the rest is the row written or, on a
+/// conflict, the row that beat it, read in the same snapshot.
+fn conditional_update(s: &str, set: &str, version_param: &str) -> String {
+    format!(
+        "WITH upd AS (
+             UPDATE {s}.sequences SET {set}, version = version + 1
+             WHERE name = $1 AND version = {version_param}
+             RETURNING {COLS}),
+         cur AS (
+             SELECT {COLS} FROM {s}.sequences
+             WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
+         SELECT true, {COLS} FROM upd
+         UNION ALL
+         SELECT false, {COLS} FROM cur"
+    )
+}
+
 /// The SQL of every method, with the schema filled in.
 #[derive(Debug)]
 struct Sql {
@@ -553,33 +572,8 @@ impl Sql {
             // would avoid the rerun but writes a row lock, and so costs a WAL
             // flush on every conflict: under contention that doubled the
             // flushes and made 8 optimistic clients slower than one.
-            put_if_version: format!(
-                "WITH upd AS (
-                     UPDATE {s}.sequences SET next = $2, version = version + 1
-                     WHERE name = $1 AND version = $3
-                     RETURNING {COLS}),
-                 cur AS (
-                     SELECT {COLS} FROM {s}.sequences
-                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
-                 SELECT true, {COLS} FROM upd
-                 UNION ALL
-                 SELECT false, {COLS} FROM cur"
-            ),
-            // One statement: a conflict returns the row that beat us, read
-            // in the same snapshot.
-            alter_if_version: format!(
-                "WITH upd AS (
-                     UPDATE {s}.sequences
-                     SET next = $2, max_value = $3, block = $4, version = version + 1
-                     WHERE name = $1 AND version = $5
-                     RETURNING {COLS}),
-                 cur AS (
-                     SELECT {COLS} FROM {s}.sequences
-                     WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
-                 SELECT true, {COLS} FROM upd
-                 UNION ALL
-                 SELECT false, {COLS} FROM cur"
-            ),
+            put_if_version: conditional_update(s, "next = $2", "$3"),
+            alter_if_version: conditional_update(s, "next = $2, max_value = $3, block = $4", "$5"),
             lock_row: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1 FOR UPDATE"),
             write_next: format!("UPDATE {s}.sequences SET next = $2, version = $3 WHERE name = $1"),
             // One UPDATE does the reservation. RETURNING sees only new values,

@@ -3,6 +3,54 @@
 use super::*;
 
 impl PostgresStore {
+    /// Runs a [`conditional_update`](super::conditional_update) statement:
+    /// `$1` the name, then `values`, then the expected version.
+    async fn write_if_version(
+        &self,
+        sql: &str,
+        name: &str,
+        values: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        expected: u64,
+    ) -> Result<Put> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let Ok(expected_i) = i64::try_from(expected) else {
+                    // No stored version is that large: it cannot match.
+                    return match self.read_on(&c, name).await? {
+                        Some(row) => Ok(Put::Conflict(row)),
+                        None => Err(Error::not_found("sequence", name)),
+                    };
+                };
+                let st = c.prepare_cached(sql).await.map_err(|e| self.pg(&e))?;
+                let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&name];
+                params.extend_from_slice(values);
+                params.push(&expected_i);
+                for _ in 0..MAX_RERUNS {
+                    let rows = c.query(&st, &params).await.map_err(|e| self.pg(&e))?;
+                    let Some(r) = rows.first() else {
+                        return Err(Error::not_found("sequence", name));
+                    };
+                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+                    let row = self.row(r, 1)?;
+                    if done {
+                        return Ok(Put::Done(row));
+                    }
+                    if row.version != expected {
+                        return Ok(Put::Conflict(row));
+                    }
+                    // The row we were shown still has the version we expected,
+                    // so the write should have matched: run it again.
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<SequenceRow> {
         let bad = |e: tokio_postgres::Error| self.pg(&e);
         let version: i64 = r.try_get(at + 5).map_err(bad)?;
@@ -67,46 +115,8 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let Ok(expected_i) = i64::try_from(expected) else {
-                    // No stored version is that large: it cannot match.
-                    return match self.read_on(&c, name).await? {
-                        Some(row) => Ok(Put::Conflict(row)),
-                        None => Err(Error::not_found("sequence", name)),
-                    };
-                };
-                let st = c
-                    .prepare_cached(&self.sql.put_if_version)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                for _ in 0..MAX_RERUNS {
-                    let rows = c
-                        .query(&st, &[&name, &new_next, &expected_i])
-                        .await
-                        .map_err(|e| self.pg(&e))?;
-                    let Some(r) = rows.first() else {
-                        return Err(Error::not_found("sequence", name));
-                    };
-                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
-                    let row = self.row(r, 1)?;
-                    if done {
-                        return Ok(Put::Done(row));
-                    }
-                    if row.version != expected {
-                        return Ok(Put::Conflict(row));
-                    }
-                    // The row we were shown still has the version we expected,
-                    // so the write should have matched: run it again.
-                }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
-                })
-            })
-            .await;
-        self.settle(c, out)
+        self.write_if_version(&self.sql.put_if_version, name, &[&new_next], expected)
+            .await
     }
 
     async fn alter_if_version(
@@ -115,39 +125,13 @@ impl SequenceStore for PostgresStore {
         change: &Alteration,
         expected: u64,
     ) -> Result<Put> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let Ok(expected) = i64::try_from(expected) else {
-                    return match self.read_on(&c, name).await? {
-                        Some(row) => Ok(Put::Conflict(row)),
-                        None => Err(Error::not_found("sequence", name)),
-                    };
-                };
-                let st = c
-                    .prepare_cached(&self.sql.alter_if_version)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let rows = c
-                    .query(
-                        &st,
-                        &[&name, &change.next, &change.max, &change.block, &expected],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let Some(r) = rows.first() else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
-                let row = self.row(r, 1)?;
-                Ok(if done {
-                    Put::Done(row)
-                } else {
-                    Put::Conflict(row)
-                })
-            })
-            .await;
-        self.settle(c, out)
+        self.write_if_version(
+            &self.sql.alter_if_version,
+            name,
+            &[&change.next, &change.max, &change.block],
+            expected,
+        )
+        .await
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
