@@ -706,7 +706,7 @@ fn strip_kind(e: &Error) -> String {
 }
 
 fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
-    let shown = redact(url);
+    let shown = crate::store::redact_url(url);
     let bad_scheme = |what: &str| {
         Error::invalid(format!(
             "shard {id}: url {shown:?} {what}; a shard is an SQLite file (sqlite://PATH) or a PostgreSQL database (postgres://USER@HOST/DB[?schema=NAME])"
@@ -761,7 +761,7 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
                 .unwrap_or("")
                 .to_owned();
             Ok(Shard {
-                url: redact(url),
+                url: crate::store::redact_url(url),
                 store_url: url.to_owned(),
                 place: format!(
                     "PostgreSQL {} port {} database {db:?} schema {schema:?}",
@@ -779,31 +779,6 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
         ))),
         other => Err(bad_scheme(&format!("has the unknown scheme {other:?}"))),
     }
-}
-
-/// `url` with the password of its user info, and a `password=` parameter,
-/// replaced by `***`.
-fn redact(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@')
-            && let Some((user, _)) = rest[..at].split_once(':')
-        {
-            out = format!("{scheme}://{user}:***@{}", &rest[at + 1..]);
-        }
-    }
-    if let Some((base, query)) = out.split_once('?') {
-        let query: Vec<String> = query
-            .split('&')
-            .map(|p| match p.split_once('=') {
-                Some(("password", _)) => "password=***".to_owned(),
-                _ => p.to_owned(),
-            })
-            .collect();
-        out = format!("{base}?{}", query.join("&"));
-    }
-    out
 }
 
 /// `path` made absolute (from the current directory) with `.` and `..`
@@ -894,10 +869,15 @@ mod tests {
     #[test]
     fn passwords_never_show() {
         assert_eq!(
-            redact("postgres://app:s3cret@h1,h2:5433/db?schema=s&password=x2&sslmode=disable"),
+            crate::store::redact_url(
+                "postgres://app:s3cret@h1,h2:5433/db?schema=s&password=x2&sslmode=disable"
+            ),
             "postgres://app:***@h1,h2:5433/db?schema=s&password=***&sslmode=disable"
         );
-        assert_eq!(redact("postgres://app@h/db"), "postgres://app@h/db");
+        assert_eq!(
+            crate::store::redact_url("postgres://app@h/db"),
+            "postgres://app@h/db"
+        );
         let set = ShardSet::new()
             .with_shard(1, "postgres://app:s3cret@h/db")
             .unwrap();

@@ -56,6 +56,31 @@ pub trait Store: SequenceStore + PoolStore {
     async fn ping(&self) -> Result<()>;
 }
 
+/// `url` with the password of its user info, and a `password=` parameter,
+/// replaced by `***`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if let Some(at) = rest[..auth_end].rfind('@')
+            && let Some((user, _)) = rest[..at].split_once(':')
+        {
+            out = format!("{scheme}://{user}:***@{}", &rest[at + 1..]);
+        }
+    }
+    if let Some((base, query)) = out.split_once('?') {
+        let query: Vec<String> = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some(("password", _)) => "password=***".to_owned(),
+                _ => p.to_owned(),
+            })
+            .collect();
+        out = format!("{base}?{}", query.join("&"));
+    }
+    out
+}
+
 /// The store URL used when none is given: `$KEYSMITH_STORE`, else
 /// `sqlite://keysmith.db` in the current directory.
 pub fn default_url() -> String {

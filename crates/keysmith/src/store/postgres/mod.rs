@@ -694,7 +694,7 @@ pub(crate) fn connect_config(url: &str) -> Result<(tokio_postgres::Config, Strin
 
 /// Splits keysmith's own parameters off the URL and parses the rest.
 fn parse_url(url: &str) -> Result<Settings> {
-    let shown = redact(url);
+    let shown = super::redact_url(url);
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, q),
         None => (url, ""),
@@ -804,22 +804,6 @@ fn describe_target(config: &tokio_postgres::Config) -> String {
     format!("{host}:{port}/{db}")
 }
 
-/// The URL with any password replaced by `***`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
-}
-
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -875,10 +859,13 @@ mod tests {
     #[test]
     fn passwords_never_show() {
         assert_eq!(
-            redact("postgres://u:secret@h:1/db?x=1"),
+            crate::store::redact_url("postgres://u:secret@h:1/db?x=1"),
             "postgres://u:***@h:1/db?x=1"
         );
-        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            crate::store::redact_url("postgres://u@h/db"),
+            "postgres://u@h/db"
+        );
         let err = parse_url("postgres://u:secret@h/db?bogus=1").unwrap_err();
         assert!(!err.to_string().contains("secret"), "{err}");
     }
