@@ -397,8 +397,18 @@ impl AppState {
         });
     }
 
-    pub(crate) fn render_metrics(&self) -> String {
+    pub(crate) async fn render_metrics(&self) -> String {
         let s = self.shared();
+        // Runway and unaccounted values of the sequences this server serves:
+        // one store read each.
+        let mut usage = Vec::new();
+        for (name, _) in s.sequences.snapshot() {
+            if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
+                && let Some(u) = info.usage
+            {
+                usage.push((name, u));
+            }
+        }
         let seqs: Vec<_> = s
             .sequences
             .snapshot()
@@ -432,7 +442,7 @@ impl AppState {
             })
             .collect();
         s.metrics
-            .render(&seqs, &pools, s.started.elapsed().as_secs_f64())
+            .render(&seqs, &pools, &usage, s.started.elapsed().as_secs_f64())
     }
 
     /// Closes every open handle, handing unused block tails back to the

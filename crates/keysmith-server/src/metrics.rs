@@ -3,8 +3,8 @@
 //! block size) read when scraped.
 
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 /// Latency buckets, in seconds: 50 µs to 5 s.
@@ -110,6 +110,7 @@ impl Metrics {
         &self,
         sequences: &[(String, HandleCounters)],
         pools: &[(String, HandleCounters)],
+        usage: &[(String, keysmith::sequence::SequenceUsage)],
         uptime_seconds: f64,
     ) -> String {
         let scrape = Registry::new();
@@ -139,6 +140,28 @@ impl Metrics {
             seq_refills.with_label_values(&[name]).inc_by(c.refills);
             seq_conflicts.with_label_values(&[name]).inc_by(c.conflicts);
             seq_block.with_label_values(&[name]).set(c.size);
+        }
+        let runway = GaugeVec::new(
+            Opts::new(
+                "keysmith_sequence_runway_seconds",
+                "Seconds until the sequence reaches its maximum at the reservation rate of the last minutes \
+                 (all servers and processes); absent until there is a rate.",
+            ),
+            &["name"],
+        )
+        .expect("valid metric");
+        scrape
+            .register(Box::new(runway.clone()))
+            .expect("unique metric");
+        let unaccounted = gauge(
+            "keysmith_sequence_unaccounted_values",
+            "Reserved values no clean close accounted for: in open handles, or lost by handles that died.",
+        );
+        for (name, u) in usage {
+            if let Some(secs) = u.runway_seconds {
+                runway.with_label_values(&[name]).set(secs);
+            }
+            unaccounted.with_label_values(&[name]).set(u.unaccounted);
         }
         let pool_attempts = counter(
             "keysmith_pool_attempts_total",

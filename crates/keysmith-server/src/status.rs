@@ -23,6 +23,9 @@ use crate::routes::sequences::HandleView;
 /// How often the page refreshes, in milliseconds.
 pub(crate) const REFRESH_MS: u32 = 2000;
 
+/// How many sequences the page shows usage (runway, unaccounted) for.
+const USAGE_ROWS: usize = 100;
+
 /// Everything the status page shows.
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
@@ -62,14 +65,34 @@ struct SeqStatus {
     rate: f64,
     refills: u64,
     conflicts: u64,
+    /// Time to the maximum at the recent rate, in words ("–" without one).
+    runway: String,
+    /// Reserved values no clean close accounted for.
+    unaccounted: i64,
 }
 
 pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     let s = state.shared();
-    let rows = keysmith::sequence::list(&*s.store).await?;
+    let mut rows = Vec::new();
+    for (i, info) in keysmith::sequence::list(&*s.store)
+        .await?
+        .into_iter()
+        .enumerate()
+    {
+        // Usage costs a read per sequence: the first hundred get it.
+        let usage = if i < USAGE_ROWS {
+            keysmith::sequence::show(&*s.store, &info.row.name)
+                .await
+                .ok()
+                .and_then(|i| i.usage)
+        } else {
+            None
+        };
+        rows.push((info, usage));
+    }
     let sequences = rows
         .into_iter()
-        .map(|info| {
+        .map(|(info, usage)| {
             let h = s.sequences.get(&info.row.name).map(|e| HandleView::of(&e));
             SeqStatus {
                 next: info.row.next.to_string(),
@@ -85,6 +108,8 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                 rate: h.as_ref().map_or(0.0, |h| h.rate),
                 refills: h.as_ref().map_or(0, |h| h.refills),
                 conflicts: h.as_ref().map_or(0, |h| h.conflicts),
+                runway: usage.map_or("–".to_owned(), |u| u.runway_words()),
+                unaccounted: usage.map_or(0, |u| u.unaccounted),
                 name: info.row.name,
             }
         })
@@ -189,7 +214,7 @@ fn render(st: &Status) -> String {
             rows,
             "<tr><td class=\"name\">{}</td><td class=\"num next\">{}</td>\
              <td class=\"num block\">{}{}</td><td class=\"num rate\">{}</td>\
-             <td class=\"num remaining\">{}</td><td class=\"num served\">{}</td>\
+             <td class=\"num remaining\">{}</td><td class=\"num runway\">{}</td><td class=\"num served\">{}</td>\
              <td class=\"num last\">{}</td><td class=\"num refills\">{}</td></tr>",
             escape(&s.name),
             s.next,
@@ -201,6 +226,7 @@ fn render(st: &Status) -> String {
             },
             rate(s.rate),
             grouped(&s.remaining),
+            escape(&s.runway),
             s.served,
             s.last_served.as_deref().unwrap_or("–"),
             s.refills,
@@ -267,7 +293,7 @@ const PAGE: &str = r##"<!doctype html>
   <thead><tr>
     <th>Name</th><th class="num" title="The next value no handle has reserved yet">Next in store</th>
     <th class="num">Block size</th><th class="num" title="Values handed out per second, last 10 s">Rate</th>
-    <th class="num" title="Values left before the maximum">Remaining</th><th class="num" title="Values this server handed out">Served</th>
+    <th class="num" title="Values left before the maximum">Remaining</th><th class="num" title="Time to the maximum at the rate of the last minutes, all servers">Runway</th><th class="num" title="Values this server handed out">Served</th>
     <th class="num" title="The greatest value this server handed out">Last served</th><th class="num" title="Blocks this server reserved in the store">Refills</th>
   </tr></thead>
   <tbody>{{seq_rows}}</tbody>
@@ -317,6 +343,7 @@ function render(st) {
     }
     cell(tr, "num rate", s.rate.toFixed(1) + "/s");
     cell(tr, "num remaining", grouped(s.remaining));
+    cell(tr, "num runway", s.runway);
     cell(tr, "num served", s.served);
     cell(tr, "num last", s.last_served ?? "–");
     cell(tr, "num refills", String(s.refills));

@@ -192,7 +192,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             Ok(())
         }
         SequenceCommand::Show { name } => {
-            let info = sequence::describe(&*store, &name).await?.into();
+            let info = sequence::show(&*store, &name).await?;
             print_info(&info, global.json)
         }
         SequenceCommand::List => {
@@ -292,6 +292,17 @@ fn print_info(info: &SequenceInfo, json: bool) -> anyhow::Result<()> {
         println!("block:     {}", r.block);
         println!("remaining: {}", info.remaining);
         println!("version:   {}", r.version);
+        if let Some(u) = &info.usage {
+            let per_s = u
+                .rate_per_second
+                .map_or("-".to_owned(), |r| format!("{r:.1}/s"));
+            println!("rate:      {per_s}");
+            println!("runway:    {}", u.runway_words());
+            println!(
+                "reserved:  {} (handed out {}, handed back {}, gaps {}, skipped {}, unaccounted {})",
+                u.reserved, u.handed_out, u.handed_back, u.abandoned, u.skipped, u.unaccounted
+            );
+        }
     }
     Ok(())
 }

@@ -164,7 +164,7 @@ pub(crate) async fn livez() -> Json<Health> {
 
 /// `GET /metrics`: Prometheus text.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
-    let text = state.render_metrics();
+    let text = state.render_metrics().await;
     let mut res = text.into_response();
     res.headers_mut().insert(
         header::CONTENT_TYPE,

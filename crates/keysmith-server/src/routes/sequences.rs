@@ -121,8 +121,8 @@ pub(crate) async fn show(
     State(state): State<AppState>,
     Name(name): Name,
 ) -> ApiResult<Json<SequenceView>> {
-    let row = sequence::describe(&*state.shared().store, &name).await?;
-    Ok(Json(view(&state, row.into())))
+    let info = sequence::show(&*state.shared().store, &name).await?;
+    Ok(Json(view(&state, info)))
 }
 
 /// `PATCH /v1/sequences/{name}`: [`sequence::alter`]. The server's own

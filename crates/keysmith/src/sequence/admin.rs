@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
+    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 
@@ -52,6 +52,34 @@ pub async fn describe(store: &dyn SequenceStore, name: &str) -> Result<SequenceR
         Some(row) => Ok(row),
         None => Err(not_found(store, name).await),
     }
+}
+
+/// A sequence with its [`SequenceUsage`](super::SequenceUsage): its rate,
+/// the runway to its maximum at that rate, and where its values went.
+///
+/// # Errors
+/// As [`describe`].
+pub async fn show(store: &dyn SequenceStore, name: &str) -> Result<SequenceInfo> {
+    validate_name(name)?;
+    let (row, counts) = match store.read_counts(name).await {
+        Err(Error::NotFound { .. }) => return Err(not_found(store, name).await),
+        other => other?,
+    };
+    let now = super::now_ms();
+    let usage = super::SequenceUsage {
+        reserved: counts.reserved(&row),
+        handed_out: counts.handed_out,
+        handed_back: counts.handed_back,
+        abandoned: counts.abandoned,
+        skipped: counts.skipped,
+        unaccounted: counts.unaccounted(&row),
+        rate_per_second: counts.rate(&row, now),
+        runway_seconds: counts.runway_seconds(&row, now),
+    };
+    Ok(SequenceInfo {
+        usage: Some(usage),
+        ..row.into()
+    })
 }
 
 /// Every sequence, by name.
@@ -148,7 +176,21 @@ pub async fn alter(
     loop {
         let change = spec.apply_to(&row)?;
         match store.alter_if_version(name, &change, row.version).await? {
-            Put::Done(row) => return Ok(row.into()),
+            Put::Done(done) => {
+                let skipped = done.next - row.next;
+                if skipped > 0 {
+                    let delta = CountsDelta {
+                        skipped,
+                        ..CountsDelta::default()
+                    };
+                    // Best effort: unrecorded, the skipped values only show
+                    // as unaccounted.
+                    if let Err(e) = store.record_counts(name, &delta, super::now_ms()).await {
+                        tracing::warn!(sequence = %name, "altered, but the {skipped} values skipped were not counted: {e}");
+                    }
+                }
+                return Ok(done.into());
+            }
             Put::Conflict(current) => {
                 row = current;
                 if !retries.lost() {

@@ -23,7 +23,7 @@ use sha2::Sha256;
 
 use super::strategy::Allocator;
 use super::{Strategy, describe};
-use crate::store::{Put, SequenceStore, check_count};
+use crate::store::{CountsDelta, Put, SequenceStore, check_count};
 use crate::{Error, Result};
 
 /// One reservation held by a caller outside this process: the values
@@ -57,8 +57,18 @@ pub async fn lease(
 ) -> Result<Lease> {
     check_count("count", n)?;
     let row = describe(&*store, name).await?;
-    let alloc = Allocator::new(store, row, strategy, retry_budget, None);
+    let alloc = Allocator::new(store.clone(), row, strategy, retry_budget, None);
     let r = alloc.reserve(n).await?;
+    // The values leave this process: for the sequence's counts they are
+    // handed out (in the background: the lease does not wait for it).
+    count_in_background(
+        store,
+        name,
+        CountsDelta {
+            handed_out: r.len(),
+            ..CountsDelta::default()
+        },
+    );
     Ok(Lease {
         name: name.to_owned(),
         start: r.start,
@@ -90,9 +100,41 @@ pub async fn release(
         .put_if_version(&lease.name, from, lease.version)
         .await?
     {
-        Put::Done(_) => Ok(Some(from..lease.end)),
-        Put::Conflict(_) => Ok(None),
+        Put::Done(_) => {
+            let back = lease.end - from;
+            let delta = CountsDelta {
+                handed_back: back,
+                handed_out: -back,
+                ..CountsDelta::default()
+            };
+            record(store, &lease.name, delta).await;
+            Ok(Some(from..lease.end))
+        }
+        Put::Conflict(_) => {
+            let gap = lease.end - from;
+            let delta = CountsDelta {
+                abandoned: gap,
+                handed_out: -gap,
+                ..CountsDelta::default()
+            };
+            record(store, &lease.name, delta).await;
+            Ok(None)
+        }
     }
+}
+
+/// Records `delta` in the sequence's counts, best effort: a count not
+/// recorded only shows as unaccounted.
+async fn record(store: &dyn SequenceStore, name: &str, delta: CountsDelta) {
+    if let Err(e) = store.record_counts(name, &delta, super::now_ms()).await {
+        tracing::warn!(sequence = %name, "counts not recorded: {e}");
+    }
+}
+
+/// [`record`] in a task of its own.
+fn count_in_background(store: Arc<dyn SequenceStore>, name: &str, delta: CountsDelta) {
+    let name = name.to_owned();
+    tokio::spawn(async move { record(&*store, &name, delta).await });
 }
 
 type HmacSha256 = Hmac<Sha256>;

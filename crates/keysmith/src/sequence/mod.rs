@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::store::{Put, Reservation, SequenceRow, SequenceStore, check_count};
+use crate::store::{
+    CountsDelta, MARK_INTERVAL_MS, Put, Reservation, SequenceRow, SequenceStore, check_count,
+};
 use crate::{Error, Result};
 
 mod admin;
@@ -28,7 +30,7 @@ mod cache;
 pub mod lease;
 mod strategy;
 
-pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove};
+pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
 pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
@@ -76,6 +78,9 @@ struct Refill {
     last: Option<Reservation>,
     /// When the newest reservation was made (for the adaptive block size).
     last_at: Option<Instant>,
+    /// When this handle last moved the sequence's rate mark (or first
+    /// reserved): a long-lived handle marks once per [`MARK_INTERVAL_MS`].
+    marked_at: Option<Instant>,
     closed: bool,
 }
 
@@ -524,7 +529,11 @@ impl Sequence {
             .put_if_version(self.name(), from, last.version)
             .await
         {
-            Ok(Put::Done(_)) => {}
+            Ok(Put::Done(_)) => {
+                let c = &self.inner.alloc.counters;
+                c.values.fetch_sub(last.end - from, Relaxed);
+                c.handed_back.fetch_add(last.end - from, Relaxed);
+            }
             Ok(Put::Conflict(_)) => {
                 tracing::info!(sequence = %self.name(), "values {from}..{} stay a gap: others reserved since", last.end)
             }
@@ -597,6 +606,20 @@ impl Sequence {
         }
         st.last = Some(r);
         st.last_at = Some(now);
+        match st.marked_at {
+            None => st.marked_at = Some(now),
+            Some(at) if now - at >= Duration::from_millis(MARK_INTERVAL_MS.unsigned_abs()) => {
+                st.marked_at = Some(now);
+                let (store, name) = (self.inner.alloc.store.clone(), self.name().to_owned());
+                self.inner.runtime.spawn(async move {
+                    let delta = CountsDelta::default();
+                    if let Err(e) = store.record_counts(&name, &delta, now_ms()).await {
+                        tracing::debug!(sequence = %name, "rate mark not recorded: {e}");
+                    }
+                });
+            }
+            Some(_) => {}
+        }
     }
 
     fn prefetch_mark(&self, b: &Reservation) -> i64 {
@@ -647,6 +670,10 @@ impl Sequence {
         let Some(last) = st.last else {
             return Ok(None);
         };
+        let left: i64 = std::iter::once(unused.clone())
+            .chain(st.spare.iter().map(|r| r.start..r.end))
+            .map(|r| (r.end - r.start).max(0))
+            .sum();
         // The unused values that end where the newest reservation ends: walk
         // back from it over spare blocks and the current block's rest while
         // they are adjacent.
@@ -658,17 +685,43 @@ impl Sequence {
             }
             from = piece.start;
         }
-        if from == last.end {
-            return Ok(None);
-        }
-        match inner
+        let back = if from == last.end {
+            None
+        } else {
+            match inner
+                .alloc
+                .store
+                .put_if_version(self.name(), from, last.version)
+                .await?
+            {
+                Put::Done(_) => Some(from..last.end),
+                Put::Conflict(_) => None,
+            }
+        };
+        self.report_close(left, back.as_ref().map_or(0, |r| r.end - r.start))
+            .await;
+        Ok(back)
+    }
+
+    /// Tells the store what this handle did with what it reserved: handed
+    /// out, handed back, or left as a gap. Best effort: a count not recorded
+    /// only makes the sequence's unaccounted count larger.
+    async fn report_close(&self, left: i64, handed_back_now: i64) {
+        let c = &self.inner.alloc.counters;
+        let delta = CountsDelta {
+            handed_back: c.handed_back.load(Relaxed) + handed_back_now,
+            handed_out: c.values.load(Relaxed) - left,
+            abandoned: left - handed_back_now,
+            skipped: 0,
+        };
+        if let Err(e) = self
+            .inner
             .alloc
             .store
-            .put_if_version(self.name(), from, last.version)
-            .await?
+            .record_counts(self.name(), &delta, now_ms())
+            .await
         {
-            Put::Done(_) => Ok(Some(from..last.end)),
-            Put::Conflict(_) => Ok(None),
+            tracing::warn!(sequence = %self.name(), "closed, but its counts were not recorded: {e}");
         }
     }
 
@@ -683,14 +736,24 @@ impl Sequence {
     }
 }
 
+/// Milliseconds since the Unix epoch by this process's clock (0 before 1970).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// The row of a sequence as a caller sees it, for `show` and `list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SequenceInfo {
     /// The stored row.
     #[serde(flatten)]
     pub row: SequenceRow,
     /// Values not yet reserved by any handle.
     pub remaining: i64,
+    /// Its rate, runway and where its values went; only from [`show`].
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<SequenceUsage>,
 }
 
 impl From<SequenceRow> for SequenceInfo {
@@ -698,6 +761,48 @@ impl From<SequenceRow> for SequenceInfo {
         SequenceInfo {
             remaining: row.remaining(),
             row,
+            usage: None,
+        }
+    }
+}
+
+/// How fast a sequence is used and where its values went, from the counts
+/// the store keeps (see [`SequenceCounts`](crate::store::SequenceCounts)).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SequenceUsage {
+    /// Values ever reserved.
+    pub reserved: i64,
+    /// Values handles reported as handed out when they closed cleanly
+    /// (leases: when they were granted).
+    pub handed_out: i64,
+    /// Values handed back by `close` (and reserved again later).
+    pub handed_back: i64,
+    /// Values a clean close could not hand back: a known gap.
+    pub abandoned: i64,
+    /// Values skipped by moving `next` forward.
+    pub skipped: i64,
+    /// Reserved values no clean close accounted for: those in open handles,
+    /// and at most what handles that died had left.
+    pub unaccounted: i64,
+    /// Values reserved per second over the last one to two minutes of marks;
+    /// `None` before there is a second of history.
+    pub rate_per_second: Option<f64>,
+    /// Seconds until the maximum at that rate; `None` without a rate or at
+    /// a rate of zero.
+    pub runway_seconds: Option<f64>,
+}
+
+impl SequenceUsage {
+    /// The runway in words, in the largest unit that fits ("3.2 years");
+    /// "–" without a rate.
+    pub fn runway_words(&self) -> String {
+        const DAY: f64 = 86_400.0;
+        match self.runway_seconds {
+            None => "–".to_owned(),
+            Some(s) if s >= 365.0 * DAY => format!("{:.1} years", s / (365.0 * DAY)),
+            Some(s) if s >= DAY => format!("{:.1} days", s / DAY),
+            Some(s) if s >= 3600.0 => format!("{:.1} hours", s / 3600.0),
+            Some(s) => format!("{s:.0} seconds"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! How a block is reserved in the store: the three strategies.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -74,6 +74,11 @@ impl std::fmt::Display for Strategy {
 pub(crate) struct Counters {
     pub(crate) reservations: AtomicU64,
     pub(crate) conflicts: AtomicU64,
+    /// Values reserved, less those handed back while the handle was open:
+    /// at `close`, what is not left over was handed out.
+    pub(crate) values: AtomicI64,
+    /// Values handed back while the handle was open (a failed strict batch).
+    pub(crate) handed_back: AtomicI64,
 }
 
 /// Reserves ranges of one sequence with one strategy.
@@ -137,6 +142,7 @@ impl Allocator {
             }
         };
         self.counters.reservations.fetch_add(1, Relaxed);
+        self.counters.values.fetch_add(r.len(), Relaxed);
         Ok(r)
     }
 

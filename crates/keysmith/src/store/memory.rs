@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use rand::seq::IteratorRandom;
 
 use super::{
-    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
-    SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
+    SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -21,6 +21,7 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct State {
     sequences: BTreeMap<String, SequenceRow>,
+    counts: BTreeMap<String, SequenceCounts>,
     pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
 }
 
@@ -126,12 +127,29 @@ impl SequenceStore for MemoryStore {
         self.with(|s| s.reserve(name, n))
     }
 
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        self.with(|s| {
+            let row = s.row(name)?.clone();
+            let counts = s.counts.entry(name.to_owned()).or_default();
+            *counts = counts.apply(&row, delta, now_ms);
+            Ok(())
+        })
+    }
+
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        self.with(|s| {
+            let row = s.row(name)?.clone();
+            Ok((row, s.counts.get(name).copied().unwrap_or_default()))
+        })
+    }
+
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.with(|s| Ok(s.sequences.values().cloned().collect()))
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.with(|s| {
+            s.counts.remove(name);
             s.sequences
                 .remove(name)
                 .map(drop)

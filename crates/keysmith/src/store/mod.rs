@@ -35,8 +35,8 @@ pub(crate) use pools::sample_slots;
 pub use pools::{DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore};
 pub(crate) use sequences::check_count;
 pub use sequences::{
-    Alteration, DEFAULT_BLOCK, DEFAULT_START, MAX_RESERVATION, Put, Reservation, SequenceRow,
-    SequenceSpec, SequenceStore,
+    Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, MARK_INTERVAL_MS, MAX_RESERVATION, Put,
+    RateMark, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
 };
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next

@@ -5,7 +5,7 @@
 //! a spec live here, once, so no backend writes them again.
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::MAX_VALUE;
 use crate::{Error, Result};
@@ -169,6 +169,119 @@ pub struct Alteration {
     pub block: i64,
 }
 
+/// How often a sequence's rate mark moves forward: its reservation rate is
+/// measured over one to two of these.
+pub const MARK_INTERVAL_MS: i64 = 60_000;
+
+/// Changes to what the store counts of a sequence (see [`SequenceCounts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CountsDelta {
+    /// Values handed back to the store by `close` (they are reserved again later).
+    pub handed_back: i64,
+    /// Values handles reported as handed out when they closed cleanly.
+    pub handed_out: i64,
+    /// Values a clean `close` could not hand back (someone reserved since): a
+    /// known gap.
+    pub abandoned: i64,
+    /// Values skipped by moving `next` forward (`alter`, `adopt`).
+    pub skipped: i64,
+}
+
+/// The reservation count of a sequence at one time, for its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateMark {
+    /// Milliseconds since the Unix epoch, by the clock of the process that
+    /// recorded it.
+    pub at_ms: i64,
+    /// [`SequenceCounts::reserved`] then.
+    pub reserved: i64,
+}
+
+/// What the store counts of a sequence beside its row. Every value reserved
+/// is, in the end, handed out, handed back or lost; the counts say which as
+/// far as clean closes reported it, and what is left is
+/// [`Self::unaccounted`]: values in open handles, and at most what handles
+/// that died had left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceCounts {
+    /// Values handed back by `close`.
+    pub handed_back: i64,
+    /// Values reported handed out by handles that closed cleanly.
+    pub handed_out: i64,
+    /// Values a clean `close` could not hand back.
+    pub abandoned: i64,
+    /// Values skipped by moving `next` forward.
+    pub skipped: i64,
+    /// The newest rate mark.
+    pub mark: Option<RateMark>,
+    /// The one before it.
+    pub prev_mark: Option<RateMark>,
+}
+
+impl SequenceCounts {
+    /// Values ever reserved from `row`'s sequence: `next - start`, plus what
+    /// was handed back (and reserved again), less what was skipped.
+    pub fn reserved(&self, row: &SequenceRow) -> i64 {
+        (row.next - row.start)
+            .saturating_add(self.handed_back)
+            .saturating_sub(self.skipped)
+    }
+
+    /// Reserved values no clean close accounted for.
+    pub fn unaccounted(&self, row: &SequenceRow) -> i64 {
+        self.reserved(row)
+            .saturating_sub(self.handed_back)
+            .saturating_sub(self.handed_out)
+            .saturating_sub(self.abandoned)
+    }
+
+    /// These counts after `delta`, at `now_ms`, for `row` as the store holds
+    /// it: the one place the counts and rate marks are computed (backends
+    /// apply it in a transaction with the row).
+    pub fn apply(&self, row: &SequenceRow, delta: &CountsDelta, now_ms: i64) -> SequenceCounts {
+        let mut c = SequenceCounts {
+            handed_back: self.handed_back.saturating_add(delta.handed_back),
+            handed_out: self.handed_out.saturating_add(delta.handed_out),
+            abandoned: self.abandoned.saturating_add(delta.abandoned),
+            skipped: self.skipped.saturating_add(delta.skipped),
+            ..*self
+        };
+        let here = RateMark {
+            at_ms: now_ms,
+            reserved: c.reserved(row),
+        };
+        match c.mark {
+            None => c.mark = Some(here),
+            Some(m) if now_ms.saturating_sub(m.at_ms) >= MARK_INTERVAL_MS => {
+                c.prev_mark = Some(m);
+                c.mark = Some(here);
+            }
+            Some(_) => {}
+        }
+        c
+    }
+
+    /// Values reserved per second recently, measured from the older mark
+    /// (else the newer) to `row` at `now_ms`; `None` before there is a second
+    /// of history.
+    pub fn rate(&self, row: &SequenceRow, now_ms: i64) -> Option<f64> {
+        let from = self.prev_mark.or(self.mark)?;
+        let ms = now_ms.saturating_sub(from.at_ms);
+        if ms < 1000 {
+            return None;
+        }
+        let values = self.reserved(row).saturating_sub(from.reserved).max(0);
+        Some(values as f64 * 1000.0 / ms as f64)
+    }
+
+    /// Seconds until the sequence reaches its maximum at [`Self::rate`];
+    /// `None` without a rate, or at a rate of zero.
+    pub fn runway_seconds(&self, row: &SequenceRow, now_ms: i64) -> Option<f64> {
+        let rate = self.rate(row, now_ms).filter(|r| *r > 0.0)?;
+        Some(row.remaining().max(0) as f64 / rate)
+    }
+}
+
 /// What a backend does for sequences. Names given to these methods have been
 /// validated by the caller; counts are in `1..=MAX_RESERVATION`. Every write
 /// is durable when the method returns.
@@ -218,6 +331,20 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::NotFound`], [`Error::Exhausted`].
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// Adds `delta` to the sequence's counts and moves its rate mark when the
+    /// last is [`MARK_INTERVAL_MS`] old, in one transaction with the row
+    /// (see [`SequenceCounts::apply`]).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()>;
+
+    /// The sequence's row and counts (all zero before anything was recorded).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is no such sequence.
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)>;
 
     /// Every sequence, ordered by name.
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;

@@ -22,6 +22,7 @@
 //! | --- | --- |
 //! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..}` |
 //! | `PREFIX/next/NAME` | its next free value, decimal; the key's etcd *version* is [`SequenceRow::version`] |
+//! | `PREFIX/counts/NAME` | what clean closes and alterations reported, and the rate marks: JSON [`SequenceCounts`] |
 //! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..}` |
 //! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
@@ -118,8 +119,8 @@ use serde::{Deserialize, Serialize};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
-    SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
+    SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -315,6 +316,10 @@ impl EtcdStore {
 
     fn next_key(&self, name: &str) -> String {
         format!("{}next/{name}", self.prefix)
+    }
+
+    fn counts_key(&self, name: &str) -> String {
+        format!("{}counts/{name}", self.prefix)
     }
 
     fn pool_key(&self, name: &str) -> String {

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// How many times [`SequenceStore::record_counts`] tries its compare-and-swap
+/// before giving up with [`Error::Contention`].
+const COUNTS_ATTEMPTS: u32 = 16;
+
 /// How many times [`SequenceStore::reserve_locked`] takes the lock again after losing it
 /// (lease expired while held) before it gives up.
 const LOCK_ATTEMPTS: u32 = 5;
@@ -64,6 +68,18 @@ fn keep_alive(store: &EtcdStore, id: i64) -> tokio::task::JoinHandle<()> {
 }
 
 impl EtcdStore {
+    /// The counts a `counts/NAME` key holds; zero without one.
+    fn counts_of(&self, name: &str, kv: Option<&KeyValue>) -> Result<SequenceCounts> {
+        kv.map_or(Ok(SequenceCounts::default()), |kv| {
+            serde_json::from_slice(kv.value()).map_err(|e| {
+                Error::Corrupt(format!(
+                    "the counts of sequence {name:?} ({}) are not what keysmith writes: {e}; delete the key",
+                    self.counts_key(name)
+                ))
+            })
+        })
+    }
+
     /// The conditional write of a sequence: `puts` (which put the `next`
     /// key, bumping its version) only if that version is still `expected`,
     /// with the row read back in the same transaction; on a mismatch the
@@ -307,6 +323,8 @@ impl SequenceStore for EtcdStore {
             .and_then([
                 TxnOp::put(self.seq_key(&spec.name), value, None),
                 TxnOp::put(self.next_key(&spec.name), spec.start.to_string(), None),
+                // Counts a drop by an older keysmith may have left behind.
+                TxnOp::delete(self.counts_key(&spec.name), None),
             ])
             .or_else(self.row_gets(&spec.name));
         let resp = self.txn("create a sequence", txn).await?;
@@ -466,12 +484,69 @@ impl SequenceStore for EtcdStore {
         Ok(rows)
     }
 
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        // Compare-and-swap on the counts key alone: reservations go on.
+        for _ in 0..COUNTS_ATTEMPTS {
+            let [spec, next] = self.row_gets(name);
+            let read = Txn::new().and_then([spec, next, TxnOp::get(self.counts_key(name), None)]);
+            let resp = self.txn("read a sequence's counts", read).await?;
+            let ops = resp.op_responses();
+            let row = self
+                .row_from(name, &ops, 0)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let seen = first_kv(&ops, 2)?;
+            let counts = self
+                .counts_of(name, seen.as_ref())?
+                .apply(&row, delta, now_ms);
+            let value = serde_json::to_vec(&counts).map_err(|e| {
+                Error::Corrupt(format!("cannot encode the counts of {name:?}: {e}"))
+            })?;
+            let unchanged = match &seen {
+                Some(kv) => Compare::mod_revision(
+                    self.counts_key(name),
+                    CompareOp::Equal,
+                    kv.mod_revision(),
+                ),
+                None => Compare::version(self.counts_key(name), CompareOp::Equal, 0),
+            };
+            let write = Txn::new()
+                .when([
+                    unchanged,
+                    Compare::version(self.next_key(name), CompareOp::Greater, 0),
+                ])
+                .and_then([TxnOp::put(self.counts_key(name), value, None)]);
+            if self
+                .txn("record a sequence's counts", write)
+                .await?
+                .succeeded()
+            {
+                return Ok(());
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: COUNTS_ATTEMPTS,
+        })
+    }
+
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        let [spec, next] = self.row_gets(name);
+        let read = Txn::new().and_then([spec, next, TxnOp::get(self.counts_key(name), None)]);
+        let resp = self.txn("read a sequence's counts", read).await?;
+        let ops = resp.op_responses();
+        let row = self
+            .row_from(name, &ops, 0)?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok((row, self.counts_of(name, first_kv(&ops, 2)?.as_ref())?))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let txn = Txn::new()
             .when([Compare::version(self.seq_key(name), CompareOp::Greater, 0)])
             .and_then([
                 TxnOp::delete(self.seq_key(name), None),
                 TxnOp::delete(self.next_key(name), None),
+                TxnOp::delete(self.counts_key(name), None),
             ]);
         if self.txn("drop a sequence", txn).await?.succeeded() {
             Ok(())

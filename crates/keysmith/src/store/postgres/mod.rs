@@ -53,8 +53,8 @@ use tokio_postgres::{Client, NoTls};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
-    SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -65,7 +65,7 @@ mod sequences;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -183,6 +183,22 @@ const MIGRATIONS: &[&str] = &[
 
     CREATE FUNCTION {s}.next_key(seq text) RETURNS bigint
     LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
+    "#,
+    // 3: what clean closes and alterations reported of each sequence, and
+    // its rate marks (see SequenceCounts); gone with the sequence.
+    r#"
+    CREATE TABLE {s}.sequence_counts (
+        name          text COLLATE "C" PRIMARY KEY
+                      REFERENCES {s}.sequences (name) ON DELETE CASCADE,
+        handed_back   bigint NOT NULL,
+        handed_out    bigint NOT NULL,
+        abandoned     bigint NOT NULL,
+        skipped       bigint NOT NULL,
+        mark_at       bigint,
+        mark_reserved bigint,
+        prev_at       bigint,
+        prev_reserved bigint
+    );
     "#,
 ];
 
@@ -539,6 +555,10 @@ struct Sql {
     read: String,
     put_if_version: String,
     alter_if_version: String,
+    counts_ensure: String,
+    counts_lock: String,
+    counts_write: String,
+    counts_read: String,
     lock_row: String,
     write_next: String,
     reserve_atomic: String,
@@ -554,6 +574,12 @@ struct Sql {
 }
 
 const COLS: &str = "name, next, start_value, max_value, block, version";
+
+/// The columns of a sequence's counts, in the order `counts_from` reads them.
+const CCOLS: &str =
+    "handed_back, handed_out, abandoned, skipped, mark_at, mark_reserved, prev_at, prev_reserved";
+const CCOLS_C: &str = "c.handed_back, c.handed_out, c.abandoned, c.skipped, \
+    c.mark_at, c.mark_reserved, c.prev_at, c.prev_reserved";
 
 impl Sql {
     fn new(s: &str) -> Sql {
@@ -574,6 +600,23 @@ impl Sql {
             // flushes and made 8 optimistic clients slower than one.
             put_if_version: conditional_update(s, "next = $2", "$3"),
             alter_if_version: conditional_update(s, "next = $2, max_value = $3, block = $4", "$5"),
+            counts_ensure: format!(
+                "INSERT INTO {s}.sequence_counts (name, handed_back, handed_out, abandoned, skipped)
+                 VALUES ($1, 0, 0, 0, 0) ON CONFLICT (name) DO NOTHING"
+            ),
+            counts_lock: format!(
+                "SELECT {CCOLS} FROM {s}.sequence_counts WHERE name = $1 FOR UPDATE"
+            ),
+            counts_write: format!(
+                "UPDATE {s}.sequence_counts SET handed_back = $2, handed_out = $3, abandoned = $4,
+                 skipped = $5, mark_at = $6, mark_reserved = $7, prev_at = $8, prev_reserved = $9
+                 WHERE name = $1"
+            ),
+            counts_read: format!(
+                "SELECT s.name, s.next, s.start_value, s.max_value, s.block, s.version, {CCOLS_C}
+                 FROM {s}.sequences s LEFT JOIN {s}.sequence_counts c ON c.name = s.name
+                 WHERE s.name = $1"
+            ),
             lock_row: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1 FOR UPDATE"),
             write_next: format!("UPDATE {s}.sequences SET next = $2, version = $3 WHERE name = $1"),
             // One UPDATE does the reservation. RETURNING sees only new values,

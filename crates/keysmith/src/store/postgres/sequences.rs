@@ -134,6 +134,72 @@ impl SequenceStore for PostgresStore {
         .await
     }
 
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let sql = &self.sql;
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                // The counts row is locked, never the sequence's: allocation
+                // goes on meanwhile.
+                match tx.execute(&sql.counts_ensure, &[&name]).await {
+                    Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                        return Err(Error::not_found("sequence", name));
+                    }
+                    other => other.map_err(|e| self.pg(&e))?,
+                };
+                let counts = tx
+                    .query_one(&sql.counts_lock, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let counts = counts_from(&counts, 0);
+                let row = tx
+                    .query_opt(&sql.read, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                let row = self.row(&row, 0)?;
+                let c = counts.apply(&row, delta, now_ms);
+                let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+                let ((mark_at, mark_reserved), (prev_at, prev_reserved)) =
+                    (m(c.mark), m(c.prev_mark));
+                tx.execute(
+                    &sql.counts_write,
+                    &[
+                        &name,
+                        &c.handed_back,
+                        &c.handed_out,
+                        &c.abandoned,
+                        &c.skipped,
+                        &mark_at,
+                        &mark_reserved,
+                        &prev_at,
+                        &prev_reserved,
+                    ],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+                tx.commit().await.map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_opt(&self.sql.counts_read, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                Ok((self.row(&r, 0)?, counts_from(&r, 6)))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         crate::store::check_count("count", n)?;
         let mut c = self.client().await?;
@@ -237,5 +303,24 @@ impl SequenceStore for PostgresStore {
             })
             .await;
         self.settle(c, out)
+    }
+}
+
+/// The counts in the eight columns from `at` (NULL counts are zero: a
+/// sequence never recorded).
+fn counts_from(r: &tokio_postgres::Row, at: usize) -> SequenceCounts {
+    let n = |i: usize| r.get::<_, Option<i64>>(at + i).unwrap_or(0);
+    let mark = |i: usize| {
+        r.get::<_, Option<i64>>(at + i)
+            .zip(r.get::<_, Option<i64>>(at + i + 1))
+            .map(|(at_ms, reserved)| RateMark { at_ms, reserved })
+    };
+    SequenceCounts {
+        handed_back: n(0),
+        handed_out: n(1),
+        abandoned: n(2),
+        skipped: n(3),
+        mark: mark(4),
+        prev_mark: mark(6),
     }
 }

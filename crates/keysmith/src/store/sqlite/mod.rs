@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
-    SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -48,6 +48,19 @@ CREATE TABLE IF NOT EXISTS keysmith_pools (
     name  TEXT PRIMARY KEY,
     start INTEGER NOT NULL,
     size  INTEGER NOT NULL
+);
+-- What clean closes and alterations reported of each sequence, and its
+-- rate marks (see SequenceCounts). Deleted with the sequence.
+CREATE TABLE IF NOT EXISTS keysmith_sequence_counts (
+    name          TEXT PRIMARY KEY,
+    handed_back   INTEGER NOT NULL,
+    handed_out    INTEGER NOT NULL,
+    abandoned     INTEGER NOT NULL,
+    skipped       INTEGER NOT NULL,
+    mark_at       INTEGER,
+    mark_reserved INTEGER,
+    prev_at       INTEGER,
+    prev_reserved INTEGER
 );
 -- One member per slot: slot s holds the member equal to start + s (mod size).
 CREATE TABLE IF NOT EXISTS keysmith_pool_members (

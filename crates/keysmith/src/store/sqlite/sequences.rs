@@ -20,6 +20,12 @@ impl SequenceStore for SqliteStore {
                     name: spec.name.clone(),
                 });
             }
+            // Counts a drop by an older keysmith may have left behind.
+            tx.execute(
+                "DELETE FROM keysmith_sequence_counts WHERE name = ?1",
+                [&spec.name],
+            )
+            .map_err(db_err)?;
             require_row(tx, &spec.name)
         })
         .await
@@ -153,9 +159,49 @@ impl SequenceStore for SqliteStore {
         .await
     }
 
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        let (name, delta) = (name.to_owned(), *delta);
+        self.write(move |tx| {
+            let row = require_row(tx, &name)?;
+            let c = read_counts_on(tx, &name)?.apply(&row, &delta, now_ms);
+            let mark = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+            let ((mark_at, mark_reserved), (prev_at, prev_reserved)) = (mark(c.mark), mark(c.prev_mark));
+            tx.execute(
+                "INSERT OR REPLACE INTO keysmith_sequence_counts
+                 (name, handed_back, handed_out, abandoned, skipped, mark_at, mark_reserved, prev_at, prev_reserved)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    name,
+                    c.handed_back,
+                    c.handed_out,
+                    c.abandoned,
+                    c.skipped,
+                    mark_at,
+                    mark_reserved,
+                    prev_at,
+                    prev_reserved
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        let name = name.to_owned();
+        self.run(move |conn| Ok((require_row(conn, &name)?, read_counts_on(conn, &name)?)))
+            .await
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let name = name.to_owned();
         self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM keysmith_sequence_counts WHERE name = ?1",
+                [&name],
+            )
+            .map_err(db_err)?;
             match tx
                 .execute("DELETE FROM keysmith_sequences WHERE name = ?1", [&name])
                 .map_err(db_err)?
@@ -194,4 +240,29 @@ fn require_row(conn: &Connection, name: &str) -> Result<SequenceRow> {
 fn version_param(v: u64) -> i64 {
     // Versions start at 1 and grow by one per change: they stay far below i64::MAX.
     v as i64
+}
+
+fn read_counts_on(conn: &Connection, name: &str) -> Result<SequenceCounts> {
+    let mark = |at: Option<i64>, reserved: Option<i64>| {
+        at.zip(reserved)
+            .map(|(at_ms, reserved)| RateMark { at_ms, reserved })
+    };
+    conn.query_row(
+        "SELECT handed_back, handed_out, abandoned, skipped, mark_at, mark_reserved, prev_at, prev_reserved
+         FROM keysmith_sequence_counts WHERE name = ?1",
+        [name],
+        |r| {
+            Ok(SequenceCounts {
+                handed_back: r.get(0)?,
+                handed_out: r.get(1)?,
+                abandoned: r.get(2)?,
+                skipped: r.get(3)?,
+                mark: mark(r.get(4)?, r.get(5)?),
+                prev_mark: mark(r.get(6)?, r.get(7)?),
+            })
+        },
+    )
+    .optional()
+    .map(Option::unwrap_or_default)
+    .map_err(db_err)
 }
