@@ -9,8 +9,8 @@ use keysmith::Error;
 use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{
-    Alteration, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceRow, SequenceSpec,
-    SequenceStore, Store, memory::MemoryStore, sqlite::SqliteStore,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
+    SequenceRow, SequenceSpec, SequenceStore, Store, memory::MemoryStore, sqlite::SqliteStore,
 };
 use keysmith_testsupport::pool_holes;
 
@@ -416,6 +416,17 @@ impl SequenceStore for RivalFirst {
     }
     async fn reserve_atomic(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_atomic(name, n).await
+    }
+    async fn record_counts(
+        &self,
+        name: &str,
+        delta: &CountsDelta,
+        now_ms: i64,
+    ) -> keysmith::Result<()> {
+        self.inner.record_counts(name, delta, now_ms).await
+    }
+    async fn read_counts(&self, name: &str) -> keysmith::Result<(SequenceRow, SequenceCounts)> {
+        self.inner.read_counts(name).await
     }
     async fn list_sequences(&self) -> keysmith::Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await

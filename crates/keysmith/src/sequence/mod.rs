@@ -737,7 +737,7 @@ impl Sequence {
 }
 
 /// Milliseconds since the Unix epoch by this process's clock (0 before 1970).
-pub(crate) fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -369,3 +369,90 @@ pub(crate) fn check_count(what: &str, n: i64) -> Result<()> {
         )))
     }
 }
+
+#[cfg(test)]
+mod counts_tests {
+    use super::*;
+
+    fn row(next: i64) -> SequenceRow {
+        SequenceRow {
+            name: "s".into(),
+            next,
+            start: 1,
+            max: 1_000_000,
+            block: 10,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn counts_add_up_and_marks_move_once_a_minute() {
+        let c = SequenceCounts::default();
+        let c = c.apply(
+            &row(101),
+            &CountsDelta {
+                handed_out: 60,
+                handed_back: 10,
+                abandoned: 5,
+                skipped: 20,
+            },
+            0,
+        );
+        // next - start + handed back - skipped = 100 + 10 - 20.
+        assert_eq!(c.reserved(&row(101)), 90);
+        assert_eq!(c.unaccounted(&row(101)), 90 - 10 - 60 - 5);
+        assert_eq!(
+            c.mark,
+            Some(RateMark {
+                at_ms: 0,
+                reserved: 90
+            })
+        );
+        let c = c.apply(&row(201), &CountsDelta::default(), MARK_INTERVAL_MS - 1);
+        assert_eq!((c.mark.map(|m| m.at_ms), c.prev_mark), (Some(0), None));
+        let c = c.apply(&row(301), &CountsDelta::default(), MARK_INTERVAL_MS);
+        assert_eq!(
+            c.prev_mark,
+            Some(RateMark {
+                at_ms: 0,
+                reserved: 90
+            })
+        );
+        assert_eq!(
+            c.mark,
+            Some(RateMark {
+                at_ms: MARK_INTERVAL_MS,
+                reserved: 290
+            })
+        );
+    }
+
+    #[test]
+    fn rate_and_runway_from_the_older_mark() {
+        let mut c = SequenceCounts::default();
+        assert_eq!(c.rate(&row(1), 10_000), None, "no mark, no rate");
+        c.mark = Some(RateMark {
+            at_ms: 0,
+            reserved: 0,
+        });
+        assert_eq!(c.rate(&row(1), 999), None, "under a second of history");
+        // 1000 values in 10 s: 100/s; 999_001 left -> 9990.01 s.
+        let r = row(1001);
+        assert_eq!(c.rate(&r, 10_000), Some(100.0));
+        assert_eq!(c.runway_seconds(&r, 10_000), Some(999_000.0 / 100.0));
+        c.prev_mark = Some(RateMark {
+            at_ms: -10_000,
+            reserved: 0,
+        });
+        assert_eq!(
+            c.rate(&r, 10_000),
+            Some(50.0),
+            "measured from the older mark"
+        );
+        assert_eq!(
+            c.runway_seconds(&row(1), 10_000),
+            None,
+            "a rate of zero has no runway"
+        );
+    }
+}

@@ -590,3 +590,72 @@ pub async fn alter_while_handles_allocate_hands_out_nothing_twice(store: Arc<dyn
         "a refused alter changed the row"
     );
 }
+
+/// Handles that close cleanly account for every value they reserved
+/// (handed out, handed back, or a known gap); a handle that never closes (a
+/// process that died) leaves at most what it had reserved and not handed
+/// out as unaccounted. The counts add up; `show` gives a runway once there
+/// is a rate.
+pub async fn clean_closes_account_for_every_value(store: Arc<dyn Store>) {
+    use crate::store::CountsDelta;
+    create(&store, "acc", 1, 1_000_000, 10).await;
+    let mut taken = 0;
+    for (i, strategy) in STRATEGIES.into_iter().enumerate() {
+        let h = Sequence::builder()
+            .store(store.clone())
+            .name("acc")
+            .strategy(strategy)
+            .build()
+            .await
+            .unwrap();
+        let n = 7 + 6 * i as i64;
+        taken += h.next_n(n).await.unwrap().len() as i64;
+        h.close().await.unwrap();
+    }
+    let u = sequence::show(&*store, "acc").await.unwrap().usage.unwrap();
+    assert_eq!(u.handed_out, taken);
+    assert_eq!(u.unaccounted, 0, "{u:?}");
+    assert_eq!(u.reserved, u.handed_out + u.handed_back + u.abandoned);
+    // A handle that dies: 5 values handed out, its block never reported.
+    let dead = Sequence::builder()
+        .store(store.clone())
+        .name("acc")
+        .prefetch(0.0)
+        .build()
+        .await
+        .unwrap();
+    dead.next_n(5).await.unwrap();
+    drop(dead);
+    let u = sequence::show(&*store, "acc").await.unwrap().usage.unwrap();
+    assert!((5..=10).contains(&u.unaccounted), "{u:?}");
+    assert_eq!(
+        u.reserved,
+        u.handed_out + u.handed_back + u.abandoned + u.unaccounted
+    );
+    // A rate from a mark a minute and a half old: 6000 values in 90 s.
+    create(&store, "rate", 1, 1_000_000, 10).await;
+    let u = sequence::show(&*store, "rate")
+        .await
+        .unwrap()
+        .usage
+        .unwrap();
+    assert_eq!((u.rate_per_second, u.runway_seconds), (None, None));
+    let now = crate::sequence::now_ms();
+    store
+        .record_counts("rate", &CountsDelta::default(), now - 90_000)
+        .await
+        .unwrap();
+    store.reserve_atomic("rate", 6000).await.unwrap();
+    let u = sequence::show(&*store, "rate")
+        .await
+        .unwrap()
+        .usage
+        .unwrap();
+    let rate = u.rate_per_second.expect("a rate");
+    assert!((60.0..=67.0).contains(&rate), "{rate}");
+    let runway = u.runway_seconds.expect("a runway");
+    assert!(
+        ((1_000_000 - 6000) as f64 / runway - rate).abs() < 1e-6,
+        "{runway} {rate}"
+    );
+}

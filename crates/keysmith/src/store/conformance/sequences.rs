@@ -359,3 +359,63 @@ pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
         Err(Error::NotFound { .. })
     ));
 }
+
+/// Counts add up across records, rate marks move once per
+/// [`MARK_INTERVAL_MS`](crate::store::MARK_INTERVAL_MS), and the counts go
+/// with the sequence: dropped and created again, it starts from zero.
+pub async fn counts_are_recorded_and_go_with_the_sequence(store: Arc<dyn Store>) {
+    use crate::store::{CountsDelta, MARK_INTERVAL_MS, RateMark, SequenceCounts};
+    store.create_sequence(&spec("c", 1, 1000)).await.unwrap();
+    let (_, zero) = store.read_counts("c").await.unwrap();
+    assert_eq!(zero, SequenceCounts::default());
+    store.reserve_atomic("c", 100).await.unwrap();
+    let d = CountsDelta {
+        handed_back: 3,
+        handed_out: 50,
+        abandoned: 7,
+        skipped: 2,
+    };
+    store.record_counts("c", &d, 1_000).await.unwrap();
+    store.record_counts("c", &d, 2_000).await.unwrap();
+    let (row, c) = store.read_counts("c").await.unwrap();
+    assert_eq!(
+        (c.handed_back, c.handed_out, c.abandoned, c.skipped),
+        (6, 100, 14, 4)
+    );
+    assert_eq!(c.reserved(&row), 100 + 6 - 4);
+    assert_eq!(
+        c.mark,
+        Some(RateMark {
+            at_ms: 1_000,
+            reserved: 100 + 3 - 2
+        })
+    );
+    store.reserve_atomic("c", 50).await.unwrap();
+    store
+        .record_counts("c", &CountsDelta::default(), 1_000 + MARK_INTERVAL_MS)
+        .await
+        .unwrap();
+    let (_, c) = store.read_counts("c").await.unwrap();
+    assert_eq!(c.prev_mark.map(|m| m.at_ms), Some(1_000));
+    assert_eq!(
+        c.mark,
+        Some(RateMark {
+            at_ms: 1_000 + MARK_INTERVAL_MS,
+            reserved: 150 + 6 - 4
+        })
+    );
+    store.drop_sequence("c").await.unwrap();
+    assert!(matches!(
+        store.read_counts("c").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.record_counts("c", &d, 0).await,
+        Err(Error::NotFound { .. })
+    ));
+    store.create_sequence(&spec("c", 1, 1000)).await.unwrap();
+    assert_eq!(
+        store.read_counts("c").await.unwrap().1,
+        SequenceCounts::default()
+    );
+}
