@@ -928,5 +928,21 @@ async fn alter_by_patch() {
     let (_, after) = srv.call(Method::GET, "/v1/sequences/inv", None).await;
     assert_eq!(after["next"], before["next"]);
     assert_eq!(after["version"], before["version"]);
+    // The 98 values skipped are counted, not lost; no rate yet, so no runway.
+    assert_eq!(after["skipped"], 97, "{after}");
+    assert!(after["runway_seconds"].is_null(), "{after}");
+    assert!(after["unaccounted"].as_i64().unwrap() >= 0, "{after}");
+    let metrics = srv
+        .req(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("keysmith_sequence_unaccounted_values{name=\"inv\"}"),
+        "{metrics}"
+    );
     srv.stop().await;
 }
