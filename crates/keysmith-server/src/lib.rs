@@ -409,6 +409,14 @@ impl AppState {
                 usage.push((name, u));
             }
         }
+        let mut pool_runways = Vec::new();
+        for (name, e) in s.pools.snapshot() {
+            if let Ok(marks) = s.store.read_pool_marks(&name).await
+                && let Some(r) = keysmith::pool::runway_from_marks(e.handle.row(), &marks)
+            {
+                pool_runways.push((name, r));
+            }
+        }
         let seqs: Vec<_> = s
             .sequences
             .snapshot()
@@ -441,8 +449,13 @@ impl AppState {
                 )
             })
             .collect();
-        s.metrics
-            .render(&seqs, &pools, &usage, s.started.elapsed().as_secs_f64())
+        s.metrics.render(
+            &seqs,
+            &pools,
+            &usage,
+            &pool_runways,
+            s.started.elapsed().as_secs_f64(),
+        )
     }
 
     /// Closes every open handle, handing unused block tails back to the

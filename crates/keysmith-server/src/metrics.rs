@@ -111,6 +111,7 @@ impl Metrics {
         sequences: &[(String, HandleCounters)],
         pools: &[(String, HandleCounters)],
         usage: &[(String, keysmith::sequence::SequenceUsage)],
+        pool_runways: &[(String, f64)],
         uptime_seconds: f64,
     ) -> String {
         let scrape = Registry::new();
@@ -162,6 +163,20 @@ impl Metrics {
                 runway.with_label_values(&[name]).set(secs);
             }
             unaccounted.with_label_values(&[name]).set(u.unaccounted);
+        }
+        let pool_runway = GaugeVec::new(
+            Opts::new(
+                "keysmith_pool_runway_seconds",
+                "Seconds until every number of the pool is taken, at the rate between its last two rate marks.",
+            ),
+            &["name"],
+        )
+        .expect("valid metric");
+        scrape
+            .register(Box::new(pool_runway.clone()))
+            .expect("unique metric");
+        for (name, secs) in pool_runways {
+            pool_runway.with_label_values(&[name]).set(*secs);
         }
         let pool_attempts = counter(
             "keysmith_pool_attempts_total",

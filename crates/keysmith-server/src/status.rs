@@ -43,6 +43,8 @@ struct PoolStatus {
     served: String,
     /// Numbers per second over the last ten seconds.
     rate: f64,
+    /// Time until every number is taken, from the pool's rate marks.
+    runway: String,
     /// Share of this server's swap attempts that lost to another taker.
     conflict_rate: f64,
     conflicts: u64,
@@ -114,12 +116,30 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             }
         })
         .collect();
-    let pools = keysmith::pool::list(&*s.store)
+    let mut rows = Vec::new();
+    for (i, row) in keysmith::pool::list(&*s.store)
         .await?
         .into_iter()
-        .map(|row| {
+        .enumerate()
+    {
+        // The marks cost a read per pool: the first hundred get them.
+        let runway = if i < USAGE_ROWS {
+            s.store
+                .read_pool_marks(&row.name)
+                .await
+                .ok()
+                .and_then(|m| keysmith::pool::runway_from_marks(&row, &m))
+        } else {
+            None
+        };
+        rows.push((row, runway));
+    }
+    let pools = rows
+        .into_iter()
+        .map(|(row, runway)| {
             let h = s.pools.get(&row.name).map(|e| PoolHandleView::of(&e));
             PoolStatus {
+                runway: keysmith::sequence::runway_words(runway),
                 start: row.start.to_string(),
                 size: row.size,
                 served: h.as_ref().map_or(0, |h| h.served).to_string(),
@@ -237,12 +257,13 @@ fn render(st: &Status) -> String {
         let _ = write!(
             pool_rows,
             "<tr><td class=\"name\">{}</td><td class=\"num size\">{}</td>\
-             <td class=\"num start\">{}</td><td class=\"num rate\">{}</td>\
+             <td class=\"num start\">{}</td><td class=\"num rate\">{}</td><td class=\"num runway\">{}</td>\
              <td class=\"num served\">{}</td><td class=\"num conflicts\">{}</td></tr>",
             escape(&p.name),
             p.size,
             p.start,
             rate(p.rate),
+            escape(&p.runway),
             p.served,
             percent(p.conflict_rate),
         );
@@ -304,7 +325,7 @@ const PAGE: &str = r##"<!doctype html>
 <table id="pools">
   <thead><tr>
     <th>Name</th><th class="num" title="Members the pool holds">Size</th><th class="num">Start</th>
-    <th class="num" title="Numbers handed out per second, last 10 s">Rate</th><th class="num" title="Numbers this server handed out">Served</th>
+    <th class="num" title="Numbers handed out per second, last 10 s">Rate</th><th class="num" title="Time until every number is taken, at the rate between the pool's last two marks (moved by pool show)">Runway</th><th class="num" title="Numbers this server handed out">Served</th>
     <th class="num" title="Share of this server's attempts that lost to another taker">Conflict rate</th>
   </tr></thead>
   <tbody>{{pool_rows}}</tbody>
@@ -357,6 +378,7 @@ function render(st) {
     cell(tr, "num size", String(p.size));
     cell(tr, "num start", p.start);
     cell(tr, "num rate", p.rate.toFixed(1) + "/s");
+    cell(tr, "num runway", p.runway);
     cell(tr, "num served", p.served);
     cell(tr, "num conflicts", (p.conflict_rate * 100).toFixed(1) + "%");
     return tr;

@@ -85,6 +85,7 @@ async fn each_schema_is_a_separate_store() {
         tables,
         [
             "keysmith_meta",
+            "pool_marks",
             "pool_members",
             "pools",
             "sequence_counts",

@@ -9,8 +9,9 @@ use keysmith::Error;
 use keysmith::pool::{self, MAX_POOL_SIZE, PoolStats, ValuePool};
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
-    SequenceRow, SequenceSpec, SequenceStore, Store, memory::MemoryStore, sqlite::SqliteStore,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, memory::MemoryStore,
+    sqlite::SqliteStore,
 };
 use keysmith_testsupport::pool_holes;
 
@@ -458,6 +459,12 @@ impl PoolStore for RivalFirst {
     }
     async fn list_members(&self, name: &str) -> keysmith::Result<Vec<i64>> {
         self.inner.list_members(name).await
+    }
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> keysmith::Result<()> {
+        self.inner.record_pool_mark(name, now_ms, taken).await
+    }
+    async fn read_pool_marks(&self, name: &str) -> keysmith::Result<RateMarks> {
+        self.inner.read_pool_marks(name).await
     }
     async fn list_pools(&self) -> keysmith::Result<Vec<PoolRow>> {
         self.inner.list_pools().await

@@ -187,6 +187,14 @@ fn print_info(info: &PoolInfo, json: bool) -> anyhow::Result<()> {
         println!("highest:   {}", info.highest);
         println!("taken:     {}", info.taken);
         println!("max value: {}", info.max_value);
+        let per_s = info
+            .rate_per_second
+            .map_or("-".to_owned(), |r| format!("{r:.1}/s"));
+        println!("rate:      {per_s}");
+        println!(
+            "runway:    {}",
+            keysmith::sequence::runway_words(info.runway_seconds)
+        );
     }
     Ok(())
 }

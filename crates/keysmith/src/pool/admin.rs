@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::store::{PoolRow, PoolSpec, PoolStore};
+use crate::store::{PoolRow, PoolSpec, PoolStore, RateMarks};
 use crate::{Error, Result, closest_names, validate_name};
 
 /// Creates a pool holding the `spec.size` numbers `spec.start..spec.start + spec.size`.
@@ -22,7 +22,7 @@ pub async fn create(store: &dyn PoolStore, spec: &PoolSpec) -> Result<PoolRow> {
 }
 
 /// The state of a pool as [`describe`] sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PoolInfo {
     /// The stored row: name, start, size.
     #[serde(flatten)]
@@ -36,6 +36,36 @@ pub struct PoolInfo {
     pub taken: i64,
     /// The largest number this pool can ever hand out: `i64::MAX - size`.
     pub max_value: i64,
+    /// Numbers taken per second since the pool's older rate mark (moved by
+    /// `describe` once a minute); `None` before there is a second of history.
+    pub rate_per_second: Option<f64>,
+    /// Seconds until every number up to `max_value` is taken at that rate;
+    /// `None` without a rate, or at a rate of zero.
+    pub runway_seconds: Option<f64>,
+}
+
+impl PoolInfo {
+    /// Numbers left to take: those from `start` to `max_value`, less those
+    /// taken.
+    pub fn remaining(&self) -> i64 {
+        capacity(&self.row).saturating_sub(self.taken)
+    }
+}
+
+/// How many numbers a pool can hand out in all.
+fn capacity(row: &PoolRow) -> i64 {
+    (i64::MAX - row.size)
+        .saturating_sub(row.start)
+        .saturating_add(1)
+}
+
+/// The runway of a pool from its rate marks alone (no members read): the
+/// rate between its two marks, and the numbers left at the newer one. For
+/// pages that show many pools.
+pub fn runway_from_marks(row: &PoolRow, marks: &RateMarks) -> Option<f64> {
+    let rate = marks.rate_between().filter(|r| *r > 0.0)?;
+    let left = capacity(row).saturating_sub(marks.mark?.reserved).max(0);
+    Some(left as f64 / rate)
 }
 
 /// The current state of a pool, after checking that its members are what
@@ -52,7 +82,24 @@ pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
     validate_name(name)?;
     let row = read(store, name).await?;
     let members = store.list_members(name).await?;
-    info(row, &members)
+    let mut info = info(row, &members)?;
+    // The rate since the older mark, then the marks move: best effort, a
+    // describe that cannot write still describes.
+    let now = crate::sequence::now_ms();
+    match store.read_pool_marks(name).await {
+        Ok(marks) => {
+            info.rate_per_second = marks.rate(now, info.taken);
+            info.runway_seconds = info
+                .rate_per_second
+                .filter(|r| *r > 0.0)
+                .map(|r| info.remaining().max(0) as f64 / r);
+        }
+        Err(e) => tracing::debug!(pool = %name, "rate marks not read: {e}"),
+    }
+    if let Err(e) = store.record_pool_mark(name, now, info.taken).await {
+        tracing::debug!(pool = %name, "rate mark not recorded: {e}");
+    }
+    Ok(info)
 }
 
 /// Checks the members against the row and sums up the pool.
@@ -95,6 +142,8 @@ fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
         // first value, so the sum of `size` of them fits in an i64.
         taken: i64::try_from(steps).unwrap_or(i64::MAX),
         max_value: i64::MAX - row.size,
+        rate_per_second: None,
+        runway_seconds: None,
         row,
     })
 }

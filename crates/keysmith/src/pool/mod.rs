@@ -56,7 +56,7 @@ use crate::{Error, Result, validate_name};
 
 mod admin;
 
-pub use admin::{PoolInfo, create, describe, list, members, remove};
+pub use admin::{PoolInfo, create, describe, list, members, remove, runway_from_marks};
 
 pub use crate::store::{MAX_POOL_SIZE, PoolSpec};
 
@@ -228,6 +228,12 @@ impl ValuePool {
     /// The pool's name.
     pub fn name(&self) -> &str {
         &self.inner.row.name
+    }
+
+    /// The pool's row as the handle read it when it was opened (a pool's
+    /// start and size never change).
+    pub fn row(&self) -> &PoolRow {
+        &self.inner.row
     }
 
     /// The pool's size `N`: how many members it holds at all times.

@@ -793,11 +793,18 @@ pub struct SequenceUsage {
 }
 
 impl SequenceUsage {
-    /// The runway in words, in the largest unit that fits ("3.2 years");
-    /// "–" without a rate.
+    /// The runway in words (see [`runway_words`]).
     pub fn runway_words(&self) -> String {
+        runway_words(self.runway_seconds)
+    }
+}
+
+/// A runway in words, in the largest unit that fits ("3.2 years"); "–"
+/// without one.
+pub fn runway_words(seconds: Option<f64>) -> String {
+    {
         const DAY: f64 = 86_400.0;
-        match self.runway_seconds {
+        match seconds {
             None => "–".to_owned(),
             Some(s) if s >= 365.0 * DAY => format!("{:.1} years", s / (365.0 * DAY)),
             Some(s) if s >= DAY => format!("{:.1} days", s / DAY),

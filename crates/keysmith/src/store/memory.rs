@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use rand::seq::IteratorRandom;
 
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
-    SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -22,6 +22,7 @@ pub struct MemoryStore {
 struct State {
     sequences: BTreeMap<String, SequenceRow>,
     counts: BTreeMap<String, SequenceCounts>,
+    pool_marks: BTreeMap<String, RateMarks>,
     pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
 }
 
@@ -212,12 +213,29 @@ impl PoolStore for MemoryStore {
         self.with(|s| Ok(s.pool(name)?.1.iter().copied().collect()))
     }
 
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
+        self.with(|s| {
+            s.pool(name)?;
+            let marks = s.pool_marks.entry(name.to_owned()).or_default();
+            *marks = marks.advance(now_ms, taken);
+            Ok(())
+        })
+    }
+
+    async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
+        self.with(|s| {
+            s.pool(name)?;
+            Ok(s.pool_marks.get(name).copied().unwrap_or_default())
+        })
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.with(|s| Ok(s.pools.values().map(|(r, _)| r.clone()).collect()))
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
         self.with(|s| {
+            s.pool_marks.remove(name);
             s.pools
                 .remove(name)
                 .map(drop)

@@ -36,7 +36,7 @@ pub use pools::{DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore}
 pub(crate) use sequences::check_count;
 pub use sequences::{
     Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, MARK_INTERVAL_MS, MAX_RESERVATION, Put,
-    RateMark, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
+    RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
 };
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next

@@ -137,6 +137,19 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`].
     async fn list_members(&self, name: &str) -> Result<Vec<i64>>;
 
+    /// Moves the pool's [`RateMarks`](super::RateMarks) with `taken` (the
+    /// numbers taken so far, as `pool::describe` counts them) at `now_ms`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the pool is gone.
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()>;
+
+    /// The pool's rate marks (none before the first record).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is no such pool.
+    async fn read_pool_marks(&self, name: &str) -> Result<super::RateMarks>;
+
     /// Every pool, ordered by name.
     async fn list_pools(&self) -> Result<Vec<PoolRow>>;
 

@@ -187,14 +187,68 @@ pub struct CountsDelta {
     pub skipped: i64,
 }
 
-/// The reservation count of a sequence at one time, for its rate.
+/// The count of a sequence or pool at one time, for its rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateMark {
     /// Milliseconds since the Unix epoch, by the clock of the process that
     /// recorded it.
     pub at_ms: i64,
-    /// [`SequenceCounts::reserved`] then.
+    /// The count then: [`SequenceCounts::reserved`] of a sequence, the
+    /// numbers taken from a pool.
     pub reserved: i64,
+}
+
+/// The two newest [`RateMark`]s of a sequence or pool: the one place where
+/// marks move and rates are measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateMarks {
+    /// The newest mark.
+    pub mark: Option<RateMark>,
+    /// The one before it.
+    pub prev_mark: Option<RateMark>,
+}
+
+impl RateMarks {
+    /// The marks after seeing `value` at `now_ms`: the first value makes the
+    /// first mark; after that the marks move once per [`MARK_INTERVAL_MS`].
+    pub fn advance(self, now_ms: i64, value: i64) -> RateMarks {
+        let here = RateMark {
+            at_ms: now_ms,
+            reserved: value,
+        };
+        match self.mark {
+            None => RateMarks {
+                mark: Some(here),
+                prev_mark: None,
+            },
+            Some(m) if now_ms.saturating_sub(m.at_ms) >= MARK_INTERVAL_MS => RateMarks {
+                mark: Some(here),
+                prev_mark: Some(m),
+            },
+            Some(_) => self,
+        }
+    }
+
+    /// Per second, from the older mark (else the newer) to `value` at
+    /// `now_ms`; `None` before a second of history.
+    pub fn rate(&self, now_ms: i64, value: i64) -> Option<f64> {
+        let from = self.prev_mark.or(self.mark)?;
+        let ms = now_ms.saturating_sub(from.at_ms);
+        if ms < 1000 {
+            return None;
+        }
+        let values = value.saturating_sub(from.reserved).max(0);
+        Some(values as f64 * 1000.0 / ms as f64)
+    }
+
+    /// Per second between the two marks alone (for readers that have no
+    /// newer value); `None` without both.
+    pub fn rate_between(&self) -> Option<f64> {
+        let (prev, mark) = (self.prev_mark?, self.mark?);
+        let ms = mark.at_ms.saturating_sub(prev.at_ms);
+        (ms >= 1000)
+            .then(|| mark.reserved.saturating_sub(prev.reserved).max(0) as f64 * 1000.0 / ms as f64)
+    }
 }
 
 /// What the store counts of a sequence beside its row. Every value reserved
@@ -246,18 +300,13 @@ impl SequenceCounts {
             skipped: self.skipped.saturating_add(delta.skipped),
             ..*self
         };
-        let here = RateMark {
-            at_ms: now_ms,
-            reserved: c.reserved(row),
-        };
-        match c.mark {
-            None => c.mark = Some(here),
-            Some(m) if now_ms.saturating_sub(m.at_ms) >= MARK_INTERVAL_MS => {
-                c.prev_mark = Some(m);
-                c.mark = Some(here);
-            }
-            Some(_) => {}
+        let marks = RateMarks {
+            mark: c.mark,
+            prev_mark: c.prev_mark,
         }
+        .advance(now_ms, c.reserved(row));
+        c.mark = marks.mark;
+        c.prev_mark = marks.prev_mark;
         c
     }
 
@@ -265,13 +314,11 @@ impl SequenceCounts {
     /// (else the newer) to `row` at `now_ms`; `None` before there is a second
     /// of history.
     pub fn rate(&self, row: &SequenceRow, now_ms: i64) -> Option<f64> {
-        let from = self.prev_mark.or(self.mark)?;
-        let ms = now_ms.saturating_sub(from.at_ms);
-        if ms < 1000 {
-            return None;
+        RateMarks {
+            mark: self.mark,
+            prev_mark: self.prev_mark,
         }
-        let values = self.reserved(row).saturating_sub(from.reserved).max(0);
-        Some(values as f64 * 1000.0 / ms as f64)
+        .rate(now_ms, self.reserved(row))
     }
 
     /// Seconds until the sequence reaches its maximum at [`Self::rate`];

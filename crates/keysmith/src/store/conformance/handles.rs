@@ -659,3 +659,35 @@ pub async fn clean_closes_account_for_every_value(store: Arc<dyn Store>) {
         "{runway} {rate}"
     );
 }
+
+/// `pool::describe` measures a pool's rate since its older mark and moves
+/// the marks; the runway is the numbers left at that rate, and pages that
+/// read only the marks get the same rate.
+pub async fn pool_describe_gives_a_rate_and_runway(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("r", 1, 10)).await.unwrap();
+    let info = pool::describe(&*store, "r").await.unwrap();
+    assert_eq!((info.rate_per_second, info.runway_seconds), (None, None));
+    // A mark a minute and a half ago with nothing taken, then 30 takes.
+    let now = crate::sequence::now_ms();
+    store.drop_pool("r").await.unwrap();
+    pool::create(&*store, &pool_spec("r", 1, 10)).await.unwrap();
+    store.record_pool_mark("r", now - 90_000, 0).await.unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("r")
+        .build()
+        .await
+        .unwrap();
+    h.take_n(30).await.unwrap();
+    let info = pool::describe(&*store, "r").await.unwrap();
+    let rate = info.rate_per_second.expect("a rate");
+    assert!((0.30..=0.34).contains(&rate), "{rate}");
+    let runway = info.runway_seconds.expect("a runway");
+    assert!((info.remaining() as f64 / runway - rate).abs() < 1e-9);
+    let marks = store.read_pool_marks("r").await.unwrap();
+    let from_marks = pool::runway_from_marks(&info.row, &marks).expect("a runway from the marks");
+    assert!(
+        (from_marks / runway - 1.0).abs() < 0.05,
+        "{from_marks} {runway}"
+    );
+}

@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             pools::pool_swap_only_when_member,
             pools::concurrent_pool_swaps_of_one_member_have_one_winner,
             pools::pool_list_and_drop,
+            pools::pool_rate_marks_move_and_go_with_the_pool,
             handles::threads_and_handles_never_share_a_value,
             handles::strict_handles_increase_in_time_order,
             handles::close_hands_back_the_tail_only_when_untouched,
@@ -78,6 +79,7 @@ macro_rules! conformance_tests {
             handles::pool_numbers_near_i64_max_exhaust_instead_of_wrapping,
             handles::a_dropped_pool_is_not_found_by_open_handles,
             handles::pool_takes_spread_evenly,
+            handles::pool_describe_gives_a_rate_and_runway,
             handles::a_failed_pool_take_n_near_the_maximum_loses_nothing
         );
     };

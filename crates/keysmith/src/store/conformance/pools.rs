@@ -143,3 +143,53 @@ pub async fn pool_list_and_drop(store: Arc<dyn Store>) {
     store.create_pool(&pool_spec("a", 100, 2)).await.unwrap();
     assert_eq!(store.list_members("a").await.unwrap(), vec![100, 101]);
 }
+
+/// A pool's rate marks move once per
+/// [`MARK_INTERVAL_MS`](crate::store::MARK_INTERVAL_MS) and go with the
+/// pool: dropped and created again, it has none.
+pub async fn pool_rate_marks_move_and_go_with_the_pool(store: Arc<dyn Store>) {
+    use crate::store::{MARK_INTERVAL_MS, RateMark, RateMarks};
+    store.create_pool(&pool_spec("m", 1, 4)).await.unwrap();
+    assert_eq!(
+        store.read_pool_marks("m").await.unwrap(),
+        RateMarks::default()
+    );
+    store.record_pool_mark("m", 1_000, 5).await.unwrap();
+    store.record_pool_mark("m", 2_000, 9).await.unwrap();
+    let marks = store.read_pool_marks("m").await.unwrap();
+    assert_eq!(
+        marks.mark,
+        Some(RateMark {
+            at_ms: 1_000,
+            reserved: 5
+        })
+    );
+    assert_eq!(marks.prev_mark, None);
+    store
+        .record_pool_mark("m", 1_000 + MARK_INTERVAL_MS, 65)
+        .await
+        .unwrap();
+    let marks = store.read_pool_marks("m").await.unwrap();
+    assert_eq!(
+        marks.prev_mark,
+        Some(RateMark {
+            at_ms: 1_000,
+            reserved: 5
+        })
+    );
+    assert_eq!(marks.rate_between(), Some(1.0));
+    store.drop_pool("m").await.unwrap();
+    assert!(matches!(
+        store.read_pool_marks("m").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.record_pool_mark("m", 0, 0).await,
+        Err(Error::NotFound { .. })
+    ));
+    store.create_pool(&pool_spec("m", 1, 4)).await.unwrap();
+    assert_eq!(
+        store.read_pool_marks("m").await.unwrap(),
+        RateMarks::default()
+    );
+}

@@ -23,6 +23,7 @@
 //! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..}` |
 //! | `PREFIX/next/NAME` | its next free value, decimal; the key's etcd *version* is [`SequenceRow::version`] |
 //! | `PREFIX/counts/NAME` | what clean closes and alterations reported, and the rate marks: JSON [`SequenceCounts`] |
+//! | `PREFIX/pool-marks/ENAME` | the pool's rate marks, JSON [`RateMarks`] |
 //! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..}` |
 //! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
@@ -119,8 +120,8 @@ use serde::{Deserialize, Serialize};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, Reservation, SequenceCounts,
-    SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
 
@@ -324,6 +325,10 @@ impl EtcdStore {
 
     fn pool_key(&self, name: &str) -> String {
         format!("{}pools/{name}", self.prefix)
+    }
+
+    fn pool_marks_key(&self, name: &str) -> String {
+        format!("{}pool-marks/{}", self.prefix, escape(name))
     }
 
     fn creating_key(&self, name: &str) -> String {

@@ -40,6 +40,18 @@ struct PoolValue {
 }
 
 impl EtcdStore {
+    /// The marks a `pool-marks/ENAME` key holds; none without one.
+    fn marks_of(&self, name: &str, kv: Option<&KeyValue>) -> Result<RateMarks> {
+        kv.map_or(Ok(RateMarks::default()), |kv| {
+            serde_json::from_slice(kv.value()).map_err(|e| {
+                Error::Corrupt(format!(
+                    "the rate marks of pool {name:?} ({}) are not what keysmith writes: {e}; delete the key",
+                    self.pool_marks_key(name)
+                ))
+            })
+        })
+    }
+
     fn parse_pool(&self, name: &str, kv: &KeyValue) -> Result<PoolRow> {
         let v: PoolValue = serde_json::from_slice(kv.value()).map_err(|e| {
             Error::Corrupt(format!(
@@ -404,6 +416,62 @@ impl PoolStore for EtcdStore {
         Ok(out)
     }
 
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
+        for _ in 0..META_ATTEMPTS * 4 {
+            let read = Txn::new().and_then([
+                TxnOp::get(self.pool_key(name), None),
+                TxnOp::get(self.pool_marks_key(name), None),
+            ]);
+            let resp = self.txn("read a pool's rate marks", read).await?;
+            let ops = resp.op_responses();
+            if first_kv(&ops, 0)?.is_none() {
+                return Err(Error::not_found("pool", name));
+            }
+            let seen = first_kv(&ops, 1)?;
+            let marks = self.marks_of(name, seen.as_ref())?.advance(now_ms, taken);
+            let value = serde_json::to_vec(&marks)
+                .map_err(|e| Error::Corrupt(format!("cannot encode the marks of {name:?}: {e}")))?;
+            let unchanged = match &seen {
+                Some(kv) => Compare::mod_revision(
+                    self.pool_marks_key(name),
+                    CompareOp::Equal,
+                    kv.mod_revision(),
+                ),
+                None => Compare::version(self.pool_marks_key(name), CompareOp::Equal, 0),
+            };
+            let write = Txn::new()
+                .when([
+                    unchanged,
+                    Compare::version(self.pool_key(name), CompareOp::Greater, 0),
+                ])
+                .and_then([TxnOp::put(self.pool_marks_key(name), value, None)]);
+            if self
+                .txn("record a pool's rate marks", write)
+                .await?
+                .succeeded()
+            {
+                return Ok(());
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: META_ATTEMPTS * 4,
+        })
+    }
+
+    async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
+        let read = Txn::new().and_then([
+            TxnOp::get(self.pool_key(name), None),
+            TxnOp::get(self.pool_marks_key(name), None),
+        ]);
+        let resp = self.txn("read a pool's rate marks", read).await?;
+        let ops = resp.op_responses();
+        if first_kv(&ops, 0)?.is_none() {
+            return Err(Error::not_found("pool", name));
+        }
+        self.marks_of(name, first_kv(&ops, 1)?.as_ref())
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         let prefix = format!("{}pools/", self.prefix);
         let resp = self
@@ -439,6 +507,7 @@ impl PoolStore for EtcdStore {
         let txn = Txn::new()
             .when([Compare::version(self.pool_key(name), CompareOp::Greater, 0)])
             .and_then([
+                TxnOp::delete(self.pool_marks_key(name), None),
                 TxnOp::delete(self.pool_key(name), None),
                 members(),
                 TxnOp::delete(self.creating_key(name), None),

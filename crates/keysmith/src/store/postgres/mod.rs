@@ -53,7 +53,7 @@ use tokio_postgres::{Client, NoTls};
 
 use super::size_cache::PoolMetaCache;
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, Reservation,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
@@ -185,7 +185,8 @@ const MIGRATIONS: &[&str] = &[
     LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
     "#,
     // 3: what clean closes and alterations reported of each sequence, and
-    // its rate marks (see SequenceCounts); gone with the sequence.
+    // its rate marks (see SequenceCounts); the rate marks of each pool. Gone
+    // with their sequence or pool.
     r#"
     CREATE TABLE {s}.sequence_counts (
         name          text COLLATE "C" PRIMARY KEY
@@ -198,6 +199,14 @@ const MIGRATIONS: &[&str] = &[
         mark_reserved bigint,
         prev_at       bigint,
         prev_reserved bigint
+    );
+    CREATE TABLE {s}.pool_marks (
+        name       text COLLATE "C" PRIMARY KEY
+                   REFERENCES {s}.pools (name) ON DELETE CASCADE,
+        mark_at    bigint,
+        mark_value bigint,
+        prev_at    bigint,
+        prev_value bigint
     );
     "#,
 ];
@@ -559,6 +568,10 @@ struct Sql {
     counts_lock: String,
     counts_write: String,
     counts_read: String,
+    pool_marks_ensure: String,
+    pool_marks_lock: String,
+    pool_marks_write: String,
+    pool_marks_read: String,
     lock_row: String,
     write_next: String,
     reserve_atomic: String,
@@ -616,6 +629,20 @@ impl Sql {
                 "SELECT s.name, s.next, s.start_value, s.max_value, s.block, s.version, {CCOLS_C}
                  FROM {s}.sequences s LEFT JOIN {s}.sequence_counts c ON c.name = s.name
                  WHERE s.name = $1"
+            ),
+            pool_marks_ensure: format!(
+                "INSERT INTO {s}.pool_marks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING"
+            ),
+            pool_marks_lock: format!(
+                "SELECT mark_at, mark_value, prev_at, prev_value FROM {s}.pool_marks WHERE name = $1 FOR UPDATE"
+            ),
+            pool_marks_write: format!(
+                "UPDATE {s}.pool_marks SET mark_at = $2, mark_value = $3, prev_at = $4, prev_value = $5
+                 WHERE name = $1"
+            ),
+            pool_marks_read: format!(
+                "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
+                 FROM {s}.pools p LEFT JOIN {s}.pool_marks m ON m.name = p.name WHERE p.name = $1"
             ),
             lock_row: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1 FOR UPDATE"),
             write_next: format!("UPDATE {s}.sequences SET next = $2, version = $3 WHERE name = $1"),

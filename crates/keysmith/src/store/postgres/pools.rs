@@ -171,6 +171,52 @@ impl PoolStore for PostgresStore {
         self.settle(c, out)
     }
 
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let sql = &self.sql;
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                match tx.execute(&sql.pool_marks_ensure, &[&name]).await {
+                    Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                        return Err(Error::not_found("pool", name));
+                    }
+                    other => other.map_err(|e| self.pg(&e))?,
+                };
+                let r = tx
+                    .query_one(&sql.pool_marks_lock, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let m = marks_from(&r).advance(now_ms, taken);
+                let at = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+                let ((mark_at, mark_value), (prev_at, prev_value)) = (at(m.mark), at(m.prev_mark));
+                tx.execute(
+                    &sql.pool_marks_write,
+                    &[&name, &mark_at, &mark_value, &prev_at, &prev_value],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+                tx.commit().await.map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_opt(&self.sql.pool_marks_read, &[&name])
+                    .await
+                    .map_err(|e| self.pg(&e))?
+                    .ok_or_else(|| Error::not_found("pool", name))?;
+                Ok(marks_from(&r))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         let c = self.client().await?;
         let out = self
@@ -202,5 +248,18 @@ impl PoolStore for PostgresStore {
             })
             .await;
         self.settle(c, out)
+    }
+}
+
+/// The marks in the four columns of a `pool_marks` row (NULL: no mark).
+fn marks_from(r: &tokio_postgres::Row) -> RateMarks {
+    let mark = |i: usize| {
+        r.get::<_, Option<i64>>(i)
+            .zip(r.get::<_, Option<i64>>(i + 1))
+            .map(|(at_ms, reserved)| RateMark { at_ms, reserved })
+    };
+    RateMarks {
+        mark: mark(0),
+        prev_mark: mark(2),
     }
 }

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, Reservation,
+    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
 };
 use crate::{Error, Result};
@@ -61,6 +61,14 @@ CREATE TABLE IF NOT EXISTS keysmith_sequence_counts (
     mark_reserved INTEGER,
     prev_at       INTEGER,
     prev_reserved INTEGER
+);
+-- The rate marks of each pool (see RateMarks). Deleted with the pool.
+CREATE TABLE IF NOT EXISTS keysmith_pool_marks (
+    name       TEXT PRIMARY KEY,
+    mark_at    INTEGER,
+    mark_value INTEGER,
+    prev_at    INTEGER,
+    prev_value INTEGER
 );
 -- One member per slot: slot s holds the member equal to start + s (mod size).
 CREATE TABLE IF NOT EXISTS keysmith_pool_members (

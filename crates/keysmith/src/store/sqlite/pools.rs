@@ -105,6 +105,33 @@ impl PoolStore for SqliteStore {
         .await
     }
 
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            require_pool(tx, &name)?;
+            let m = read_pool_marks_on(tx, &name)?.advance(now_ms, taken);
+            let at = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+            let ((mark_at, mark_value), (prev_at, prev_value)) = (at(m.mark), at(m.prev_mark));
+            tx.execute(
+                "INSERT OR REPLACE INTO keysmith_pool_marks (name, mark_at, mark_value, prev_at, prev_value)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![name, mark_at, mark_value, prev_at, prev_value],
+            )
+            .map_err(db_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            require_pool(conn, &name)?;
+            read_pool_marks_on(conn, &name)
+        })
+        .await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.run(|conn| {
             let mut s = conn
@@ -135,6 +162,8 @@ impl PoolStore for SqliteStore {
             {
                 return Err(Error::not_found("pool", &name));
             }
+            tx.execute("DELETE FROM keysmith_pool_marks WHERE name = ?1", [&name])
+                .map_err(db_err)?;
             tx.execute("DELETE FROM keysmith_pool_members WHERE pool = ?1", [&name])
                 .map_err(db_err)?;
             Ok(())
@@ -157,4 +186,24 @@ fn require_pool(conn: &Connection, name: &str) -> Result<PoolRow> {
         })
         .map_err(db_err)?
         .ok_or_else(|| Error::not_found("pool", name))
+}
+
+fn read_pool_marks_on(conn: &Connection, name: &str) -> Result<RateMarks> {
+    let mark = |at: Option<i64>, value: Option<i64>| {
+        at.zip(value)
+            .map(|(at_ms, reserved)| RateMark { at_ms, reserved })
+    };
+    conn.query_row(
+        "SELECT mark_at, mark_value, prev_at, prev_value FROM keysmith_pool_marks WHERE name = ?1",
+        [name],
+        |r| {
+            Ok(RateMarks {
+                mark: mark(r.get(0)?, r.get(1)?),
+                prev_mark: mark(r.get(2)?, r.get(3)?),
+            })
+        },
+    )
+    .optional()
+    .map(Option::unwrap_or_default)
+    .map_err(db_err)
 }
