@@ -161,7 +161,8 @@ async fn status_page_shows_what_the_server_does() {
     let mut want = vec!["orders", tricky, "unused"];
     want.sort();
     assert_eq!(names, want);
-    // Columns: name, next in store, block, rate, remaining, served, last served, refills.
+    // Columns: name, next in store, block, rate, remaining, runway, served,
+    // last served, refills.
     let row = |name: &str| rows.iter().find(|r| r[0] == name).unwrap().clone();
     let o = row("orders");
     assert_eq!(o[1], orders["next"].to_string(), "next in store");
@@ -172,16 +173,18 @@ async fn status_page_shows_what_the_server_does() {
         orders["remaining"].to_string(),
         "remaining (exact, past 2^53, in groups of three digits)"
     );
-    assert_eq!(o[5], "120");
+    // No rate mark a second old yet: no runway.
+    assert_eq!(o[5], "–", "runway");
     assert_eq!(o[6], "120");
+    assert_eq!(o[7], "120");
     let t = row(tricky);
-    assert_eq!((t[5].as_str(), t[6].as_str()), ("3", "3"));
+    assert_eq!((t[6].as_str(), t[7].as_str()), ("3", "3"));
     let u = row("unused");
     assert_eq!(u[1], "1");
     assert_eq!(u[2], "100 (default)");
-    assert_eq!(u[6], "–");
+    assert_eq!(u[7], "–");
 
-    // Pools: name, size, start, rate, served, conflict rate.
+    // Pools: name, size, start, rate, runway, served, conflict rate.
     let pools = table_rows(&dom, "pools");
     assert_eq!(pools.len(), 1);
     let p = &pools[0];
@@ -191,9 +194,10 @@ async fn status_page_shows_what_the_server_does() {
             p[1].as_str(),
             p[2].as_str(),
             p[4].as_str(),
-            p[5].as_str()
+            p[5].as_str(),
+            p[6].as_str()
         ),
-        ("tickets", "20", "1", "5", "0.0%")
+        ("tickets", "20", "1", "–", "5", "0.0%")
     );
 
     // A picture for a person to look at (KEYSMITH_SCREENSHOT=path keeps it).
