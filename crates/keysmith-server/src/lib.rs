@@ -174,6 +174,10 @@ pub struct Config {
     pub lease_key: Option<keysmith::sequence::lease::LeaseKey>,
 }
 
+/// How long a `/metrics` scrape waits for the store (runway and unaccounted
+/// gauges) before it answers without them.
+const METRICS_STORE_BUDGET: Duration = Duration::from_millis(250);
+
 /// The host counter of `POST /v1/counters/next`, opened on first use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CounterConfig {
@@ -399,24 +403,30 @@ impl AppState {
 
     pub(crate) async fn render_metrics(&self) -> String {
         let s = self.shared();
-        // Runway and unaccounted values of the sequences this server serves:
-        // one store read each.
-        let mut usage = Vec::new();
-        for (name, _) in s.sequences.snapshot() {
-            if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
-                && let Some(u) = info.usage
-            {
-                usage.push((name, u));
+        // Runway and unaccounted values of what this server serves: a store
+        // read each, within a short bound, so that a slow or unreachable
+        // store never holds up a scrape (the gauges are left out then).
+        let (usage, pool_runways) = tokio::time::timeout(METRICS_STORE_BUDGET, async {
+            let mut usage = Vec::new();
+            for (name, _) in s.sequences.snapshot() {
+                if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
+                    && let Some(u) = info.usage
+                {
+                    usage.push((name, u));
+                }
             }
-        }
-        let mut pool_runways = Vec::new();
-        for (name, e) in s.pools.snapshot() {
-            if let Ok(marks) = s.store.read_pool_marks(&name).await
-                && let Some(r) = keysmith::pool::runway_from_marks(e.handle.row(), &marks)
-            {
-                pool_runways.push((name, r));
+            let mut pool_runways = Vec::new();
+            for (name, e) in s.pools.snapshot() {
+                if let Ok(marks) = s.store.read_pool_marks(&name).await
+                    && let Some(r) = keysmith::pool::runway_from_marks(e.handle.row(), &marks)
+                {
+                    pool_runways.push((name, r));
+                }
             }
-        }
+            (usage, pool_runways)
+        })
+        .await
+        .unwrap_or_default();
         let seqs: Vec<_> = s
             .sequences
             .snapshot()

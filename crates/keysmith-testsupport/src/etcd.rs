@@ -146,6 +146,9 @@ pub struct EtcdCluster {
     dir: tempfile::TempDir,
 }
 
+/// How many times [`EtcdCluster::start`] tries fresh ports.
+const PORT_ATTEMPTS: u32 = 4;
+
 #[derive(Debug)]
 struct Node {
     name: String,
@@ -174,6 +177,26 @@ impl EtcdCluster {
             }
         };
         remove_stale_dirs();
+        // A port picked free can be taken by another process before etcd
+        // binds it: start again on fresh ports, a few times.
+        for attempt in 1.. {
+            match Self::try_start(n, &binary) {
+                Ok(cluster) => return Some(cluster),
+                Err(why) if why.contains("address already in use") && attempt < PORT_ATTEMPTS => {
+                    eprintln!(
+                        "etcd: a port was taken before etcd bound it; starting again on others"
+                    );
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+        unreachable!("the loop returns or panics")
+    }
+
+    /// One attempt of [`Self::start`]: the cluster, or why a node did not
+    /// come up (its log's end).
+    fn try_start(n: usize, binary: &Path) -> Result<EtcdCluster, String> {
+        let binary = binary.to_path_buf();
         let dir = tempfile::Builder::new()
             .prefix(&format!("keysmith-etcd-{}-", std::process::id()))
             .tempdir()
@@ -208,9 +231,9 @@ impl EtcdCluster {
             cluster.spawn(i);
         }
         for i in 0..n {
-            cluster.wait_healthy(i);
+            cluster.try_wait_healthy(i)?;
         }
-        Some(cluster)
+        Ok(cluster)
     }
 
     /// Number of nodes.
@@ -324,8 +347,16 @@ impl EtcdCluster {
         self.nodes[i].child = Some(child);
     }
 
-    /// Polls `GET /health` on node `i` until it says `"health":"true"`.
+    /// [`Self::try_wait_healthy`], panicking with its message.
     fn wait_healthy(&mut self, i: usize) {
+        if let Err(why) = self.try_wait_healthy(i) {
+            panic!("{why}");
+        }
+    }
+
+    /// Polls `GET /health` on node `i` until it says `"health":"true"`;
+    /// why not, with the end of its log, when it exits or runs out of time.
+    fn try_wait_healthy(&mut self, i: usize) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         let port = self.nodes[i].client_port;
         loop {
@@ -335,24 +366,24 @@ impl EtcdCluster {
             };
             if let Some(status) = exited {
                 self.nodes[i].child = None;
-                panic!(
+                return Err(format!(
                     "etcd node {} exited during startup ({status}); its log ends with:\n{}",
                     self.nodes[i].name,
                     self.log_tail(i)
-                );
+                ));
             }
             let last = match health(port) {
-                Ok(true) => return,
+                Ok(true) => return Ok(()),
                 Ok(false) => "answers, but not healthy (no leader yet?)".to_owned(),
                 Err(e) => e,
             };
             if Instant::now() > deadline {
-                panic!(
+                return Err(format!(
                     "etcd node {} on 127.0.0.1:{port} not healthy after {START_DEADLINE:?} \
                      (last: {last}); its log ends with:\n{}",
                     self.nodes[i].name,
                     self.log_tail(i)
-                );
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
