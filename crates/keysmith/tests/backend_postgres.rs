@@ -83,7 +83,7 @@ async fn each_schema_is_a_separate_store() {
         .collect();
     assert_eq!(
         tables,
-        ["keysmith_meta", "pool_members", "pools", "sequences"]
+        ["keysmith_meta", "pool_members", "pools", "sequences", "workers"]
     );
     let next: i64 = admin
         .query_one(

@@ -59,12 +59,13 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod workers;
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -182,6 +183,20 @@ const MIGRATIONS: &[&str] = &[
 
     CREATE FUNCTION {s}.next_key(seq text) RETURNS bigint
     LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
+    "#,
+    // 3: worker-id leases of time-ordered ids (workers.rs). `until_ms` is
+    // the floor: every id issued under the worker id lies below it; it
+    // outlives the lease. Expiry is by the server's clock_timestamp().
+    r#"
+    CREATE TABLE {s}.workers (
+        grp        text COLLATE "C" NOT NULL,
+        worker     bigint NOT NULL CHECK (worker >= 0),
+        fence      bigint NOT NULL CHECK (fence >= 1),
+        holder     text NOT NULL,
+        until_ms   bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (grp, worker)
+    );
     "#,
 ];
 
