@@ -83,7 +83,13 @@ async fn each_schema_is_a_separate_store() {
         .collect();
     assert_eq!(
         tables,
-        ["keysmith_meta", "pool_members", "pools", "sequences", "workers"]
+        [
+            "keysmith_meta",
+            "pool_members",
+            "pools",
+            "sequences",
+            "workers"
+        ]
     );
     let next: i64 = admin
         .query_one(
