@@ -58,6 +58,11 @@ mod layout;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use layout::{DEFAULT_EPOCH_MS, DecodedId, Layout, LayoutReport, MIN_LIFETIME_YEARS};
 
+/// The system clock's wall time, ms since the Unix epoch.
+pub fn wall_ms() -> i64 {
+    crate::store::system_ms()
+}
+
 /// The group ids are made in when none is given.
 pub const DEFAULT_GROUP: &str = "ids";
 
