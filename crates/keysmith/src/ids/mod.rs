@@ -506,12 +506,7 @@ impl Inner {
             return self.acquire(st).await;
         };
         let c = &self.config;
-        // The next unit to use is at least last + 1 once `last` is full.
-        let from = self
-            .clock
-            .now_ms()
-            .max(c.layout.unit_start_ms(st.last.max(-1) + 1))
-            .max(0);
+        let from = self.renew_from(st);
         let sent = self.clock.mono();
         match self
             .store
@@ -535,6 +530,57 @@ impl Inner {
                 self.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
                 self.acquire(st).await
             }
+        }
+    }
+
+    /// The next unit to use is at least `last + 1` once `last` is full:
+    /// renewals reserve from there (or from the clock, if later).
+    fn renew_from(&self, st: &State) -> i64 {
+        self.clock
+            .now_ms()
+            .max(self.config.layout.unit_start_ms(st.last.max(-1) + 1))
+            .max(0)
+    }
+
+    /// The background renewal: the store call runs without the state lock,
+    /// so ids go on being issued meanwhile; its answer is applied only to
+    /// the lease it was sent for (a floor only grows).
+    async fn renew_unlocked(&self) -> Result<()> {
+        let (h, from) = {
+            let mut st = self.state.lock().await;
+            if st.closed {
+                return Ok(());
+            }
+            match st.held {
+                Some(h) => (h, self.renew_from(&st)),
+                None => return self.acquire(&mut st).await,
+            }
+        };
+        let c = &self.config;
+        let sent = self.clock.mono();
+        let answer = self
+            .store
+            .renew_worker(&c.group, h.worker, h.fence, c.ttl, from, ms(c.window))
+            .await?;
+        let mut st = self.state.lock().await;
+        let same = st
+            .held
+            .is_some_and(|cur| cur.worker == h.worker && cur.fence == h.fence);
+        if st.closed || !same {
+            return Ok(());
+        }
+        match answer {
+            Some(until_ms) => {
+                if let Some(cur) = st.held.as_mut() {
+                    cur.until_ms = cur.until_ms.max(until_ms);
+                    cur.deadline = cur.deadline.max(self.deadline_after(sent));
+                    self.stats.until_ms.store(cur.until_ms, Ordering::Relaxed);
+                }
+                self.stats.renewals.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            // Lost: the locked renewal finds it so and acquires anew.
+            None => self.renew(&mut st).await,
         }
     }
 
@@ -626,11 +672,7 @@ fn spawn_renewer(weak: std::sync::Weak<Inner>) -> tokio::task::JoinHandle<()> {
             let Some(inner) = weak.upgrade() else {
                 return;
             };
-            let mut st = inner.state.lock().await;
-            if st.closed {
-                return;
-            }
-            if let Err(e) = inner.renew(&mut st).await {
+            if let Err(e) = inner.renew_unlocked().await {
                 tracing::warn!(group = %inner.config.group, "renewing the worker lease failed: {e}; retrying");
             }
         }

@@ -355,3 +355,46 @@ async fn generators_on_one_file_never_share_an_id() {
     }
     assert_eq!(all.len(), 3 * 4 * 200 * 25);
 }
+
+/// With the real clock and a short TTL, the background task keeps the
+/// lease alive (without the generator's lock): another generator finds the
+/// only worker id held long after the TTL, and the floor moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_renewal_keeps_the_lease() {
+    let s = store();
+    let cfg = IdConfig {
+        max_workers: Some(1),
+        ttl: Duration::from_millis(300),
+        window: Duration::from_millis(300),
+        ..IdConfig::new(Layout::snowflake())
+    };
+    let g = IdGenerator::builder()
+        .store(s.clone())
+        .config(cfg.clone())
+        .build()
+        .await
+        .unwrap();
+    let first_floor = g.status().until_ms;
+    let mut ids = Vec::new();
+    let give_up = Instant::now() + Duration::from_secs(30);
+    // Awaits five renewals (five TTLs' worth of time).
+    while g.status().renewals < 5 {
+        assert!(Instant::now() < give_up, "no background renewals");
+        ids.extend(g.next_n(10).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = IdGenerator::builder()
+        .store(s.clone())
+        .config(cfg)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::IdsUnavailable(_)), "{e}");
+    let st = g.status();
+    assert!(st.until_ms > first_floor, "{st:?}");
+    assert_eq!(
+        (st.worker, st.leases_lost, st.acquisitions),
+        (Some(0), 0, 1)
+    );
+    assert_increasing(&ids);
+}
