@@ -66,6 +66,9 @@ enum Command {
     /// Shard sets: record each shard's id in its database, check a configuration.
     #[command(subcommand)]
     ShardSet(cmd::shard_set::ShardSetCommand),
+    /// Time-ordered 64-bit ids: worker ids leased from the store, time guarded by it.
+    #[command(subcommand)]
+    Ids(cmd::ids::IdsCommand),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
     /// Checks no value repeats on this store: worker processes allocate from
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
             Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
             Command::ShardSet(c) => cmd::shard_set::run(c, &cli.global).await,
+            Command::Ids(c) => cmd::ids::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

@@ -109,6 +109,8 @@ impl From<keysmith::Error> for ApiError {
             // server shuts down; a retry gets a fresh handle or another server.
             E::Closed { .. } => (StatusCode::SERVICE_UNAVAILABLE, "closed"),
             E::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
+            // Every worker id held, or the clock too far behind: later may do.
+            E::IdsUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "ids_unavailable"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, message)
@@ -200,6 +202,7 @@ mod tests {
             ),
             (E::Unavailable("down".into()), 503),
             (E::Closed { name: "a".into() }, 503),
+            (E::IdsUnavailable("all taken".into()), 503),
             (E::Corrupt("bad".into()), 500),
         ];
         for (e, status) in cases {

@@ -54,6 +54,7 @@
 //! The routes are described in full by `GET /openapi.json`
 //! ([`openapi::document`]).
 #![forbid(unsafe_code)]
+#![recursion_limit = "256"]
 #![warn(missing_docs)]
 
 use std::future::Future;
@@ -172,6 +173,11 @@ pub struct Config {
     /// the same server process; give servers behind one load balancer the
     /// same key (`$KEYSMITH_LEASE_SECRET`).
     pub lease_key: Option<keysmith::sequence::lease::LeaseKey>,
+    /// The time-ordered ids of `POST /v1/ids/next`: layout, group, lease.
+    /// The server leases its worker id on the first request and releases it
+    /// on shutdown. Default: [`keysmith::ids::IdConfig::new`] of the
+    /// Snowflake layout.
+    pub ids: keysmith::ids::IdConfig,
 }
 
 /// How long a `/metrics` scrape waits for the store (runway and unaccounted
@@ -210,6 +216,7 @@ impl Default for Config {
             counter: CounterConfig::default(),
             shard_key_secret: None,
             lease_key: None,
+            ids: keysmith::ids::IdConfig::new(keysmith::ids::Layout::snowflake()),
         }
     }
 }
@@ -221,6 +228,9 @@ impl Config {
     /// # Errors
     /// [`ServeError::Config`] saying what to change.
     pub fn validate(&self) -> Result<(), ServeError> {
+        self.ids
+            .validate(keysmith::ids::wall_ms())
+            .map_err(|e| ServeError::Config(format!("ids: {e}")))?;
         if !(1..=MAX_BATCH).contains(&self.max_count) {
             return Err(ServeError::Config(format!(
                 "max count must be between 1 and {MAX_BATCH}, got {}",
@@ -330,6 +340,9 @@ pub(crate) struct Shared {
     pub(crate) lease_key: keysmith::sequence::lease::LeaseKey,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
+    pub(crate) ids_config: keysmith::ids::IdConfig,
+    /// Leased on the first `POST /v1/ids/next`.
+    pub(crate) ids: tokio::sync::OnceCell<Arc<keysmith::ids::IdGenerator>>,
 }
 
 /// What every request of one server shares: the store, the open handles,
@@ -371,6 +384,8 @@ impl AppState {
                     .unwrap_or_else(keysmith::sequence::lease::LeaseKey::random),
                 metrics: Metrics::new(),
                 started: Instant::now(),
+                ids_config: config.ids.clone(),
+                ids: tokio::sync::OnceCell::new(),
             }),
         };
         state.start_sampler();
@@ -459,13 +474,17 @@ impl AppState {
                 )
             })
             .collect();
-        s.metrics.render(
+        let mut text = s.metrics.render(
             &seqs,
             &pools,
             &usage,
             &pool_runways,
             s.started.elapsed().as_secs_f64(),
-        )
+        );
+        if let Some(g) = s.ids.get() {
+            metrics::render_ids(&mut text, &g.status());
+        }
+        text
     }
 
     /// Closes every open handle, handing unused block tails back to the
@@ -474,6 +493,11 @@ impl AppState {
     pub async fn close(&self) {
         self.shared.sequences.close_all().await;
         self.shared.pools.close_all().await;
+        if let Some(g) = self.shared.ids.get()
+            && let Err(e) = g.close().await
+        {
+            tracing::warn!("releasing the ids worker lease: {e}; it expires after its TTL");
+        }
     }
 }
 
@@ -530,6 +554,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/counters/next", post(routes::counters::next))
         .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
+        .route("/v1/ids/next", post(routes::ids::next))
+        .route("/v1/ids/{id}", get(routes::ids::decode))
         .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
     // Their own deadline: they answer with what they took.
     let taking = Router::new()

@@ -211,3 +211,68 @@ impl Metrics {
         String::from_utf8(out).unwrap_or_default()
     }
 }
+
+/// Appends the id generator's metrics (Prometheus text) to `out`.
+pub(crate) fn render_ids(out: &mut String, st: &keysmith::ids::IdStatus) {
+    use std::fmt::Write;
+    let group = st.group.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut line = |name: &str, kind: &str, help: &str, value: String| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{group=\"{group}\"}} {value}");
+    };
+    line(
+        "keysmith_ids_worker",
+        "gauge",
+        "The worker id the server's id generator holds; -1 when it holds none.",
+        st.worker.unwrap_or(-1).to_string(),
+    );
+    line(
+        "keysmith_ids_lease_held",
+        "gauge",
+        "1 while the worker lease is held, 0 otherwise.",
+        u8::from(st.lease == "held").to_string(),
+    );
+    line(
+        "keysmith_ids_lease_fence",
+        "gauge",
+        "The fence of the worker lease held.",
+        st.fence.to_string(),
+    );
+    line(
+        "keysmith_ids_floor_ms",
+        "gauge",
+        "The time floor in the store: ids are issued below it (ms since 1970).",
+        st.until_ms.to_string(),
+    );
+    line(
+        "keysmith_ids_issued_total",
+        "counter",
+        "Ids issued.",
+        st.issued.to_string(),
+    );
+    line(
+        "keysmith_ids_leases_lost_total",
+        "counter",
+        "Worker leases found taken by another holder at renewal.",
+        st.leases_lost.to_string(),
+    );
+    line(
+        "keysmith_ids_clock_skew_ms",
+        "gauge",
+        "How far the last id ran ahead of the local clock (the clock went back), ms.",
+        st.clock_behind_ms.to_string(),
+    );
+    line(
+        "keysmith_ids_max_clock_skew_ms",
+        "gauge",
+        "The most ids ever ran ahead of the local clock, ms.",
+        st.max_clock_behind_ms.to_string(),
+    );
+    line(
+        "keysmith_ids_clock_back_total",
+        "counter",
+        "Times the local clock was seen going back.",
+        st.clock_back_events.to_string(),
+    );
+}

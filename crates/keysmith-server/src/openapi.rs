@@ -130,6 +130,11 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "released": {"oneOf": [{"type": "null"}, {"type": "object", "required": ["start", "end"], "properties": {
                         "start": {"type": "integer"}, "end": {"type": "integer"}}}],
                         "description": "The range handed back, or null when someone reserved since (the values stay a gap)."}}},
+                "Ids": {"type": "object", "required": ["ids"], "properties": {
+                    "ids": {"type": "array", "items": {"oneOf": [{"type": "integer", "format": "int64"}, {"type": "string"}]}}}},
+                "DecodedId": {"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
+                    "id": {"type": "integer", "format": "int64"}, "time_ms": {"type": "integer", "format": "int64"},
+                    "time": {"type": "string", "format": "date-time"}, "worker": {"type": "integer"}, "sequence": {"type": "integer"}}},
                 "Values": {"type": "object", "required": ["values"], "properties": {
                     "values": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
                     "partial": {"type": "object", "required": ["requested", "reason", "message"],
@@ -258,6 +263,18 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The numbers, in the order taken; `partial` when fewer than asked for.", "Values")), ("404", err("No such pool.")),
                         ("409", err("The pool is exhausted: no member can be taken.")), ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/ids/next": {
+                "post": {"summary": "Take time-ordered 64-bit ids (time, worker, sequence bits)",
+                    "description": "Ids increase per server and are unique across every server of the store: the worker id is leased from the store, and the time is kept above a floor stored with the lease.",
+                    "parameters": [count, as_],
+                    "responses": responses(vec![("200", ok("The ids, ascending.", "Ids")), ("413", err("Count over the server's maximum.")),
+                        ("503", err("Every worker id is held, or the clock is too far behind; retry later."))])}
+            },
+            "/v1/ids/{id}": {
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "An id made with this server's layout."}],
+                "get": {"summary": "Take an id apart: its time, worker and sequence",
+                    "responses": responses(vec![("200", ok("The parts.", "DecodedId")), ("400", err("Not an id of this server's layout."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",

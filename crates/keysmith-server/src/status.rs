@@ -33,6 +33,9 @@ pub(crate) struct Status {
     refresh_ms: u32,
     sequences: Vec<SeqStatus>,
     pools: Vec<PoolStatus>,
+    /// The id generator, once `POST /v1/ids/next` leased a worker id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ids: Option<keysmith::ids::IdStatus>,
 }
 
 #[derive(Debug, Serialize)]
@@ -155,6 +158,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
         refresh_ms: REFRESH_MS,
         sequences,
         pools,
+        ids: s.ids.get().map(|g| g.status()),
     })
 }
 
@@ -227,6 +231,29 @@ fn uptime(secs: u64) -> String {
     }
 }
 
+/// One line on the time-ordered ids: worker id, lease, clock skew.
+fn ids_line(ids: Option<&keysmith::ids::IdStatus>) -> String {
+    match ids {
+        None => "<p class=\"muted\" id=\"ids\">Time-ordered ids: none issued yet \
+                 (<code>POST /v1/ids/next</code> leases a worker id).</p>"
+            .to_owned(),
+        Some(st) => format!(
+            "<p id=\"ids\">Time-ordered ids of group <code>{}</code>: worker id {}, lease {} \
+             (fence {}), {} issued, clock skew {} ms (max {} ms, went back {} times), \
+             leases lost {}.</p>",
+            escape(&st.group),
+            st.worker.map_or("–".to_owned(), |w| w.to_string()),
+            st.lease,
+            st.fence,
+            st.issued,
+            st.clock_behind_ms,
+            st.max_clock_behind_ms,
+            st.clock_back_events,
+            st.leases_lost
+        ),
+    }
+}
+
 fn render(st: &Status) -> String {
     let mut rows = String::new();
     for s in &st.sequences {
@@ -276,6 +303,8 @@ fn render(st: &Status) -> String {
         .replace("{{pool_empty}}", hidden(st.pools.is_empty()));
     // Rows last, each placeholder once: names are never scanned for placeholders.
     let (head, tail) = page.split_once("{{seq_rows}}").expect("placeholder");
+    let head = head.replace("{{ids}}", &ids_line(st.ids.as_ref()));
+    let head = head.as_str();
     let (mid, tail) = tail.split_once("{{pool_rows}}").expect("placeholder");
     [head, &rows, mid, &pool_rows, tail].concat()
 }
@@ -308,6 +337,7 @@ const PAGE: &str = r##"<!doctype html>
   <span class="muted">up <span id="uptime">{{uptime}}</span></span>
   <span class="muted" id="updated">refreshes every {{refresh_ms}} ms</span>
 </header>
+{{ids}}
 
 <h2>Sequences</h2>
 <table id="sequences">

@@ -78,6 +78,13 @@ pub enum Error {
     #[error("store corrupt: {0}")]
     Corrupt(String),
 
+    /// Time-ordered ids cannot be issued now: every worker id of the group
+    /// is held by a live lease, or the clock is further behind the last id
+    /// than the generator may borrow. The message says which and what to do;
+    /// retrying later may help.
+    #[error("{0}")]
+    IdsUnavailable(String),
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {
@@ -89,7 +96,10 @@ pub enum Error {
 impl Error {
     /// Whether trying again later could succeed (store down, contention).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::Contention { .. })
+        matches!(
+            self,
+            Error::Unavailable(_) | Error::Contention { .. } | Error::IdsUnavailable(_)
+        )
     }
 
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {

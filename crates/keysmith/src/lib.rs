@@ -36,6 +36,7 @@
 mod backoff;
 pub mod bench;
 mod error;
+pub mod ids;
 mod name;
 pub mod names;
 pub mod pool;

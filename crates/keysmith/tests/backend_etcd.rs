@@ -436,3 +436,49 @@ async fn bad_urls_are_invalid_arguments() {
         ["h:1", "h:2"]
     );
 }
+
+/// A worker lease whose etcd lease expired (the `lease` key is gone) but
+/// that no one acquired since is renewed under the same fence: the store
+/// takes it again, so a second acquirer then finds it held; the floor key
+/// outlived the etcd lease.
+#[tokio::test]
+async fn a_lapsed_worker_lease_no_one_took_is_renewed_under_its_fence() {
+    use keysmith::store::{WorkerClaim, WorkerStore};
+    use std::time::{Duration, Instant};
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    let claim = WorkerClaim {
+        group: "g".into(),
+        max_workers: 1,
+        holder: "t".into(),
+        ttl: Duration::from_secs(1),
+        now_ms: 1_000,
+        window_ms: 100,
+    };
+    let a = store.acquire_worker(&claim).await.unwrap();
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let key = format!("{prefix}/workers/g/{:020}/lease", 0);
+    let floor = format!("{prefix}/workers/g/{:020}/floor", 0);
+    let give_up = Instant::now() + Duration::from_secs(60);
+    // Awaits etcd's expiry of the lease key.
+    while raw.get(key.as_str(), None).await.unwrap().count() > 0 {
+        assert!(Instant::now() < give_up, "the etcd lease never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(raw.get(floor.as_str(), None).await.unwrap().count(), 1);
+    let until = store
+        .renew_worker("g", 0, a.fence, Duration::from_secs(30), 2_000, 100)
+        .await
+        .unwrap();
+    assert_eq!(until, Some(2_100));
+    assert_eq!(raw.get(key.as_str(), None).await.unwrap().count(), 1);
+    let e = store.acquire_worker(&claim).await.unwrap_err();
+    assert!(matches!(e, Error::IdsUnavailable(_)), "{e}");
+}

@@ -89,7 +89,8 @@ async fn each_schema_is_a_separate_store() {
             "pool_members",
             "pools",
             "sequence_counts",
-            "sequences"
+            "sequences",
+            "workers"
         ]
     );
     let next: i64 = admin

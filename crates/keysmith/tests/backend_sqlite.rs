@@ -15,6 +15,48 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 
 keysmith::conformance_tests!(fresh_store);
 
+/// A file written at schema version 1 (before worker leases) is migrated
+/// on open: the version goes to 2, the new table is there, old rows stay.
+#[tokio::test]
+async fn a_version_1_file_gets_the_worker_table() {
+    use keysmith::store::{WorkerClaim, WorkerStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let a = SqliteStore::open(&path).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    drop(a);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch(
+        "DROP TABLE keysmith_workers;
+         UPDATE keysmith_meta SET value = 1 WHERE key = 'schema_version';",
+    )
+    .unwrap();
+    drop(c);
+    let b = SqliteStore::open(&path).await.unwrap();
+    assert!(b.read_sequence("s").await.unwrap().is_some());
+    let lease = b
+        .acquire_worker(&WorkerClaim {
+            group: "g".into(),
+            max_workers: 2,
+            holder: "t".into(),
+            ttl: std::time::Duration::from_secs(5),
+            now_ms: 10,
+            window_ms: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(lease.worker, 0);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row(
+            "SELECT value FROM keysmith_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, 2);
+}
+
 #[tokio::test]
 async fn a_second_connection_sees_committed_reservations() {
     let dir = tempfile::tempdir().unwrap();

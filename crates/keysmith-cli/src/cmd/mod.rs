@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod counter;
+pub mod ids;
 pub mod pool;
 pub mod row_name;
 pub mod sequence;

@@ -89,6 +89,13 @@ pub struct ServeArgs {
     /// routes answer 501.
     #[arg(long, value_name = "PATH")]
     shard_key_secret_file: Option<PathBuf>,
+    /// Layout of the ids of POST /v1/ids/next: snowflake or js-safe (ids below 2^53).
+    /// Every server of a group must use the same.
+    #[arg(long, default_value = "snowflake", value_name = "PRESET")]
+    ids_preset: String,
+    /// Group whose worker ids POST /v1/ids/next leases (leased on the first request).
+    #[arg(long, default_value = keysmith::ids::DEFAULT_GROUP, value_name = "NAME")]
+    ids_group: String,
 }
 
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
@@ -126,6 +133,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         },
         shard_key_secret,
         lease_key: keysmith::sequence::lease::LeaseKey::from_env()?,
+        ids: keysmith::ids::IdConfig {
+            group: args.ids_group,
+            ..keysmith::ids::IdConfig::new(keysmith::ids::Layout::preset(&args.ids_preset)?)
+        },
     };
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;

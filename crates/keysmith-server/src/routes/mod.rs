@@ -13,6 +13,7 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 
 pub(crate) mod counters;
+pub(crate) mod ids;
 pub(crate) mod pools;
 pub(crate) mod sequences;
 pub(crate) mod shard_keys;
@@ -101,9 +102,20 @@ pub(crate) fn values_response(
     as_strings: bool,
     partial: Option<&Partial>,
 ) -> Response {
+    list_response("values", values, as_strings, partial)
+}
+
+/// `{"KEY": [...]}`, as numbers or as strings, with `"partial": {...}` when
+/// given.
+pub(crate) fn list_response(
+    key: &str,
+    values: &[i64],
+    as_strings: bool,
+    partial: Option<&Partial>,
+) -> Response {
     use std::fmt::Write;
     let mut body = String::with_capacity(16 + values.len() * 22);
-    body.push_str("{\"values\":[");
+    let _ = write!(body, "{{\"{key}\":[");
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
             body.push(',');

@@ -6,9 +6,12 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use rand::seq::IteratorRandom;
 
+use std::time::Duration;
+
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, WorkerClaim, WorkerLease,
+    WorkerStore, all_taken, lowest_free, system_ms,
 };
 use crate::{Error, Result};
 
@@ -24,6 +27,20 @@ struct State {
     counts: BTreeMap<String, SequenceCounts>,
     pool_marks: BTreeMap<String, RateMarks>,
     pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
+    /// (group, worker) -> its lease and floor; expiry by the system clock.
+    workers: BTreeMap<(String, i64), WorkerSlot>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WorkerSlot {
+    fence: i64,
+    until_ms: i64,
+    /// System-clock ms at which the lease expires; 0 when released.
+    expires_ms: i64,
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().min(i64::MAX as u128) as i64
 }
 
 impl MemoryStore {
@@ -240,6 +257,80 @@ impl PoolStore for MemoryStore {
                 .remove(name)
                 .map(drop)
                 .ok_or_else(|| Error::not_found("pool", name))
+        })
+    }
+}
+
+#[async_trait]
+impl WorkerStore for MemoryStore {
+    async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
+        claim.validate()?;
+        self.with(|s| {
+            let now = system_ms();
+            let live: Vec<i64> = s
+                .workers
+                .range((claim.group.clone(), 0)..(claim.group.clone(), claim.max_workers))
+                .filter(|(_, w)| w.expires_ms > now)
+                .map(|((_, w), _)| *w)
+                .collect();
+            let worker = lowest_free(&live, claim.max_workers)
+                .ok_or_else(|| all_taken(&claim.group, claim.max_workers))?;
+            let slot = s
+                .workers
+                .entry((claim.group.clone(), worker))
+                .or_insert(WorkerSlot {
+                    fence: 0,
+                    until_ms: 0,
+                    expires_ms: 0,
+                });
+            let start_ms = slot.until_ms.max(claim.now_ms);
+            slot.fence += 1;
+            slot.until_ms = start_ms + claim.window_ms;
+            slot.expires_ms = now + ttl_ms(claim.ttl);
+            Ok(WorkerLease {
+                group: claim.group.clone(),
+                worker,
+                fence: slot.fence,
+                start_ms,
+                until_ms: slot.until_ms,
+            })
+        })
+    }
+
+    async fn renew_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        ttl: Duration,
+        from_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<i64>> {
+        super::check_times(ttl, from_ms, window_ms)?;
+        self.with(|s| match s.workers.get_mut(&(group.to_owned(), worker)) {
+            Some(slot) if slot.fence == fence => {
+                slot.until_ms = slot.until_ms.max(from_ms + window_ms);
+                slot.expires_ms = system_ms() + ttl_ms(ttl);
+                Ok(Some(slot.until_ms))
+            }
+            _ => Ok(None),
+        })
+    }
+
+    async fn release_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        floor_ms: i64,
+    ) -> Result<bool> {
+        self.with(|s| match s.workers.get_mut(&(group.to_owned(), worker)) {
+            Some(slot) if slot.fence == fence => {
+                slot.until_ms = slot.until_ms.min(floor_ms);
+                slot.expires_ms = 0;
+                Ok(true)
+            }
+            _ => Ok(false),
         })
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The contract is one trait per concern, each in its own file:
 //! [`SequenceStore`] (`sequences.rs`: rows, versions, reservations) and
-//! [`PoolStore`] (`pools.rs`: pool members and swaps). [`Store`] is their sum
+//! [`PoolStore`] (`pools.rs`: pool members and swaps), [`WorkerStore`]
+//! (`workers.rs`: worker-id leases of time-ordered ids). [`Store`] is their sum
 //! plus what every store has ([`Store::ping`]); it is object-safe, so an
 //! `Arc<dyn Store>` is chosen at run time from a URL with [`open`].
 //!
@@ -30,6 +31,7 @@ pub mod postgres;
 mod sequences;
 mod size_cache;
 pub mod sqlite;
+mod workers;
 
 pub(crate) use pools::sample_slots;
 pub use pools::{DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore};
@@ -38,6 +40,8 @@ pub use sequences::{
     Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, MARK_INTERVAL_MS, MAX_RESERVATION, Put,
     RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
 };
+pub use workers::{MAX_WORKERS, WorkerClaim, WorkerLease, WorkerStore};
+pub(crate) use workers::{all_taken, check_times, lowest_free, system_ms};
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
 /// free value (`max + 1`) always fits in an `i64`.
@@ -48,7 +52,7 @@ pub const MAX_VALUE: i64 = i64::MAX - 1;
 /// with [`open`]; an `Arc<dyn Store>` coerces to `Arc<dyn SequenceStore>` or
 /// `Arc<dyn PoolStore>` where only one concern is needed.
 #[async_trait]
-pub trait Store: SequenceStore + PoolStore {
+pub trait Store: SequenceStore + PoolStore + WorkerStore {
     /// Checks that the store answers.
     ///
     /// # Errors

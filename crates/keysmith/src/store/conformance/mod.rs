@@ -3,7 +3,8 @@
 //! its integration tests). Built with the cargo feature `conformance`.
 //!
 //! Each check takes a fresh, empty store and panics (an assertion) on
-//! failure. The checks are split by concern: [`sequences`] and [`pools`] hold
+//! failure. The checks are split by concern: [`sequences`], [`pools`] and
+//! [`workers`] hold
 //! the store contract itself, [`handles`] what [`Sequence`](crate::sequence::Sequence)
 //! and [`ValuePool`](crate::pool::ValuePool) must do on top of any store
 //! (close hand-back, strict order, contention, prefetch, failures that lose
@@ -34,6 +35,7 @@ use super::{PoolSpec, SequenceSpec};
 pub mod handles;
 pub mod pools;
 pub mod sequences;
+pub mod workers;
 
 /// Generates one `#[tokio::test]` per conformance check, each calling
 /// `$factory().await` for a fresh store (`None`: the test prints that it was
@@ -80,7 +82,13 @@ macro_rules! conformance_tests {
             handles::a_dropped_pool_is_not_found_by_open_handles,
             handles::pool_takes_spread_evenly,
             handles::pool_describe_gives_a_rate_and_runway,
-            handles::a_failed_pool_take_n_near_the_maximum_loses_nothing
+            handles::a_failed_pool_take_n_near_the_maximum_loses_nothing,
+            workers::workers_are_leased_lowest_first,
+            workers::all_worker_ids_taken_is_a_clear_error,
+            workers::the_time_floor_outlives_holders,
+            workers::a_stale_fence_is_refused,
+            workers::an_expired_lease_is_recycled,
+            workers::racing_acquirers_never_share_a_worker_id
         );
     };
     (@each $factory:path; $($group:ident :: $check:ident),* $(,)?) => {

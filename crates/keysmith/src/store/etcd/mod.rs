@@ -28,6 +28,8 @@
 //! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`SequenceStore::reserve_locked`] |
+//! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/lease` | a worker id's lease (on an etcd lease), its fence |
+//! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/floor` | its fence and time floor, JSON; outlives leases |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
 //! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
@@ -128,6 +130,7 @@ use crate::{Error, Result};
 mod pools;
 use pools::PoolMeta;
 mod sequences;
+mod workers;
 
 /// Deadline of one request to etcd.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -60,12 +60,13 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod workers;
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -207,6 +208,20 @@ const MIGRATIONS: &[&str] = &[
         mark_value bigint,
         prev_at    bigint,
         prev_value bigint
+    );
+    "#,
+    // 4: worker-id leases of time-ordered ids (workers.rs). `until_ms` is
+    // the floor: every id issued under the worker id lies below it; it
+    // outlives the lease. Expiry is by the server's clock_timestamp().
+    r#"
+    CREATE TABLE {s}.workers (
+        grp        text COLLATE "C" NOT NULL,
+        worker     bigint NOT NULL CHECK (worker >= 0),
+        fence      bigint NOT NULL CHECK (fence >= 1),
+        holder     text NOT NULL,
+        until_ms   bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (grp, worker)
     );
     "#,
 ];

@@ -22,12 +22,13 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod workers;
 
 /// How long a writer waits for another process's write lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -79,6 +80,22 @@ CREATE TABLE IF NOT EXISTS keysmith_pool_members (
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS keysmith_pool_members_value
     ON keysmith_pool_members (pool, value);
+";
+
+/// Version 2: worker-id leases of time-ordered ids (`workers.rs`). One
+/// `CREATE TABLE IF NOT EXISTS`, so it also runs on version-1 files.
+const WORKERS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS keysmith_workers (
+    grp        TEXT NOT NULL,
+    worker     INTEGER NOT NULL,
+    fence      INTEGER NOT NULL,
+    holder     TEXT NOT NULL,
+    -- Every id issued under this worker id lies below this time (ms).
+    until_ms   INTEGER NOT NULL,
+    -- System-clock ms at which the lease expires; 0 once released.
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (grp, worker)
+) WITHOUT ROWID;
 ";
 
 const ROW_COLUMNS: &str = "name, next, start, max, block, version";
@@ -223,7 +240,7 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
 }
 
 fn migrate(conn: &Connection) -> Result<()> {
-    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA}"))
+    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA}"))
         .map_err(db_err)?;
     let result = (|| {
         let found: Option<i64> = conn
@@ -243,6 +260,14 @@ fn migrate(conn: &Connection) -> Result<()> {
                 .map_err(db_err)?;
             }
             Some(v) if v == SCHEMA_VERSION => {}
+            // Older files got the new tables from the batch above.
+            Some(v) if (1..SCHEMA_VERSION).contains(&v) => {
+                conn.execute(
+                    "UPDATE keysmith_meta SET value = ?1 WHERE key = 'schema_version'",
+                    [SCHEMA_VERSION],
+                )
+                .map_err(db_err)?;
+            }
             Some(v) => {
                 return Err(Error::Corrupt(format!(
                     "schema version {v} is newer than this keysmith understands ({SCHEMA_VERSION}); upgrade keysmith"

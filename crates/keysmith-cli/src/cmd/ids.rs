@@ -1,0 +1,206 @@
+//! `ids next`, `ids decode`, `ids layout`: time-ordered 64-bit ids.
+
+use std::io::Write;
+use std::time::Duration;
+
+use keysmith::ids::{DEFAULT_GROUP, IdConfig, IdGenerator, Layout};
+
+use crate::Global;
+
+/// Time-ordered id commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum IdsCommand {
+    /// Makes ids and prints them, one a line (worker id leased from the store).
+    Next {
+        /// How many ids.
+        #[arg(long, short = 'n', default_value_t = 1, allow_negative_numbers = true)]
+        count: i64,
+        #[command(flatten)]
+        layout: LayoutArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Takes an id apart: time, worker and sequence.
+    Decode {
+        /// The id.
+        #[arg(allow_negative_numbers = true)]
+        id: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+    /// Prints a layout's lifetime, workers and ids per time unit.
+    Layout {
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
+}
+
+/// The bit layout: a preset, and any part of it overridden.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LayoutArgs {
+    /// snowflake (41/10/12 bits, 1 ms) or js-safe (37/8/8 bits, 10 ms: ids below 2^53).
+    #[arg(long, default_value = "snowflake")]
+    preset: String,
+    /// Bits of time.
+    #[arg(long)]
+    time_bits: Option<u32>,
+    /// Bits of worker id.
+    #[arg(long)]
+    worker_bits: Option<u32>,
+    /// Bits of sequence per time unit.
+    #[arg(long)]
+    sequence_bits: Option<u32>,
+    /// Milliseconds per time unit.
+    #[arg(long, allow_negative_numbers = true)]
+    unit_ms: Option<i64>,
+    /// Time zero, milliseconds since 1970 (default 2024-01-01).
+    #[arg(long, allow_negative_numbers = true)]
+    epoch_ms: Option<i64>,
+    /// Accept a layout whose ids run out within 30 years.
+    #[arg(long)]
+    allow_short_lifetime: bool,
+}
+
+impl LayoutArgs {
+    fn layout(&self) -> keysmith::Result<Layout> {
+        let mut l = Layout::preset(&self.preset)?;
+        if let Some(v) = self.time_bits {
+            l.time_bits = v;
+        }
+        if let Some(v) = self.worker_bits {
+            l.worker_bits = v;
+        }
+        if let Some(v) = self.sequence_bits {
+            l.sequence_bits = v;
+        }
+        if let Some(v) = self.unit_ms {
+            l.unit_ms = v;
+        }
+        if let Some(v) = self.epoch_ms {
+            l.epoch_ms = v;
+        }
+        l.validate()?;
+        Ok(l)
+    }
+}
+
+/// How a generator runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// The group whose worker ids are leased.
+    #[arg(long, default_value = DEFAULT_GROUP)]
+    group: String,
+    /// Lease worker ids 0..N only (default: all the layout holds).
+    #[arg(long, value_name = "N")]
+    workers: Option<i64>,
+    /// The worker lease's time to live, ms.
+    #[arg(long, default_value_t = 10_000)]
+    ttl_ms: u64,
+    /// How far ids may run ahead of a clock that went back, ms.
+    #[arg(long, default_value_t = 5_000)]
+    max_borrow_ms: u64,
+}
+
+/// Runs an ids command.
+pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
+    match cmd {
+        IdsCommand::Next { count, layout, run } => {
+            if count < 1 {
+                anyhow::bail!("--count must be 1 or more, got {count}");
+            }
+            let mut config = IdConfig::new(layout.layout()?);
+            config.allow_short_lifetime = layout.allow_short_lifetime;
+            config.group = run.group;
+            config.max_workers = run.workers;
+            config.ttl = Duration::from_millis(run.ttl_ms);
+            config.window = config.ttl;
+            config.max_borrow = Duration::from_millis(run.max_borrow_ms);
+            // Check before touching the store.
+            config.validate(keysmith::ids::wall_ms())?;
+            let store = global.open().await?;
+            let ids = IdGenerator::builder()
+                .store(store)
+                .config(config)
+                .build()
+                .await?;
+            let result = print_ids(&ids, count, global.json).await;
+            let closed = ids.close().await;
+            result?;
+            closed?;
+            Ok(())
+        }
+        IdsCommand::Decode { id, layout } => {
+            let l = layout.layout()?;
+            let d = l.decode_str(&id)?;
+            if global.json {
+                println!("{}", serde_json::to_string(&d)?);
+            } else {
+                println!("time:     {} ({} ms)", d.time, d.time_ms);
+                println!("worker:   {}", d.worker);
+                println!("sequence: {}", d.sequence);
+            }
+            Ok(())
+        }
+        IdsCommand::Layout { layout } => {
+            let l = layout.layout()?;
+            let now = keysmith::ids::wall_ms();
+            let r = l.report(now);
+            if global.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                println!("bits:        {}", l.bits());
+                println!("epoch:       {}", r.epoch);
+                println!("ends:        {}", r.ends);
+                println!(
+                    "lifetime:    {} years ({} years from now)",
+                    r.lifetime_years, r.years_left
+                );
+                println!("workers:     {}", r.workers);
+                println!("ids/unit:    {} per worker", r.ids_per_unit);
+                println!("ids/second:  {} per worker", r.ids_per_second_per_worker);
+                println!("max id:      {}", r.max_id);
+                println!(
+                    "JS-safe:     {}",
+                    if r.javascript_safe {
+                        "yes (below 2^53)"
+                    } else {
+                        "no"
+                    }
+                );
+            }
+            // Tell, and fail, when the layout would be refused.
+            l.check(now, 1, layout.allow_short_lifetime)?;
+            Ok(())
+        }
+    }
+}
+
+/// Prints ids a batch at a time, each batch flushed as soon as it is made.
+async fn print_ids(ids: &IdGenerator, count: i64, json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        write!(out, "{{\"ids\":[")?;
+    }
+    let mut left = count;
+    let mut first = true;
+    while left > 0 {
+        let n = left.min(1000);
+        for id in ids.next_n(n).await? {
+            if json {
+                if !first {
+                    out.write_all(b",")?;
+                }
+                first = false;
+                write!(out, "{id}")?;
+            } else {
+                writeln!(out, "{id}")?;
+            }
+        }
+        out.flush()?;
+        left -= n;
+    }
+    if json {
+        writeln!(out, "]}}")?;
+    }
+    Ok(())
+}

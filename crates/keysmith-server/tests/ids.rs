@@ -1,0 +1,154 @@
+//! `POST /v1/ids/next` and `GET /v1/ids/{id}`: time-ordered ids over HTTP,
+//! their metrics and status line, and bad input.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::TestServer;
+use reqwest::{Method, StatusCode};
+
+fn ids_of(v: &serde_json::Value) -> Vec<i64> {
+    v["ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ids in {v}"))
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+async fn take(srv: &TestServer, count: i64) -> Vec<i64> {
+    let (st, v) = srv
+        .call(Method::POST, &format!("/v1/ids/next?count={count}"), None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    ids_of(&v)
+}
+
+#[tokio::test]
+async fn ids_increase_decode_and_show_in_metrics_and_status() {
+    let srv = TestServer::start().await;
+    // Before the first request: no lease, and the status page says so.
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    assert!(page.text().await.unwrap().contains("none issued yet"));
+    let a = take(&srv, 500).await;
+    let b = take(&srv, 3).await;
+    assert_eq!(a.len(), 500);
+    assert!(a.windows(2).all(|w| w[0] < w[1]) && b[0] > a[499]);
+    let (st, v) = srv
+        .call(Method::POST, "/v1/ids/next?count=2&as=string", None)
+        .await;
+    assert_eq!(st, StatusCode::OK);
+    let s: i64 = v["ids"][0].as_str().unwrap().parse().unwrap();
+    assert!(s > b[2]);
+    let (st, d) = srv
+        .call(Method::GET, &format!("/v1/ids/{}", a[0]), None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{d}");
+    assert_eq!(
+        (d["worker"].as_i64(), d["sequence"].as_i64()),
+        (Some(0), Some(0))
+    );
+    assert!(d["time"].as_str().unwrap().starts_with("20"));
+    let metrics = srv
+        .req(Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "keysmith_ids_worker{group=\"ids\"} 0",
+        "keysmith_ids_lease_held{group=\"ids\"} 1",
+        "keysmith_ids_issued_total{group=\"ids\"} 505",
+        "keysmith_ids_clock_skew_ms{group=\"ids\"}",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
+    }
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("worker id 0, lease held"), "{page}");
+    let (_, status) = srv.call(Method::GET, "/v1/status", None).await;
+    assert_eq!(status["ids"]["worker"], 0);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_400_and_takes_nothing() {
+    let srv = TestServer::start().await;
+    for path in [
+        "/v1/ids/next?count=0",
+        "/v1/ids/next?count=abc",
+        "/v1/ids/next?as=hex",
+        "/v1/ids/next?bogus=1",
+        "/v1/ids/abc",
+        "/v1/ids/-1",
+        "/v1/ids/99999999999999999999",
+    ] {
+        let method = if path.starts_with("/v1/ids/next") {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        let (st, v) = srv.call(method, path, None).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().len() > 10, "{v}");
+    }
+    let (st, _) = srv
+        .call(Method::POST, "/v1/ids/next?count=100000000", None)
+        .await;
+    assert_eq!(st, StatusCode::PAYLOAD_TOO_LARGE);
+    // Nothing was leased by the refused requests: the first real one is
+    // worker 0 and nothing was issued before it.
+    let first = take(&srv, 1).await[0];
+    let (_, d) = srv
+        .call(Method::GET, &format!("/v1/ids/{first}"), None)
+        .await;
+    assert_eq!(
+        (d["worker"].as_i64(), d["sequence"].as_i64()),
+        (Some(0), Some(0))
+    );
+}
+
+/// Two servers on one store take different worker ids and never share an
+/// id; with one worker id only, the second answers 503 (all taken), and
+/// after the first stops (releasing it) a new server starts above its ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_on_one_store_never_share_an_id_or_a_worker() {
+    let a = TestServer::start().await;
+    let url = common::sqlite_url(&a.db_path(), "");
+    let u = url.clone();
+    let b = TestServer::start_with(move |c, _| c.store_url = u).await;
+    let (xa, xb) = (take(&a, 1000).await, take(&b, 1000).await);
+    let all: HashSet<i64> = xa.iter().chain(&xb).copied().collect();
+    assert_eq!(all.len(), 2000);
+    let (_, d) = b
+        .call(Method::GET, &format!("/v1/ids/{}", xb[0]), None)
+        .await;
+    assert_eq!(d["worker"], 1);
+
+    let one = |url: String| {
+        move |c: &mut keysmith_server::Config, _: &std::path::Path| {
+            c.store_url = url;
+            c.ids.group = "solo".into();
+            c.ids.max_workers = Some(1);
+        }
+    };
+    let s1 = TestServer::start_with(one(url.clone())).await;
+    let s2 = TestServer::start_with(one(url.clone())).await;
+    let first = take(&s1, 10).await;
+    let res = s2.req(Method::POST, "/v1/ids/next").send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(res.headers().contains_key("retry-after"));
+    let v: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "ids_unavailable", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("all 1 worker ids")
+    );
+    drop(s1.stop().await);
+    let later = take(&s2, 10).await;
+    assert!(later[0] > first[9], "{} after {}", later[0], first[9]);
+}

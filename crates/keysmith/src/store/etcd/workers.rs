@@ -1,0 +1,352 @@
+//! etcd: the [`WorkerStore`] half of the contract.
+//!
+//! Two keys per worker id, under `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/`:
+//!
+//! - `lease`: the fence, decimal, attached to an etcd lease: it exists while
+//!   the worker id is held, and etcd deletes it when the lease expires;
+//! - `floor`: JSON `{"fence":F,"until_ms":U}`, attached to no lease, so the
+//!   fence and the time floor outlive every holder.
+//!
+//! An acquisition reads the group's keys, picks the lowest worker id without
+//! a `lease` key, and writes both keys in one transaction that compares the
+//! `lease` key absent and the `floor` key unchanged (its mod revision), so
+//! two acquirers never both win. A renewal keeps the etcd lease alive and
+//! moves the floor in a transaction comparing the `floor` key unchanged; a
+//! lease that expired but that no one acquired since is taken again under
+//! the same fence. etcd lease TTLs are whole seconds (and at least etcd's
+//! minimum, about 2 s): the store's expiry is never earlier than the TTL
+//! asked for.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use etcd_client::{DeleteOptions, PutOptions};
+
+use super::*;
+use crate::store::{WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times, lowest_free};
+
+/// How often a call reads again after losing a race.
+const ATTEMPTS: u32 = 32;
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Floor {
+    fence: i64,
+    until_ms: i64,
+}
+
+/// What the store holds of one worker id.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The `lease` key: its etcd lease id and create revision.
+    lease: Option<(i64, i64)>,
+    /// The `floor` key and its mod revision.
+    floor: Option<(Floor, i64)>,
+}
+
+fn ttl_secs(ttl: Duration) -> i64 {
+    (ttl.as_millis().div_ceil(1000) as i64).max(1)
+}
+
+impl EtcdStore {
+    fn group_prefix(&self, group: &str) -> String {
+        format!("{}workers/{}/", self.prefix, escape(group))
+    }
+
+    fn worker_prefix(&self, group: &str, worker: i64) -> String {
+        format!("{}{worker:020}/", self.group_prefix(group))
+    }
+
+    /// Every worker id of the group the store has keys for.
+    async fn read_slots(&self, prefix: &str) -> Result<BTreeMap<i64, Slot>> {
+        let p = prefix.to_owned();
+        let resp = self
+            .call("read worker leases", |mut c| {
+                let p = p.clone();
+                async move { c.get(p, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let mut out: BTreeMap<i64, Slot> = BTreeMap::new();
+        for kv in resp.kvs() {
+            let key = String::from_utf8_lossy(kv.key());
+            let rest = key.strip_prefix(prefix).unwrap_or("");
+            let (w, what) = rest.split_once('/').unwrap_or((rest, ""));
+            let corrupt = || {
+                Error::Corrupt(format!(
+                    "etcd key {key} is not a keysmith worker lease; delete the keys under {prefix}"
+                ))
+            };
+            // Read with a worker's own prefix, the ids are absent.
+            let w: i64 = if w.is_empty() {
+                0
+            } else {
+                w.parse().map_err(|_| corrupt())?
+            };
+            let slot = out.entry(w).or_default();
+            match what {
+                "lease" => slot.lease = Some((kv.lease(), kv.create_revision())),
+                "floor" => {
+                    let f: Floor = serde_json::from_slice(kv.value()).map_err(|_| corrupt())?;
+                    slot.floor = Some((f, kv.mod_revision()));
+                }
+                _ => return Err(corrupt()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads one worker id's keys.
+    async fn read_slot(&self, group: &str, worker: i64) -> Result<Slot> {
+        let prefix = self.worker_prefix(group, worker);
+        let p = prefix.clone();
+        let resp = self
+            .call("read a worker lease", |mut c| {
+                let p = p.clone();
+                async move { c.get(p, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let mut slot = Slot::default();
+        for kv in resp.kvs() {
+            let key = String::from_utf8_lossy(kv.key());
+            match key.strip_prefix(&prefix) {
+                Some("lease") => slot.lease = Some((kv.lease(), kv.create_revision())),
+                Some("floor") => {
+                    let f: Floor = serde_json::from_slice(kv.value()).map_err(|_| {
+                        Error::Corrupt(format!(
+                            "etcd key {key} is not a keysmith worker floor; delete the keys under {prefix}"
+                        ))
+                    })?;
+                    slot.floor = Some((f, kv.mod_revision()));
+                }
+                _ => {}
+            }
+        }
+        Ok(slot)
+    }
+
+    async fn grant(&self, ttl: Duration) -> Result<i64> {
+        let secs = ttl_secs(ttl);
+        self.call("grant a worker lease", |mut c| async move {
+            c.lease_grant(secs, None).await
+        })
+        .await
+        .map(|r| r.id())
+    }
+
+    fn revoke_later(&self, id: i64) {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let _ = store
+                .call("revoke a worker lease", |mut c| async move {
+                    c.lease_revoke(id).await
+                })
+                .await;
+        });
+    }
+
+    /// Whether etcd still has lease `id` (and reset its TTL).
+    async fn keep_alive_once(&self, id: i64) -> Result<bool> {
+        self.call("keep a worker lease alive", |mut c| async move {
+            let (mut keeper, mut stream) = c.lease_keep_alive(id).await?;
+            keeper.keep_alive().await?;
+            Ok(stream
+                .message()
+                .await?
+                .map(|r| r.ttl() > 0)
+                .unwrap_or(false))
+        })
+        .await
+    }
+
+    /// Puts the `lease` key (on etcd lease `id`) and the floor, if neither
+    /// changed since `slot` was read.
+    async fn take_slot(
+        &self,
+        group: &str,
+        worker: i64,
+        slot: &Slot,
+        id: i64,
+        floor: Floor,
+    ) -> Result<bool> {
+        let p = self.worker_prefix(group, worker);
+        let (lease_key, floor_key) = (format!("{p}lease"), format!("{p}floor"));
+        let floor_same = match slot.floor {
+            Some((_, rev)) => Compare::mod_revision(floor_key.clone(), CompareOp::Equal, rev),
+            None => Compare::version(floor_key.clone(), CompareOp::Equal, 0),
+        };
+        let value = serde_json::to_vec(&floor).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let txn = Txn::new()
+            .when([
+                Compare::version(lease_key.clone(), CompareOp::Equal, 0),
+                floor_same,
+            ])
+            .and_then([
+                TxnOp::put(
+                    lease_key,
+                    floor.fence.to_string(),
+                    Some(PutOptions::new().with_lease(id)),
+                ),
+                TxnOp::put(floor_key, value, None),
+            ]);
+        Ok(self.txn("take a worker id", txn).await?.succeeded())
+    }
+
+    /// Puts the floor if it did not change since `rev`; with `drop_lease`
+    /// also deletes the `lease` key.
+    async fn put_floor(
+        &self,
+        group: &str,
+        worker: i64,
+        rev: i64,
+        floor: Floor,
+        drop_lease: bool,
+    ) -> Result<bool> {
+        let p = self.worker_prefix(group, worker);
+        let floor_key = format!("{p}floor");
+        let value = serde_json::to_vec(&floor).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut ops = vec![TxnOp::put(floor_key.clone(), value, None)];
+        if drop_lease {
+            ops.push(TxnOp::delete(format!("{p}lease"), None::<DeleteOptions>));
+        }
+        let txn = Txn::new()
+            .when([Compare::mod_revision(floor_key, CompareOp::Equal, rev)])
+            .and_then(ops);
+        Ok(self.txn("move a worker's floor", txn).await?.succeeded())
+    }
+}
+
+#[async_trait]
+impl WorkerStore for EtcdStore {
+    async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
+        claim.validate()?;
+        let prefix = self.group_prefix(&claim.group);
+        let id = self.grant(claim.ttl).await?;
+        for _ in 0..ATTEMPTS {
+            let mut slots = match self.read_slots(&prefix).await {
+                Ok(s) => s,
+                Err(e) => {
+                    self.revoke_later(id);
+                    return Err(e);
+                }
+            };
+            let live: Vec<i64> = slots
+                .iter()
+                .filter(|(_, s)| s.lease.is_some())
+                .map(|(w, _)| *w)
+                .collect();
+            let Some(worker) = lowest_free(&live, claim.max_workers) else {
+                self.revoke_later(id);
+                return Err(all_taken(&claim.group, claim.max_workers));
+            };
+            let slot = slots.remove(&worker).unwrap_or_default();
+            let (fence, old_until) = slot
+                .floor
+                .map(|(f, _)| (f.fence, f.until_ms))
+                .unwrap_or((0, 0));
+            let start_ms = old_until.max(claim.now_ms);
+            let floor = Floor {
+                fence: fence + 1,
+                until_ms: start_ms + claim.window_ms,
+            };
+            match self.take_slot(&claim.group, worker, &slot, id, floor).await {
+                Ok(true) => {
+                    return Ok(WorkerLease {
+                        group: claim.group.clone(),
+                        worker,
+                        fence: floor.fence,
+                        start_ms,
+                        until_ms: floor.until_ms,
+                    });
+                }
+                Ok(false) => continue,
+                Err(e) => {
+                    self.revoke_later(id);
+                    return Err(e);
+                }
+            }
+        }
+        self.revoke_later(id);
+        Err(Error::Contention {
+            name: claim.group.clone(),
+            attempts: ATTEMPTS,
+        })
+    }
+
+    async fn renew_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        ttl: Duration,
+        from_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<i64>> {
+        check_times(ttl, from_ms, window_ms)?;
+        for _ in 0..ATTEMPTS {
+            let slot = self.read_slot(group, worker).await?;
+            let Some((floor, rev)) = slot.floor else {
+                return Ok(None);
+            };
+            if floor.fence != fence {
+                return Ok(None);
+            }
+            let new = Floor {
+                fence,
+                until_ms: floor.until_ms.max(from_ms + window_ms),
+            };
+            match slot.lease {
+                Some((id, _)) => {
+                    if !self.keep_alive_once(id).await? {
+                        continue; // Expired meanwhile: read again.
+                    }
+                    if self.put_floor(group, worker, rev, new, false).await? {
+                        return Ok(Some(new.until_ms));
+                    }
+                }
+                None => {
+                    // Expired, and no one took it since: take it again.
+                    let id = self.grant(ttl).await?;
+                    if self.take_slot(group, worker, &slot, id, new).await? {
+                        return Ok(Some(new.until_ms));
+                    }
+                    self.revoke_later(id);
+                }
+            }
+        }
+        Err(Error::Contention {
+            name: group.to_owned(),
+            attempts: ATTEMPTS,
+        })
+    }
+
+    async fn release_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        floor_ms: i64,
+    ) -> Result<bool> {
+        for _ in 0..ATTEMPTS {
+            let slot = self.read_slot(group, worker).await?;
+            let Some((floor, rev)) = slot.floor else {
+                return Ok(false);
+            };
+            if floor.fence != fence {
+                return Ok(false);
+            }
+            let new = Floor {
+                fence,
+                until_ms: floor.until_ms.min(floor_ms),
+            };
+            if self.put_floor(group, worker, rev, new, true).await? {
+                if let Some((id, _)) = slot.lease {
+                    self.revoke_later(id);
+                }
+                return Ok(true);
+            }
+        }
+        Err(Error::Contention {
+            name: group.to_owned(),
+            attempts: ATTEMPTS,
+        })
+    }
+}

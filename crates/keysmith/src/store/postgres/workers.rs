@@ -1,0 +1,167 @@
+//! PostgreSQL: the [`WorkerStore`] half of the contract. Expiry is by the
+//! server's `clock_timestamp()`, so holders on hosts with different clocks
+//! agree on it.
+//!
+//! An acquisition reads the lowest worker id without a live lease, then
+//! takes it with `INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`: when
+//! two acquirers pick the same id, the second waits for the first's commit,
+//! re-evaluates the WHERE on the new row (now live), updates nothing and
+//! returns no row; it then reads again. Renewal and release are one UPDATE
+//! each, conditional on the fence.
+
+use std::time::Duration;
+
+use super::*;
+use crate::store::{WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times};
+
+/// How often an acquisition reads again after losing its pick to another.
+const ACQUIRE_ATTEMPTS: u32 = 32;
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().min(i64::MAX as u128) as i64
+}
+
+impl PostgresStore {
+    fn s(&self) -> String {
+        quote_ident(&self.schema)
+    }
+}
+
+#[async_trait]
+impl WorkerStore for PostgresStore {
+    async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
+        claim.validate()?;
+        let s = self.s();
+        // The lowest free id is 0 or one above a live one.
+        let pick = format!(
+            "SELECT c.w FROM (SELECT 0::bigint AS w
+                              UNION SELECT worker + 1 FROM {s}.workers
+                              WHERE grp = $1 AND expires_at > clock_timestamp()) c
+             WHERE c.w < $2 AND NOT EXISTS (
+                 SELECT 1 FROM {s}.workers x
+                 WHERE x.grp = $1 AND x.worker = c.w AND x.expires_at > clock_timestamp())
+             ORDER BY c.w LIMIT 1"
+        );
+        let take = format!(
+            "INSERT INTO {s}.workers AS w (grp, worker, fence, holder, until_ms, expires_at)
+             VALUES ($1, $2, 1, $3, $4::bigint + $5::bigint,
+                     clock_timestamp() + $6::bigint * interval '1 millisecond')
+             ON CONFLICT (grp, worker) DO UPDATE
+                 SET fence = w.fence + 1, holder = EXCLUDED.holder,
+                     until_ms = GREATEST(w.until_ms, $4::bigint) + $5::bigint,
+                     expires_at = EXCLUDED.expires_at
+                 WHERE w.expires_at <= clock_timestamp()
+             RETURNING fence, until_ms"
+        );
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                for _ in 0..ACQUIRE_ATTEMPTS {
+                    let Some(row) = c
+                        .query_opt(&pick, &[&claim.group, &claim.max_workers])
+                        .await
+                        .map_err(bad)?
+                    else {
+                        return Err(all_taken(&claim.group, claim.max_workers));
+                    };
+                    let worker: i64 = row.try_get(0).map_err(bad)?;
+                    let taken = c
+                        .query_opt(
+                            &take,
+                            &[
+                                &claim.group,
+                                &worker,
+                                &claim.holder,
+                                &claim.now_ms,
+                                &claim.window_ms,
+                                &ttl_ms(claim.ttl),
+                            ],
+                        )
+                        .await
+                        .map_err(bad)?;
+                    if let Some(r) = taken {
+                        let until_ms: i64 = r.try_get(1).map_err(bad)?;
+                        return Ok(WorkerLease {
+                            group: claim.group.clone(),
+                            worker,
+                            fence: r.try_get(0).map_err(bad)?,
+                            start_ms: until_ms - claim.window_ms,
+                            until_ms,
+                        });
+                    }
+                }
+                Err(Error::Contention {
+                    name: claim.group.clone(),
+                    attempts: ACQUIRE_ATTEMPTS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn renew_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        ttl: Duration,
+        from_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<i64>> {
+        check_times(ttl, from_ms, window_ms)?;
+        let sql = format!(
+            "UPDATE {}.workers
+             SET until_ms = GREATEST(until_ms, $4::bigint),
+                 expires_at = clock_timestamp() + $5::bigint * interval '1 millisecond'
+             WHERE grp = $1 AND worker = $2 AND fence = $3
+             RETURNING until_ms",
+            self.s()
+        );
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_opt(
+                        &sql,
+                        &[
+                            &group,
+                            &worker,
+                            &fence,
+                            &(from_ms + window_ms),
+                            &ttl_ms(ttl),
+                        ],
+                    )
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                r.map(|r| r.try_get(0).map_err(|e| self.pg(&e))).transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn release_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        floor_ms: i64,
+    ) -> Result<bool> {
+        let sql = format!(
+            "UPDATE {}.workers
+             SET until_ms = LEAST(until_ms, $4::bigint), expires_at = '-infinity'
+             WHERE grp = $1 AND worker = $2 AND fence = $3",
+            self.s()
+        );
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                c.execute(&sql, &[&group, &worker, &fence, &floor_ms])
+                    .await
+                    .map(|n| n == 1)
+                    .map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+}

@@ -1,0 +1,126 @@
+//! SQLite: the [`WorkerStore`] half of the contract. Every call is one
+//! `BEGIN IMMEDIATE` transaction, so acquisitions in any number of
+//! processes run one after the other; expiry is by the system clock (one
+//! file, one machine).
+
+use std::time::Duration;
+
+use super::*;
+use crate::store::{
+    WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times, lowest_free, system_ms,
+};
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().min(i64::MAX as u128) as i64
+}
+
+#[async_trait]
+impl WorkerStore for SqliteStore {
+    async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
+        claim.validate()?;
+        let claim = claim.clone();
+        self.write(move |tx| {
+            let now = system_ms();
+            let live: Vec<i64> = tx
+                .prepare_cached(
+                    "SELECT worker FROM keysmith_workers
+                     WHERE grp = ?1 AND worker < ?2 AND expires_ms > ?3 ORDER BY worker",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![claim.group, claim.max_workers, now], |r| r.get(0))?
+                        .collect()
+                })
+                .map_err(db_err)?;
+            let worker = lowest_free(&live, claim.max_workers)
+                .ok_or_else(|| all_taken(&claim.group, claim.max_workers))?;
+            let old: Option<(i64, i64)> = tx
+                .query_row(
+                    "SELECT fence, until_ms FROM keysmith_workers WHERE grp = ?1 AND worker = ?2",
+                    params![claim.group, worker],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(db_err)?;
+            let (fence, floor) = old.unwrap_or((0, 0));
+            let start_ms = floor.max(claim.now_ms);
+            let lease = WorkerLease {
+                group: claim.group.clone(),
+                worker,
+                fence: fence + 1,
+                start_ms,
+                until_ms: start_ms + claim.window_ms,
+            };
+            tx.execute(
+                "INSERT INTO keysmith_workers (grp, worker, fence, holder, until_ms, expires_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (grp, worker) DO UPDATE SET fence = excluded.fence,
+                     holder = excluded.holder, until_ms = excluded.until_ms,
+                     expires_ms = excluded.expires_ms",
+                params![
+                    claim.group,
+                    worker,
+                    lease.fence,
+                    claim.holder,
+                    lease.until_ms,
+                    now + ttl_ms(claim.ttl)
+                ],
+            )
+            .map_err(db_err)?;
+            Ok(lease)
+        })
+        .await
+    }
+
+    async fn renew_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        ttl: Duration,
+        from_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<i64>> {
+        check_times(ttl, from_ms, window_ms)?;
+        let group = group.to_owned();
+        self.write(move |tx| {
+            tx.query_row(
+                "UPDATE keysmith_workers
+                 SET until_ms = max(until_ms, ?4), expires_ms = ?5
+                 WHERE grp = ?1 AND worker = ?2 AND fence = ?3
+                 RETURNING until_ms",
+                params![
+                    group,
+                    worker,
+                    fence,
+                    from_ms + window_ms,
+                    system_ms() + ttl_ms(ttl)
+                ],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+        })
+        .await
+    }
+
+    async fn release_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        floor_ms: i64,
+    ) -> Result<bool> {
+        let group = group.to_owned();
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE keysmith_workers SET until_ms = min(until_ms, ?4), expires_ms = 0
+                     WHERE grp = ?1 AND worker = ?2 AND fence = ?3",
+                    params![group, worker, fence, floor_ms],
+                )
+                .map_err(db_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+}

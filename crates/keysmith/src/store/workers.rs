@@ -1,0 +1,240 @@
+//! The worker-id half of the store contract: [`WorkerStore`], the leases of
+//! worker ids that time-ordered ids ([`crate::ids`]) are made with.
+//!
+//! A *group* (a name) has worker ids `0..max_workers`. A holder leases one
+//! for a time to live decided by the store (its own clock: the system clock
+//! for SQLite and memory, `clock_timestamp()` for PostgreSQL, an etcd lease
+//! for etcd), renews the lease while it runs and releases it on close. Each
+//! `(group, worker)` keeps, across holders and expiries:
+//!
+//! - a **fence**, bumped by every acquisition: a renewal or release quoting
+//!   an older fence does nothing, so a holder whose lease lapsed and was
+//!   taken over can never extend it again;
+//! - a **time floor** `until_ms` (milliseconds since the Unix epoch): every
+//!   id issued under the worker id lies below it. An acquisition starts its
+//!   holder at `max(until_ms, now_ms)` and moves `until_ms` a window ahead of
+//!   that, so a new holder starts above everything issued before under that
+//!   worker id, however far its clock is behind the previous holder's.
+//!
+//! The floor is what makes ids unique; the fence and the holder's local
+//! deadline (earlier than the store's expiry) keep a lapsed holder from
+//! reserving more time.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::{Error, Result};
+
+/// The most worker ids a group may have (2^22).
+pub const MAX_WORKERS: i64 = 1 << 22;
+
+/// What an acquisition asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerClaim {
+    /// The group (a name; see [`crate::validate_name`]).
+    pub group: String,
+    /// Worker ids are `0..max_workers`, `1..=MAX_WORKERS`.
+    pub max_workers: i64,
+    /// Who holds it, for people reading the store (host and process id).
+    pub holder: String,
+    /// How long the lease lives without a renewal, by the store's clock.
+    pub ttl: Duration,
+    /// The holder's wall clock, milliseconds since the Unix epoch.
+    pub now_ms: i64,
+    /// How far ahead of the start the floor is moved.
+    pub window_ms: i64,
+}
+
+impl WorkerClaim {
+    /// Checks the group name and the bounds: `1 <= max_workers <=
+    /// MAX_WORKERS`, a TTL of at least a millisecond and at most a day,
+    /// `now_ms >= 0`, `1 <= window_ms <= 10^9`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] or [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        crate::validate_name(&self.group)?;
+        if !(1..=MAX_WORKERS).contains(&self.max_workers) {
+            return Err(Error::invalid(format!(
+                "the number of worker ids must be between 1 and {MAX_WORKERS}, got {}",
+                self.max_workers
+            )));
+        }
+        check_times(self.ttl, self.now_ms, self.window_ms)
+    }
+}
+
+pub(crate) fn check_times(ttl: Duration, now_ms: i64, window_ms: i64) -> Result<()> {
+    if ttl < Duration::from_millis(1) || ttl > Duration::from_secs(86_400) {
+        return Err(Error::invalid(format!(
+            "a worker lease's time to live must be between 1 ms and a day, got {ttl:?}"
+        )));
+    }
+    if now_ms < 0 {
+        return Err(Error::invalid(format!(
+            "the clock reads {now_ms} ms, before 1970; set the system clock"
+        )));
+    }
+    if !(1..=1_000_000_000).contains(&window_ms) {
+        return Err(Error::invalid(format!(
+            "the reserved time window must be between 1 ms and 10^9 ms, got {window_ms}"
+        )));
+    }
+    Ok(())
+}
+
+/// A worker id held: what [`WorkerStore::acquire_worker`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerLease {
+    /// The group.
+    pub group: String,
+    /// The worker id, `0..max_workers`: the lowest one without a live lease.
+    pub worker: i64,
+    /// Bumped by every acquisition of this worker id; quote it to renew and
+    /// release.
+    pub fence: i64,
+    /// The holder issues ids at or above this time (ms since the Unix
+    /// epoch): the previous holders' floor, or the holder's clock if later.
+    pub start_ms: i64,
+    /// The floor: the holder issues ids below this time. `start_ms +
+    /// window_ms`.
+    pub until_ms: i64,
+}
+
+/// What a backend does for worker-id leases. Claims have been checked with
+/// [`WorkerClaim::validate`]. Every write is durable when the method
+/// returns, and every method is safe to race with any other, in any
+/// process.
+#[async_trait]
+pub trait WorkerStore: Send + Sync + std::fmt::Debug {
+    /// Leases the lowest worker id in `0..max_workers` of the group that
+    /// has no live lease (never one that has: two holders never share a
+    /// worker id), bumps its fence (1 for a worker id never held), and moves
+    /// its floor to `max(floor, now_ms) + window_ms`. The lease lives `ttl`
+    /// by the store's clock.
+    ///
+    /// # Errors
+    /// [`Error::IdsUnavailable`] when every worker id has a live lease.
+    async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease>;
+
+    /// Extends the lease of a holder that still has `fence`: it lives `ttl`
+    /// from now (by the store's clock), and its floor becomes
+    /// `max(floor, from_ms + window_ms)`. A lease that expired but that no
+    /// one acquired since is renewed too: the fence alone decides. Returns
+    /// the new floor, or `None` when another holder acquired the worker id
+    /// since (the lease is lost: stop issuing ids under it).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn renew_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        ttl: Duration,
+        from_ms: i64,
+        window_ms: i64,
+    ) -> Result<Option<i64>>;
+
+    /// Ends the lease of a holder that still has `fence`, so the worker id
+    /// can be acquired at once, and lowers its floor to `floor_ms` if that
+    /// is lower (the holder passes the end of the last time it issued ids
+    /// in, so that the next holder need not start a window ahead). Returns
+    /// whether it did (`false`: the lease was lost already).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn release_worker(
+        &self,
+        group: &str,
+        worker: i64,
+        fence: i64,
+        floor_ms: i64,
+    ) -> Result<bool>;
+}
+
+/// The message of [`Error::IdsUnavailable`] when every worker id is held.
+pub(crate) fn all_taken(group: &str, max_workers: i64) -> Error {
+    Error::IdsUnavailable(format!(
+        "all {max_workers} worker ids of group {group:?} are held by live leases; stop a generator, \
+         wait for the leases of dead ones to expire (their time to live), or use a layout with more worker bits"
+    ))
+}
+
+/// The lowest id in `0..max` not in `live` (sorted ascending), if any.
+pub(crate) fn lowest_free(live: &[i64], max: i64) -> Option<i64> {
+    let mut want = 0;
+    for &w in live {
+        if w == want {
+            want += 1;
+        } else if w > want {
+            break;
+        }
+    }
+    (want < max).then_some(want)
+}
+
+/// Milliseconds since the Unix epoch by the system clock.
+pub(crate) fn system_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_free_finds_the_first_gap() {
+        assert_eq!(lowest_free(&[], 3), Some(0));
+        assert_eq!(lowest_free(&[0, 1, 3], 5), Some(2));
+        assert_eq!(lowest_free(&[1, 2], 5), Some(0));
+        assert_eq!(lowest_free(&[0, 1, 2], 3), None);
+        assert_eq!(lowest_free(&[0, 1], 3), Some(2));
+    }
+
+    #[test]
+    fn claims_are_checked() {
+        let ok = WorkerClaim {
+            group: "g".into(),
+            max_workers: 4,
+            holder: "h".into(),
+            ttl: Duration::from_secs(1),
+            now_ms: 1,
+            window_ms: 10,
+        };
+        ok.validate().unwrap();
+        for bad in [
+            WorkerClaim {
+                max_workers: 0,
+                ..ok.clone()
+            },
+            WorkerClaim {
+                max_workers: MAX_WORKERS + 1,
+                ..ok.clone()
+            },
+            WorkerClaim {
+                ttl: Duration::ZERO,
+                ..ok.clone()
+            },
+            WorkerClaim {
+                now_ms: -1,
+                ..ok.clone()
+            },
+            WorkerClaim {
+                window_ms: 0,
+                ..ok.clone()
+            },
+            WorkerClaim {
+                group: "a b".into(),
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+}
