@@ -33,7 +33,6 @@
 #![warn(missing_docs)]
 
 mod backoff;
-pub mod bench;
 mod error;
 mod name;
 pub mod names;
