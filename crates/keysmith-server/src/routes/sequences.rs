@@ -1,6 +1,7 @@
 //! `/v1/sequences`: create, list, show, drop, next, reserve, release.
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use axum::Json;
@@ -181,19 +182,26 @@ pub(crate) async fn next(
     loop {
         let entry = handle(&state, &name).await?;
         let seq = entry.handle.clone();
-        let result = tokio::spawn(async move {
+        let mut taking = Box::pin(async move {
             if count == 1 {
                 seq.next().await.map(|v| vec![v])
             } else {
                 seq.next_n(count).await
             }
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(keysmith::Error::Unavailable(format!(
-                "the task taking values failed: {e}"
-            )))
         });
+        // Most calls are served from the handle's block at once: polled
+        // here, they cost no task. One that has to wait (for the store, or
+        // the refill mutex) moves to a task of its own before this handler
+        // can be dropped (no await in between), and runs to the end there.
+        let first = std::future::poll_fn(|cx| Poll::Ready(taking.as_mut().poll(cx))).await;
+        let result = match first {
+            Poll::Ready(r) => r,
+            Poll::Pending => tokio::spawn(taking).await.unwrap_or_else(|e| {
+                Err(keysmith::Error::Unavailable(format!(
+                    "the task taking values failed: {e}"
+                )))
+            }),
+        };
         match result {
             Ok(values) => {
                 entry.record(&values, started);

@@ -3,7 +3,7 @@
 //! A [`Sequence`] is a handle on one sequence of a [`Store`]. It reserves
 //! blocks of values in the store (durably, before the first value of a block
 //! leaves the library) and hands them out from memory: inside a block
-//! [`Sequence::next`] is one compare-and-swap, no lock and no store call. When
+//! [`Sequence::next`] is one `fetch_add`, no lock and no store call. When
 //! a fifth of the block is left (by default) the next block is reserved in
 //! the background, so `next` does not wait on the store in steady state.
 //!
