@@ -19,6 +19,10 @@ use serde::Serialize;
 use super::http;
 use super::redis::Redis;
 
+/// The bare atomic on a cache line of its own, as keysmith's cursor is.
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
 /// What a row's values are guaranteed to be.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct Guarantees {
@@ -155,12 +159,30 @@ fn measured(group: &str, name: impl Into<String>, g: Guarantees, per_sec: f64) -
 
 /// Calls `op` on `threads` threads for `d`; returns calls per second, all threads together.
 fn on_threads(threads: usize, d: Duration, op: impl Fn() + Sync) -> f64 {
+    on_threads_overlap(threads, d, op).0
+}
+
+/// The CPU time this thread has run, from the kernel's scheduler
+/// statistics (Linux); `None` elsewhere.
+fn thread_cpu() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(
+        s.split_whitespace().next()?.parse().ok()?,
+    ))
+}
+
+/// As [`on_threads`], and how many of the threads were on a CPU at once on
+/// average (their CPU time over the wall time; 2.0 for two threads that ran
+/// together throughout), if the kernel says.
+fn on_threads_overlap(threads: usize, d: Duration, op: impl Fn() + Sync) -> (f64, Option<f64>) {
     let barrier = std::sync::Barrier::new(threads);
-    let total: u64 = std::thread::scope(|s| {
+    let start = Instant::now();
+    let per: Vec<(u64, Option<Duration>)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
                     barrier.wait();
+                    let cpu0 = thread_cpu();
                     let t = Instant::now();
                     let mut n = 0u64;
                     while t.elapsed() < d {
@@ -169,13 +191,22 @@ fn on_threads(threads: usize, d: Duration, op: impl Fn() + Sync) -> f64 {
                         }
                         n += 4096;
                     }
-                    n
+                    let cpu = cpu0.zip(thread_cpu()).map(|(a, b)| b.saturating_sub(a));
+                    (n, cpu)
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or((0, None)))
+            .collect()
     });
-    total as f64 / d.as_secs_f64()
+    let wall = start.elapsed().as_secs_f64();
+    let total: u64 = per.iter().map(|p| p.0).sum();
+    let cpu: Option<f64> = per
+        .iter()
+        .map(|p| p.1.map(|c| c.as_secs_f64()))
+        .sum::<Option<f64>>();
+    (total as f64 / wall, cpu.map(|c| c / wall))
 }
 
 /// Calls `op` on one task for `d`; returns calls per second.
@@ -235,31 +266,43 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
 
     // The limit, and keysmith's cached next() against it, 1 and 2 threads.
     let cached = cached_handle().await?;
+    let overlap = |o: Option<f64>| match o {
+        Some(o) => format!("; threads on a CPU at once: {o:.2} on average"),
+        None => String::new(),
+    };
     for threads in [1usize, 2] {
-        let atomic = AtomicU64::new(0);
-        let base = measured(
-            "limit",
-            format!("bare AtomicU64::fetch_add, {threads} thread(s)"),
-            LOCAL,
-            tokio::task::block_in_place(|| {
-                on_threads(threads, d, || {
-                    black_box(atomic.fetch_add(1, Ordering::AcqRel));
-                })
-            }),
-        );
+        let atomic = Padded(AtomicU64::new(0));
+        let (rate, o_base) = tokio::task::block_in_place(|| {
+            on_threads_overlap(threads, d, || {
+                black_box(atomic.0.fetch_add(1, Ordering::AcqRel));
+            })
+        });
+        let base = Row {
+            note: format!("on a cache line of its own{}", overlap(o_base)),
+            ..measured(
+                "limit",
+                format!("bare AtomicU64::fetch_add, {threads} thread(s)"),
+                LOCAL,
+                rate,
+            )
+        };
         let seq = cached.clone();
+        let (rate, o_ks) = tokio::task::block_in_place(|| {
+            on_threads_overlap(threads, d, || {
+                black_box(seq.try_next());
+            })
+        });
         let ks = measured(
             "limit",
             format!("keysmith next(), cached block, {threads} thread(s)"),
             KS_DURABLE,
-            tokio::task::block_in_place(|| {
-                on_threads(threads, d, || {
-                    black_box(seq.try_next());
-                })
-            }),
+            rate,
         );
         let ks = Row {
-            note: "memory store, one block of 2^40: the hot path alone".into(),
+            note: format!(
+                "memory store, one block of 2^40: the hot path alone{}",
+                overlap(o_ks)
+            ),
             ..with_baseline(ks, &base)
         };
         push(base);
