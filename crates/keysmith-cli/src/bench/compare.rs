@@ -695,7 +695,6 @@ async fn http_measure(
 ) -> anyhow::Result<(Vec<Row>, Vec<LatencyRow>)> {
     let mut rows = Vec::new();
     let mut lat = Vec::new();
-    let mut admin = http::Conn::open(addr).await?;
     let livez_req = http::request("GET", "/livez");
     // Warm-up, then the baseline.
     http::load(
@@ -725,6 +724,8 @@ async fn http_measure(
     let mut rows_next = Vec::new();
     for &block in blocks {
         let name = format!("cmp-{tag}-{block}");
+        // A fresh connection per admin call: the server closes idle ones.
+        let mut admin = http::Conn::open(addr).await?;
         let (status, body) = admin
             .call(&http::json_request(
                 "POST",
@@ -820,7 +821,8 @@ async fn http_measure(
     rows.push(bulk);
     rows.push(reserve);
     for name in created {
-        admin
+        http::Conn::open(addr)
+            .await?
             .call(&http::request("DELETE", &format!("/v1/sequences/{name}")))
             .await?;
     }
