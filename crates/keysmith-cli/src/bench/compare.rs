@@ -927,7 +927,7 @@ pub fn markdown(r: &Report) -> String {
         ));
     }
     if !r.latency.is_empty() {
-        s.push_str("\nLatency at a fixed request rate (open loop; latency counted from when each request was due):\n\n");
+        s.push_str("\nLatency at a fixed request rate (open loop over the same connections; a request held up by the answer before it counts from when it was due):\n\n");
         s.push_str("| route | rate asked | rate served | p50 | p99 | p99.9 | max |\n");
         s.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for l in &r.latency {

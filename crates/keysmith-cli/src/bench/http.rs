@@ -114,9 +114,10 @@ impl Load {
 
 /// `conns` connections send `request` back to back for `duration`
 /// (closed loop, the server's saturation). `rate`: if set, the requests go
-/// out at that total rate instead (open loop), and each latency counts from
-/// when its request was due, so a stalled server cannot hide its queue
-/// (no coordinated omission).
+/// out at that total rate instead (open loop), and a request that could not
+/// go out when due because its connection still waited for the previous
+/// answer counts its latency from when it was due, so a stalled server
+/// cannot hide its queue (no coordinated omission).
 pub async fn load(
     addr: SocketAddr,
     request: &[u8],
@@ -138,21 +139,30 @@ pub async fn load(
             let offset = interval.map(|iv| iv.mul_f64(i as f64 / conns.max(1) as f64));
             let mut k = 0u32;
             loop {
-                let due = match (interval, offset) {
+                // When the latency counts from: when the request was due if
+                // the connection was still busy then (the server's queue),
+                // else when it went out (a timer that wakes late is the
+                // client's doing, not the server's).
+                let (due, from) = match (interval, offset) {
                     (Some(iv), Some(off)) => {
                         let due = start + off + iv * k;
                         if due > Instant::now() {
                             tokio::time::sleep_until(due.into()).await;
+                            (due, Instant::now())
+                        } else {
+                            (due, due)
                         }
-                        due
                     }
-                    _ => Instant::now(),
+                    _ => {
+                        let now = Instant::now();
+                        (now, now)
+                    }
                 };
                 if due.duration_since(start) >= duration {
                     break;
                 }
                 let (status, _) = conn.call(&request).await?;
-                lat.push(due.elapsed().as_nanos() as u64);
+                lat.push(from.elapsed().as_nanos() as u64);
                 if !(200..300).contains(&status) {
                     failed += 1;
                 }
