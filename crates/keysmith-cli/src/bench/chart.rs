@@ -27,7 +27,7 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "values per second, log scale ({} s per row, one run); blue: durable before returned",
+                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: the limit",
                     r.seconds
                 ),
                 ("sans-serif", 16),

@@ -86,6 +86,18 @@ pub struct Row {
     pub baseline: Option<(String, f64)>,
     /// Why skipped, or what else to know.
     pub note: String,
+    /// The machine's 1-minute load average when the row was done (Linux).
+    pub load: Option<f64>,
+}
+
+/// The 1-minute load average, from `/proc/loadavg` (Linux); `None` elsewhere.
+pub fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// A latency line measured at a fixed request rate.
@@ -98,6 +110,8 @@ pub struct LatencyRow {
     pub p99_us: f64,
     pub p999_us: f64,
     pub max_us: f64,
+    /// The 1-minute load average when the row was done.
+    pub load: Option<f64>,
 }
 
 /// What `bench compare` measured.
@@ -140,6 +154,7 @@ fn row(group: &str, name: impl Into<String>, g: Guarantees) -> Row {
         requests_per_sec: None,
         baseline: None,
         note: String::new(),
+        load: None,
     }
 }
 
@@ -259,7 +274,10 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
     }
     let d = Duration::from_secs_f64(o.seconds);
     let mut rows = Vec::new();
-    let mut push = |r: Row| {
+    let mut push = |mut r: Row| {
+        if r.values_per_sec.is_some() {
+            r.load = loadavg();
+        }
         eprintln!("  {}: {}", r.name, fmt_rate(&r));
         rows.push(r);
     };
@@ -813,6 +831,7 @@ async fn http_measure(
                 p99_us: us_f(l.pct(0.99)),
                 p999_us: us_f(l.pct(0.999)),
                 max_us: us_f(l.latencies.last().copied()),
+                load: loadavg(),
             });
         }
     }
@@ -902,11 +921,11 @@ impl Order {
 pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
     s.push_str(&format!(
-        "{} s per row, one after the other in one process.\n\n",
+        "{} s per row, one after the other in one process; load: the machine's 1-minute load average when the row was done.\n\n",
         r.seconds
     ));
-    s.push_str("| group | what | values/s | share of baseline | durable before returned | unique across processes | ordered | note |\n");
-    s.push_str("| --- | --- | ---: | ---: | --- | --- | --- | --- |\n");
+    s.push_str("| group | what | values/s | share of baseline | durable before returned | unique across processes | ordered | load | note |\n");
+    s.push_str("| --- | --- | ---: | ---: | --- | --- | --- | ---: | --- |\n");
     for row in &r.rows {
         let v = row.values_per_sec.map(human).unwrap_or_else(|| "–".into());
         let share = row
@@ -914,8 +933,9 @@ pub fn markdown(r: &Report) -> String {
             .as_ref()
             .map(|(b, x)| format!("{x:.2} of {b}"))
             .unwrap_or_default();
+        let load = row.load.map(|l| format!("{l:.2}")).unwrap_or_default();
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             row.group,
             row.name,
             v,
@@ -923,17 +943,25 @@ pub fn markdown(r: &Report) -> String {
             yes_no(row.guarantees.durable),
             row.guarantees.unique_across_processes.label(),
             row.guarantees.ordered.label(),
+            load,
             row.note
         ));
     }
     if !r.latency.is_empty() {
         s.push_str("\nLatency at a fixed request rate (open loop over the same connections; a request held up by the answer before it counts from when it was due):\n\n");
-        s.push_str("| route | rate asked | rate served | p50 | p99 | p99.9 | max |\n");
-        s.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        s.push_str("| route | rate asked | rate served | p50 | p99 | p99.9 | max | load |\n");
+        s.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for l in &r.latency {
             s.push_str(&format!(
-                "| {} | {:.0}/s | {:.0}/s | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |\n",
-                l.name, l.rate, l.achieved, l.p50_us, l.p99_us, l.p999_us, l.max_us
+                "| {} | {:.0}/s | {:.0}/s | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {} |\n",
+                l.name,
+                l.rate,
+                l.achieved,
+                l.p50_us,
+                l.p99_us,
+                l.p999_us,
+                l.max_us,
+                l.load.map(|x| format!("{x:.2}")).unwrap_or_default()
             ));
         }
     }
