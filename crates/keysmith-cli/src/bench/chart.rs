@@ -27,7 +27,7 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: the limit",
+                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: baselines (bare atomic, no-op route)",
                     r.seconds
                 ),
                 ("sans-serif", 16),
@@ -63,7 +63,9 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
             let y1 = y0 + 0.7;
             match row.values_per_sec {
                 Some(v) if v > 1.0 => {
-                    let color = if row.group == "limit" && !row.guarantees.durable {
+                    let baseline = (row.group == "limit" && !row.guarantees.durable)
+                        || row.name.starts_with("GET /livez");
+                    let color = if baseline {
                         LIMIT
                     } else if row.guarantees.durable {
                         DURABLE
