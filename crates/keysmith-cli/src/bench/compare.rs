@@ -224,6 +224,35 @@ fn on_threads_overlap(threads: usize, d: Duration, op: impl Fn() + Sync) -> (f64
     (total as f64 / wall, cpu.map(|c| c / wall))
 }
 
+/// Rates and overlaps of equal slices, averaged.
+#[derive(Default)]
+struct Slices {
+    rate: f64,
+    overlap: Option<f64>,
+    n: u32,
+    all_overlaps: bool,
+}
+
+impl Slices {
+    fn add(&mut self, _slice: Duration, (rate, overlap): (f64, Option<f64>)) {
+        if self.n == 0 {
+            self.all_overlaps = true;
+        }
+        self.n += 1;
+        self.rate += rate;
+        match overlap {
+            Some(o) => *self.overlap.get_or_insert(0.0) += o,
+            None => self.all_overlaps = false,
+        }
+    }
+
+    fn get(&self) -> (f64, Option<f64>) {
+        let n = f64::from(self.n.max(1));
+        let o = self.overlap.filter(|_| self.all_overlaps).map(|o| o / n);
+        (self.rate / n, o)
+    }
+}
+
 /// Calls `op` on one task for `d`; returns calls per second.
 async fn async_rate<F, Fut>(d: Duration, mut op: F) -> anyhow::Result<f64>
 where
@@ -290,10 +319,27 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
     };
     for threads in [1usize, 2] {
         let atomic = Padded(AtomicU64::new(0));
-        let (rate, o_base) = tokio::task::block_in_place(|| {
-            on_threads_overlap(threads, d, || {
-                black_box(atomic.0.fetch_add(1, Ordering::AcqRel));
-            })
+        let seq = cached.clone();
+        // Six slices of each in turn, so a change in the machine's load
+        // weighs on both alike.
+        let ((rate, o_base), (ks_rate, o_ks)) = tokio::task::block_in_place(|| {
+            let slice = d / 12;
+            let (mut a, mut b) = (Slices::default(), Slices::default());
+            for _ in 0..6 {
+                a.add(
+                    slice,
+                    on_threads_overlap(threads, slice, || {
+                        black_box(atomic.0.fetch_add(1, Ordering::AcqRel));
+                    }),
+                );
+                b.add(
+                    slice,
+                    on_threads_overlap(threads, slice, || {
+                        black_box(seq.try_next());
+                    }),
+                );
+            }
+            (a.get(), b.get())
         });
         let base = Row {
             note: format!("on a cache line of its own{}", overlap(o_base)),
@@ -304,17 +350,11 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
                 rate,
             )
         };
-        let seq = cached.clone();
-        let (rate, o_ks) = tokio::task::block_in_place(|| {
-            on_threads_overlap(threads, d, || {
-                black_box(seq.try_next());
-            })
-        });
         let ks = measured(
             "limit",
             format!("keysmith next(), cached block, {threads} thread(s)"),
             KS_DURABLE,
-            rate,
+            ks_rate,
         );
         let ks = Row {
             note: format!(
@@ -759,16 +799,23 @@ async fn http_measure(
         }
         created.push(name.clone());
         let req = http::request("POST", &format!("/v1/sequences/{name}/next"));
-        let l = http::load(addr, &req, o.conns, d, None).await?;
+        // Slices of this route and of /livez in turn, so a change in the
+        // machine's load during the row weighs on both alike.
+        let (l, paired) = interleaved(addr, &req, &livez_req, o.conns, d).await?;
         check_failed(&l, &name)?;
         let g = if block == 1 { KS_STRICT } else { KS_DURABLE };
         let r = Row {
             requests_per_sec: Some(l.per_sec()),
             note: format!(
-                "count=1; p50 {} us, p99.9 {} us at saturation",
+                "count=1; p50 {} us, p99.9 {} us at saturation; /livez in the slices between: {}/s",
                 us(l.pct(0.5)),
-                us(l.pct(0.999))
+                us(l.pct(0.999)),
+                human(paired.per_sec())
             ),
+            baseline: Some((
+                "GET /livez, interleaved".into(),
+                l.per_sec() / paired.per_sec(),
+            )),
             ..measured(
                 "HTTP",
                 format!("POST next, {store_name}, block {block}"),
@@ -776,7 +823,7 @@ async fn http_measure(
                 l.per_sec(),
             )
         };
-        rows_next.push(with_baseline(r, &base));
+        rows_next.push(r);
     }
     let big = *blocks.iter().max().unwrap_or(&10_000);
     let bulk_name = created.last().cloned().unwrap_or_default();
@@ -846,6 +893,32 @@ async fn http_measure(
             .await?;
     }
     Ok((rows, lat))
+}
+
+/// `req` and `base` in alternating slices (six each) for `d` in all; the
+/// loads of each, summed.
+async fn interleaved(
+    addr: SocketAddr,
+    req: &[u8],
+    base: &[u8],
+    conns: usize,
+    d: Duration,
+) -> anyhow::Result<(http::Load, http::Load)> {
+    const SLICES: u32 = 6;
+    let slice = d / (2 * SLICES);
+    let (mut a, mut b) = (http::Load::default(), http::Load::default());
+    for _ in 0..SLICES {
+        for (load, r) in [(&mut a, req), (&mut b, base)] {
+            let l = http::load(addr, r, conns, slice, None).await?;
+            load.requests += l.requests;
+            load.seconds += l.seconds;
+            load.failed += l.failed;
+            load.latencies.extend(l.latencies);
+        }
+    }
+    a.latencies.sort_unstable();
+    b.latencies.sort_unstable();
+    Ok((a, b))
 }
 
 fn check_failed(l: &http::Load, what: &str) -> anyhow::Result<()> {
