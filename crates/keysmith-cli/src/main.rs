@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod cmd;
 
 /// keysmith hands out unique keys: durable sequences, value pools, shard keys,
@@ -51,7 +52,7 @@ enum Command {
     /// Value pools: N free numbers, taken with little contention.
     #[command(subcommand)]
     Pool(cmd::pool::PoolCommand),
-    /// Benchmarks: allocation rate, block-boundary stalls.
+    /// Benchmarks: allocation rate, block-boundary stalls, keysmith beside its alternatives.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
     /// Per-host counters: `<hostname>/<number>` names without a store.

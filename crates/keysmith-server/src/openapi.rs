@@ -272,7 +272,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         ("503", err("Every worker id is held, or the clock is too far behind; retry later."))])}
             },
             "/v1/ids/{id}": {
-                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "An id made with this server's layout."}],
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}, "description": "An id made with this server's layout: a whole number from 0 to 9223372036854775807."}],
                 "get": {"summary": "Take an id apart: its time, worker and sequence",
                     "responses": responses(vec![("200", ok("The parts.", "DecodedId")), ("400", err("Not an id of this server's layout."))])}
             },

@@ -7,15 +7,18 @@
 //! `cargo bench -p keysmith --features etcd --bench etcd`
 //!
 //! A plain `main` (no criterion): each figure is one run of
-//! [`keysmith::bench::allocation_rate`] for [`MEASURE`], the same code behind
-//! `keysmith bench rate`. Without an etcd binary it prints why and exits.
+//! `allocation_rate` (`crates/keysmith-cli/src/bench/rate.rs`, included
+//! here) for [`MEASURE`], the same code behind `keysmith bench rate`. Without an etcd binary it prints why and exits.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keysmith::bench::{RateReport, allocation_rate};
+#[path = "../../keysmith-cli/src/bench/rate.rs"]
+mod rate;
+
 use keysmith::sequence::Strategy;
 use keysmith_testsupport::etcd::{TempEtcd, etcd_binary};
+use rate::{RateReport, allocation_rate};
 
 /// Length of one measurement.
 const MEASURE: Duration = Duration::from_millis(2500);

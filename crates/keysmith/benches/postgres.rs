@@ -6,7 +6,7 @@
 //! Starts a server with `keysmith-testsupport` (fsync=on,
 //! synchronous_commit=on), then prints two tables:
 //!
-//! - `keysmith::bench::allocation_rate` for the atomic and optimistic
+//! - `allocation_rate` (`crates/keysmith-cli/src/bench/rate.rs`, the code behind `keysmith bench rate`) for the atomic and optimistic
 //!   strategies, block sizes 1, 100 and 10 000, 1 and 8 clients: values/s,
 //!   store reservations, optimistic conflicts;
 //! - `SELECT nextval(...)` through tokio-postgres, one statement (one round
@@ -26,9 +26,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keysmith::bench::allocation_rate;
+#[path = "../../keysmith-cli/src/bench/rate.rs"]
+mod rate;
+
 use keysmith::sequence::Strategy;
 use keysmith_testsupport::postgres::TempPostgres;
+use rate::allocation_rate;
 use tokio_postgres::{Client, NoTls};
 
 /// Runtime worker threads: more than the 8 clients. A client whose block has
@@ -107,7 +110,7 @@ async fn run(pg: &TempPostgres, duration: Duration, workers: usize) {
 
     println!();
     println!(
-        "keysmith durable allocation (keysmith::bench::allocation_rate: each client its own store and handle, next() in a loop)"
+        "keysmith durable allocation (bench/rate.rs allocation_rate: each client its own store and handle, next() in a loop)"
     );
     println!(
         "{:<11} {:>6} {:>7} {:>12} {:>12} {:>10} {:>14}",

@@ -34,7 +34,6 @@
 #![warn(missing_docs)]
 
 mod backoff;
-pub mod bench;
 mod error;
 pub mod ids;
 mod name;

@@ -1,9 +1,15 @@
-//! `keysmith bench`: allocation rate and block-boundary stalls on a store.
+//! `keysmith bench`: allocation rate and block-boundary stalls on a store;
+//! keysmith beside what a user would pick instead.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use keysmith::bench::{self, RateReport, StallReport};
 use keysmith::sequence::Strategy;
+
+use crate::bench::chart;
+use crate::bench::compare::{self, Options};
+use crate::bench::rate::{self, RateReport};
+use crate::bench::stall::{self, StallReport};
 
 use crate::Global;
 
@@ -37,6 +43,46 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         pause_us: u64,
     },
+    /// keysmith beside a bare atomic (the limit), uuid v7, ULID, PostgreSQL
+    /// nextval and UPDATE ... RETURNING, Redis INCR; in process and over HTTP;
+    /// each row with what it guarantees. Prints a Markdown table; with
+    /// --out also writes it there with SVG charts and JSON.
+    Compare {
+        /// Seconds per row.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// keysmith block sizes (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 100, 10_000])]
+        block: Vec<i64>,
+        /// A PostgreSQL server for its rows and keysmith's (a scratch
+        /// sequence and table are created and dropped). Without it those rows
+        /// are skipped.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+        /// An etcd server for keysmith's etcd rows (needs the etcd feature).
+        #[arg(long, value_name = "URL")]
+        etcd: Option<String>,
+        /// redis://HOST:PORT of a throwaway Redis server: the bench switches
+        /// its persistence (appendfsync always, then none) and puts it back.
+        #[arg(long, value_name = "URL")]
+        redis: Option<String>,
+        /// Skip the HTTP rows.
+        #[arg(long)]
+        no_http: bool,
+        /// Connections of the HTTP throughput rows.
+        #[arg(long, default_value_t = 16)]
+        conns: usize,
+        /// Requests per second of the fixed-rate latency rows.
+        #[arg(long, default_value_t = 5000.0)]
+        rate: f64,
+        /// Directory for the SQLite file of the SQLite rows.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Writes compare.md, compare.json, compare.svg and
+        /// http-latency.svg into this directory (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// Runs a benchmark and prints a table (or JSON lines).
@@ -61,7 +107,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             }
             for &b in &block {
                 for &c in &clients {
-                    let r = bench::allocation_rate(
+                    let r = rate::allocation_rate(
                         &url,
                         b,
                         c,
@@ -91,7 +137,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                 );
             }
             for prefetch in [false, true] {
-                let r = bench::stall(
+                let r = stall::stall(
                     store.clone(),
                     block,
                     blocks,
@@ -100,6 +146,56 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                 )
                 .await?;
                 print_stall(&r, global.json)?;
+            }
+            Ok(())
+        }
+        BenchCommand::Compare {
+            seconds,
+            block,
+            postgres,
+            etcd,
+            redis,
+            no_http,
+            conns,
+            rate,
+            dir,
+            out,
+        } => {
+            let o = Options {
+                seconds,
+                blocks: block,
+                dir: dir.unwrap_or_else(std::env::temp_dir),
+                postgres,
+                etcd,
+                redis,
+                http: !no_http,
+                conns,
+                rate,
+            };
+            if let Some(out) = &out {
+                std::fs::create_dir_all(out)
+                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
+            }
+            let report = compare::run(&o).await?;
+            let md = compare::markdown(&report);
+            if global.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{md}");
+            }
+            if let Some(out) = &out {
+                let write = |name: &str, text: &str| {
+                    let p = out.join(name);
+                    std::fs::write(&p, text)
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
+                };
+                write("compare.md", &md)?;
+                write("compare.json", &serde_json::to_string_pretty(&report)?)?;
+                write("compare.svg", &chart::throughput_svg(&report)?)?;
+                if let Some(svg) = chart::latency_svg(&report)? {
+                    write("http-latency.svg", &svg)?;
+                }
+                eprintln!("wrote {}", out.display());
             }
             Ok(())
         }

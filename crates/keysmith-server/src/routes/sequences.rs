@@ -1,6 +1,7 @@
 //! `/v1/sequences`: create, list, show, drop, next, reserve, release.
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use axum::Json;
@@ -167,7 +168,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
 }
 
 /// `POST /v1/sequences/{name}/next`. The values come from one reservation
-/// (or the handle's cache), taken in their own task: neither the request
+/// (or the handle's cache), taken by [`detached`]: neither the request
 /// timeout (this route has none) nor a client that hangs up can cut a
 /// reservation off after the store committed it, which would drop a
 /// block.
@@ -188,20 +189,22 @@ pub(crate) async fn next(
     let mut retried = false;
     loop {
         let entry = handle(&state, &name).await?;
-        let seq = entry.handle.clone();
-        let result = tokio::spawn(async move {
-            if count == 1 {
-                seq.next().await.map(|v| vec![v])
-            } else {
-                seq.next_n(count).await
-            }
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(keysmith::Error::Unavailable(format!(
-                "the task taking values failed: {e}"
-            )))
-        });
+        // The entry goes into the future and comes back with the values: no
+        // second reference count to bump on the hot path.
+        let (entry, result) = if count == 1 {
+            detached(async move {
+                let r = entry.handle.next().await.map(|v| vec![v]);
+                (entry, r)
+            })
+            .await
+        } else {
+            detached(async move {
+                let r = entry.handle.next_n(count).await;
+                (entry, r)
+            })
+            .await
+        }
+        .map_err(|e| keysmith::Error::Unavailable(format!("the task taking values failed: {e}")))?;
         match result {
             Ok(values) => {
                 entry.record(&values, started);
@@ -219,6 +222,22 @@ pub(crate) async fn next(
                 return Err(e.into());
             }
         }
+    }
+}
+
+/// Runs `fut` to the end even if the caller is dropped. Polled here first:
+/// most calls are served from the handle's block at once and cost no task.
+/// One that has to wait (for the store, or the refill mutex) moves to a task
+/// of its own before the caller can be dropped (no await in between), so
+/// neither the request timeout nor a client that hangs up can cut a
+/// reservation off after the store committed it, which would drop a block.
+async fn detached<T: Send + 'static>(
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let mut fut = Box::pin(fut);
+    match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        Poll::Ready(v) => Ok(v),
+        Poll::Pending => tokio::spawn(fut).await,
     }
 }
 

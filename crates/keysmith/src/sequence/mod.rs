@@ -3,7 +3,7 @@
 //! A [`Sequence`] is a handle on one sequence of a [`SequenceStore`]. It reserves
 //! blocks of values in the store (durably, before the first value of a block
 //! leaves the library) and hands them out from memory: inside a block
-//! [`Sequence::next`] is one compare-and-swap, no lock and no store call. When
+//! [`Sequence::next`] is one `fetch_add`, no lock and no store call. When
 //! a fifth of the block is left (by default) the next block is reserved in
 //! the background, so `next` does not wait on the store in steady state.
 //!
@@ -35,7 +35,7 @@ pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
 
-use cache::BlockCache;
+use cache::{BlockCache, Claim, Judged, Next};
 use strategy::Allocator;
 
 /// The most values one [`Sequence::next_n`] call returns.
@@ -382,10 +382,12 @@ impl Sequence {
     /// [`Error::Closed`] after [`Self::close`].
     #[inline]
     pub async fn next(&self) -> Result<i64> {
-        if let Some(v) = self.try_next_cached() {
-            return Ok(v);
+        match self.try_next_cached() {
+            Ok(v) => Ok(v),
+            // Boxed: keeps this future one pointer plus the handle, and the
+            // slow path's state off the hot path.
+            Err(claim) => Box::pin(self.next_slow(claim)).await,
         }
-        Ok(self.take(1).await?.start)
     }
 
     /// `n` values (1 to [`MAX_BATCH`]), ascending, each unique and greater
@@ -544,13 +546,67 @@ impl Sequence {
     }
 
     /// The next value if the current block has one: no await, no store.
+    /// Otherwise what [`Self::next_slow`] needs: the value taken past the
+    /// block end, if one was (see `cache.rs`).
     #[inline]
-    pub(crate) fn try_next_cached(&self) -> Option<i64> {
-        let (r, mark) = self.inner.cache.take(1)?;
-        if mark {
-            self.start_prefetch();
+    pub(crate) fn try_next_cached(&self) -> std::result::Result<i64, Option<Claim>> {
+        match self.inner.cache.next() {
+            Next::Value(v, mark) => {
+                if mark {
+                    self.start_prefetch();
+                }
+                Ok(v)
+            }
+            Next::Claim(c) => Err(Some(c)),
+            Next::Empty => Err(None),
         }
-        Some(r.start)
+    }
+
+    /// [`Self::next`] when the current block had no value for it: settles
+    /// the claim, if any, else takes a value the slow way.
+    pub(crate) async fn next_slow(&self, claim: Option<Claim>) -> Result<i64> {
+        if let Some(c) = claim
+            && !self.is_strict()
+            && let Some(v) = self.settle(c).await?
+        {
+            return Ok(v);
+        }
+        Ok(self.take(1).await?.start)
+    }
+
+    /// A value taken past the end of the block its taker saw is the taker's
+    /// if a block of this handle holds it, installing blocks until one holds
+    /// it or passes it. `None`: it is no value (take another).
+    async fn settle(&self, claim: Claim) -> Result<Option<i64>> {
+        let inner = &*self.inner;
+        let mut st = inner.refill.lock().await;
+        loop {
+            match inner.cache.judge(claim) {
+                Judged::Value(v, mark) => {
+                    drop(st);
+                    if mark {
+                        self.start_prefetch();
+                    }
+                    return Ok(Some(v));
+                }
+                Judged::Void => return Ok(None),
+                Judged::Ahead => {
+                    if st.closed {
+                        return Err(Error::Closed {
+                            name: self.name().to_owned(),
+                        });
+                    }
+                    // The block is used up: no take starts until the next
+                    // one is in, and if it cannot be had, the overshoot goes
+                    // back so failed calls use up no values.
+                    inner.cache.gate();
+                    if let Err(e) = self.install_next(&mut st, 1).await {
+                        inner.cache.roll_back();
+                        return Err(e);
+                    }
+                }
+            }
+        }
     }
 
     /// Up to `n` values, refilling as needed.
@@ -583,11 +639,18 @@ impl Sequence {
         if inner.cache.has_values() {
             return Ok(()); // another caller refilled while we waited
         }
+        self.install_next(&mut st, want).await
+    }
+
+    /// Installs the spare block, or reserves one. Caller holds the refill
+    /// mutex and the current block is used up.
+    async fn install_next(&self, st: &mut Refill, want: i64) -> Result<()> {
+        let inner = &*self.inner;
         let block = match st.spare.pop_front() {
             Some(b) => b,
             None => {
                 let r = inner.alloc.reserve(want.max(self.block())).await?;
-                self.note_reservation(&mut st, r);
+                self.note_reservation(st, r);
                 r
             }
         };

@@ -1,5 +1,9 @@
-//! Measurements behind `keysmith bench`: durable allocation rate and the
-//! stall at block boundaries, on any store.
+//! Durable allocation rate: clients calling `next()` for a while, on any
+//! store (`keysmith bench rate`).
+//!
+//! Written against the library's public API only, so the library's own
+//! benches (`crates/keysmith/benches/postgres.rs`, `etcd.rs`) include this
+//! file with `#[path]` and measure with the same code.
 //!
 //! Each run creates its own sequence (`keysmith-bench-<random>`) and drops it
 //! afterwards, so it can run against a store that holds real sequences.
@@ -7,11 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use keysmith::Result;
+use keysmith::sequence::{self, Sequence, Strategy};
+use keysmith::store::{MAX_VALUE, SequenceSpec, Store};
 use serde::Serialize;
-
-use crate::Result;
-use crate::sequence::{self, Sequence, Strategy};
-use crate::store::{MAX_VALUE, SequenceSpec, Store};
 
 /// What [`allocation_rate`] measured.
 #[derive(Debug, Clone, Serialize)]
@@ -47,12 +50,12 @@ pub async fn allocation_rate(
     strategy: Strategy,
     duration: Duration,
 ) -> Result<RateReport> {
-    let admin = crate::store::open(url).await?;
+    let admin = keysmith::store::open(url).await?;
     let name = bench_sequence(&*admin).await?;
     let mut tasks = Vec::new();
     let start = Instant::now();
     for _ in 0..clients.max(1) {
-        let store = crate::store::open(url).await?;
+        let store = keysmith::store::open(url).await?;
         let seq = open(store, &name, block, strategy, None).await?;
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;
@@ -61,7 +64,7 @@ pub async fn allocation_rate(
                 n += 1;
             }
             seq.close().await?;
-            Ok::<_, crate::Error>((n, seq.stats()))
+            Ok::<_, keysmith::Error>((n, seq.stats()))
         }));
     }
     let (mut values, mut reservations, mut conflicts) = (0, 0, 0);
@@ -74,7 +77,7 @@ pub async fn allocation_rate(
                 conflicts += s.conflicts;
             }
             Ok(Err(e)) => failure = Some(e),
-            Err(e) => failure = Some(crate::Error::Unavailable(format!("bench task: {e}"))),
+            Err(e) => failure = Some(keysmith::Error::Unavailable(format!("bench task: {e}"))),
         }
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -94,94 +97,11 @@ pub async fn allocation_rate(
     })
 }
 
-/// What [`stall`] measured: latencies of single `next()` calls.
-#[derive(Debug, Clone, Serialize)]
-pub struct StallReport {
-    /// Block size.
-    pub block: i64,
-    /// Whether the next block was prefetched in the background.
-    pub prefetch: bool,
-    /// Calls measured.
-    pub calls: u64,
-    /// Median latency, nanoseconds.
-    pub p50_ns: u64,
-    /// 99.9th percentile, nanoseconds.
-    pub p999_ns: u64,
-    /// The longest call, nanoseconds.
-    pub max_ns: u64,
-    /// The longest call that took the first value of a block, nanoseconds.
-    pub max_at_boundary_ns: u64,
-}
-
-/// Calls `next()` one at a time across `blocks` block boundaries and records
-/// how long each call took, with or without prefetch.
-///
-/// A pause of `pause` after every call models a client that does work
-/// between keys (prefetch can only hide the store if it has time to run).
+/// Creates a throwaway sequence for one run (block 100).
 ///
 /// # Errors
 /// What the store fails with.
-pub async fn stall(
-    store: Arc<dyn Store>,
-    block: i64,
-    blocks: u64,
-    prefetch: bool,
-    pause: Duration,
-) -> Result<StallReport> {
-    let name = bench_sequence(&*store).await?;
-    let share = if prefetch {
-        sequence::DEFAULT_PREFETCH
-    } else {
-        0.0
-    };
-    let seq = open(
-        store.clone(),
-        &name,
-        block,
-        Strategy::Optimistic,
-        Some(share),
-    )
-    .await?;
-    let calls = blocks * block as u64;
-    let mut lat = Vec::with_capacity(calls as usize);
-    let mut max_at_boundary = 0u64;
-    let first = seq.next().await?; // the first refill is not a boundary crossing
-    for _ in 0..calls {
-        let t = Instant::now();
-        let v = seq.next().await?;
-        let ns = t.elapsed().as_nanos() as u64;
-        lat.push(ns);
-        if (v - first) % block == 0 {
-            max_at_boundary = max_at_boundary.max(ns);
-        }
-        if !pause.is_zero() {
-            spin_for(pause);
-        }
-    }
-    seq.close().await?;
-    sequence::remove(&*store, &name).await?;
-    lat.sort_unstable();
-    let pct = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
-    Ok(StallReport {
-        block,
-        prefetch,
-        calls,
-        p50_ns: pct(0.5),
-        p999_ns: pct(0.999),
-        max_ns: *lat.last().unwrap_or(&0),
-        max_at_boundary_ns: max_at_boundary,
-    })
-}
-
-/// Busy-waits: a client doing CPU work, without yielding to the runtime.
-fn spin_for(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-async fn bench_sequence(store: &dyn Store) -> Result<String> {
+pub async fn bench_sequence(store: &dyn Store) -> Result<String> {
     let name = format!("keysmith-bench-{:016x}", rand::random::<u64>());
     let spec = SequenceSpec {
         name: name.clone(),
@@ -193,7 +113,11 @@ async fn bench_sequence(store: &dyn Store) -> Result<String> {
     Ok(name)
 }
 
-async fn open(
+/// A handle on `name` with the given block, strategy and prefetch share.
+///
+/// # Errors
+/// What the store fails with.
+pub async fn open(
     store: Arc<dyn Store>,
     name: &str,
     block: i64,

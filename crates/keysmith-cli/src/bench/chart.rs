@@ -1,0 +1,185 @@
+//! SVG charts of `bench compare` (plotters, SVG backend only).
+
+use plotters::prelude::*;
+
+use super::compare::{Report, human};
+
+const DURABLE: RGBColor = RGBColor(31, 119, 180);
+const NOT_DURABLE: RGBColor = RGBColor(255, 127, 14);
+const LIMIT: RGBColor = RGBColor(120, 120, 120);
+
+/// A horizontal bar per row: values per second on a log scale, coloured by
+/// whether the value is durable before it is returned. Skipped rows keep
+/// their line, with the reason.
+pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
+    let rows = &r.rows;
+    let n = rows.len().max(1);
+    let height = 80 + 22 * n as u32;
+    let max = rows
+        .iter()
+        .filter_map(|r| r.values_per_sec)
+        .fold(10.0f64, f64::max);
+    let top = 10f64.powf(max.log10().ceil() + 0.3);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: baselines (bare atomic, no-op route)",
+                    r.seconds
+                ),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(400)
+            .build_cartesian_2d((1f64..top).log_scale(), 0f64..n as f64)
+            .map_err(err)?;
+        let names: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}: {}", r.group, r.name))
+            .collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n * 2 + 1)
+            .y_label_formatter(&|y| {
+                // Labels sit at the middle of each bar (i + 0.5).
+                let i = (n as f64 - y - 0.5).round();
+                if (n as f64 - y - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < n {
+                    names[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .x_label_formatter(&|x| human(*x))
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        for (i, row) in rows.iter().enumerate() {
+            let y0 = (n - 1 - i) as f64 + 0.15;
+            let y1 = y0 + 0.7;
+            match row.values_per_sec {
+                Some(v) if v > 1.0 => {
+                    let baseline = (row.group == "limit" && !row.guarantees.durable)
+                        || row.name.starts_with("GET /livez");
+                    let color = if baseline {
+                        LIMIT
+                    } else if row.guarantees.durable {
+                        DURABLE
+                    } else {
+                        NOT_DURABLE
+                    };
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(
+                            [(1.0, y0), (v, y1)],
+                            color.filled(),
+                        )))
+                        .map_err(err)?;
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            human(v),
+                            (v * 1.08, y0 + 0.55),
+                            ("sans-serif", 11),
+                        )))
+                        .map_err(err)?;
+                }
+                _ => {
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            row.note.clone(),
+                            (1.5, y0 + 0.55),
+                            ("sans-serif", 11)
+                                .into_font()
+                                .color(&RGBColor(150, 150, 150)),
+                        )))
+                        .map_err(err)?;
+                }
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Latency percentiles at a fixed request rate, one group of bars per route.
+pub fn latency_svg(r: &Report) -> anyhow::Result<Option<String>> {
+    if r.latency.is_empty() {
+        return Ok(None);
+    }
+    let n = r.latency.len();
+    let max = r
+        .latency
+        .iter()
+        .map(|l| l.p999_us.max(l.p99_us))
+        .fold(1.0f64, f64::max);
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (900, 120 + 90 * n as u32)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let rate = r.latency[0].rate;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("latency at {rate:.0} requests/s (µs, log scale): p50, p99, p99.9"),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(260)
+            .build_cartesian_2d((1f64..max * 3.0).log_scale(), 0f64..n as f64)
+            .map_err(err)?;
+        let names: Vec<String> = r.latency.iter().map(|l| l.name.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n * 2 + 1)
+            .y_label_formatter(&|y| {
+                let i = (n as f64 - y - 0.5).round();
+                if (n as f64 - y - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < n {
+                    names[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        let shades = [
+            RGBColor(158, 202, 225),
+            RGBColor(66, 146, 198),
+            RGBColor(8, 69, 148),
+        ];
+        for (i, l) in r.latency.iter().enumerate() {
+            let base = (n - 1 - i) as f64 + 0.1;
+            for (k, (label, v)) in [("p50", l.p50_us), ("p99", l.p99_us), ("p99.9", l.p999_us)]
+                .into_iter()
+                .enumerate()
+            {
+                let y0 = base + 0.27 * k as f64;
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(1.0, y0), (v.max(1.0), y0 + 0.24)],
+                        shades[k].filled(),
+                    )))
+                    .map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        format!("{label} {v:.0}"),
+                        (v.max(1.0) * 1.05, y0 + 0.2),
+                        ("sans-serif", 11),
+                    )))
+                    .map_err(err)?;
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(Some(svg))
+}
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing the chart: {e}")
+}
