@@ -474,17 +474,15 @@ impl AppState {
                 )
             })
             .collect();
-        let mut text = s.metrics.render(
+        let ids = s.ids.get().map(|g| g.status());
+        s.metrics.render(
             &seqs,
             &pools,
             &usage,
             &pool_runways,
+            ids.as_ref(),
             s.started.elapsed().as_secs_f64(),
-        );
-        if let Some(g) = s.ids.get() {
-            metrics::render_ids(&mut text, &g.status());
-        }
-        text
+        )
     }
 
     /// Closes every open handle, handing unused block tails back to the

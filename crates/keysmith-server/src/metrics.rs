@@ -112,6 +112,7 @@ impl Metrics {
         pools: &[(String, HandleCounters)],
         usage: &[(String, keysmith::sequence::SequenceUsage)],
         pool_runways: &[(String, f64)],
+        ids: Option<&keysmith::ids::IdStatus>,
         uptime_seconds: f64,
     ) -> String {
         let scrape = Registry::new();
@@ -202,6 +203,10 @@ impl Metrics {
         uptime.set(uptime_seconds);
         scrape.register(Box::new(uptime)).expect("unique metric");
 
+        if let Some(st) = ids {
+            register_ids(&scrape, st);
+        }
+
         let mut families = self.registry.gather();
         families.extend(scrape.gather());
         let mut out = Vec::new();
@@ -212,67 +217,61 @@ impl Metrics {
     }
 }
 
-/// Appends the id generator's metrics (Prometheus text) to `out`.
-pub(crate) fn render_ids(out: &mut String, st: &keysmith::ids::IdStatus) {
-    use std::fmt::Write;
-    let group = st.group.replace('\\', "\\\\").replace('"', "\\\"");
-    let mut line = |name: &str, kind: &str, help: &str, value: String| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        let _ = writeln!(out, "{name}{{group=\"{group}\"}} {value}");
-    };
-    line(
-        "keysmith_ids_worker",
-        "gauge",
-        "The worker id the server's id generator holds; -1 when it holds none.",
-        st.worker.unwrap_or(-1).to_string(),
-    );
-    line(
-        "keysmith_ids_lease_held",
-        "gauge",
-        "1 while the worker lease is held, 0 otherwise.",
-        u8::from(st.lease == "held").to_string(),
-    );
-    line(
-        "keysmith_ids_lease_fence",
-        "gauge",
-        "The fence of the worker lease held.",
-        st.fence.to_string(),
-    );
-    line(
-        "keysmith_ids_floor_ms",
-        "gauge",
-        "The time floor in the store: ids are issued below it (ms since 1970).",
-        st.until_ms.to_string(),
-    );
-    line(
-        "keysmith_ids_issued_total",
-        "counter",
-        "Ids issued.",
-        st.issued.to_string(),
-    );
-    line(
-        "keysmith_ids_leases_lost_total",
-        "counter",
-        "Worker leases found taken by another holder at renewal.",
-        st.leases_lost.to_string(),
-    );
-    line(
-        "keysmith_ids_clock_skew_ms",
-        "gauge",
-        "How far the last id ran ahead of the local clock (the clock went back), ms.",
-        st.clock_behind_ms.to_string(),
-    );
-    line(
-        "keysmith_ids_max_clock_skew_ms",
-        "gauge",
-        "The most ids ever ran ahead of the local clock, ms.",
-        st.max_clock_behind_ms.to_string(),
-    );
-    line(
-        "keysmith_ids_clock_back_total",
-        "counter",
-        "Times the local clock was seen going back.",
-        st.clock_back_events.to_string(),
-    );
+/// The id generator's gauges and counters, labelled by its group.
+fn register_ids(scrape: &Registry, st: &keysmith::ids::IdStatus) {
+    let gauges: [(&str, &str, i64); 6] = [
+        (
+            "keysmith_ids_worker",
+            "The worker id the server's id generator holds; -1 when it holds none.",
+            st.worker.unwrap_or(-1),
+        ),
+        (
+            "keysmith_ids_lease_held",
+            "1 while the worker lease is held, 0 otherwise.",
+            i64::from(st.lease == "held"),
+        ),
+        (
+            "keysmith_ids_lease_fence",
+            "The fence of the worker lease held.",
+            st.fence,
+        ),
+        (
+            "keysmith_ids_floor_ms",
+            "The time floor in the store: ids are issued below it (ms since 1970).",
+            st.until_ms,
+        ),
+        (
+            "keysmith_ids_clock_skew_ms",
+            "How far the last id ran ahead of the local clock (the clock went back), ms.",
+            st.clock_behind_ms,
+        ),
+        (
+            "keysmith_ids_max_clock_skew_ms",
+            "The most ids ever ran ahead of the local clock, ms.",
+            st.max_clock_behind_ms,
+        ),
+    ];
+    let counters: [(&str, &str, u64); 3] = [
+        ("keysmith_ids_issued_total", "Ids issued.", st.issued),
+        (
+            "keysmith_ids_leases_lost_total",
+            "Worker leases found taken by another holder at renewal.",
+            st.leases_lost,
+        ),
+        (
+            "keysmith_ids_clock_back_total",
+            "Times the local clock was seen going back.",
+            st.clock_back_events,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let g = IntGaugeVec::new(Opts::new(name, help), &["group"]).expect("valid metric");
+        g.with_label_values(&[st.group.as_str()]).set(value);
+        scrape.register(Box::new(g)).expect("unique metric");
+    }
+    for (name, help, value) in counters {
+        let c = IntCounterVec::new(Opts::new(name, help), &["group"]).expect("valid metric");
+        c.with_label_values(&[st.group.as_str()]).inc_by(value);
+        scrape.register(Box::new(c)).expect("unique metric");
+    }
 }
