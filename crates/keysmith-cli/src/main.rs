@@ -3,7 +3,10 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod cmd;
@@ -91,11 +94,23 @@ pub enum LogDefault {
     Command,
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event (colours on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `message`, the event's
+    /// fields, `target`, and `span` with the request's `request_id`, `method`
+    /// and `path` for lines written while a request runs.
+    Json,
+}
+
 /// Installs the log subscriber: to stderr, filtered by `RUST_LOG`
 /// (`tracing-subscriber`'s env filter syntax, e.g.
 /// `RUST_LOG=keysmith=debug`), else by `default`. Installs nothing the
 /// second time.
-pub fn init_logging(default: LogDefault) {
+pub fn init_logging(default: LogDefault, format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::new(match default {
@@ -103,19 +118,70 @@ pub fn init_logging(default: LogDefault) {
             LogDefault::Command => "error",
         })
     });
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
+}
+
+/// Parses the command line; for `serve --config FILE`, with the file's
+/// options added where the command line did not give them
+/// ([`cmd::serve_config`]). Exits 2 with a message on a usage error, in the
+/// file too.
+fn parse_cli() -> Cli {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let matches = Cli::command().get_matches_from(&args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let Command::Serve(serve) = &cli.command else {
+        return cli;
+    };
+    let Some(file) = serve.config_file() else {
+        return cli;
+    };
+    let Some(given) = matches.subcommand_matches("serve") else {
+        return cli;
+    };
+    let mut command = Cli::command();
+    command.build();
+    let Some(serve_command) = command.find_subcommand("serve") else {
+        return cli;
+    };
+    let on_command_line = |id: &str| given.value_source(id) == Some(ValueSource::CommandLine);
+    let usage_error = |msg: String| -> ! {
+        eprintln!("error: {msg}");
+        std::process::exit(2)
+    };
+    let extra = match cmd::serve_config::options_from_file(file, serve_command, on_command_line) {
+        Ok(extra) => extra,
+        Err(e) => usage_error(format!("{e:#}")),
+    };
+    let all = args.into_iter().chain(extra);
+    Cli::try_parse_from(all).unwrap_or_else(|e| {
+        let msg = e.render().to_string();
+        usage_error(format!(
+            "in the config file {}: {}",
+            file.display(),
+            msg.trim_start_matches("error: ").trim_end()
+        ))
+    })
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     // `serve` installs its subscriber once it has printed its address: that
     // line comes first.
     if !matches!(cli.command, Command::Serve(_)) {
-        init_logging(LogDefault::Command);
+        init_logging(LogDefault::Command, LogFormat::Text);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

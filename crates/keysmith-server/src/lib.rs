@@ -80,6 +80,7 @@ mod extract;
 mod handles;
 mod metrics;
 pub mod openapi;
+pub mod request_log;
 mod routes;
 mod status;
 
@@ -571,6 +572,19 @@ pub fn router(state: AppState) -> Router {
             auth::require_token,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
+        // Outermost: every line logged while a request runs carries its id.
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_log::span)
+                .on_request(())
+                .on_response(request_log::on_response)
+                .on_failure(request_log::on_failure),
+        )
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            request_log::Ids::new(),
+        ))
+        .layer(middleware::from_fn(request_log::screen_client_id))
         .with_state(state)
 }
 

@@ -7,6 +7,7 @@ pub mod pool;
 pub mod row_name;
 pub mod sequence;
 pub mod serve;
+pub mod serve_config;
 pub mod shard_key;
 pub mod shard_set;
 pub mod verify;

@@ -12,11 +12,23 @@ use keysmith_server::{
     TOKEN_ENV, Token,
 };
 
-use crate::Global;
+use crate::{Global, LogFormat};
 
 /// Options of `keysmith serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
+    /// A TOML file of these options, each key an option's long name
+    /// (`listen = "127.0.0.1:7878"`, `request-timeout-ms = 5000`,
+    /// `fixed-blocks = true`), and `store`. The command line wins over the
+    /// file, the file over the environment; relative paths are from the
+    /// file's directory.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// How log lines are written: text, or json (one object per line, each
+    /// line of a request with its `request_id`, also sent back in
+    /// `x-request-id`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Address to listen on. Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
@@ -98,6 +110,13 @@ pub struct ServeArgs {
     ids_group: String,
 }
 
+impl ServeArgs {
+    /// The `--config` file, if one was given.
+    pub fn config_file(&self) -> Option<&std::path::Path> {
+        self.config.as_deref()
+    }
+}
+
 /// Runs the server until SIGTERM or ctrl-c, then shuts down gracefully.
 pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     let token = match &args.token_file {
@@ -138,25 +157,44 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             ..keysmith::ids::IdConfig::new(keysmith::ids::Layout::preset(&args.ids_preset)?)
         },
     };
+    let log_format = args.log_format;
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;
-    eprintln!(
-        "keysmith: listening on http://{addr} ({}); SIGTERM or ctrl-c stops",
-        if authed {
-            "token required".to_owned()
-        } else {
-            format!("no token: set ${TOKEN_ENV} or --token-file to require one")
-        }
-    );
-    // After the address line, which scripts and tests read first.
-    crate::init_logging(crate::LogDefault::Service);
-    server.run(shutdown_signal()).await?;
-    eprintln!("keysmith: stopped; every handle closed");
+    let auth = if authed {
+        "token required".to_owned()
+    } else {
+        format!("no token: set ${TOKEN_ENV} or --token-file to require one")
+    };
+    // The address line comes first: scripts and tests read it.
+    if log_format == LogFormat::Text {
+        say(
+            log_format,
+            &format!("listening on http://{addr} ({auth}); SIGTERM or ctrl-c stops"),
+        );
+    }
+    crate::init_logging(crate::LogDefault::Service, log_format);
+    if log_format == LogFormat::Json {
+        tracing::info!(
+            address = %addr,
+            "keysmith: listening on http://{addr} ({auth}); SIGTERM or ctrl-c stops"
+        );
+    }
+    server.run(shutdown_signal(log_format)).await?;
+    say(log_format, "stopped; every handle closed");
     Ok(())
 }
 
+/// A line about the server's own life: plain on stderr, or a log event
+/// when logs are JSON (so that every line of stderr is JSON).
+fn say(format: LogFormat, what: &str) {
+    match format {
+        LogFormat::Text => eprintln!("keysmith: {what}"),
+        LogFormat::Json => tracing::info!("keysmith: {what}"),
+    }
+}
+
 /// Completes on SIGTERM or ctrl-c (SIGINT).
-async fn shutdown_signal() {
+async fn shutdown_signal(format: LogFormat) {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -175,5 +213,8 @@ async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-    eprintln!("keysmith: shutting down: finishing requests in flight, then closing handles");
+    say(
+        format,
+        "shutting down: finishing requests in flight, then closing handles",
+    );
 }
