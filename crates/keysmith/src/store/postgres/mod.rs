@@ -72,6 +72,8 @@ mod tls;
 mod workers;
 
 pub(crate) use tls::PgTls;
+#[cfg(feature = "etcd")]
+pub(crate) use tls::{certificates, percent_decode, private_key, read_password_file};
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";

@@ -177,11 +177,7 @@ impl TlsParams {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => {
                 let chain = certificates(Path::new(cert), "sslcert")?;
-                let key = PrivateKeyDer::from_pem_file(key).map_err(|e| {
-                    Error::invalid(format!(
-                        "store URL {shown}: cannot read a private key (PEM) from sslkey={key}: {e}; give the key file of sslcert"
-                    ))
-                })?;
+                let key = private_key(Path::new(key), "sslkey")?;
                 builder.with_client_auth_cert(chain, key).map_err(|e| {
                     Error::invalid(format!(
                         "store URL {shown}: sslcert={cert} and sslkey do not make a client certificate: {e}; give the certificate and its own key"
@@ -386,6 +382,16 @@ pub(crate) fn certificates(path: &Path, param: &str) -> Result<Vec<CertificateDe
         )));
     }
     Ok(certs)
+}
+
+/// The private key of a PEM file.
+pub(crate) fn private_key(path: &Path, param: &str) -> Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| {
+        Error::invalid(format!(
+            "cannot read a private key (PEM) from {param}={}: {e}; give the key file of the certificate, readable by this user",
+            path.display()
+        ))
+    })
 }
 
 /// The CA certificates of a PEM file, as trust anchors.
