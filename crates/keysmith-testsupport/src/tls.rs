@@ -128,9 +128,16 @@ pub const PASSWORD: &str = "keysmith-tls-test-pw";
 /// The names the servers' certificates are valid for.
 pub const SERVER_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
 
+/// The user [`TlsPostgres`] lets in with a client certificate alone
+/// (`hostssl ... cert`): the common name of [`Certs::client_cert`]. The
+/// server has no such role until a test creates it.
+pub const CERT_USER: &str = "keysmith_cert";
+
 /// A throwaway PostgreSQL that accepts only TLS connections
 /// (`hostssl ... scram-sha-256`, `hostnossl ... reject`) and only with the
-/// superuser's password, [`PASSWORD`].
+/// superuser's password, [`PASSWORD`]; the user [`CERT_USER`] logs in with
+/// the client certificate instead (`hostssl ... cert`, the CA as
+/// `ssl_ca_file`).
 #[derive(Debug)]
 pub struct TlsPostgres {
     pg: TempPostgres,
@@ -147,25 +154,27 @@ impl TlsPostgres {
     /// # Panics
     /// As [`TempPostgres::start`].
     pub fn start() -> Option<TlsPostgres> {
-        let certs = Certs::generate(&SERVER_NAMES, "keysmith-client");
+        let certs = Certs::generate(&SERVER_NAMES, CERT_USER);
         let setup = Setup {
             superuser_password: Some(PASSWORD.to_owned()),
             files: vec![
                 ("server.crt".to_owned(), read(&certs.server_cert)),
                 ("server.key".to_owned(), read(&certs.server_key)),
+                ("ca.crt".to_owned(), read(&certs.ca)),
             ],
             settings: vec![
                 "ssl = on".to_owned(),
                 "ssl_cert_file = 'server.crt'".to_owned(),
                 "ssl_key_file = 'server.key'".to_owned(),
+                "ssl_ca_file = 'ca.crt'".to_owned(),
                 "password_encryption = 'scram-sha-256'".to_owned(),
             ],
-            hba: Some(
+            hba: Some(format!(
                 "local all all trust\n\
+                 hostssl all {CERT_USER} 127.0.0.1/32 cert\n\
                  hostssl all all 127.0.0.1/32 scram-sha-256\n\
                  hostnossl all all 127.0.0.1/32 reject\n"
-                    .to_owned(),
-            ),
+            )),
         };
         let pg = TempPostgres::start_with(&setup)?;
         let password_file = certs.dir().join("pg-password");

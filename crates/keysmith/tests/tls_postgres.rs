@@ -16,7 +16,7 @@ use keysmith::Error;
 use keysmith::sequence::{self, AdoptSource};
 use keysmith::shard_set::ShardSet;
 use keysmith::store::{self, SequenceSpec, Store};
-use keysmith_testsupport::tls::{PASSWORD, TlsPostgres};
+use keysmith_testsupport::tls::{CERT_USER, PASSWORD, TlsPostgres};
 
 fn fresh_schema() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -334,6 +334,48 @@ async fn shard_sets_and_adopt_connect_with_the_same_tls() {
         .to_string();
     assert!(
         err.contains("not signed by the CA in sslrootcert="),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_certificate_logs_in_without_a_password() {
+    let Some(pg) = TlsPostgres::shared() else {
+        return;
+    };
+    local_admin(pg)
+        .await
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {CERT_USER} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             GRANT CREATE ON DATABASE postgres TO {CERT_USER};"
+        ))
+        .await
+        .unwrap();
+    let c = pg.certs();
+    let base = pg
+        .url(
+            "127.0.0.1",
+            &format!(
+                "sslmode=verify-full&sslrootcert={}&schema={}",
+                c.ca.display(),
+                fresh_schema()
+            ),
+        )
+        .replace("keysmith@", &format!("{CERT_USER}@"));
+    let with_cert = format!(
+        "{base}&sslcert={}&sslkey={}",
+        c.client_cert.display(),
+        c.client_key.display()
+    );
+    let store = store::open(&with_cert).await.unwrap();
+    sequence::create(&*store, &SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    // Without it the server says no, and the message says what to add.
+    let err = open_error(&base).await;
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("add sslcert=PATH&sslkey=PATH"),
         "{err}"
     );
 }

@@ -251,6 +251,10 @@ impl PgTls {
                     "the server refuses connections without TLS ({msg}); remove sslmode={} from the store URL, or use sslmode=verify-full with sslrootcert=CA_FILE",
                     self.mode.name()
                 ))
+            } else if code.starts_with("28") && msg.contains("certificate") {
+                Some(format!(
+                    "the server wants a client certificate for this user ({msg}); add sslcert=PATH&sslkey=PATH, a certificate for the user signed by the CA of the server's ssl_ca_file"
+                ))
             } else if code == "28P01" {
                 Some(format!(
                     "the server refused the login ({msg}); check the user and the password (in the store URL, or in the file password_file=PATH names)"
