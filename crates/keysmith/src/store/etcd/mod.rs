@@ -24,7 +24,9 @@
 //! command lines that `ps` shows. The password never appears in messages.
 //! Files are read when the URL is parsed, so a missing or malformed one is
 //! an [`Error::InvalidArgument`] naming it. A store with a user renews its
-//! auth token when etcd expires it.
+//! auth token when etcd expires it. Known limit: with a user, opening the
+//! store logs in on every endpoint, so an endpoint that is down at that
+//! moment makes the open fail (without a user, opening needs only one).
 //!
 //! Every key keysmith writes lives under `PREFIX/` (default `keysmith/`), so
 //! several keysmith installations, or keysmith and other programs, can share a
