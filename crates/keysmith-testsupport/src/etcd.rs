@@ -408,7 +408,7 @@ impl Drop for EtcdCluster {
 }
 
 /// One `GET /health` over plain HTTP/1.0: `Ok(true)` when healthy.
-fn health(port: u16) -> Result<bool, String> {
+pub(crate) fn health(port: u16) -> Result<bool, String> {
     let timeout = Duration::from_secs(2);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
@@ -426,7 +426,7 @@ fn health(port: u16) -> Result<bool, String> {
 
 /// The `GOARCH` name etcd 3.4 wants in `ETCD_UNSUPPORTED_ARCH` on architectures
 /// it does not officially support (it refuses to start there otherwise).
-fn unsupported_go_arch() -> Option<&'static str> {
+pub(crate) fn unsupported_go_arch() -> Option<&'static str> {
     match std::env::consts::ARCH {
         "x86_64" | "aarch64" | "powerpc64" => None,
         "x86" => Some("386"),
@@ -440,7 +440,7 @@ fn unsupported_go_arch() -> Option<&'static str> {
 }
 
 /// Removes `keysmith-etcd-<pid>-*` directories whose process is gone.
-fn remove_stale_dirs() {
+pub(crate) fn remove_stale_dirs() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
@@ -462,7 +462,7 @@ type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
 
 /// Spawns `cmd` from a dedicated thread that lives as long as the process,
 /// with SIGKILL as the child's parent-death signal.
-fn spawn_tied_to_process(cmd: Command) -> std::io::Result<Child> {
+pub(crate) fn spawn_tied_to_process(cmd: Command) -> std::io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let sender = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();

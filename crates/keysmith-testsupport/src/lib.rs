@@ -6,6 +6,7 @@
 
 pub mod etcd;
 pub mod postgres;
+pub mod tls;
 
 /// Called when a backend's server binary is missing: returns normally (the
 /// caller then skips) after printing why, or panics when

@@ -86,6 +86,18 @@ impl TempPostgres {
     /// When the binaries are there but fail (initdb errors, the server exits
     /// or is not ready within 90 s): the message holds their output.
     pub fn start() -> Option<TempPostgres> {
+        TempPostgres::start_with(&Setup::default())
+    }
+
+    /// As [`start`](Self::start), with the cluster set up as `setup` says
+    /// (a superuser password, files in the data directory, settings,
+    /// pg_hba.conf) before the server first starts.
+    ///
+    /// Returns `None` (after [`crate::skip_or_fail`]) as [`start`](Self::start) does.
+    ///
+    /// # Panics
+    /// As [`start`](Self::start), and when a file cannot be written.
+    pub fn start_with(setup: &Setup) -> Option<TempPostgres> {
         let bin = match find_bin_dir() {
             Ok(b) => b,
             Err(why) => {
@@ -115,7 +127,8 @@ impl TempPostgres {
             port: 0,
             child: Mutex::new(None),
         };
-        pg.initdb();
+        pg.initdb(setup.superuser_password.as_deref());
+        pg.apply(setup);
         // The port is free when picked, but another process may take it
         // before the server binds it: then pick another.
         let mut last = String::new();
@@ -225,15 +238,18 @@ impl TempPostgres {
         }
     }
 
-    fn initdb(&self) {
-        let out = self
-            .command("initdb")
-            .arg("-D")
+    fn initdb(&self, password: Option<&str>) {
+        let mut cmd = self.command("initdb");
+        cmd.arg("-D")
             .arg(self.data_dir())
             .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-locale"])
-            .args(["--no-sync", "--no-instructions"])
-            .output()
-            .expect("cannot run initdb");
+            .args(["--no-sync", "--no-instructions"]);
+        if let Some(password) = password {
+            let pwfile = self.dir.path().join("superuser.pw");
+            self.write_private(&pwfile, password.as_bytes());
+            cmd.arg("--pwfile").arg(&pwfile);
+        }
+        let out = cmd.output().expect("cannot run initdb");
         assert!(
             out.status.success(),
             "initdb failed ({}) in {}; if the PostgreSQL user cannot reach that directory, point TMPDIR elsewhere.\nstdout:\n{}\nstderr:\n{}",
@@ -242,6 +258,41 @@ impl TempPostgres {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// Writes the setup's files and settings into the data directory.
+    fn apply(&self, setup: &Setup) {
+        let data = self.data_dir();
+        for (name, contents) in &setup.files {
+            self.write_private(&data.join(name), contents);
+        }
+        if !setup.settings.is_empty() {
+            let path = data.join("postgresql.conf");
+            let mut conf = fs::read_to_string(&path).expect("cannot read postgresql.conf");
+            conf.push_str("\n# keysmith-testsupport\n");
+            for line in &setup.settings {
+                conf.push_str(line);
+                conf.push('\n');
+            }
+            fs::write(&path, conf).expect("cannot write postgresql.conf");
+        }
+        if let Some(hba) = &setup.hba {
+            fs::write(data.join("pg_hba.conf"), hba).expect("cannot write pg_hba.conf");
+        }
+    }
+
+    /// Writes a file only the server's user may read (as a key file must be).
+    fn write_private(&self, path: &Path, contents: &[u8]) {
+        use std::os::unix::fs::PermissionsExt;
+        fs::write(path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .unwrap_or_else(|e| panic!("cannot restrict {}: {e}", path.display()));
+        if let Some((uid, gid)) = self.run_as {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap_or_else(|e| {
+                panic!("cannot hand {} to the PostgreSQL user: {e}", path.display())
+            });
+        }
     }
 
     /// Spawns the server and waits until it accepts connections. On failure
@@ -339,6 +390,12 @@ impl TempPostgres {
         cmd
     }
 
+    /// Stops the server and removes its directory; for exit handlers.
+    pub(crate) fn halt_and_remove(&self) {
+        self.halt();
+        let _ = fs::remove_dir_all(self.dir.path());
+    }
+
     /// Stops the server however it can, quickly; for drop and exit.
     fn halt(&self) {
         let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
@@ -347,6 +404,21 @@ impl TempPostgres {
             wait_or_kill(&mut child, STOP_DEADLINE);
         }
     }
+}
+
+/// How [`TempPostgres::start_with`] sets a cluster up before its first
+/// start. The default is what [`TempPostgres::start`] does: nothing more.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// The superuser's password (`initdb --pwfile`); none by default.
+    pub superuser_password: Option<String>,
+    /// Files written into the data directory (name, contents), mode 0600 and
+    /// owned by the server's user, as certificate keys must be.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Lines appended to postgresql.conf, e.g. `ssl = on`.
+    pub settings: Vec<String>,
+    /// The whole pg_hba.conf, replacing initdb's (which trusts everyone).
+    pub hba: Option<String>,
 }
 
 impl Drop for TempPostgres {

@@ -27,7 +27,7 @@ pub(super) enum Target {
         busy_timeout: Duration,
     },
     Postgres {
-        config: Box<tokio_postgres::Config>,
+        config: Box<crate::store::postgres::ConnectConfig>,
         schema: String,
     },
 }
@@ -478,20 +478,28 @@ fn recorded(id: Option<i64>) -> Result<Recorded> {
     }
 }
 
-pub(crate) async fn pg_connect(config: &tokio_postgres::Config) -> Result<tokio_postgres::Client> {
-    let mut config = config.clone();
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+/// Opens a connection with the store's TLS connector (the URL's `sslmode`,
+/// `sslrootcert`, ...), as every PostgreSQL connection keysmith opens.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a TLS failure or a refused login (saying
+/// what to fix), else as [`postgres_error`].
+pub(crate) async fn pg_connect(
+    config: &crate::store::postgres::ConnectConfig,
+) -> Result<tokio_postgres::Client> {
+    let mut plain = config.config.clone();
+    if plain.get_connect_timeout().is_none() {
+        plain.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
     }
-    let (client, connection) = config
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(postgres_error)?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("shard connection closed: {e}");
-        }
-    });
+    let (client, _task) =
+        config
+            .tls
+            .connect(&plain)
+            .await
+            .map_err(|e| match config.tls.explain(&e) {
+                Some(why) => Error::invalid(format!("PostgreSQL: {why}")),
+                None => postgres_error(e),
+            })?;
     Ok(client)
 }
 

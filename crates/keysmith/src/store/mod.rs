@@ -99,7 +99,8 @@ pub fn default_url() -> String {
 /// - `sqlite://PATH[?busy_timeout_ms=N]` (relative or absolute:
 ///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
-/// - `postgres://...` and `etcd://...` when those backends are built in.
+/// - `postgres://...` and `etcd://...` (`etcds://` over TLS) when those
+///   backends are built in.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a URL that names no known store, and what
@@ -114,9 +115,9 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
         "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
+        "etcd" | "etcds" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]
-        "etcd" => Err(Error::invalid(format!(
+        "etcd" | "etcds" => Err(Error::invalid(format!(
             "store URL {url:?}: this build of keysmith has no etcd support; \
              rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
         ))),

@@ -4,8 +4,29 @@
 //! build time, which needs `protoc`). Open it with a URL:
 //!
 //! ```text
-//! etcd://HOST:PORT[,HOST:PORT...][/PREFIX]
+//! etcd://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][/PREFIX][?PARAMS]
+//! etcds://...   (the same, over TLS)
 //! ```
+//!
+//! # TLS and credentials
+//!
+//! TLS is on with the scheme `etcds://`, or when the URL gives any of:
+//!
+//! - `cacert=PATH`: the CA certificates (PEM) that signed etcd's server
+//!   certificate; without it, the system's CA certificates;
+//! - `cert=PATH` and `key=PATH`: a client certificate and its key (PEM), for
+//!   an etcd started with `--client-cert-auth`.
+//!
+//! The server certificate must be valid for the host name (or IP address) of
+//! each endpoint. `USER` is an etcd user (auth enabled); its password comes
+//! from the URL, or better from `password_file=PATH` (a file holding the
+//! password alone; one trailing newline is ignored), which keeps it off
+//! command lines that `ps` shows. The password never appears in messages.
+//! Files are read when the URL is parsed, so a missing or malformed one is
+//! an [`Error::InvalidArgument`] naming it. A store with a user renews its
+//! auth token when etcd expires it. Known limit: with a user, opening the
+//! store logs in on every endpoint, so an endpoint that is down at that
+//! moment makes the open fail (without a user, opening needs only one).
 //!
 //! Every key keysmith writes lives under `PREFIX/` (default `keysmith/`), so
 //! several keysmith installations, or keysmith and other programs, can share a
@@ -109,14 +130,15 @@
 
 use std::fmt;
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, LockOptions, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
+    LockOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
 use serde::{Deserialize, Serialize};
 
@@ -179,41 +201,79 @@ impl fmt::Debug for EtcdStore {
     }
 }
 
-/// What an `etcd://` URL says: the endpoints and the key prefix (no slashes
-/// at either end).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an `etcd://` or `etcds://` URL says: the endpoints, the key prefix
+/// (no slashes at either end), and how to connect (TLS, user and password).
+///
+/// Its `Debug` never shows the password.
+#[derive(Clone, PartialEq, Eq)]
 pub struct EtcdUrl {
     /// `host:port` of each member, in the order given.
     pub endpoints: Vec<String>,
     /// The key prefix, without leading or trailing `/`.
     pub prefix: String,
+    tls: Option<EtcdTls>,
+    user: Option<(String, String)>,
+}
+
+impl fmt::Debug for EtcdUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdUrl")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("tls", &self.tls.is_some())
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .finish()
+    }
+}
+
+/// The TLS files of a URL, read and checked when it was parsed.
+#[derive(Clone, PartialEq, Eq)]
+struct EtcdTls {
+    /// The `cacert` file's path and PEM text; `None`: the system's roots.
+    ca: Option<(String, Vec<u8>)>,
+    /// The client certificate and key, PEM.
+    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl EtcdUrl {
-    /// Parses `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`. IPv6 hosts go in
-    /// brackets (`[::1]:2379`). Without a prefix, [`DEFAULT_PREFIX`] is used.
+    /// Parses `etcd[s]://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][/PREFIX][?PARAMS]`
+    /// (see the [module documentation](self) for the parameters `cacert`,
+    /// `cert`, `key` and `password_file`). IPv6 hosts go in brackets
+    /// (`[::1]:2379`). Without a prefix, [`DEFAULT_PREFIX`] is used. The
+    /// files the URL names are read here.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] saying what is wrong with the URL.
+    /// [`Error::InvalidArgument`] saying what is wrong with the URL or which
+    /// file cannot be read; never showing the password.
     pub fn parse(url: &str) -> Result<EtcdUrl> {
-        let usage = "expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX], e.g. etcd://127.0.0.1:2379/keysmith";
-        let rest = url.strip_prefix("etcd://").ok_or_else(|| {
-            Error::invalid(format!("store URL {url:?} is not an etcd URL; {usage}"))
-        })?;
-        let (hosts, prefix) = match rest.split_once('/') {
-            Some((h, p)) => (h, p.trim_matches('/')),
-            None => (rest, ""),
+        let usage = "expected etcd://[USER@]HOST:PORT[,HOST:PORT...][/PREFIX][?cacert=PATH&cert=PATH&key=PATH&password_file=PATH] (etcds:// for TLS), e.g. etcd://127.0.0.1:2379/keysmith";
+        let shown = super::redact_url(url);
+        let (tls_scheme, rest) = match (url.strip_prefix("etcds://"), url.strip_prefix("etcd://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => {
+                return Err(Error::invalid(format!(
+                    "store URL {shown:?} is not an etcd URL; {usage}"
+                )));
+            }
         };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let prefix = path.trim_matches('/');
         if hosts.is_empty() {
             return Err(Error::invalid(format!(
-                "store URL {url:?} names no endpoint; {usage}"
+                "store URL {shown:?} names no endpoint; {usage}"
             )));
         }
         let mut endpoints = Vec::new();
         for host in hosts.split(',') {
             let bad = |why: &str| {
                 Error::invalid(format!(
-                    "store URL {url:?}: endpoint {host:?} {why}; {usage}"
+                    "store URL {shown:?}: endpoint {host:?} {why}; {usage}"
                 ))
             };
             let (h, port) = host.rsplit_once(':').ok_or_else(|| bad("has no port"))?;
@@ -239,7 +299,7 @@ impl EtcdUrl {
             .any(|c| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
         {
             return Err(Error::invalid(format!(
-                "store URL {url:?}: prefix {prefix:?} may not contain whitespace, control characters, '?' or '#'"
+                "store URL {shown:?}: prefix {prefix:?} may not contain whitespace, control characters, '?' or '#'"
             )));
         }
         let prefix = if prefix.is_empty() {
@@ -247,11 +307,124 @@ impl EtcdUrl {
         } else {
             prefix
         };
+
+        let (mut cacert, mut cert, mut key, mut password_file) = (None, None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let slot = match k {
+                "cacert" => &mut cacert,
+                "cert" => &mut cert,
+                "key" => &mut key,
+                "password_file" => &mut password_file,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "store URL {shown:?}: unknown parameter {other:?}; an etcd URL takes cacert=PATH, cert=PATH, key=PATH and password_file=PATH"
+                    )));
+                }
+            };
+            if v.is_empty() {
+                return Err(Error::invalid(format!(
+                    "store URL {shown:?}: {k}= needs a file path"
+                )));
+            }
+            *slot = Some(percent_decode(v));
+        }
+
+        let user = match userinfo {
+            None if password_file.is_some() => {
+                return Err(Error::invalid(format!(
+                    "store URL {shown:?}: password_file needs a user; write it before the host: etcd://USER@HOST:PORT?password_file=PATH"
+                )));
+            }
+            None => None,
+            Some(info) => {
+                let (name, password) = match info.split_once(':') {
+                    Some((n, p)) => (percent_decode(n), Some(percent_decode(p))),
+                    None => (percent_decode(info), None),
+                };
+                if name.is_empty() {
+                    return Err(Error::invalid(format!(
+                        "store URL {shown:?} has an empty user name; write etcd://USER@HOST:PORT, or nothing before the host"
+                    )));
+                }
+                let password = match (password, &password_file) {
+                    (Some(_), Some(f)) => {
+                        return Err(Error::invalid(format!(
+                            "store URL {shown:?}: a password in the URL and password_file={f} both; give one of them (password_file keeps it off the command line)"
+                        )));
+                    }
+                    (Some(p), None) => p,
+                    (None, Some(f)) => {
+                        super::postgres::read_password_file(Path::new(f), "password_file")?
+                    }
+                    (None, None) => {
+                        return Err(Error::invalid(format!(
+                            "store URL {shown:?}: user {name:?} has no password; add password_file=PATH (a file holding the password alone)"
+                        )));
+                    }
+                };
+                Some((name, password))
+            }
+        };
+
+        let tls = if tls_scheme || cacert.is_some() || cert.is_some() || key.is_some() {
+            let ca = match cacert {
+                Some(path) => {
+                    super::postgres::certificates(Path::new(&path), "cacert")?;
+                    let pem = read_file(&path, "cacert")?;
+                    Some((path, pem))
+                }
+                None => None,
+            };
+            let identity = match (cert, key) {
+                (None, None) => None,
+                (Some(cert), Some(key)) => {
+                    super::postgres::certificates(Path::new(&cert), "cert")?;
+                    super::postgres::private_key(Path::new(&key), "key")?;
+                    Some((read_file(&cert, "cert")?, read_file(&key, "key")?))
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "store URL {shown:?}: cert and key go together; give both files (the client certificate and its key) or neither"
+                    )));
+                }
+            };
+            Some(EtcdTls { ca, identity })
+        } else {
+            None
+        };
+
         Ok(EtcdUrl {
             endpoints,
             prefix: prefix.to_owned(),
+            tls,
+            user,
         })
     }
+
+    /// Whether connections use TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The etcd user the store logs in as, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_ref().map(|(u, _)| u.as_str())
+    }
+}
+
+fn read_file(path: &str, param: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        Error::invalid(format!(
+            "cannot read {param}={path}: {e}; check the path and that this user may read it"
+        ))
+    })
+}
+
+/// `%XX` escapes decoded (for user names, passwords and paths with `@`,
+/// `:`, `/`, `&` or `%`).
+fn percent_decode(s: &str) -> String {
+    super::postgres::percent_decode(s)
 }
 
 impl EtcdStore {
@@ -259,22 +432,30 @@ impl EtcdStore {
     /// it answers.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad URL; [`Error::Unavailable`] when no
-    /// endpoint answers within [`REQUEST_TIMEOUT`] or the cluster has no leader.
+    /// [`Error::InvalidArgument`] for a bad URL, a refused user or password,
+    /// and a failed TLS handshake (a certificate the CA did not sign, one
+    /// for another host name, a missing or refused client certificate), each
+    /// saying what to fix; [`Error::Unavailable`] when no endpoint answers
+    /// within [`REQUEST_TIMEOUT`] or the cluster has no leader.
     pub async fn connect(url: &str) -> Result<EtcdStore> {
         let parsed = EtcdUrl::parse(url)?;
+        let hints = Hints::of(&parsed);
         let store = EtcdStore::connect_lazy(parsed).await?;
-        store.ping().await?;
+        store.ping().await.map_err(|e| hints.explain(e))?;
         Ok(store)
     }
 
     /// Like [`EtcdStore::connect`] without the check: the first request
     /// finds out whether the cluster is up.
     ///
+    /// With a user, the client logs in here (one request to an endpoint).
+    ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when the client rejects an endpoint.
+    /// [`Error::InvalidArgument`] when the client rejects an endpoint or its
+    /// TLS files, or, with a user, when the login fails on every endpoint.
     pub async fn connect_lazy(url: EtcdUrl) -> Result<EtcdStore> {
-        let options = ConnectOptions::new()
+        let hints = Hints::of(&url);
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(CONNECT_TIMEOUT)
             // No channel-wide request timeout: `call` sets one per request
             // (a lock may wait longer than a read).
@@ -283,14 +464,38 @@ impl EtcdStore {
             .with_keep_alive_while_idle(true)
             // A member cut off from the quorum fails fast instead of hanging.
             .with_require_leader(true);
+        if let Some(tls) = &url.tls {
+            let mut t = TlsOptions::new().timeout(CONNECT_TIMEOUT);
+            t = match &tls.ca {
+                Some((_, pem)) => t.ca_certificate(Certificate::from_pem(pem)),
+                None => t.with_native_roots(),
+            };
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            options = options.with_tls(t);
+        }
+        if let Some((user, password)) = &url.user {
+            options = options
+                .with_user(user.clone(), password.clone())
+                .with_auto_token_refresh(true);
+        }
         // One client per endpoint rather than one balancing over all: the
         // balancer routes requests to a dead endpoint as readily as to a live
         // one. `call` sticks to one endpoint and moves on when it fails.
         let mut clients = Vec::with_capacity(url.endpoints.len());
         for ep in &url.endpoints {
-            let client = Client::connect([ep], Some(options.clone()))
-                .await
-                .map_err(|e| Error::invalid(format!("etcd endpoint {ep}: {e}")))?;
+            let client = tokio::time::timeout(
+                REQUEST_TIMEOUT,
+                Client::connect([ep], Some(options.clone())),
+            )
+            .await
+            .map_err(|_| {
+                Error::Unavailable(format!(
+                    "etcd endpoint {ep}: no answer to the login within {REQUEST_TIMEOUT:?}; check that etcd is up and reachable"
+                ))
+            })?
+            .map_err(|e| hints.explain(Error::invalid(format!("etcd endpoint {ep}: {}", chain(&e)))))?;
             clients.push(client);
         }
         Ok(EtcdStore {
@@ -403,7 +608,7 @@ impl EtcdStore {
                 Ok(Err(etcd_client::Error::GRpcStatus(s))) => {
                     format!("{:?}: {}", s.code(), s.message())
                 }
-                Ok(Err(e)) => e.to_string(),
+                Ok(Err(e)) => chain(&e),
                 Err(_) => format!("no answer within {deadline:?}"),
             };
             failures.push(format!("{}: {why}", self.endpoints[i]));
@@ -427,6 +632,106 @@ impl EtcdStore {
             async move { c.txn(txn).await }
         })
         .await
+    }
+}
+
+/// An error and the errors it wraps, in one line (a TLS failure is only
+/// visible deep in the chain).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        source = s.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What a URL says about TLS and login, to turn a failed connection into an
+/// error that says what to fix.
+struct Hints {
+    tls: bool,
+    /// Where trusted CA certificates come from.
+    trusted: String,
+    client_cert: bool,
+    user: bool,
+}
+
+impl Hints {
+    fn of(url: &EtcdUrl) -> Hints {
+        Hints {
+            tls: url.tls.is_some(),
+            trusted: match url.tls.as_ref().and_then(|t| t.ca.as_ref()) {
+                Some((path, _)) => format!("the CA in cacert={path}"),
+                None => "the system's CA certificates".to_owned(),
+            },
+            client_cert: url.tls.as_ref().is_some_and(|t| t.identity.is_some()),
+            user: url.user.is_some(),
+        }
+    }
+
+    /// `e` as [`Error::InvalidArgument`] with what to do, when it shows a
+    /// TLS or login failure; else `e` unchanged.
+    fn explain(&self, e: Error) -> Error {
+        let text = match &e {
+            Error::Unavailable(m) | Error::InvalidArgument(m) => m.clone(),
+            _ => return e,
+        };
+        let t = text.to_ascii_lowercase();
+        let why = if t.contains("unknownissuer") || t.contains("badsignature") {
+            format!(
+                "etcd's certificate is not signed by {}; give cacert=PATH the CA certificate (PEM) that signed etcd's --cert-file",
+                self.trusted
+            )
+        } else if t.contains("not valid for name") || t.contains("notvalidforname") {
+            "etcd's certificate does not name the host in the store URL; connect with a host name or IP address the certificate was issued for".to_owned()
+        } else if t.contains("certificaterequired")
+            || t.contains("certificate required")
+            || (self.tls && !self.client_cert && t.contains("badcertificate"))
+        {
+            "etcd requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, a certificate signed by the CA etcd trusts (--trusted-ca-file)".to_owned()
+        } else if t.contains("badcertificate")
+            || t.contains("unknownca")
+            || t.contains("bad certificate")
+            || t.contains("unknown ca")
+        {
+            "etcd refused the client certificate; give cert=PATH&key=PATH signed by the CA etcd trusts (--trusted-ca-file)".to_owned()
+        } else if t.contains("invalid user id or password") || t.contains("authentication failed") {
+            "etcd refused the user name or password; check USER in the store URL and the password (in the URL or the file password_file=PATH names)".to_owned()
+        } else if t.contains("user name is empty")
+            || (!self.user && t.contains("permission denied"))
+        {
+            "etcd has auth enabled and the store URL gives no user; write etcd://USER@HOST:PORT?password_file=PATH".to_owned()
+        } else if self.tls
+            && (t.contains("connection closed")
+                || t.contains("canceled")
+                || t.contains("broken pipe")
+                || t.contains("connection reset"))
+        {
+            let what = if self.client_cert {
+                "as etcd does when it refuses a client certificate; check that cert=PATH was signed by the CA etcd trusts (--trusted-ca-file)"
+            } else {
+                "as etcd does when it requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, signed by the CA etcd trusts (--trusted-ca-file)"
+            };
+            return Error::Unavailable(format!("etcd closed the TLS connection ({text}), {what}"));
+        } else if !self.tls
+            && (t.contains("http2")
+                || t.contains("h2 protocol")
+                || t.contains("connection reset")
+                || t.contains("broken pipe")
+                || t.contains("frame"))
+        {
+            return Error::Unavailable(format!(
+                "{text}; if etcd serves TLS (https), use etcds:// or give cacert=PATH"
+            ));
+        } else {
+            return e;
+        };
+        Error::InvalidArgument(format!("{why} ({text})"))
     }
 }
 
@@ -508,6 +813,36 @@ mod tests {
             let err = EtcdUrl::parse(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{bad}: {err}");
             assert!(err.to_string().contains("etcd://"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn credentials_and_tls_in_urls() {
+        let u = EtcdUrl::parse("etcd://app:p%40ss%3Aw@a:1,b:2/pre").unwrap();
+        assert_eq!(u.endpoints, ["a:1", "b:2"]);
+        assert_eq!(u.prefix, "pre");
+        assert_eq!(u.user(), Some("app"));
+        assert_eq!(u.user.as_ref().unwrap().1, "p@ss:w");
+        assert!(!u.uses_tls());
+        assert!(!format!("{u:?}").contains("p@ss"), "{u:?}");
+        assert_eq!(
+            crate::store::redact_url("etcd://app:p%40ss@a:1,b:2/pre"),
+            "etcd://app:***@a:1,b:2/pre"
+        );
+        // Existing URLs keep their meaning.
+        let plain = EtcdUrl::parse("etcd://127.0.0.1:2379/k").unwrap();
+        assert!(!plain.uses_tls() && plain.user().is_none());
+        let tls = EtcdUrl::parse("etcds://h:2379").unwrap();
+        assert!(tls.uses_tls());
+        assert_eq!(tls.prefix, DEFAULT_PREFIX);
+        for (bad, needle) in [
+            ("etcd://:pw@h:1", "empty user name"),
+            ("etcd://u:secret@h:1?cacert=", "needs a file path"),
+            ("etcd://u:secret@h:1?key=/k.pem", "cert and key go together"),
+        ] {
+            let err = EtcdUrl::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+            assert!(!err.contains("secret") && !err.contains(":pw@"), "{err}");
         }
     }
 

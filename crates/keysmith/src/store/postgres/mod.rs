@@ -16,8 +16,16 @@
 //!   set to the same.
 //! - `pool_size=N`: at most this many connections (default 16).
 //!
-//! `connect_timeout` defaults to 5 seconds when the URL does not set it. TLS
-//! is not supported (connections use `NoTls`).
+//! `connect_timeout` defaults to 5 seconds when the URL does not set it.
+//!
+//! # TLS and credentials
+//!
+//! `sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`),
+//! `sslrootcert=PATH` (default: the system's CA certificates), `sslcert=PATH`
+//! and `sslkey=PATH` (a client certificate), and `password_file=PATH` (the
+//! password, kept off the command line), as libpq reads them; every
+//! connection keysmith opens to PostgreSQL goes through the one rustls
+//! connector of `tls.rs`, whose documentation says what each mode checks.
 //!
 //! # Tables
 //!
@@ -47,9 +55,9 @@ use deadpool_postgres::{
 };
 use rand::seq::SliceRandom;
 use tokio::task::JoinHandle;
+use tokio_postgres::Client;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
 
 use super::size_cache::PoolMetaCache;
 use super::{
@@ -60,7 +68,12 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod tls;
 mod workers;
+
+pub(crate) use tls::PgTls;
+#[cfg(feature = "etcd")]
+pub(crate) use tls::{certificates, percent_decode, private_key, read_password_file};
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";
@@ -239,6 +252,8 @@ pub struct PostgresStore {
     /// statement. Never trusted: the statement returns the size it saw, and
     /// a sample drawn with another size is drawn again.
     pool_sizes: PoolMetaCache<i64>,
+    /// The connector, also to explain TLS failures.
+    tls: PgTls,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -259,6 +274,7 @@ struct Settings {
     schema: String,
     timeout: Duration,
     pool_size: usize,
+    tls: PgTls,
 }
 
 impl PostgresStore {
@@ -294,6 +310,7 @@ impl PostgresStore {
             config,
             Connector {
                 timeout: settings.timeout,
+                tls: settings.tls.clone(),
             },
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -316,6 +333,7 @@ impl PostgresStore {
             target,
             timeout: settings.timeout,
             pool_sizes: PoolMetaCache::new(),
+            tls: settings.tls,
         };
         store.migrate().await?;
         Ok(store)
@@ -497,6 +515,9 @@ impl PostgresStore {
     /// Maps a driver error to keysmith's, in one line naming the server.
     fn pg(&self, e: &tokio_postgres::Error) -> Error {
         let t = &self.target;
+        if let Some(why) = self.tls.explain(e) {
+            return Error::InvalidArgument(format!("PostgreSQL at {t}: {why}"));
+        }
         let Some(db) = e.as_db_error() else {
             let mut msg = e.to_string();
             let mut source = std::error::Error::source(e);
@@ -734,6 +755,7 @@ impl Store for PostgresStore {
 /// than trusting the server's or the role's defaults.
 struct Connector {
     timeout: Duration,
+    tls: PgTls,
 }
 
 type ConnectFuture<'a> = Pin<
@@ -748,13 +770,9 @@ impl deadpool_postgres::Connect for Connector {
     fn connect(&self, config: &tokio_postgres::Config) -> ConnectFuture<'_> {
         let config = config.clone();
         let ms = self.timeout.as_millis().max(1);
+        let tls = self.tls.clone();
         Box::pin(async move {
-            let (client, connection) = config.connect(NoTls).await?;
-            let task = tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!("PostgreSQL connection ended: {e}");
-                }
-            });
+            let (client, task) = tls.connect(&config).await?;
             client
                 .batch_execute(&format!(
                     "SET synchronous_commit = on; \
@@ -768,13 +786,36 @@ impl deadpool_postgres::Connect for Connector {
 }
 
 /// The connection settings and schema a `postgres://` store URL names, for
-/// code that opens its own connections to a store's database (the shard set).
+/// code that opens its own connections to a store's database (the shard
+/// set, `adopt`): the same TLS and credentials as the store's own.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] as [`PostgresStore::open`] for a bad URL.
-pub(crate) fn connect_config(url: &str) -> Result<(tokio_postgres::Config, String)> {
+pub(crate) fn connect_config(url: &str) -> Result<(ConnectConfig, String)> {
     let s = parse_url(url)?;
-    Ok((s.config, s.schema))
+    Ok((
+        ConnectConfig {
+            config: s.config,
+            tls: s.tls,
+        },
+        s.schema,
+    ))
+}
+
+/// What a connection of its own needs: the driver's settings (what this
+/// dereferences to, for reading them) and the TLS connector.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectConfig {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: PgTls,
+}
+
+impl std::ops::Deref for ConnectConfig {
+    type Target = tokio_postgres::Config;
+
+    fn deref(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
 }
 
 /// Splits keysmith's own parameters off the URL and parses the rest.
@@ -787,9 +828,13 @@ fn parse_url(url: &str) -> Result<Settings> {
     let mut schema = DEFAULT_SCHEMA.to_owned();
     let mut timeout = DEFAULT_TIMEOUT;
     let mut pool_size = DEFAULT_POOL_SIZE;
+    let mut tls = tls::TlsParams::default();
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if tls.take(key, value) {
+            continue;
+        }
         match key {
             "schema" => {
                 validate_schema(value)?;
@@ -826,17 +871,19 @@ fn parse_url(url: &str) -> Result<Settings> {
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    let config: tokio_postgres::Config = base.parse().map_err(|e: tokio_postgres::Error| {
+    let mut config: tokio_postgres::Config = base.parse().map_err(|e: tokio_postgres::Error| {
         Error::invalid(format!(
             "store URL {shown} is not a PostgreSQL URL: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]",
             one_line(&e.to_string())
         ))
     })?;
+    let tls = tls.apply(&mut config, &shown)?;
     Ok(Settings {
         config,
         schema,
         timeout,
         pool_size,
+        tls,
     })
 }
 
@@ -971,7 +1018,9 @@ mod tests {
         let Some(pg) = keysmith_testsupport::postgres::TempPostgres::shared() else {
             return;
         };
-        let (admin, conn) = tokio_postgres::connect(&pg.url(), NoTls).await.unwrap();
+        let (admin, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(conn);
         admin
             .batch_execute(
