@@ -50,7 +50,7 @@ impl Faulty {
         }
         let n = self.calls.fetch_add(1, SeqCst) + 1;
         let every = self.fail_every.load(SeqCst);
-        if self.fail.load(SeqCst) || (every > 0 && n % every == 0) {
+        if self.fail.load(SeqCst) || (every > 0 && n.is_multiple_of(every)) {
             return Err(Error::Unavailable("failing on demand".into()));
         }
         Ok(())
