@@ -5,17 +5,23 @@
 //! next_n, close-and-reopen, a foreign reservation by "another process") run
 //! on both; every returned value, error and hand-back must agree, and no
 //! value may appear twice. A failed call hands out nothing and loses nothing
-//! (the store's counter agrees at the end). Prefetch is off so the model is
-//! deterministic.
+//! (the store's counter agrees at the end); so does a call dropped while it
+//! waits for the store (polled once, then dropped) and a call whose
+//! reservation fails (the handles' store fails or holds reservations on
+//! demand). Prefetch is off so the model is deterministic.
+
+mod faulty;
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
+use faulty::{Faulty, poll_once};
 use keysmith::Error;
 use keysmith::sequence::{self, Sequence};
-use keysmith::store::{SequenceSpec, Store, memory::MemoryStore};
+use keysmith::store::{SequenceSpec, SequenceStore, Store, memory::MemoryStore};
 use proptest::prelude::*;
+use std::sync::atomic::Ordering::SeqCst;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -23,6 +29,11 @@ enum Op {
     NextN(usize, i64),
     CloseAndReopen(usize),
     Foreign(i64),
+    /// `next` (1) or `next_n`, polled once while the store holds
+    /// reservations, and dropped if not ready.
+    Dropped(usize, i64),
+    /// `next` (1) or `next_n` while every reservation fails.
+    Failing(usize, i64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -31,10 +42,14 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..3usize, 1..25i64).prop_map(|(h, n)| Op::NextN(h, n)),
         1 => (0..3usize).prop_map(Op::CloseAndReopen),
         1 => (1..15i64).prop_map(Op::Foreign),
+        1 => (0..3usize, prop_oneof![Just(1i64), 1..25i64]).prop_map(|(h, n)| Op::Dropped(h, n)),
+        1 => (0..3usize, prop_oneof![Just(1i64), 1..25i64]).prop_map(|(h, n)| Op::Failing(h, n)),
     ]
 }
 
 struct Model {
+    /// Reservations fail (the store is down).
+    failing: bool,
     next: i64,
     max: i64,
     version: u64,
@@ -52,7 +67,7 @@ struct ModelHandle {
 
 impl Model {
     fn reserve(&mut self, n: i64) -> Result<Range<i64>, ()> {
-        if self.next > self.max {
+        if self.failing || self.next > self.max {
             return Err(());
         }
         let end = self.next + n.min(self.max + 1 - self.next);
@@ -60,6 +75,13 @@ impl Model {
         self.next = end;
         self.version += 1;
         Ok(r)
+    }
+
+    /// Whether taking `n` from handle `h` asks the store.
+    fn needs_store(&self, h: usize, n: i64) -> bool {
+        let hd = &self.handles[h];
+        let spare: i64 = hd.spare.iter().map(|r| r.end - r.start).sum();
+        hd.block == 1 || hd.unused.end - hd.unused.start + spare < n
     }
 
     /// Mirrors `Sequence::next_n`, all or nothing. Cached: from the block if
@@ -170,14 +192,17 @@ proptest! {
             let max = start + len - 1;
             let spec = SequenceSpec { name: "m".into(), start, max, block: 10 };
             sequence::create(&*store, &spec).await.unwrap();
+            let inner: Arc<dyn SequenceStore> = store.clone();
+            let faulty = Faulty::new(inner);
             let open = |block: i64| {
-                Sequence::builder().store(store.clone()).name("m").block(block).prefetch(0.0).build()
+                Sequence::builder().store(faulty.clone()).name("m").block(block).prefetch(0.0).build()
             };
             let mut handles = Vec::new();
             for &b in &blocks {
                 handles.push(open(b).await.unwrap());
             }
             let mut model = Model {
+                failing: false,
                 next: start,
                 max,
                 version: 1,
@@ -196,6 +221,33 @@ proptest! {
                         last_of[h] = i64::MIN;
                         continue;
                     }
+                    Op::Dropped(h, n) => {
+                        faulty.hold.store(true, SeqCst);
+                        let got = if n == 1 {
+                            poll_once(handles[h].next()).map(|r| r.map(|v| vec![v]))
+                        } else {
+                            poll_once(handles[h].next_n(n))
+                        };
+                        faulty.hold.store(false, SeqCst);
+                        prop_assert_eq!(got.is_none(), model.needs_store(h, n), "{:?}", op);
+                        match got {
+                            Some(got) => (got, model.take(h, n)),
+                            None => continue, // dropped: the model is unchanged
+                        }
+                    }
+                    Op::Failing(h, n) => {
+                        faulty.fail.store(true, SeqCst);
+                        let got = if n == 1 {
+                            handles[h].next().await.map(|v| vec![v])
+                        } else {
+                            handles[h].next_n(n).await
+                        };
+                        faulty.fail.store(false, SeqCst);
+                        model.failing = true;
+                        let want = model.take(h, n);
+                        model.failing = false;
+                        (got, want)
+                    }
                     Op::Foreign(n) => {
                         let got = store.reserve_atomic("m", n).await.map(|r| (r.start..r.end).collect());
                         (got, model.reserve(n).map(|r| r.collect()))
@@ -207,13 +259,14 @@ proptest! {
                         for v in got {
                             prop_assert!(seen.insert(v), "{} handed out twice", v);
                             prop_assert!((start..=max).contains(&v));
-                            if let Op::Next(h) | Op::NextN(h, _) = op {
+                            if let Op::Next(h) | Op::NextN(h, _) | Op::Dropped(h, _) | Op::Failing(h, _) = op {
                                 prop_assert!(v > last_of[h], "handle {} went backwards", h);
                                 last_of[h] = v;
                             }
                         }
                     }
                     (Err(Error::Exhausted { .. }), Err(())) => {}
+                    (Err(Error::Unavailable(_)), Err(())) if matches!(op, Op::Failing(..)) => {}
                     (got, want) => prop_assert!(false, "store said {:?}, model said {:?}", got, want),
                 }
             }

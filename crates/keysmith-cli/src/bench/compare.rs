@@ -21,7 +21,7 @@ use super::redis::Redis;
 
 /// The bare atomic on a cache line of its own, as keysmith's cursor is.
 #[repr(align(128))]
-struct Padded(AtomicU64);
+pub(crate) struct Padded(pub(crate) AtomicU64);
 
 /// What a row's values are guaranteed to be.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -189,7 +189,11 @@ fn thread_cpu() -> Option<Duration> {
 /// As [`on_threads`], and how many of the threads were on a CPU at once on
 /// average (their CPU time over the wall time; 2.0 for two threads that ran
 /// together throughout), if the kernel says.
-fn on_threads_overlap(threads: usize, d: Duration, op: impl Fn() + Sync) -> (f64, Option<f64>) {
+pub(crate) fn on_threads_overlap(
+    threads: usize,
+    d: Duration,
+    op: impl Fn() + Sync,
+) -> (f64, Option<f64>) {
     let barrier = std::sync::Barrier::new(threads);
     let start = Instant::now();
     let per: Vec<(u64, Option<Duration>)> = std::thread::scope(|s| {
@@ -532,7 +536,7 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
 }
 
 /// A blocking handle whose one block never runs out.
-async fn cached_handle() -> anyhow::Result<Arc<keysmith::sequence::BlockingSequence>> {
+pub(crate) async fn cached_handle() -> anyhow::Result<Arc<keysmith::sequence::BlockingSequence>> {
     tokio::task::spawn_blocking(|| {
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
         let store: Arc<dyn Store> = Arc::new(keysmith::store::memory::MemoryStore::new());

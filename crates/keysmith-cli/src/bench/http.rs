@@ -96,6 +96,22 @@ pub struct Load {
     pub latencies: Vec<u64>,
     /// Requests answered with a status other than 2xx.
     pub failed: u64,
+    /// Requests slower than [`SLOW`]: when each was due (since the start),
+    /// its latency (nanoseconds) and the first number in its answer's body.
+    pub slow: Vec<(u64, u64, Option<i64>)>,
+}
+
+/// A request slower than this is listed in [`Load::slow`].
+pub const SLOW: Duration = Duration::from_millis(2);
+
+/// The first integer in `body` (the first value of a `next` answer).
+fn first_number(body: &[u8]) -> Option<i64> {
+    let at = body.iter().position(u8::is_ascii_digit)?;
+    let end = body[at..]
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .map_or(body.len(), |e| at + e);
+    std::str::from_utf8(&body[at..end]).ok()?.parse().ok()
 }
 
 impl Load {
@@ -134,6 +150,7 @@ pub async fn load(
         let interval = rate.map(|r| Duration::from_secs_f64(conns.max(1) as f64 / r));
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
+            let mut slow = Vec::new();
             let mut failed = 0u64;
             tokio::time::sleep_until(start.into()).await;
             let offset = interval.map(|iv| iv.mul_f64(i as f64 / conns.max(1) as f64));
@@ -161,14 +178,22 @@ pub async fn load(
                 if due.duration_since(start) >= duration {
                     break;
                 }
-                let (status, _) = conn.call(&request).await?;
-                lat.push(from.elapsed().as_nanos() as u64);
+                let (status, body) = conn.call(&request).await?;
+                let took = from.elapsed();
+                lat.push(took.as_nanos() as u64);
+                if took >= SLOW {
+                    slow.push((
+                        due.duration_since(start).as_nanos() as u64,
+                        took.as_nanos() as u64,
+                        first_number(body),
+                    ));
+                }
                 if !(200..300).contains(&status) {
                     failed += 1;
                 }
                 k += 1;
             }
-            Ok::<_, anyhow::Error>((lat, failed))
+            Ok::<_, anyhow::Error>((lat, slow, failed))
         }));
     }
     let mut all = Load {
@@ -176,11 +201,13 @@ pub async fn load(
         ..Load::default()
     };
     for t in tasks {
-        let (lat, failed) = t.await??;
+        let (lat, slow, failed) = t.await??;
         all.requests += lat.len() as u64;
         all.latencies.extend(lat);
+        all.slow.extend(slow);
         all.failed += failed;
     }
     all.latencies.sort_unstable();
+    all.slow.sort_unstable();
     Ok(all)
 }

@@ -4,6 +4,8 @@
 pub mod chart;
 pub mod compare;
 mod http;
+pub mod latency;
+pub mod limit;
 pub mod rate;
 mod redis;
 pub mod stall;

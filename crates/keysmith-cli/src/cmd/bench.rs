@@ -10,6 +10,7 @@ use crate::bench::chart;
 use crate::bench::compare::{self, Options};
 use crate::bench::rate::{self, RateReport};
 use crate::bench::stall::{self, StallReport};
+use crate::bench::{latency, limit};
 
 use crate::Global;
 
@@ -42,6 +43,46 @@ pub enum BenchCommand {
         /// Microseconds of client work between calls.
         #[arg(long, default_value_t = 20)]
         pause_us: u64,
+    },
+    /// Cached next() against a bare AtomicU64::fetch_add, in short
+    /// alternating slices on one and two threads, each slice with how many
+    /// of its threads were on a CPU at once and the load average. Prints a
+    /// Markdown summary (--json: every slice).
+    Limit {
+        /// Seconds per slice.
+        #[arg(long, default_value_t = 0.25)]
+        slice: f64,
+        /// Slices of each (keysmith, atomic) per thread count.
+        #[arg(long, default_value_t = 10)]
+        rounds: u32,
+        /// Thread counts (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 2])]
+        threads: Vec<usize>,
+    },
+    /// Latency of POST next (count=1) at a fixed request rate beside GET
+    /// /livez at the same rate, in alternating rows, on an in-process server
+    /// over a fresh SQLite file: a sequence that refills during the run and
+    /// one that never does; slow requests grouped into stalls, each with
+    /// where in its block it happened.
+    Latency {
+        /// Requests per second.
+        #[arg(long, default_value_t = 5000.0)]
+        rate: f64,
+        /// Seconds per row.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Rounds of the three rows.
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Connections.
+        #[arg(long, default_value_t = 16)]
+        conns: usize,
+        /// Block of the sequence that refills.
+        #[arg(long, default_value_t = 10_000)]
+        block: i64,
+        /// Directory for the SQLite file.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// keysmith beside a bare atomic (the limit), uuid v7, ULID, PostgreSQL
     /// nextval and UPDATE ... RETURNING, Redis INCR; in process and over HTTP;
@@ -146,6 +187,48 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                 )
                 .await?;
                 print_stall(&r, global.json)?;
+            }
+            Ok(())
+        }
+        BenchCommand::Latency {
+            rate,
+            seconds,
+            rounds,
+            conns,
+            block,
+            dir,
+        } => {
+            let report = latency::run(&latency::Options {
+                rate,
+                seconds,
+                rounds,
+                conns,
+                block,
+                dir: dir.unwrap_or_else(std::env::temp_dir),
+            })
+            .await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", latency::markdown(&report));
+            }
+            Ok(())
+        }
+        BenchCommand::Limit {
+            slice,
+            rounds,
+            threads,
+        } => {
+            let report = limit::run(&limit::Options {
+                slice,
+                rounds,
+                threads,
+            })
+            .await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", limit::markdown(&report));
             }
             Ok(())
         }

@@ -35,8 +35,8 @@ impl BlockingSequence {
     #[inline]
     pub fn next(&self) -> Result<i64> {
         match self.seq.try_next_cached() {
-            Ok(v) => Ok(v),
-            Err(claim) => self.runtime.block_on(self.seq.next_slow(claim)),
+            Some(v) => Ok(v),
+            None => self.runtime.block_on(self.seq.next_slow()),
         }
     }
 

@@ -35,7 +35,7 @@ pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use strategy::Strategy;
 
-use cache::{BlockCache, Claim, Judged, Next};
+use cache::{BlockCache, Next};
 use strategy::Allocator;
 
 /// The most values one [`Sequence::next_n`] call returns.
@@ -66,6 +66,30 @@ struct Inner {
     /// Share of a block left when the next one is prefetched; 0 turns prefetch off.
     prefetch: f64,
     runtime: tokio::runtime::Handle,
+}
+
+/// Values a [`Sequence::next_n`] took from the cache and has not handed out
+/// yet: on drop (the call failed or its future was dropped) they go back.
+struct Restore<'a> {
+    cache: &'a BlockCache,
+    head: Range<i64>,
+}
+
+impl Restore<'_> {
+    fn len(&self) -> i64 {
+        self.head.end - self.head.start
+    }
+
+    /// The values, now the caller's: nothing goes back.
+    fn take(&mut self) -> Range<i64> {
+        std::mem::replace(&mut self.head, 0..0)
+    }
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        self.cache.restore(self.take());
+    }
 }
 
 /// State changed only under the refill mutex.
@@ -376,6 +400,9 @@ impl Sequence {
     /// The next value: unique, and greater than every value this handle
     /// returned before.
     ///
+    /// A call that fails, or whose future is dropped before it is ready,
+    /// takes no value: the next call gets it.
+    ///
     /// # Errors
     /// [`Error::Exhausted`] past the maximum, [`Error::Contention`],
     /// [`Error::Unavailable`], [`Error::NotFound`] if the sequence was dropped,
@@ -383,10 +410,10 @@ impl Sequence {
     #[inline]
     pub async fn next(&self) -> Result<i64> {
         match self.try_next_cached() {
-            Ok(v) => Ok(v),
+            Some(v) => Ok(v),
             // Boxed: keeps this future one pointer plus the handle, and the
             // slow path's state off the hot path.
-            Err(claim) => Box::pin(self.next_slow(claim)).await,
+            None => Box::pin(self.next_slow()).await,
         }
     }
 
@@ -445,24 +472,22 @@ impl Sequence {
         // from this handle: the cache is empty, and installing a block needs
         // the mutex.
         let (head, mut passed_mark) = inner.cache.take_rest();
-        let mut have = head.end - head.start + st.spare.iter().map(Reservation::len).sum::<i64>();
+        // Until the values are handed out, the head goes back to the cache
+        // if this call fails or is dropped (declared after `st`, so it is
+        // dropped first, under the mutex); new blocks stay spare.
+        let mut head = Restore {
+            cache: &inner.cache,
+            head,
+        };
+        let mut have = head.len() + st.spare.iter().map(Reservation::len).sum::<i64>();
         while have < n {
-            match inner.alloc.reserve((n - have).max(self.block())).await {
-                Ok(r) => {
-                    self.note_reservation(&mut st, r);
-                    st.spare.push_back(r);
-                    have += r.len();
-                }
-                Err(e) => {
-                    // Nothing was handed out: the head goes back to the
-                    // cache, and the new blocks stay spare for the next call.
-                    inner.cache.restore(head);
-                    return Err(e);
-                }
-            }
+            let r = inner.alloc.reserve((n - have).max(self.block())).await?;
+            self.note_reservation(&mut st, r);
+            st.spare.push_back(r);
+            have += r.len();
         }
         let mut out = Vec::with_capacity(n as usize);
-        out.extend(head);
+        out.extend(head.take());
         while (out.len() as i64) < n {
             let b = st
                 .spare
@@ -546,67 +571,25 @@ impl Sequence {
     }
 
     /// The next value if the current block has one: no await, no store.
-    /// Otherwise what [`Self::next_slow`] needs: the value taken past the
-    /// block end, if one was (see `cache.rs`).
+    /// `None` takes nothing (see `cache.rs`): the caller goes to
+    /// [`Self::next_slow`] holding no value, so dropping it there, or a
+    /// refill failing, loses none.
     #[inline]
-    pub(crate) fn try_next_cached(&self) -> std::result::Result<i64, Option<Claim>> {
+    pub(crate) fn try_next_cached(&self) -> Option<i64> {
         match self.inner.cache.next() {
             Next::Value(v, mark) => {
                 if mark {
                     self.start_prefetch();
                 }
-                Ok(v)
+                Some(v)
             }
-            Next::Claim(c) => Err(Some(c)),
-            Next::Empty => Err(None),
+            Next::Empty => None,
         }
     }
 
-    /// [`Self::next`] when the current block had no value for it: settles
-    /// the claim, if any, else takes a value the slow way.
-    pub(crate) async fn next_slow(&self, claim: Option<Claim>) -> Result<i64> {
-        if let Some(c) = claim
-            && !self.is_strict()
-            && let Some(v) = self.settle(c).await?
-        {
-            return Ok(v);
-        }
+    /// [`Self::next`] when the current block had no value for it.
+    pub(crate) async fn next_slow(&self) -> Result<i64> {
         Ok(self.take(1).await?.start)
-    }
-
-    /// A value taken past the end of the block its taker saw is the taker's
-    /// if a block of this handle holds it, installing blocks until one holds
-    /// it or passes it. `None`: it is no value (take another).
-    async fn settle(&self, claim: Claim) -> Result<Option<i64>> {
-        let inner = &*self.inner;
-        let mut st = inner.refill.lock().await;
-        loop {
-            match inner.cache.judge(claim) {
-                Judged::Value(v, mark) => {
-                    drop(st);
-                    if mark {
-                        self.start_prefetch();
-                    }
-                    return Ok(Some(v));
-                }
-                Judged::Void => return Ok(None),
-                Judged::Ahead => {
-                    if st.closed {
-                        return Err(Error::Closed {
-                            name: self.name().to_owned(),
-                        });
-                    }
-                    // The block is used up: no take starts until the next
-                    // one is in, and if it cannot be had, the overshoot goes
-                    // back so failed calls use up no values.
-                    inner.cache.gate();
-                    if let Err(e) = self.install_next(&mut st, 1).await {
-                        inner.cache.roll_back();
-                        return Err(e);
-                    }
-                }
-            }
-        }
     }
 
     /// Up to `n` values, refilling as needed.

@@ -1,0 +1,105 @@
+//! A real store (any `SequenceStore`) whose reservations can be made to fail
+//! or to wait, on demand: for checks that a call which fails or is dropped
+//! at a block boundary loses nothing. Everything else goes straight through.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+use async_trait::async_trait;
+use keysmith::store::{
+    Alteration, CountsDelta, Put, Reservation, SequenceCounts, SequenceRow, SequenceSpec,
+    SequenceStore,
+};
+use keysmith::{Error, Result};
+
+/// The wrapper; see the module comment.
+#[derive(Debug)]
+pub struct Faulty {
+    pub inner: Arc<dyn SequenceStore>,
+    /// Every reservation fails with `Unavailable` while set.
+    pub fail: AtomicBool,
+    /// Every `n`-th reservation fails (0: none).
+    pub fail_every: AtomicU64,
+    /// Reservations wait (pending, without a wake-up) while set.
+    pub hold: AtomicBool,
+    /// Reservations yield to the runtime once before they go through, so a
+    /// task can be aborted there.
+    pub yield_first: AtomicBool,
+    calls: AtomicU64,
+}
+
+impl Faulty {
+    pub fn new(inner: Arc<dyn SequenceStore>) -> Arc<Faulty> {
+        Arc::new(Faulty {
+            inner,
+            fail: AtomicBool::new(false),
+            fail_every: AtomicU64::new(0),
+            hold: AtomicBool::new(false),
+            yield_first: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    async fn gate(&self) -> Result<()> {
+        if self.hold.load(SeqCst) {
+            // Never woken: the caller polls once and drops the future.
+            std::future::pending::<()>().await;
+        }
+        if self.yield_first.load(SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        let n = self.calls.fetch_add(1, SeqCst) + 1;
+        let every = self.fail_every.load(SeqCst);
+        if self.fail.load(SeqCst) || (every > 0 && n.is_multiple_of(every)) {
+            return Err(Error::Unavailable("failing on demand".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SequenceStore for Faulty {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
+        self.inner.create_sequence(spec).await
+    }
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
+        self.inner.read_sequence(name).await
+    }
+    async fn put_if_version(&self, name: &str, n: i64, v: u64) -> Result<Put> {
+        self.inner.put_if_version(name, n, v).await
+    }
+    async fn alter_if_version(&self, name: &str, change: &Alteration, v: u64) -> Result<Put> {
+        self.inner.alter_if_version(name, change, v).await
+    }
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.gate().await?;
+        self.inner.reserve_locked(name, n).await
+    }
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.gate().await?;
+        self.inner.reserve_atomic(name, n).await
+    }
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        self.inner.record_counts(name, delta, now_ms).await
+    }
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        self.inner.read_counts(name).await
+    }
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
+        self.inner.list_sequences().await
+    }
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        self.inner.drop_sequence(name).await
+    }
+}
+
+/// Polls `f` once (with a waker that does nothing) and drops it if it is
+/// not ready: a caller that gives up on a call, as a timeout would.
+pub fn poll_once<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
