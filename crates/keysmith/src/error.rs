@@ -85,6 +85,12 @@ pub enum Error {
     #[error("{0}")]
     IdsUnavailable(String),
 
+    /// A gap-free number's ticket was refused by a commit or release: the
+    /// number was committed or released already, or its ticket expired and
+    /// another holder took it. Nothing changed; the message says which.
+    #[error("{0}")]
+    TicketRefused(String),
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {

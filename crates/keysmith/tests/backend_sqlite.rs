@@ -54,7 +54,7 @@ async fn a_version_1_file_gets_the_worker_table() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
 }
 
 #[tokio::test]
