@@ -9,4 +9,5 @@ pub mod sequence;
 pub mod serve;
 pub mod shard_key;
 pub mod shard_set;
+pub mod ticket;
 pub mod verify;
