@@ -225,6 +225,19 @@ impl Numbers {
                 "sequence {name:?} is an ordinary sequence, not gap-free, periodic or formatted: use keysmith next {name}, or create a sequence with --gapless, --period or --format"
             )));
         };
+        Numbers::with_numbering(store, name, numbering)
+    }
+
+    /// A handle from settings already read (with
+    /// [`SequenceStore::read_numbering`]): saves a read.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for settings this keysmith cannot read.
+    pub fn with_numbering(
+        store: Arc<dyn Store>,
+        name: &str,
+        numbering: Numbering,
+    ) -> Result<Numbers> {
         let template = Template::for_numbering(&numbering)
             .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
         Ok(Numbers {
