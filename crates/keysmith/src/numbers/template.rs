@@ -358,6 +358,35 @@ mod tests {
         assert!(t("{n}", None).parse_number("01").is_err());
     }
 
+    proptest::proptest! {
+        /// Any accepted template: format, then parse, gives back the parts,
+        /// whatever the literals (digits and dashes beside the counter
+        /// included) and however wide the counter.
+        #[test]
+        fn format_then_parse_gives_back_the_parts(
+            lits in proptest::collection::vec("[-A-Z0-9/._é]{0,4}", 3),
+            kind in 0usize..4,
+            pad in 0usize..6,
+            counter_first in proptest::bool::ANY,
+            n in 0i64..i64::MAX,
+            day in 0i64..2_900_000,
+        ) {
+            let period = [None, Some(Period::Day), Some(Period::Month), Some(Period::Year)][kind];
+            let counter = if pad == 0 { "{n}".to_owned() } else { format!("{{n:0{pad}}}") };
+            let (a, b) = if counter_first { (counter.as_str(), "{period}") } else { ("{period}", counter.as_str()) };
+            let src = match period {
+                Some(_) => format!("{}{a}{}{b}{}", lits[0], lits[1], lits[2]),
+                None => format!("{}{counter}{}", lits[0], lits[1]),
+            };
+            let t = Template::parse(&src, period).unwrap();
+            // Any instant from 1970 to about 9800.
+            let key = period.map(|p| p.key_at(day * 86_400_000).unwrap());
+            let num = Number { period: key, n };
+            let text = t.format(&num);
+            proptest::prop_assert_eq!(t.parse_number(&text).unwrap(), num);
+        }
+    }
+
     #[test]
     fn bad_templates_say_what_is_wrong() {
         for (src, period, says) in [
