@@ -159,9 +159,9 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
-                    "period": {"type": "string", "enum": ["day", "month", "year"],
+                    "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
                         "description": "Numbers restart every UTC day, month or year, by the store's clock; the period is part of every number."},
-                    "format": {"type": "string", "minLength": 1, "maxLength": keysmith::numbers::MAX_TEMPLATE_BYTES,
+                    "format": {"type": ["string", "null"], "minLength": 1, "maxLength": keysmith::numbers::MAX_TEMPLATE_BYTES,
                         "description": "How numbers are printed: literal text with {n} (or {n:04}, zero-padded) exactly once, and {period} exactly once \
                             with a period (never without), e.g. INV-{period}-{n:04}; no whitespace, no other braces. A bad template is a 400 and creates nothing. \
                             Default with a period: {period}-{n}. Formatted sequences answer `next` with strings."}}},
@@ -245,6 +245,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         max never goes below the values reserved so far. A change the sequence does not allow is a 400 and changes nothing.",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AlterSequence"}}}},
                     "responses": responses(vec![("200", ok("The sequence after the change.", "Sequence")), ("404", err("No such sequence.")),
+                        ("409", err("A numbered sequence (`wrong_kind`): it has no next value to alter.")),
                         ("413", err("Body over the limit."))])},
                 "delete": {"summary": "Drop a sequence for good", "responses": responses(vec![("200", json!({"description": "Dropped."})), ("404", err("No such sequence."))])}
             },
@@ -253,10 +254,10 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                 "post": {"summary": "Take values",
                     "description": "Values are unique forever and increase in the order this server answers requests. \
                         A periodic or formatted sequence answers with its numbers as strings, from the store on every request; \
-                        a gap-free one is a 400 (take tickets).",
+                        a gap-free one is a 409 `wrong_kind` (take tickets).",
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The values, ascending.", "Values")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the server's maximum."))])}
+                        ("409", err("The sequence is exhausted, or gap-free (`wrong_kind`: take tickets).")), ("413", err("Count over the server's maximum."))])}
             },
             "/v1/sequences/{name}/tickets": {
                 "parameters": [name],
@@ -267,7 +268,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "description": "Seconds the ticket lives, by the store's clock.",
                         "schema": {"type": "integer", "minimum": 1, "maximum": 86400, "default": keysmith::numbers::DEFAULT_TICKET_TTL.as_secs()}}],
                     "responses": responses(vec![("201", ok("The number and its ticket.", "Ticket")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted."))])}
+                        ("409", err("The sequence is exhausted, or not gap-free (`wrong_kind`)."))])}
             },
             "/v1/sequences/{name}/tickets/{ticket}/commit": {
                 "parameters": [name, ticket.clone()],
@@ -275,20 +276,20 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "description": "Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
                         or expired and taken by another).",
                     "responses": responses(vec![("200", ok("The number committed.", "Committed")), ("404", err("No such sequence.")),
-                        ("409", err("The ticket does not hold the number."))])}
+                        ("409", err("The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`)."))])}
             },
             "/v1/sequences/{name}/tickets/{ticket}/release": {
                 "parameters": [name, ticket],
                 "post": {"summary": "Free a taken number: it is the next one taken",
                     "responses": responses(vec![("200", ok("The number released.", "ReleasedNumber")), ("404", err("No such sequence.")),
-                        ("409", err("The ticket does not hold the number."))])}
+                        ("409", err("The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`)."))])}
             },
             "/v1/sequences/{name}/parse": {
                 "parameters": [name],
                 "post": {"summary": "Split a number a formatted sequence printed into its period and counter",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ParseNumber"}}}},
                     "responses": responses(vec![("200", ok("The parts.", "NumberParts")), ("404", err("No such sequence.")),
-                        ("413", err("Body over the limit."))])}
+                        ("409", err("An ordinary sequence (`wrong_kind`): it prints plain integers.")), ("413", err("Body over the limit."))])}
             },
             "/v1/sequences/{name}/reserve": {
                 "parameters": [name],
@@ -297,7 +298,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Fewer than asked for only near the sequence's maximum.",
                     "parameters": [reserve_count, as_],
                     "responses": responses(vec![("200", ok("The reserved ranges and a lease token.", "Lease")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the largest reservation."))])}
+                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the largest reservation."))])}
             },
             "/v1/sequences/{name}/release": {
                 "parameters": [name],

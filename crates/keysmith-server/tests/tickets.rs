@@ -101,14 +101,23 @@ async fn gapless_numbers_with_tickets() {
 
     // next on a gap-free sequence, tickets on an ordinary one, bad ttls.
     let (st, v) = srv.call(Method::POST, "/v1/sequences/g/next", None).await;
-    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["error"]["code"], "wrong_kind");
     assert!(
         v["error"]["message"].as_str().unwrap().contains("tickets"),
         "{v}"
     );
     srv.create("plain", 10).await;
     let (st, v) = take(&srv, "plain", "").await;
-    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    let (st, v) = srv
+        .call(Method::POST, "/v1/sequences/g/reserve", None)
+        .await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("wrong_kind")),
+        "{v}"
+    );
     for q in ["?ttl=0", "?ttl=x", "?ttl=86401", "?other=1"] {
         let (st, v) = take(&srv, "g", q).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{q}: {v}");

@@ -224,7 +224,7 @@ pub(crate) async fn next(
             Ok(e) => e,
             // A numbered sequence has no handle: its numbers come from the
             // store, one call per request.
-            Err(e @ keysmith::Error::InvalidArgument(_)) => {
+            Err(e @ keysmith::Error::WrongKind(_)) => {
                 return match s.store.read_numbering(&name).await? {
                     Some(n) => {
                         super::tickets::numbered_next(&state, &name, n, count, as_strings).await

@@ -91,11 +91,11 @@ pub async fn numbering(store: &dyn SequenceStore, name: &str) -> Result<Option<N
 /// reserve lease, alter, adopt) of a numbered sequence.
 pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
     if numbering.gapless {
-        Error::invalid(format!(
+        Error::WrongKind(format!(
             "sequence {name:?} is gap-free: take its numbers with tickets (keysmith ticket take {name}, then keysmith ticket commit {name} TICKET; POST /v1/sequences/{name}/tickets), not in blocks"
         ))
     } else {
-        Error::invalid(format!(
+        Error::WrongKind(format!(
             "sequence {name:?} hands out numbered values (period or format): use keysmith next {name}, POST /v1/sequences/{name}/next or keysmith::numbers::Numbers; blocks of plain integers do not apply to it"
         ))
     }
@@ -105,7 +105,7 @@ pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
 /// leases, alter, adopt) call after reading the row.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] saying how to take its numbers instead.
+/// [`Error::WrongKind`] saying how to take its numbers instead.
 pub(crate) async fn refuse_numbered(store: &dyn SequenceStore, name: &str) -> Result<()> {
     match store.read_numbering(name).await? {
         Some(n) => Err(blocks_refused(name, &n)),
@@ -217,11 +217,11 @@ impl Numbers {
     ///
     /// # Errors
     /// [`Error::NotFound`] (with similar names) for a missing sequence;
-    /// [`Error::InvalidArgument`] for an ordinary one (create it with a
+    /// [`Error::WrongKind`] for an ordinary one (create it with a
     /// numbering); [`Error::Corrupt`] for settings this keysmith cannot read.
     pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
         let Some(numbering) = numbering(&*store, name).await? else {
-            return Err(Error::invalid(format!(
+            return Err(Error::WrongKind(format!(
                 "sequence {name:?} is an ordinary sequence, not gap-free, periodic or formatted: use keysmith next {name}, or create a sequence with --gapless, --period or --format"
             )));
         };
@@ -332,8 +332,8 @@ impl Numbers {
     /// PostgreSQL: its clock, then the reservation).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a gap-free sequence (take tickets) or a
-    /// bad `n`; [`Error::Exhausted`] when fewer than `n` numbers are left in
+    /// [`Error::WrongKind`] for a gap-free sequence (take tickets);
+    /// [`Error::InvalidArgument`] for a bad `n`; [`Error::Exhausted`] when fewer than `n` numbers are left in
     /// the period (those left are skipped: a gap, never a duplicate);
     /// [`Error::NotFound`], [`Error::Unavailable`].
     pub async fn next_n(&self, n: i64) -> Result<Vec<Formatted>> {
@@ -369,12 +369,12 @@ impl Numbers {
     /// with [`Self::commit`] or free it with [`Self::release`].
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a sequence that is not gap-free or a
-    /// TTL outside 1 ms..=[`MAX_TICKET_TTL`]; [`Error::Exhausted`];
+    /// [`Error::WrongKind`] for a sequence that is not gap-free;
+    /// [`Error::InvalidArgument`] for a TTL outside 1 ms..=[`MAX_TICKET_TTL`]; [`Error::Exhausted`];
     /// [`Error::NotFound`]; [`Error::Unavailable`].
     pub async fn take(&self, ttl: Duration) -> Result<Taken> {
         if !self.numbering.gapless {
-            return Err(Error::invalid(format!(
+            return Err(Error::WrongKind(format!(
                 "sequence {:?} is not gap-free: use keysmith next {0}, or create a sequence with --gapless to take numbers with tickets",
                 self.name
             )));
@@ -396,7 +396,7 @@ impl Numbers {
 
     fn ticket(&self, ticket: &str) -> Result<Ticket> {
         if !self.numbering.gapless {
-            return Err(Error::invalid(format!(
+            return Err(Error::WrongKind(format!(
                 "sequence {:?} is not gap-free: it has no tickets",
                 self.name
             )));
@@ -410,7 +410,8 @@ impl Numbers {
     ///
     /// # Errors
     /// [`Error::TicketRefused`]; [`Error::InvalidArgument`] for a string
-    /// that is not a ticket; [`Error::NotFound`]; [`Error::Unavailable`].
+    /// that is not a ticket; [`Error::WrongKind`] for a sequence that is not
+    /// gap-free; [`Error::NotFound`]; [`Error::Unavailable`].
     pub async fn commit(&self, ticket: &str) -> Result<Formatted> {
         let t = self.ticket(ticket)?;
         self.store

@@ -105,6 +105,7 @@ impl Template {
                             Some(w)
                                 if !w.is_empty()
                                     && w.len() <= 2
+                                    && !w.starts_with('0')
                                     && w.bytes().all(|b| b.is_ascii_digit()) =>
                             {
                                 let w: usize = w.parse().unwrap_or(0);
@@ -405,7 +406,8 @@ mod tests {
             ("{n", None, "not closed"),
             ("A {n}", None, "whitespace"),
             ("{n:4}", None, "unknown placeholder"),
-            ("{n:00}", None, "use 1 to 19"),
+            ("{n:00}", None, "unknown placeholder"),
+            ("{n:001}", None, "unknown placeholder"),
             ("{n:020}", None, "use 1 to 19"),
             ("", None, "empty"),
         ] {

@@ -466,7 +466,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         .unwrap()
         .with_clock(Arc::new(ManualClock::new(1_795_478_399_000)));
     assert_eq!(texts(late.next_n(1).await.unwrap()), ["INV-20261124-0002"]);
-    assert!(matches!(h.take(LONG).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(h.take(LONG).await, Err(Error::WrongKind(_))));
     let e = Sequence::builder()
         .store(store.clone())
         .name("inv")
@@ -501,7 +501,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         "B2026/001"
     );
     assert_eq!(g.take(LONG).await.unwrap().text, "B2026/002");
-    assert!(matches!(g.next_n(1).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(g.next_n(1).await, Err(Error::WrongKind(_))));
     assert!(matches!(
         g.commit("not-a-ticket").await,
         Err(Error::InvalidArgument(_))
@@ -539,7 +539,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         .unwrap();
     assert!(matches!(
         Numbers::open(store.clone(), "plain").await,
-        Err(Error::InvalidArgument(_))
+        Err(Error::WrongKind(_))
     ));
     assert!(matches!(
         Numbers::open(store.clone(), "nope").await,
