@@ -79,7 +79,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
     let ticket = json!({
         "name": "ticket", "in": "path", "required": true,
         "description": "The ticket a take returned (PERIOD-VALUE-TOKEN).",
-        "schema": {"type": "string", "minLength": 1}
+        "schema": {"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}-[0-9a-f]{32}$"}
     });
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let ok = |d: &str, schema: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
