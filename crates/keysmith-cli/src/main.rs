@@ -73,6 +73,10 @@ enum Command {
     /// Time-ordered 64-bit ids: worker ids leased from the store, time guarded by it.
     #[command(subcommand)]
     Ids(cmd::ids::IdsCommand),
+    /// Gap-free numbers (sequences created with --gapless): take one with a
+    /// ticket, then commit or release it.
+    #[command(subcommand)]
+    Ticket(cmd::ticket::TicketCommand),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
     /// Checks no value repeats on this store: worker processes allocate from
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,
             Command::ShardSet(c) => cmd::shard_set::run(c, &cli.global).await,
             Command::Ids(c) => cmd::ids::run(c, &cli.global).await,
+            Command::Ticket(c) => cmd::ticket::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

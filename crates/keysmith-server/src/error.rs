@@ -111,6 +111,10 @@ impl From<keysmith::Error> for ApiError {
             E::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt"),
             // Every worker id held, or the clock too far behind: later may do.
             E::IdsUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "ids_unavailable"),
+            // The ticket no longer holds its number: nothing changed.
+            E::TicketRefused(_) => (StatusCode::CONFLICT, "ticket_refused"),
+            // next on a gap-free sequence, tickets on an ordinary one...
+            E::WrongKind(_) => (StatusCode::CONFLICT, "wrong_kind"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, message)

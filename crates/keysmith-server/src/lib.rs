@@ -555,6 +555,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
         .route("/v1/ids/next", post(routes::ids::next))
         .route("/v1/ids/{id}", get(routes::ids::decode))
+        .route("/v1/sequences/{name}/tickets", post(routes::tickets::take))
+        .route(
+            "/v1/sequences/{name}/tickets/{ticket}/commit",
+            post(routes::tickets::commit),
+        )
+        .route(
+            "/v1/sequences/{name}/tickets/{ticket}/release",
+            post(routes::tickets::release),
+        )
+        .route("/v1/sequences/{name}/parse", post(routes::tickets::parse))
         .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
     // Their own deadline: they answer with what they took.
     let taking = Router::new()

@@ -76,6 +76,11 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
         "description": "`string` sends values as JSON strings, for clients whose numbers lose precision above 2^53.",
         "schema": {"type": "string", "enum": ["number", "string"]}
     });
+    let ticket = json!({
+        "name": "ticket", "in": "path", "required": true,
+        "description": "The ticket a take returned (PERIOD-VALUE-TOKEN).",
+        "schema": {"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}-[0-9a-f]{32}$"}
+    });
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let ok = |d: &str, schema: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
     let common = |mut m: serde_json::Map<String, Value>| {
@@ -151,8 +156,31 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "name": name_schema,
                     "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                     "max": {"type": "integer", "default": keysmith::store::MAX_VALUE, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
-                    "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION}}},
+                    "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
+                    "gapless": {"type": "boolean", "default": false,
+                        "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
+                    "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
+                        "description": "Numbers restart every UTC day, month or year, by the store's clock; the period is part of every number."},
+                    "format": {"type": ["string", "null"], "minLength": 1, "maxLength": keysmith::numbers::MAX_TEMPLATE_BYTES,
+                        "description": "How numbers are printed: literal text with {n} (or {n:04}, zero-padded) exactly once, and {period} exactly once \
+                            with a period (never without), e.g. INV-{period}-{n:04}; no whitespace, no other braces. A bad template is a 400 and creates nothing. \
+                            Default with a period: {period}-{n}. Formatted sequences answer `next` with strings."}}},
+                "Numbering": {"type": "object", "properties": {
+                    "gapless": {"type": "boolean"}, "period": {"type": ["string", "null"]}, "template": {"type": ["string", "null"]}}},
+                "Ticket": {"type": "object", "required": ["value", "ticket", "period", "n"], "properties": {
+                    "value": {"oneOf": [{"type": "integer"}, {"type": "string"}], "description": "The number: a string for a formatted sequence."},
+                    "ticket": {"type": "string", "description": "PERIOD-VALUE-TOKEN: commits or releases the number."},
+                    "period": {"type": ["integer", "null"]}, "n": {"type": "integer"}}},
+                "Committed": {"type": "object", "required": ["committed"], "properties": {
+                    "committed": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}},
+                "ReleasedNumber": {"type": "object", "required": ["released"], "properties": {
+                    "released": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}},
+                "ParseNumber": {"type": "object", "required": ["value"], "additionalProperties": false, "properties": {
+                    "value": {"type": "string", "description": "A number the sequence printed."}}},
+                "NumberParts": {"type": "object", "required": ["period", "n"], "properties": {
+                    "period": {"type": ["integer", "null"]}, "n": {"type": "integer"}}},
                 "Sequence": {"type": "object", "properties": {
+                    "numbering": {"$ref": "#/components/schemas/Numbering"},
                     "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
                     "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
                     "version": {"type": "integer"}, "remaining": {"type": "integer"},
@@ -217,16 +245,51 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         max never goes below the values reserved so far. A change the sequence does not allow is a 400 and changes nothing.",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AlterSequence"}}}},
                     "responses": responses(vec![("200", ok("The sequence after the change.", "Sequence")), ("404", err("No such sequence.")),
+                        ("409", err("A numbered sequence (`wrong_kind`): it has no next value to alter.")),
                         ("413", err("Body over the limit."))])},
                 "delete": {"summary": "Drop a sequence for good", "responses": responses(vec![("200", json!({"description": "Dropped."})), ("404", err("No such sequence."))])}
             },
             "/v1/sequences/{name}/next": {
                 "parameters": [name],
                 "post": {"summary": "Take values",
-                    "description": "Values are unique forever and increase in the order this server answers requests.",
+                    "description": "Values are unique forever and increase in the order this server answers requests. \
+                        A periodic or formatted sequence answers with its numbers as strings, from the store on every request; \
+                        a gap-free one is a 409 `wrong_kind` (take tickets).",
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The values, ascending.", "Values")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the server's maximum."))])}
+                        ("409", err("The sequence is exhausted, or gap-free (`wrong_kind`: take tickets).")), ("413", err("Count over the server's maximum."))])}
+            },
+            "/v1/sequences/{name}/tickets": {
+                "parameters": [name],
+                "post": {"summary": "Take a gap-free number with a ticket",
+                    "description": "The lowest number of the current period that was released or whose ticket expired, else the next new one. \
+                        Commit it or release it with the ticket; a holder that does neither loses it after `ttl` seconds.",
+                    "parameters": [{"name": "ttl", "in": "query", "required": false,
+                        "description": "Seconds the ticket lives, by the store's clock.",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 86400, "default": keysmith::numbers::DEFAULT_TICKET_TTL.as_secs()}}],
+                    "responses": responses(vec![("201", ok("The number and its ticket.", "Ticket")), ("404", err("No such sequence.")),
+                        ("409", err("The sequence is exhausted, or not gap-free (`wrong_kind`)."))])}
+            },
+            "/v1/sequences/{name}/tickets/{ticket}/commit": {
+                "parameters": [name, ticket.clone()],
+                "post": {"summary": "Make a taken number final",
+                    "description": "Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
+                        or expired and taken by another).",
+                    "responses": responses(vec![("200", ok("The number committed.", "Committed")), ("404", err("No such sequence.")),
+                        ("409", err("The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`)."))])}
+            },
+            "/v1/sequences/{name}/tickets/{ticket}/release": {
+                "parameters": [name, ticket],
+                "post": {"summary": "Free a taken number: it is the next one taken",
+                    "responses": responses(vec![("200", ok("The number released.", "ReleasedNumber")), ("404", err("No such sequence.")),
+                        ("409", err("The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`)."))])}
+            },
+            "/v1/sequences/{name}/parse": {
+                "parameters": [name],
+                "post": {"summary": "Split a number a formatted sequence printed into its period and counter",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ParseNumber"}}}},
+                    "responses": responses(vec![("200", ok("The parts.", "NumberParts")), ("404", err("No such sequence.")),
+                        ("409", err("An ordinary sequence (`wrong_kind`): it prints plain integers.")), ("413", err("Body over the limit."))])}
             },
             "/v1/sequences/{name}/reserve": {
                 "parameters": [name],
@@ -235,7 +298,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Fewer than asked for only near the sequence's maximum.",
                     "parameters": [reserve_count, as_],
                     "responses": responses(vec![("200", ok("The reserved ranges and a lease token.", "Lease")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted.")), ("413", err("Count over the largest reservation."))])}
+                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the largest reservation."))])}
             },
             "/v1/sequences/{name}/release": {
                 "parameters": [name],

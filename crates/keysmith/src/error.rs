@@ -85,6 +85,18 @@ pub enum Error {
     #[error("{0}")]
     IdsUnavailable(String),
 
+    /// A gap-free number's ticket was refused by a commit or release: the
+    /// number was committed or released already, or its ticket expired and
+    /// another holder took it. Nothing changed; the message says which.
+    #[error("{0}")]
+    TicketRefused(String),
+
+    /// The sequence is of another kind than the call needs: `next` or a
+    /// block handle on a numbered sequence, tickets on one that is not
+    /// gap-free. Nothing changed; the message says what to use instead.
+    #[error("{0}")]
+    WrongKind(String),
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {

@@ -38,6 +38,7 @@ mod error;
 pub mod ids;
 mod name;
 pub mod names;
+pub mod numbers;
 pub mod pool;
 pub mod sequence;
 pub mod shard_key;

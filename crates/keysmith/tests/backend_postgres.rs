@@ -85,11 +85,14 @@ async fn each_schema_is_a_separate_store() {
         tables,
         [
             "keysmith_meta",
+            "number_counters",
+            "numbering",
             "pool_marks",
             "pool_members",
             "pools",
             "sequence_counts",
             "sequences",
+            "tickets",
             "workers"
         ]
     );

@@ -16,7 +16,8 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 keysmith::conformance_tests!(fresh_store);
 
 /// A file written at schema version 1 (before worker leases) is migrated
-/// on open: the version goes to 2, the new table is there, old rows stay.
+/// on open: the version goes to the current one (3: worker leases, then numbered
+/// sequences), the new tables are there, old rows stay.
 #[tokio::test]
 async fn a_version_1_file_gets_the_worker_table() {
     use keysmith::store::{WorkerClaim, WorkerStore};
@@ -54,7 +55,7 @@ async fn a_version_1_file_gets_the_worker_table() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
 }
 
 #[tokio::test]

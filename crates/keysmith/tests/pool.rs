@@ -429,6 +429,12 @@ impl SequenceStore for RivalFirst {
     async fn read_counts(&self, name: &str) -> keysmith::Result<(SequenceRow, SequenceCounts)> {
         self.inner.read_counts(name).await
     }
+    async fn read_numbering(
+        &self,
+        name: &str,
+    ) -> keysmith::Result<Option<keysmith::store::Numbering>> {
+        self.inner.read_numbering(name).await
+    }
     async fn list_sequences(&self) -> keysmith::Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await
     }

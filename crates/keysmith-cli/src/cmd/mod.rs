@@ -10,4 +10,5 @@ pub mod serve;
 pub mod serve_config;
 pub mod shard_key;
 pub mod shard_set;
+pub mod ticket;
 pub mod verify;

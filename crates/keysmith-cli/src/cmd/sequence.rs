@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
+use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{
     self, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy,
 };
@@ -31,6 +32,27 @@ pub enum SequenceCommand {
         /// Default block size of handles: values reserved per store round trip.
         #[arg(long, default_value_t = DEFAULT_BLOCK)]
         block: i64,
+        /// Gap-free numbers: taken with `keysmith ticket take`, then committed
+        /// or released; `next` is refused. One store round trip per number.
+        #[arg(long)]
+        gapless: bool,
+        /// Numbers restart every day, month or year (UTC, by the store's
+        /// clock); the period is part of every number.
+        #[arg(long, value_name = "day|month|year")]
+        period: Option<String>,
+        /// How numbers are printed: literal text with {n} (or {n:04}, zero-padded)
+        /// once, and {period} once with --period, e.g. INV-{period}-{n:04}.
+        /// Default with --period: {period}-{n}.
+        #[arg(long, value_name = "TEMPLATE")]
+        format: Option<String>,
+    },
+    /// Splits a number a formatted sequence printed into its period and
+    /// counter.
+    Parse {
+        /// The sequence.
+        name: String,
+        /// The number, as `next` or `ticket take` printed it.
+        text: String,
     },
     /// Prints the next values, one a line.
     Next {
@@ -117,6 +139,15 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
     {
         anyhow::bail!("--count must be between 1 and {MAX_COUNT}, got {count}");
     }
+    let numbering = match &cmd {
+        SequenceCommand::Create {
+            gapless,
+            period,
+            format,
+            ..
+        } => numbering_of(*gapless, period.clone(), format.clone())?,
+        _ => None,
+    };
     let store = global.open().await?;
     match cmd {
         SequenceCommand::Create {
@@ -124,6 +155,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             start,
             max,
             block,
+            ..
         } => {
             let spec = SequenceSpec {
                 name,
@@ -131,8 +163,24 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
                 max,
                 block,
             };
-            let info = sequence::create(&*store, &spec).await?;
-            print_info(&info, global.json)
+            let info = match &numbering {
+                Some(n) => numbers::create(&*store, &spec, n).await?,
+                None => sequence::create(&*store, &spec).await?,
+            };
+            print_info(&info, numbering.as_ref(), global.json)
+        }
+        SequenceCommand::Parse { name, text } => {
+            let h = Numbers::open(store, &name).await?;
+            let n = h.parse(&text)?;
+            if global.json {
+                println!("{}", serde_json::to_string(&n)?);
+            } else {
+                match n.period {
+                    Some(p) => println!("period={p} n={}", n.n),
+                    None => println!("n={}", n.n),
+                }
+            }
+            Ok(())
         }
         SequenceCommand::Next {
             name,
@@ -142,6 +190,10 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             retry_budget_ms,
             max_attempts,
         } => {
+            if numbers::numbering(&*store, &name).await?.is_some() {
+                let h = Numbers::open(store, &name).await?;
+                return print_numbers(&h, count, global.json).await;
+            }
             let mut b = Sequence::builder()
                 .store(store)
                 .name(name)
@@ -168,7 +220,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             block,
         } => {
             let info = sequence::alter(&*store, &name, &AlterSpec { next, max, block }).await?;
-            print_info(&info, global.json)
+            print_info(&info, None, global.json)
         }
         SequenceCommand::Adopt {
             name,
@@ -193,7 +245,8 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
         }
         SequenceCommand::Show { name } => {
             let info = sequence::show(&*store, &name).await?;
-            print_info(&info, global.json)
+            let numbering = numbers::numbering(&*store, &name).await?;
+            print_info(&info, numbering.as_ref(), global.json)
         }
         SequenceCommand::List => {
             let all = sequence::list(&*store).await?;
@@ -280,9 +333,82 @@ fn describe_adoption(r: &AdoptReport) -> String {
     }
 }
 
-fn print_info(info: &SequenceInfo, json: bool) -> anyhow::Result<()> {
+/// The numbering `create` asks for, if any: checked before the store is
+/// touched.
+fn numbering_of(
+    gapless: bool,
+    period: Option<String>,
+    format: Option<String>,
+) -> anyhow::Result<Option<Numbering>> {
+    if !gapless && period.is_none() && format.is_none() {
+        return Ok(None);
+    }
+    let period = match period {
+        Some(p) => Some(
+            p.parse::<Period>()
+                .map_err(|e| anyhow::anyhow!("--period: {e}"))?,
+        ),
+        None => None,
+    };
+    let n = Numbering {
+        gapless,
+        period,
+        template: format,
+    };
+    n.validate().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    Ok(Some(n))
+}
+
+/// Prints `count` numbers of a numbered sequence, one a line (or as JSON
+/// strings for a formatted sequence), a batch per store round trip.
+async fn print_numbers(h: &Numbers, count: i64, json: bool) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut left = count;
     if json {
-        println!("{}", serde_json::to_string(info)?);
+        write!(out, "{{\"values\":[")?;
+    }
+    let mut first = true;
+    while left > 0 {
+        let n = left.min(MAX_BATCH);
+        let mut buf = String::new();
+        for f in h.next_n(n).await? {
+            if json {
+                if !first {
+                    buf.push(',');
+                }
+                first = false;
+                if h.is_formatted() {
+                    buf.push_str(&serde_json::to_string(&f.text)?);
+                } else {
+                    buf.push_str(&f.number.n.to_string());
+                }
+            } else {
+                buf.push_str(&f.text);
+                buf.push('\n');
+            }
+        }
+        out.write_all(buf.as_bytes())?;
+        out.flush()?;
+        left -= n;
+    }
+    if json {
+        writeln!(out, "]}}")?;
+    }
+    Ok(())
+}
+
+fn print_info(
+    info: &SequenceInfo,
+    numbering: Option<&Numbering>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(info)?;
+        if let (Some(n), Some(obj)) = (numbering, v.as_object_mut()) {
+            obj.insert("numbering".into(), serde_json::to_value(n)?);
+        }
+        println!("{v}");
     } else {
         let r = &info.row;
         println!("name:      {}", r.name);
@@ -292,6 +418,13 @@ fn print_info(info: &SequenceInfo, json: bool) -> anyhow::Result<()> {
         println!("block:     {}", r.block);
         println!("remaining: {}", info.remaining);
         println!("version:   {}", r.version);
+        if let Some(n) = numbering {
+            println!("gapless:   {}", if n.gapless { "yes" } else { "no" });
+            println!("period:    {}", n.period.map_or("none", |p| p.as_str()));
+            if let Some(t) = keysmith::numbers::Template::for_numbering(n)? {
+                println!("format:    {t}");
+            }
+        }
         if let Some(u) = &info.usage {
             let per_s = u
                 .rate_per_second

@@ -17,6 +17,7 @@ pub(crate) mod ids;
 pub(crate) mod pools;
 pub(crate) mod sequences;
 pub(crate) mod shard_keys;
+pub(crate) mod tickets;
 
 /// The query of the `next` routes: `?count=N&as=number|string`.
 #[derive(Debug, Default, Deserialize)]

@@ -8,6 +8,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use keysmith::numbers::{self, Numbering, Period};
 use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,15 @@ pub(crate) struct CreateBody {
     max: i64,
     #[serde(default = "default_block")]
     block: i64,
+    /// Gap-free numbers, taken with tickets.
+    #[serde(default)]
+    gapless: bool,
+    /// `day`, `month` or `year`.
+    #[serde(default)]
+    period: Option<String>,
+    /// The template numbers are printed with.
+    #[serde(default)]
+    format: Option<String>,
 }
 
 fn default_start() -> i64 {
@@ -49,6 +59,9 @@ pub(crate) struct SequenceView {
     info: SequenceInfo,
     /// This server's handle; `null` until a value was asked for.
     server: Option<HandleView>,
+    /// How a numbered sequence hands out numbers (in `show` and `create`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    numbering: Option<Numbering>,
 }
 
 /// What the server's handle of a sequence has done.
@@ -89,7 +102,11 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
         .sequences
         .get(&info.row.name)
         .map(|e| HandleView::of(&e));
-    SequenceView { info, server }
+    SequenceView {
+        info,
+        server,
+        numbering: None,
+    }
 }
 
 pub(crate) async fn create(
@@ -102,7 +119,19 @@ pub(crate) async fn create(
         max: b.max,
         block: b.block,
     };
-    let info = sequence::create(&*state.shared().store, &spec).await?;
+    let store = &*state.shared().store;
+    if b.gapless || b.period.is_some() || b.format.is_some() {
+        let numbering = Numbering {
+            gapless: b.gapless,
+            period: b.period.as_deref().map(str::parse::<Period>).transpose()?,
+            template: b.format,
+        };
+        let info = numbers::create(store, &spec, &numbering).await?;
+        let mut v = view(&state, info);
+        v.numbering = Some(numbering);
+        return Ok((StatusCode::CREATED, Json(v)).into_response());
+    }
+    let info = sequence::create(store, &spec).await?;
     Ok((StatusCode::CREATED, Json(view(&state, info))).into_response())
 }
 
@@ -122,8 +151,11 @@ pub(crate) async fn show(
     State(state): State<AppState>,
     Name(name): Name,
 ) -> ApiResult<Json<SequenceView>> {
-    let info = sequence::show(&*state.shared().store, &name).await?;
-    Ok(Json(view(&state, info)))
+    let store = &*state.shared().store;
+    let info = sequence::show(store, &name).await?;
+    let mut v = view(&state, info);
+    v.numbering = store.read_numbering(&name).await?;
+    Ok(Json(v))
 }
 
 /// `PATCH /v1/sequences/{name}`: [`sequence::alter`]. The server's own
@@ -188,7 +220,20 @@ pub(crate) async fn next(
     // retried once with a fresh handle, which then says what happened.
     let mut retried = false;
     loop {
-        let entry = handle(&state, &name).await?;
+        let entry = match handle(&state, &name).await {
+            Ok(e) => e,
+            // A numbered sequence has no handle: its numbers come from the
+            // store, one call per request.
+            Err(e @ keysmith::Error::WrongKind(_)) => {
+                return match s.store.read_numbering(&name).await? {
+                    Some(n) => {
+                        super::tickets::numbered_next(&state, &name, n, count, as_strings).await
+                    }
+                    None => Err(e.into()),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        };
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.
         let (entry, result) = if count == 1 {

@@ -172,6 +172,7 @@ pub async fn alter(
     spec: &AlterSpec,
 ) -> Result<SequenceInfo> {
     let mut row = describe(store, name).await?;
+    crate::numbers::refuse_numbered(store, name).await?;
     let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);
     loop {
         let change = spec.apply_to(&row)?;

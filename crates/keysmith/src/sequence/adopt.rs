@@ -66,7 +66,10 @@ pub async fn adopt(
 ) -> Result<AdoptReport> {
     crate::validate_name(name)?;
     let existing = match admin::describe(store, name).await {
-        Ok(row) => Some(row),
+        Ok(row) => {
+            crate::numbers::refuse_numbered(store, name).await?;
+            Some(row)
+        }
         Err(Error::NotFound { .. }) if create => None,
         Err(e) => return Err(e),
     };

@@ -338,6 +338,7 @@ impl SequenceBuilder {
             p.validate()?;
         }
         let row = describe(&*store, &name).await?;
+        crate::numbers::refuse_numbered(&*store, &name).await?;
         let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
         let adaptive = match &self.adaptive_policy {

@@ -13,6 +13,10 @@ use super::{
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, WorkerClaim, WorkerLease,
     WorkerStore, all_taken, lowest_free, system_ms,
 };
+use super::{
+    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    ticket_ttl_ms,
+};
 use crate::{Error, Result};
 
 /// A store that lives in this process's memory. Cheap, fast, not durable.
@@ -29,6 +33,13 @@ struct State {
     pools: BTreeMap<String, (PoolRow, BTreeSet<i64>)>,
     /// (group, worker) -> its lease and floor; expiry by the system clock.
     workers: BTreeMap<(String, i64), WorkerSlot>,
+    /// Numbered sequences: their numbering and current period.
+    numbering: BTreeMap<String, (Numbering, i64)>,
+    /// (name, period) -> the next new number.
+    counters: BTreeMap<(String, i64), i64>,
+    /// (name, period, number) -> its ticket (`None`: released) and expiry
+    /// (system-clock ms), while the number is open.
+    open: BTreeMap<(String, i64, i64), (Option<String>, i64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -165,9 +176,14 @@ impl SequenceStore for MemoryStore {
         self.with(|s| Ok(s.sequences.values().cloned().collect()))
     }
 
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        self.with(|s| Ok(s.numbering.get(name).map(|(n, _)| n.clone())))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.with(|s| {
             s.counts.remove(name);
+            s.forget_numbers(name);
             s.sequences
                 .remove(name)
                 .map(drop)
@@ -331,6 +347,154 @@ impl WorkerStore for MemoryStore {
                 Ok(true)
             }
             _ => Ok(false),
+        })
+    }
+}
+
+impl State {
+    fn forget_numbers(&mut self, name: &str) {
+        self.numbering.remove(name);
+        self.counters.retain(|(n, _), _| n != name);
+        self.open.retain(|(n, _, _), _| n != name);
+    }
+
+    /// The later of `period` and the current one, made current, and the
+    /// sequence's row.
+    fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow)> {
+        let row = self.row(name)?.clone();
+        let (_, current) = self
+            .numbering
+            .get_mut(name)
+            .ok_or_else(|| not_numbered(name))?;
+        *current = (*current).max(period);
+        Ok((*current, row))
+    }
+}
+
+#[async_trait]
+impl TicketStore for MemoryStore {
+    async fn create_numbered(
+        &self,
+        spec: &SequenceSpec,
+        numbering: &Numbering,
+    ) -> Result<SequenceRow> {
+        self.with(|s| {
+            if s.sequences.contains_key(&spec.name) {
+                return Err(Error::AlreadyExists {
+                    kind: "sequence",
+                    name: spec.name.clone(),
+                });
+            }
+            let row = SequenceRow {
+                name: spec.name.clone(),
+                next: spec.start,
+                start: spec.start,
+                max: spec.max,
+                block: spec.block,
+                version: 1,
+            };
+            s.forget_numbers(&spec.name);
+            s.sequences.insert(spec.name.clone(), row.clone());
+            s.numbering
+                .insert(spec.name.clone(), (numbering.clone(), 0));
+            Ok(row)
+        })
+    }
+
+    async fn clock_ms(&self) -> Result<i64> {
+        Ok(system_ms())
+    }
+
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+        super::check_count("count", n)?;
+        self.with(|s| {
+            let (period, row) = s.current(name, period)?;
+            let next = s
+                .counters
+                .entry((name.to_owned(), period))
+                .or_insert(row.start);
+            let r = SequenceRow { next: *next, ..row }.plan(n)?;
+            *next = r.end;
+            Ok(PeriodRange {
+                period,
+                start: r.start,
+                end: r.end,
+            })
+        })
+    }
+
+    async fn take_ticket(
+        &self,
+        name: &str,
+        period: i64,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<TakenNumber> {
+        check_ttl(ttl)?;
+        self.with(|s| {
+            let (period, row) = s.current(name, period)?;
+            let now = system_ms();
+            let expires = now.saturating_add(ticket_ttl_ms(ttl));
+            let key = (name.to_owned(), period);
+            let free = s
+                .open
+                .range((key.0.clone(), period, i64::MIN)..=(key.0.clone(), period, i64::MAX))
+                .find(|(_, (t, exp))| t.is_none() || *exp <= now)
+                .map(|((_, _, v), _)| *v);
+            let value = match free {
+                Some(v) => v,
+                None => {
+                    let next = s.counters.entry(key).or_insert(row.start);
+                    let r = SequenceRow { next: *next, ..row }.plan(1)?;
+                    *next = r.end;
+                    r.start
+                }
+            };
+            s.open.insert(
+                (name.to_owned(), period, value),
+                (Some(token.to_owned()), expires),
+            );
+            Ok(TakenNumber { period, value })
+        })
+    }
+
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.with(|s| {
+            s.row(name)?;
+            let key = (name.to_owned(), period, value);
+            match s.open.get(&key) {
+                Some((Some(t), _)) if t == token => {
+                    s.open.remove(&key);
+                    Ok(())
+                }
+                other => Err(refused(
+                    "commit",
+                    name,
+                    period,
+                    value,
+                    other.map(|(t, _)| t.as_deref()),
+                )),
+            }
+        })
+    }
+
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.with(|s| {
+            s.row(name)?;
+            match s.open.get_mut(&(name.to_owned(), period, value)) {
+                Some((t, exp)) if t.as_deref() == Some(token) => {
+                    *t = None;
+                    *exp = 0;
+                    Ok(())
+                }
+                other => Err(refused(
+                    "release",
+                    name,
+                    period,
+                    value,
+                    other.map(|(t, _)| t.as_deref()),
+                )),
+            }
         })
     }
 }

@@ -3,7 +3,9 @@
 //! The contract is one trait per concern, each in its own file:
 //! [`SequenceStore`] (`sequences.rs`: rows, versions, reservations) and
 //! [`PoolStore`] (`pools.rs`: pool members and swaps), [`WorkerStore`]
-//! (`workers.rs`: worker-id leases of time-ordered ids). [`Store`] is their sum
+//! (`workers.rs`: worker-id leases of time-ordered ids), [`TicketStore`]
+//! (`tickets.rs`: numbered sequences: per-period counters, gap-free
+//! numbers with tickets, the store's clock). [`Store`] is their sum
 //! plus what every store has ([`Store::ping`]); it is object-safe, so an
 //! `Arc<dyn Store>` is chosen at run time from a URL with [`open`].
 //!
@@ -31,6 +33,7 @@ pub mod postgres;
 mod sequences;
 mod size_cache;
 pub mod sqlite;
+mod tickets;
 mod workers;
 
 pub(crate) use pools::sample_slots;
@@ -39,6 +42,12 @@ pub(crate) use sequences::check_count;
 pub use sequences::{
     Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, MARK_INTERVAL_MS, MAX_RESERVATION, Put,
     RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
+};
+pub use tickets::{
+    DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period, PeriodRange, TakenNumber, TicketStore,
+};
+pub(crate) use tickets::{
+    check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };
 pub use workers::{MAX_WORKERS, WorkerClaim, WorkerLease, WorkerStore};
 pub(crate) use workers::{all_taken, check_times, lowest_free, system_ms};
@@ -52,7 +61,7 @@ pub const MAX_VALUE: i64 = i64::MAX - 1;
 /// with [`open`]; an `Arc<dyn Store>` coerces to `Arc<dyn SequenceStore>` or
 /// `Arc<dyn PoolStore>` where only one concern is needed.
 #[async_trait]
-pub trait Store: SequenceStore + PoolStore + WorkerStore {
+pub trait Store: SequenceStore + PoolStore + WorkerStore + TicketStore {
     /// Checks that the store answers.
     ///
     /// # Errors

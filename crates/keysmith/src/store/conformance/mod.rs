@@ -3,8 +3,8 @@
 //! its integration tests). Built with the cargo feature `conformance`.
 //!
 //! Each check takes a fresh, empty store and panics (an assertion) on
-//! failure. The checks are split by concern: [`sequences`], [`pools`] and
-//! [`workers`] hold
+//! failure. The checks are split by concern: [`sequences`], [`pools`],
+//! [`workers`] and [`tickets`] hold
 //! the store contract itself, [`handles`] what [`Sequence`](crate::sequence::Sequence)
 //! and [`ValuePool`](crate::pool::ValuePool) must do on top of any store
 //! (close hand-back, strict order, contention, prefetch, failures that lose
@@ -35,6 +35,7 @@ use super::{PoolSpec, SequenceSpec};
 pub mod handles;
 pub mod pools;
 pub mod sequences;
+pub mod tickets;
 pub mod workers;
 
 /// Generates one `#[tokio::test]` per conformance check, each calling
@@ -88,7 +89,16 @@ macro_rules! conformance_tests {
             workers::the_time_floor_outlives_holders,
             workers::a_stale_fence_is_refused,
             workers::an_expired_lease_is_recycled,
-            workers::racing_acquirers_never_share_a_worker_id
+            workers::racing_acquirers_never_share_a_worker_id,
+            tickets::numbering_is_kept_with_the_sequence,
+            tickets::tickets_take_the_lowest_free_number,
+            tickets::refused_commits_and_releases_change_nothing,
+            tickets::an_expired_ticket_is_taken_again,
+            tickets::periods_only_move_forward,
+            tickets::numbers_exhaust_at_the_maximum,
+            tickets::racing_takers_commit_exactly_one_to_n,
+            tickets::numbers_cross_a_period_boundary,
+            tickets::the_store_clock_reads_now
         );
     };
     (@each $factory:path; $($group:ident :: $check:ident),* $(,)?) => {

@@ -51,6 +51,7 @@
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`SequenceStore::reserve_locked`] |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/lease` | a worker id's lease (on an etcd lease), its fence |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/floor` | its fence and time floor, JSON; outlives leases |
+//! | `PREFIX/numbers/ENAME/...` | a numbered sequence's settings, current period, counters and tickets (`tickets.rs`) |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
 //! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
@@ -152,6 +153,7 @@ use crate::{Error, Result};
 mod pools;
 use pools::PoolMeta;
 mod sequences;
+mod tickets;
 mod workers;
 
 /// Deadline of one request to etcd.

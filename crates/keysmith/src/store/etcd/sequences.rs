@@ -131,7 +131,7 @@ impl EtcdStore {
     }
 
     /// Reads the row from the two gets starting at response `at`.
-    fn row_from(
+    pub(super) fn row_from(
         &self,
         name: &str,
         resp: &[TxnOpResponse],
@@ -309,41 +309,13 @@ impl EtcdStore {
 #[async_trait]
 impl SequenceStore for EtcdStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
-        let value = serde_json::to_vec(&SpecValue {
-            start: spec.start,
-            max: spec.max,
-            block: spec.block,
-        })
-        .map_err(|e| Error::invalid(format!("cannot encode sequence {:?}: {e}", spec.name)))?;
-        let txn = Txn::new()
-            .when([
-                Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
-                Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
-            ])
-            .and_then([
-                TxnOp::put(self.seq_key(&spec.name), value, None),
-                TxnOp::put(self.next_key(&spec.name), spec.start.to_string(), None),
-                // Counts a drop by an older keysmith may have left behind.
-                TxnOp::delete(self.counts_key(&spec.name), None),
-            ])
-            .or_else(self.row_gets(&spec.name));
-        let resp = self.txn("create a sequence", txn).await?;
-        if !resp.succeeded() {
-            // Tells a half-written leftover (Corrupt) from a real sequence.
-            self.row_from(&spec.name, &resp.op_responses(), 0)?;
-            return Err(Error::AlreadyExists {
-                kind: "sequence",
-                name: spec.name.clone(),
-            });
-        }
-        Ok(SequenceRow {
-            name: spec.name.clone(),
-            next: spec.start,
-            start: spec.start,
-            max: spec.max,
-            block: spec.block,
-            version: 1,
-        })
+        // Numbering keys a drop by an older keysmith may have left behind.
+        self.create_with(spec, self.delete_numbers_op(&spec.name))
+            .await
+    }
+
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        self.numbering_of(name).await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
@@ -547,11 +519,59 @@ impl SequenceStore for EtcdStore {
                 TxnOp::delete(self.seq_key(name), None),
                 TxnOp::delete(self.next_key(name), None),
                 TxnOp::delete(self.counts_key(name), None),
+                self.delete_numbers_op(name),
             ]);
         if self.txn("drop a sequence", txn).await?.succeeded() {
             Ok(())
         } else {
             Err(Error::not_found("sequence", name))
         }
+    }
+}
+
+impl EtcdStore {
+    /// Creates a sequence's keys, with `extra` in the same transaction (the
+    /// numbering's settings, or the deletion of stale numbering keys).
+    pub(super) async fn create_with(
+        &self,
+        spec: &SequenceSpec,
+        extra: TxnOp,
+    ) -> Result<SequenceRow> {
+        let value = serde_json::to_vec(&SpecValue {
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+        })
+        .map_err(|e| Error::invalid(format!("cannot encode sequence {:?}: {e}", spec.name)))?;
+        let txn = Txn::new()
+            .when([
+                Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
+                Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
+            ])
+            .and_then([
+                TxnOp::put(self.seq_key(&spec.name), value, None),
+                TxnOp::put(self.next_key(&spec.name), spec.start.to_string(), None),
+                // Counts a drop by an older keysmith may have left behind.
+                TxnOp::delete(self.counts_key(&spec.name), None),
+                extra,
+            ])
+            .or_else(self.row_gets(&spec.name));
+        let resp = self.txn("create a sequence", txn).await?;
+        if !resp.succeeded() {
+            // Tells a half-written leftover (Corrupt) from a real sequence.
+            self.row_from(&spec.name, &resp.op_responses(), 0)?;
+            return Err(Error::AlreadyExists {
+                kind: "sequence",
+                name: spec.name.clone(),
+            });
+        }
+        Ok(SequenceRow {
+            name: spec.name.clone(),
+            next: spec.start,
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+            version: 1,
+        })
     }
 }

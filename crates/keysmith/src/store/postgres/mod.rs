@@ -68,6 +68,7 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod tickets;
 mod tls;
 mod workers;
 
@@ -79,7 +80,7 @@ pub(crate) use tls::{certificates, percent_decode, private_key, read_password_fi
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -237,6 +238,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (grp, worker)
     );
     "#,
+    // 5: numbered sequences: settings, counters per period, open tickets.
+    tickets::TICKETS_MIGRATION,
 ];
 
 /// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool

@@ -51,7 +51,7 @@ impl PostgresStore {
         self.settle(c, out)
     }
 
-    fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<SequenceRow> {
+    pub(super) fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<SequenceRow> {
         let bad = |e: tokio_postgres::Error| self.pg(&e);
         let version: i64 = r.try_get(at + 5).map_err(bad)?;
         Ok(SequenceRow {
@@ -106,6 +106,10 @@ impl SequenceStore for PostgresStore {
             })
             .await;
         self.settle(c, out)
+    }
+
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        self.numbering_of(name).await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {

@@ -22,13 +22,14 @@ use crate::{Error, Result};
 
 mod pools;
 mod sequences;
+mod tickets;
 mod workers;
 
 /// How long a writer waits for another process's write lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -240,8 +241,11 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
 }
 
 fn migrate(conn: &Connection) -> Result<()> {
-    conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA}"))
-        .map_err(db_err)?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA} {}",
+        tickets::TICKETS_SCHEMA
+    ))
+    .map_err(db_err)?;
     let result = (|| {
         let found: Option<i64> = conn
             .query_row(

@@ -6,29 +6,13 @@ use super::*;
 impl SequenceStore for SqliteStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         let spec = spec.clone();
-        self.write(move |tx| {
-            let inserted = tx
-                .execute(
-                    "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next)
-                     VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2) ON CONFLICT (name) DO NOTHING",
-                    params![spec.name, spec.start, spec.max, spec.block],
-                )
-                .map_err(db_err)?;
-            if inserted == 0 {
-                return Err(Error::AlreadyExists {
-                    kind: "sequence",
-                    name: spec.name.clone(),
-                });
-            }
-            // Counts a drop by an older keysmith may have left behind.
-            tx.execute(
-                "DELETE FROM keysmith_sequence_counts WHERE name = ?1",
-                [&spec.name],
-            )
-            .map_err(db_err)?;
-            require_row(tx, &spec.name)
-        })
-        .await
+        self.write(move |tx| insert(tx, &spec)).await
+    }
+
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        let name = name.to_owned();
+        self.run(move |conn| super::tickets::read_numbering_on(conn, &name))
+            .await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
@@ -231,6 +215,35 @@ fn read_row(conn: &Connection, name: &str) -> Result<Option<SequenceRow>> {
     ))
     .and_then(|mut s| s.query_row([name], row_from).optional())
     .map_err(db_err)
+}
+
+/// Inserts a sequence's row (in a write transaction).
+pub(super) fn insert(tx: &rusqlite::Transaction<'_>, spec: &SequenceSpec) -> Result<SequenceRow> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next)
+             VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2) ON CONFLICT (name) DO NOTHING",
+            params![spec.name, spec.start, spec.max, spec.block],
+        )
+        .map_err(db_err)?;
+    if inserted == 0 {
+        return Err(Error::AlreadyExists {
+            kind: "sequence",
+            name: spec.name.clone(),
+        });
+    }
+    // Counts a drop by an older keysmith may have left behind.
+    tx.execute(
+        "DELETE FROM keysmith_sequence_counts WHERE name = ?1",
+        [&spec.name],
+    )
+    .map_err(db_err)?;
+    require_row(tx, &spec.name)
+}
+
+/// The row of a sequence that must exist.
+pub(super) fn require(conn: &Connection, name: &str) -> Result<SequenceRow> {
+    require_row(conn, name)
 }
 
 fn require_row(conn: &Connection, name: &str) -> Result<SequenceRow> {

@@ -1,0 +1,249 @@
+//! SQLite: the [`TicketStore`] half of the contract. Every call is one
+//! `BEGIN IMMEDIATE` transaction, so takes, commits and releases in any
+//! number of processes run one after the other. The clock (periods, ticket
+//! expiry) is the system clock: the file is on this machine, and so is
+//! every process that opens it.
+//!
+//! Tables (schema version 3): `keysmith_numbering` (the settings as JSON
+//! and the current period; gone with its sequence), `keysmith_number_counters`
+//! (the next new number per period) and `keysmith_tickets` (the open
+//! numbers: a ticket's token, `NULL` once released, and its expiry). A
+//! committed number leaves no row.
+
+use std::time::Duration;
+
+use super::*;
+use crate::store::{
+    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused, system_ms,
+    ticket_ttl_ms,
+};
+
+/// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
+/// runs on older files.
+pub(super) const TICKETS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS keysmith_numbering (
+    name           TEXT PRIMARY KEY REFERENCES keysmith_sequences (name) ON DELETE CASCADE,
+    settings       TEXT NOT NULL,
+    current_period INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keysmith_number_counters (
+    name   TEXT NOT NULL REFERENCES keysmith_numbering (name) ON DELETE CASCADE,
+    period INTEGER NOT NULL,
+    next   INTEGER NOT NULL,
+    PRIMARY KEY (name, period)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS keysmith_tickets (
+    name       TEXT NOT NULL REFERENCES keysmith_numbering (name) ON DELETE CASCADE,
+    period     INTEGER NOT NULL,
+    value      INTEGER NOT NULL,
+    token      TEXT,
+    expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (name, period, value)
+) WITHOUT ROWID;
+";
+
+/// The numbering of `name`, if it has one.
+pub(super) fn read_numbering_on(conn: &Connection, name: &str) -> Result<Option<Numbering>> {
+    let settings: Option<String> = conn
+        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
+        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
+        .map_err(db_err)?;
+    settings
+        .map(|s| crate::store::parse_numbering(name, &s))
+        .transpose()
+}
+
+/// The later of `period` and the current one, made current, with the
+/// sequence's row.
+fn current(tx: &rusqlite::Transaction<'_>, name: &str, period: i64) -> Result<(i64, SequenceRow)> {
+    let row = super::sequences::require(tx, name)?;
+    let p: Option<i64> = tx
+        .query_row(
+            "UPDATE keysmith_numbering SET current_period = max(current_period, ?2)
+             WHERE name = ?1 RETURNING current_period",
+            params![name, period],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    Ok((p.ok_or_else(|| not_numbered(name))?, row))
+}
+
+/// The next new number of a period (the sequence's start if none was taken).
+fn next_of(tx: &rusqlite::Transaction<'_>, name: &str, period: i64, start: i64) -> Result<i64> {
+    let next: Option<i64> = tx
+        .query_row(
+            "SELECT next FROM keysmith_number_counters WHERE name = ?1 AND period = ?2",
+            params![name, period],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    Ok(next.unwrap_or(start))
+}
+
+fn set_next(tx: &rusqlite::Transaction<'_>, name: &str, period: i64, next: i64) -> Result<()> {
+    tx.execute(
+        "INSERT INTO keysmith_number_counters (name, period, next) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name, period) DO UPDATE SET next = excluded.next",
+        params![name, period, next],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// What the store holds for an open number: `None` when it is not open,
+/// `Some(token)` (`None` once released) otherwise.
+fn holder(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    period: i64,
+    value: i64,
+) -> Result<Option<Option<String>>> {
+    tx.query_row(
+        "SELECT token FROM keysmith_tickets WHERE name = ?1 AND period = ?2 AND value = ?3",
+        params![name, period, value],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(db_err)
+}
+
+#[async_trait]
+impl TicketStore for SqliteStore {
+    async fn create_numbered(
+        &self,
+        spec: &SequenceSpec,
+        numbering: &Numbering,
+    ) -> Result<SequenceRow> {
+        let spec = spec.clone();
+        let settings =
+            serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        self.write(move |tx| {
+            let row = super::sequences::insert(tx, &spec)?;
+            tx.execute(
+                "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?1, ?2, 0)",
+                params![spec.name, settings],
+            )
+            .map_err(db_err)?;
+            Ok(row)
+        })
+        .await
+    }
+
+    async fn clock_ms(&self) -> Result<i64> {
+        Ok(system_ms())
+    }
+
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+        crate::store::check_count("count", n)?;
+        let name = name.to_owned();
+        self.write(move |tx| {
+            let (period, row) = current(tx, &name, period)?;
+            let next = next_of(tx, &name, period, row.start)?;
+            let r = SequenceRow { next, ..row }.plan(n)?;
+            set_next(tx, &name, period, r.end)?;
+            Ok(PeriodRange {
+                period,
+                start: r.start,
+                end: r.end,
+            })
+        })
+        .await
+    }
+
+    async fn take_ticket(
+        &self,
+        name: &str,
+        period: i64,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<TakenNumber> {
+        check_ttl(ttl)?;
+        let (name, token) = (name.to_owned(), token.to_owned());
+        self.write(move |tx| {
+            let (period, row) = current(tx, &name, period)?;
+            let now = system_ms();
+            let expires = now.saturating_add(ticket_ttl_ms(ttl));
+            let again: Option<i64> = tx
+                .query_row(
+                    "UPDATE keysmith_tickets SET token = ?3, expires_ms = ?4
+                     WHERE name = ?1 AND period = ?2 AND value = (
+                         SELECT value FROM keysmith_tickets
+                         WHERE name = ?1 AND period = ?2 AND (token IS NULL OR expires_ms <= ?5)
+                         ORDER BY value LIMIT 1)
+                     RETURNING value",
+                    params![name, period, token, expires, now],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db_err)?;
+            if let Some(value) = again {
+                return Ok(TakenNumber { period, value });
+            }
+            let next = next_of(tx, &name, period, row.start)?;
+            let value = SequenceRow { next, ..row }.plan(1)?.start;
+            set_next(tx, &name, period, value + 1)?;
+            tx.execute(
+                "INSERT INTO keysmith_tickets (name, period, value, token, expires_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![name, period, value, token, expires],
+            )
+            .map_err(db_err)?;
+            Ok(TakenNumber { period, value })
+        })
+        .await
+    }
+
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        let (name, token) = (name.to_owned(), token.to_owned());
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM keysmith_tickets
+                     WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4",
+                    params![name, period, value, token],
+                )
+                .map_err(db_err)?;
+            if n == 1 {
+                return Ok(());
+            }
+            super::sequences::require(tx, &name)?;
+            let h = holder(tx, &name, period, value)?;
+            Err(refused(
+                "commit",
+                &name,
+                period,
+                value,
+                h.as_ref().map(|t| t.as_deref()),
+            ))
+        })
+        .await
+    }
+
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        let (name, token) = (name.to_owned(), token.to_owned());
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE keysmith_tickets SET token = NULL, expires_ms = 0
+                     WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4",
+                    params![name, period, value, token],
+                )
+                .map_err(db_err)?;
+            if n == 1 {
+                return Ok(());
+            }
+            super::sequences::require(tx, &name)?;
+            let h = holder(tx, &name, period, value)?;
+            Err(refused(
+                "release",
+                &name,
+                period,
+                value,
+                h.as_ref().map(|t| t.as_deref()),
+            ))
+        })
+        .await
+    }
+}

@@ -1,0 +1,352 @@
+//! The business-number half of the store contract: [`TicketStore`], for
+//! sequences created with [`Numbering`] settings (gap-free numbers with
+//! tickets, numbers per day, month or year, formatted numbers; the library
+//! side is [`crate::numbers`]).
+//!
+//! A numbered sequence has a row like any sequence (so names stay unique and
+//! `list`, `show` and `drop` work), its [`Numbering`] beside it, and a
+//! counter per *period key*: `0` for a sequence without a period, else the
+//! period as a number (`20261123` for a day, `202611` for a month, `2026` for
+//! a year, UTC). Each counter starts at the sequence's `start` and stops at
+//! its `max`. The store also records the sequence's *current period*, which
+//! only moves forward: a call names the period its clock says, and the store
+//! uses the later of that and the recorded one, so a caller whose clock lags
+//! never hands out numbers of a period that has ended.
+//!
+//! Gap-free numbers (a [`Numbering::gapless`] sequence) are handed out with a
+//! ticket each: the number is *open* until its holder commits it (final) or
+//! releases it. [`TicketStore::take_ticket`] hands out the lowest open number
+//! of the current period that was released or whose ticket expired (its
+//! holder died), else the next new one. A ticket stays valid until it is
+//! committed, released or its number is taken again after it expired: the
+//! time to live says when a number may go to someone else, not when a commit
+//! is refused, the same way a fence decides for worker leases. Expiry is
+//! decided by the store's clock: the system clock for SQLite and memory (one
+//! machine), `clock_timestamp()` for PostgreSQL, an etcd lease for etcd.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{SequenceRow, SequenceSpec};
+use crate::{Error, Result};
+
+/// How long a ticket lives when the caller does not say: 60 seconds. A
+/// holder that dies blocks its number that long; after that the number is
+/// handed out again.
+pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(60);
+
+/// The longest a ticket may live: a day.
+pub const MAX_TICKET_TTL: Duration = Duration::from_secs(86_400);
+
+/// How often a sequence's numbers restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Period {
+    /// Every UTC day; period keys like `20261123`.
+    Day,
+    /// Every UTC month; period keys like `202611`.
+    Month,
+    /// Every UTC year; period keys like `2026`.
+    Year,
+}
+
+impl Period {
+    /// The name used on the command line, in HTTP and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Period::Day => "day",
+            Period::Month => "month",
+            Period::Year => "year",
+        }
+    }
+
+    /// How many digits its period key has (8, 6 or 4).
+    pub fn width(self) -> usize {
+        match self {
+            Period::Day => 8,
+            Period::Month => 6,
+            Period::Year => 4,
+        }
+    }
+
+    /// The period key (`YYYYMMDD`, `YYYYMM` or `YYYY`, UTC) of the instant
+    /// `ms` milliseconds after the Unix epoch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a time before year 1000 or after 9999
+    /// (the key would not have its width): fix the clock.
+    pub fn key_at(self, ms: i64) -> Result<i64> {
+        let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+            .ok()
+            .filter(|t| (1000..=9999).contains(&t.year()))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "the clock reads {ms} ms since 1970, outside the years 1000 to 9999 a period can name; fix the clock"
+                ))
+            })?;
+        let (y, m, d) = (
+            i64::from(t.year()),
+            i64::from(u8::from(t.month())),
+            i64::from(t.day()),
+        );
+        Ok(match self {
+            Period::Day => y * 10_000 + m * 100 + d,
+            Period::Month => y * 100 + m,
+            Period::Year => y,
+        })
+    }
+
+    /// Whether `key` is a period key of this kind (a real date).
+    pub fn is_key(self, key: i64) -> bool {
+        let (y, m, d) = match self {
+            Period::Day => (key / 10_000, key / 100 % 100, key % 100),
+            Period::Month => (key / 100, key % 100, 1),
+            Period::Year => (key, 1, 1),
+        };
+        (1000..=9999).contains(&y)
+            && u8::try_from(m)
+                .ok()
+                .and_then(|m| time::Month::try_from(m).ok())
+                .and_then(|m| time::Date::from_calendar_date(y as i32, m, d as u8).ok())
+                .is_some()
+            && (1..=31).contains(&d)
+    }
+}
+
+impl fmt::Display for Period {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Period {
+    type Err = Error;
+
+    /// `day`, `month` or `year`.
+    fn from_str(s: &str) -> Result<Period> {
+        match s {
+            "day" => Ok(Period::Day),
+            "month" => Ok(Period::Month),
+            "year" => Ok(Period::Year),
+            other => Err(Error::invalid(format!(
+                "unknown period {other:?}; use day, month or year"
+            ))),
+        }
+    }
+}
+
+/// How a numbered sequence hands out its numbers; kept in the store with
+/// the sequence, so every process formats and counts the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Numbering {
+    /// Gap-free: numbers are taken with a ticket and committed or released
+    /// ([`TicketStore::take_ticket`]); `next` is refused.
+    pub gapless: bool,
+    /// Numbers restart every period, decided by the store's clock.
+    pub period: Option<Period>,
+    /// The template numbers are printed with (see
+    /// [`crate::numbers::Template`]); `None`: plain integers, or
+    /// `{period}-{n}` for a sequence with a period.
+    pub template: Option<String>,
+}
+
+impl Numbering {
+    /// Checks the template against the period (see
+    /// [`crate::numbers::Template::parse`]), so that a bad one is refused
+    /// before anything is written.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming what is wrong and how to fix it.
+    pub fn validate(&self) -> Result<()> {
+        crate::numbers::Template::for_numbering(self).map(drop)
+    }
+}
+
+/// Numbers reserved from one period's counter: `start..end` of period key
+/// `period` (0 without a period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PeriodRange {
+    /// The period key the numbers belong to: the later of the one asked for
+    /// and the sequence's current period.
+    pub period: i64,
+    /// First number (inclusive).
+    pub start: i64,
+    /// One past the last.
+    pub end: i64,
+}
+
+/// A number taken with a ticket: [`TicketStore::take_ticket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TakenNumber {
+    /// Its period key (0 without a period).
+    pub period: i64,
+    /// The number.
+    pub value: i64,
+}
+
+/// What a backend does for numbered sequences. Names have been validated;
+/// numbering settings checked with [`Numbering::validate`]; tokens are the
+/// caller's random strings. Every write is durable when the method returns,
+/// and every method is safe to race with any other, in any process.
+#[async_trait]
+pub trait TicketStore: Send + Sync + std::fmt::Debug {
+    /// Creates the sequence's row (as [`super::SequenceStore::create_sequence`])
+    /// and its numbering, in one write: both or neither.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if a sequence of that name exists.
+    async fn create_numbered(
+        &self,
+        spec: &SequenceSpec,
+        numbering: &Numbering,
+    ) -> Result<SequenceRow>;
+
+    /// The store's clock, milliseconds since the Unix epoch: what periods
+    /// are decided by. PostgreSQL's `clock_timestamp()`; the system clock for
+    /// SQLite and memory (one machine); for etcd, which has no clock, the
+    /// caller's system clock (the recorded current period keeps it from
+    /// going back).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`].
+    async fn clock_ms(&self) -> Result<i64>;
+
+    /// Reserves up to `n` numbers (`1..=MAX_RESERVATION`) of a numbered
+    /// sequence in the later of `period` and its current period, which
+    /// becomes current; a period's counter starts at the sequence's start.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence,
+    /// [`Error::Exhausted`] when the period's counter passed the maximum.
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange>;
+
+    /// Takes a number of a numbered sequence with ticket `token`, valid for
+    /// `ttl` by the store's clock: in the later of `period` and the current
+    /// period (which becomes current), the lowest number that was released
+    /// or whose ticket expired, else the next new one.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`] (no open number to take
+    /// again and the counter passed the maximum), [`Error::InvalidArgument`]
+    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`].
+    async fn take_ticket(
+        &self,
+        name: &str,
+        period: i64,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<TakenNumber>;
+
+    /// Makes number `value` of `period` final if it is still held by
+    /// `token` (also after the ticket's time to live, as long as no one took
+    /// the number since). Changes nothing otherwise.
+    ///
+    /// # Errors
+    /// [`Error::TicketRefused`] saying why (committed already, released,
+    /// taken again by another holder, never taken); [`Error::NotFound`] for
+    /// a missing sequence.
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+
+    /// Frees number `value` of `period`, if it is still held by `token`, so
+    /// that it is the next one handed out. Changes nothing otherwise.
+    ///
+    /// # Errors
+    /// As [`Self::commit_ticket`].
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+}
+
+/// A numbering as the store keeps it (JSON), read back.
+///
+/// # Errors
+/// [`Error::Corrupt`] for text this keysmith cannot read.
+pub(crate) fn parse_numbering(name: &str, s: &str) -> Result<Numbering> {
+    serde_json::from_str(s).map_err(|e| {
+        Error::Corrupt(format!(
+            "the numbering of sequence {name:?} cannot be read ({e}); was it written by a newer keysmith?"
+        ))
+    })
+}
+
+/// Checks a ticket's time to live.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] outside 1 ms..=[`MAX_TICKET_TTL`].
+pub(crate) fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < Duration::from_millis(1) || ttl > MAX_TICKET_TTL {
+        return Err(Error::invalid(format!(
+            "a ticket's time to live must be between 1 ms and a day (86400 s), got {ttl:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Milliseconds of a TTL.
+pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// The error of a commit or release whose ticket does not hold the number.
+/// `holder`: what the store holds for the number: `None` when the number is
+/// not open (committed, or never taken), `Some(None)` when it was released,
+/// `Some(Some(_))` when another ticket holds it.
+pub(crate) fn refused(
+    what: &str,
+    name: &str,
+    period: i64,
+    value: i64,
+    holder: Option<Option<&str>>,
+) -> Error {
+    let number = if period == 0 {
+        format!("number {value} of {name:?}")
+    } else {
+        format!("number {value} of period {period} of {name:?}")
+    };
+    let why = match holder {
+        None => "it is not open: it was committed already, or never taken",
+        Some(None) => "it was released: take a new number",
+        Some(Some(_)) => {
+            "its ticket expired and the number was taken again by another holder: take a new number"
+        }
+    };
+    Error::TicketRefused(format!("cannot {what} {number} with this ticket: {why}"))
+}
+
+/// The error of a take, reservation or commit on a sequence with no
+/// numbering.
+pub(crate) fn not_numbered(name: &str) -> Error {
+    Error::not_found("numbered sequence", name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn period_keys_by_utc_date() {
+        // 2026-11-23T23:59:59.999Z and a millisecond later.
+        let before = 1_795_478_399_999;
+        assert_eq!(Period::Day.key_at(before).unwrap(), 20261123);
+        assert_eq!(Period::Day.key_at(before + 1).unwrap(), 20261124);
+        assert_eq!(Period::Month.key_at(before).unwrap(), 202611);
+        assert_eq!(Period::Year.key_at(before).unwrap(), 2026);
+        assert!(Period::Day.key_at(i64::MAX).is_err());
+        assert!(Period::Day.key_at(-1_000_000_000_000_000).is_err());
+        assert!(Period::Day.is_key(20240229));
+        assert!(!Period::Day.is_key(20230229));
+        assert!(!Period::Month.is_key(202613));
+        assert!(!Period::Year.is_key(999));
+        assert_eq!("month".parse::<Period>().unwrap(), Period::Month);
+        let e = "weekly".parse::<Period>().unwrap_err().to_string();
+        assert!(e.contains("day, month or year"), "{e}");
+    }
+
+    #[test]
+    fn ttls_are_bounded() {
+        check_ttl(Duration::from_secs(1)).unwrap();
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(MAX_TICKET_TTL + Duration::from_secs(1)).is_err());
+    }
+}
