@@ -43,7 +43,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         policy.max,
         policy.target
     );
-    println!("| servers | asked values/s each | served values/s (all) | writes/s per server | block at the end | writes/s per server at block 100 |");
+    println!(
+        "| servers | asked values/s each | served values/s (all) | writes/s per server | block at the end | writes/s per server at block 100 |"
+    );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
     for (i, (servers, rate)) in ROWS.into_iter().enumerate() {
         let name = format!("scale-{}-{i}", std::process::id());

@@ -85,6 +85,9 @@ impl SequenceStore for Faulty {
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
         self.inner.read_counts(name).await
     }
+    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith::store::Numbering>> {
+        self.inner.read_numbering(name).await
+    }
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await
     }
