@@ -410,3 +410,31 @@ async fn bad_tls_parameters_say_what_to_do_and_hide_the_password() {
         "{err}"
     );
 }
+
+/// `store::postgres::connect`, for tools beside the store (`bench compare`'s
+/// bare `nextval`): the store's TLS and password file, the same refusals.
+#[tokio::test]
+async fn a_plain_client_connects_with_the_store_tls_and_credentials() {
+    let Some(pg) = TlsPostgres::shared() else {
+        return;
+    };
+    let url = verified_url(pg, "127.0.0.1", &fresh_schema());
+    let client = store::postgres::connect(&url).await.unwrap();
+    let ssl: bool = client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "the connection is TLS");
+    let wrong_ca = url.replace(
+        &pg.certs().ca.display().to_string(),
+        &pg.certs().other_ca.display().to_string(),
+    );
+    let err = store::postgres::connect(&wrong_ca).await.unwrap_err();
+    assert!(err.to_string().contains("not signed by"), "{err}");
+    let shown = store::redact_url("postgres://app:s3cret@h/db?password=s3cret");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}

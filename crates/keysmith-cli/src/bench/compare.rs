@@ -595,16 +595,14 @@ fn postgres_names() -> Vec<(String, Guarantees)> {
     ]
 }
 
-/// The URL without keysmith's own query parameters (`pool_size`), for tokio-postgres.
-fn plain_postgres_url(url: &str) -> String {
-    url.split('?').next().unwrap_or(url).to_owned()
-}
-
 async fn postgres_rows(url: &str, d: Duration) -> anyhow::Result<Vec<Row>> {
-    let (client, conn) = tokio_postgres::connect(&plain_postgres_url(url), tokio_postgres::NoTls)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {url}: {e}"))?;
-    let driver = tokio::spawn(conn);
+    // The store's own connector: the URL's TLS settings and credentials.
+    let client = keysmith::store::postgres::connect(url).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            keysmith::store::redact_url(url)
+        )
+    })?;
     let tag = format!("{:016x}", rand::random::<u64>());
     let (s0, s1, t) = (
         format!("ks_cmp_nocache_{tag}"),
@@ -649,7 +647,6 @@ async fn postgres_rows(url: &str, d: Duration) -> anyhow::Result<Vec<Row>> {
         ))
         .await?;
     drop(client);
-    let _ = driver.await;
     Ok(out)
 }
 

@@ -70,8 +70,8 @@ pub trait Store: SequenceStore + PoolStore + WorkerStore + TicketStore {
 }
 
 /// `url` with the password of its user info, and a `password=` parameter,
-/// replaced by `***`.
-pub(crate) fn redact_url(url: &str) -> String {
+/// replaced by `***`: what to show of a store URL in a message or a log.
+pub fn redact_url(url: &str) -> String {
     let mut out = url.to_owned();
     if let Some((scheme, rest)) = url.split_once("://") {
         let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());

@@ -788,6 +788,21 @@ impl deadpool_postgres::Connect for Connector {
     }
 }
 
+/// One connection to the database a `postgres://` store URL names, with the
+/// store's TLS settings and credentials (`sslmode`, `sslrootcert`,
+/// `password_file`, ...), for tools that run their own statements beside
+/// the store (benchmarks, checks). keysmith's own query parameters are
+/// understood and not sent to the server; the schema is not set.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad URL, a TLS failure or a refused
+/// login (saying what to fix); [`Error::Unavailable`] when the server
+/// cannot be reached.
+pub async fn connect(url: &str) -> Result<Client> {
+    let (config, _schema) = connect_config(url)?;
+    crate::shard_set::conn::pg_connect(&config).await
+}
+
 /// The connection settings and schema a `postgres://` store URL names, for
 /// code that opens its own connections to a store's database (the shard
 /// set, `adopt`): the same TLS and credentials as the store's own.
