@@ -196,40 +196,38 @@ impl TicketStore for SqliteStore {
     }
 
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        let (name, token) = (name.to_owned(), token.to_owned());
-        self.write(move |tx| {
-            let n = tx
-                .execute(
-                    "DELETE FROM keysmith_tickets
-                     WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4",
-                    params![name, period, value, token],
-                )
-                .map_err(db_err)?;
-            if n == 1 {
-                return Ok(());
-            }
-            super::sequences::require(tx, &name)?;
-            let h = holder(tx, &name, period, value)?;
-            Err(refused(
-                "commit",
-                &name,
-                period,
-                value,
-                h.as_ref().map(|t| t.as_deref()),
-            ))
-        })
-        .await
+        self.settle_ticket("commit", name, period, value, token)
+            .await
     }
 
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.settle_ticket("release", name, period, value, token)
+            .await
+    }
+}
+
+impl SqliteStore {
+    /// Commit (delete the open number) or release (empty its token) a number
+    /// held by `token`; when it is not, says why.
+    async fn settle_ticket(
+        &self,
+        what: &'static str,
+        name: &str,
+        period: i64,
+        value: i64,
+        token: &str,
+    ) -> Result<()> {
+        let sql = if what == "commit" {
+            "DELETE FROM keysmith_tickets
+             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
+        } else {
+            "UPDATE keysmith_tickets SET token = NULL, expires_ms = 0
+             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
+        };
         let (name, token) = (name.to_owned(), token.to_owned());
         self.write(move |tx| {
             let n = tx
-                .execute(
-                    "UPDATE keysmith_tickets SET token = NULL, expires_ms = 0
-                     WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4",
-                    params![name, period, value, token],
-                )
+                .execute(sql, params![name, period, value, token])
                 .map_err(db_err)?;
             if n == 1 {
                 return Ok(());
@@ -237,7 +235,7 @@ impl TicketStore for SqliteStore {
             super::sequences::require(tx, &name)?;
             let h = holder(tx, &name, period, value)?;
             Err(refused(
-                "release",
+                what,
                 &name,
                 period,
                 value,
