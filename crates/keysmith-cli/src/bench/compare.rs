@@ -114,6 +114,22 @@ pub struct LatencyRow {
     pub load: Option<f64>,
 }
 
+impl LatencyRow {
+    /// The percentiles of `l`, a load sent at `rate` requests a second.
+    pub fn of(name: String, rate: f64, l: &super::http::Load) -> LatencyRow {
+        LatencyRow {
+            name,
+            rate,
+            achieved: l.per_sec(),
+            p50_us: us_f(l.pct(0.5)),
+            p99_us: us_f(l.pct(0.99)),
+            p999_us: us_f(l.pct(0.999)),
+            max_us: us_f(l.latencies.last().copied()),
+            load: loadavg(),
+        }
+    }
+}
+
 /// What `bench compare` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -876,16 +892,7 @@ async fn http_measure(
         ] {
             let l = http::load(addr, req, o.conns, d, Some(o.rate)).await?;
             check_failed(&l, &label)?;
-            lat.push(LatencyRow {
-                name: label,
-                rate: o.rate,
-                achieved: l.per_sec(),
-                p50_us: us_f(l.pct(0.5)),
-                p99_us: us_f(l.pct(0.99)),
-                p999_us: us_f(l.pct(0.999)),
-                max_us: us_f(l.latencies.last().copied()),
-                load: loadavg(),
-            });
+            lat.push(LatencyRow::of(label, o.rate, &l));
         }
     }
     rows.push(base);

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::compare::loadavg;
+use super::compare;
 use super::http;
 
 /// What to run.
@@ -52,14 +52,9 @@ pub struct Stall {
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
     pub round: u32,
-    pub name: String,
-    pub rate: f64,
-    pub achieved: f64,
-    pub p50_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub max_us: f64,
-    pub load: Option<f64>,
+    /// Rate asked and served, percentiles, load: as a row of `bench compare`.
+    #[serde(flatten)]
+    pub line: compare::LatencyRow,
     /// The sequence's block (`None` for `/livez`).
     pub block: Option<i64>,
     pub stalls: Vec<Stall>,
@@ -156,26 +151,18 @@ async fn measure(addr: SocketAddr, o: &Options) -> anyhow::Result<Report> {
             if l.failed > 0 {
                 anyhow::bail!("{name}: {} of {} requests failed", l.failed, l.requests);
             }
-            let us = |ns: Option<u64>| ns.unwrap_or(0) as f64 / 1000.0;
             let row = LatencyRow {
                 round,
-                name,
-                rate: o.rate,
-                achieved: l.per_sec(),
-                p50_us: us(l.pct(0.5)),
-                p99_us: us(l.pct(0.99)),
-                p999_us: us(l.pct(0.999)),
-                max_us: us(l.latencies.last().copied()),
-                load: loadavg(),
+                line: compare::LatencyRow::of(name, o.rate, &l),
                 block,
                 stalls: stalls(&l.slow, block),
             };
             eprintln!(
                 "  {} (round {round}): p50 {:.0} us, p99 {:.0} us, max {:.0} us, {} stalls",
-                row.name,
-                row.p50_us,
-                row.p99_us,
-                row.max_us,
+                row.line.name,
+                row.line.p50_us,
+                row.line.p99_us,
+                row.line.max_us,
                 row.stalls.len()
             );
             rows.push(row);
@@ -242,19 +229,19 @@ pub fn markdown(r: &Report) -> String {
         s.push_str(&format!(
             "| {} | {} | {:.0}/s | {:.0}/s | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {} | {} |\n",
             row.round,
-            row.name,
-            row.rate,
-            row.achieved,
-            row.p50_us,
-            row.p99_us,
-            row.p999_us,
-            row.max_us,
+            row.line.name,
+            row.line.rate,
+            row.line.achieved,
+            row.line.p50_us,
+            row.line.p99_us,
+            row.line.p999_us,
+            row.line.max_us,
             if stalls.is_empty() {
                 "–".into()
             } else {
                 stalls.join("; ")
             },
-            row.load.map_or("–".into(), |l| format!("{l:.2}")),
+            row.line.load.map_or("–".into(), |l| format!("{l:.2}")),
         ));
     }
     s
