@@ -115,6 +115,7 @@ impl From<keysmith::Error> for ApiError {
             E::TicketRefused(_) => (StatusCode::CONFLICT, "ticket_refused"),
             // next on a gap-free sequence, tickets on an ordinary one...
             E::WrongKind(_) => (StatusCode::CONFLICT, "wrong_kind"),
+            E::StoreWentBack { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_went_back"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, message)

@@ -339,6 +339,9 @@ pub(crate) struct Shared {
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     pub(crate) shard_codec: Option<ShardKeyCodec>,
     pub(crate) lease_key: keysmith::sequence::lease::LeaseKey,
+    /// Per sequence, the ranges this server reserved (handles and leases
+    /// alike): a store that hands them out again is refused.
+    pub(crate) high_waters: keysmith::sequence::HighWaters,
     pub(crate) metrics: Metrics,
     pub(crate) started: Instant,
     pub(crate) ids_config: keysmith::ids::IdConfig,
@@ -376,6 +379,7 @@ impl AppState {
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),
+                high_waters: keysmith::sequence::HighWaters::new(),
                 pools: Handles::new("pool"),
                 counter: tokio::sync::OnceCell::new(),
                 shard_codec: config.shard_key_secret.as_ref().map(ShardKeyCodec::signed),
@@ -455,6 +459,7 @@ impl AppState {
                         refills: st.reservations,
                         conflicts: st.conflicts,
                         size: e.handle.block(),
+                        skipped_at_failover: st.skipped_at_failover,
                     },
                 )
             })
@@ -471,6 +476,7 @@ impl AppState {
                         refills: st.attempts,
                         conflicts: st.conflicts,
                         size: e.handle.size(),
+                        skipped_at_failover: 0,
                     },
                 )
             })
@@ -478,6 +484,7 @@ impl AppState {
         let ids = s.ids.get().map(|g| g.status());
         s.metrics.render(
             &seqs,
+            &s.high_waters.refused(),
             &pools,
             &usage,
             &pool_runways,

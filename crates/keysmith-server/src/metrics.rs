@@ -39,6 +39,8 @@ pub(crate) struct HandleCounters {
     pub(crate) conflicts: u64,
     /// Current block size (sequences) or pool size (pools).
     pub(crate) size: i64,
+    /// Values the store skipped at generation changes (sequences).
+    pub(crate) skipped_at_failover: i64,
 }
 
 impl Metrics {
@@ -106,9 +108,11 @@ impl Metrics {
 
     /// The Prometheus text exposition: the registry, plus the handles'
     /// counters as they are now.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn render(
         &self,
         sequences: &[(String, HandleCounters)],
+        went_back: &[(String, u64)],
         pools: &[(String, HandleCounters)],
         usage: &[(String, keysmith::sequence::SequenceUsage)],
         pool_runways: &[(String, f64)],
@@ -138,10 +142,26 @@ impl Metrics {
             "keysmith_sequence_block_size",
             "Current block size of the server's handle.",
         );
+        let skips = counter(
+            "keysmith_failover_skips_total",
+            "Values the store skipped before a reservation of the server's handle because it was in a \
+             new generation (a failover to a replica, a restore).",
+        );
         for (name, c) in sequences {
             seq_refills.with_label_values(&[name]).inc_by(c.refills);
             seq_conflicts.with_label_values(&[name]).inc_by(c.conflicts);
             seq_block.with_label_values(&[name]).set(c.size);
+            skips
+                .with_label_values(&[name])
+                .inc_by(c.skipped_at_failover.max(0) as u64);
+        }
+        let went_back_total = counter(
+            "keysmith_store_went_back_total",
+            "Ranges refused because the store returned values this server had already reserved \
+             (the store went back in time without a new generation).",
+        );
+        for (name, n) in went_back {
+            went_back_total.with_label_values(&[name]).inc_by(*n);
         }
         let runway = GaugeVec::new(
             Opts::new(

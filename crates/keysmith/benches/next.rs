@@ -22,6 +22,7 @@ fn cached_handle() -> BlockingSequence {
         start: 1,
         max: MAX_VALUE,
         block: 1 << 40,
+        failover_skip: None,
     };
     rt.block_on(sequence::create(&*store, &spec)).unwrap();
     Sequence::builder()
@@ -105,6 +106,7 @@ fn durable_sqlite(c: &mut Criterion) {
             start: 1,
             max: MAX_VALUE,
             block,
+            failover_skip: None,
         };
         rt.block_on(sequence::create(&*store, &spec)).unwrap();
         let seq = rt

@@ -97,6 +97,27 @@ pub enum Error {
     #[error("{0}")]
     WrongKind(String),
 
+    /// The store handed back values at or below ones this process already
+    /// reserved: it went back in time (a failover to a lagging replica, a
+    /// restore from backup) without keysmith noticing a new generation.
+    /// Nothing of the range was handed out. Move the object forward with
+    /// `keysmith fence NAME --skip N` (N above `held - got`), then retry.
+    #[error(
+        "{kind} {name:?}: the store went back: it returned {got} but this process already reserved up to {held}; nothing was handed out. The store lost writes (failover to a lagging replica, restore from backup): run `keysmith fence {name} --skip N` with N of at least {gap}, then retry",
+        gap = held.saturating_sub(*got).saturating_add(1)
+    )]
+    StoreWentBack {
+        /// What kind of object: "sequence", "pool", "worker group", "numbered sequence".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The end (exclusive) of the highest range, or the highest value,
+        /// this process had already reserved.
+        held: i64,
+        /// What the store returned: the first value of the refused range.
+        got: i64,
+    },
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {

@@ -35,6 +35,7 @@
 
 mod backoff;
 mod error;
+pub mod fence;
 pub mod ids;
 mod name;
 pub mod names;

@@ -16,8 +16,10 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 keysmith::conformance_tests!(fresh_store);
 
 /// A file written at schema version 1 (before worker leases) is migrated
-/// on open: the version goes to the current one (3: worker leases, then numbered
-/// sequences), the new tables are there, old rows stay.
+/// on open: the version goes to the current one (4: worker leases, numbered
+/// sequences, generations), the new tables and columns are there, old rows
+/// stay, and an old row records the store's generation at its first write,
+/// skipping nothing.
 #[tokio::test]
 async fn a_version_1_file_gets_the_worker_table() {
     use keysmith::store::{WorkerClaim, WorkerStore};
@@ -29,12 +31,21 @@ async fn a_version_1_file_gets_the_worker_table() {
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute_batch(
         "DROP TABLE keysmith_workers;
+         ALTER TABLE keysmith_sequences DROP COLUMN generation;
+         ALTER TABLE keysmith_sequences DROP COLUMN failover_skip;
+         ALTER TABLE keysmith_sequences DROP COLUMN failover_skip_set;
+         ALTER TABLE keysmith_sequences DROP COLUMN failover_skipped;
          UPDATE keysmith_meta SET value = 1 WHERE key = 'schema_version';",
     )
     .unwrap();
     drop(c);
     let b = SqliteStore::open(&path).await.unwrap();
-    assert!(b.read_sequence("s").await.unwrap().is_some());
+    let old = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(old.generation, None);
+    let r = b.reserve_atomic("s", 5).await.unwrap();
+    assert_eq!((r.start, r.fenced), (old.next, 0), "no skip for an old row");
+    let row = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(row.generation, Some(b.generation().await.unwrap()));
     let lease = b
         .acquire_worker(&WorkerClaim {
             group: "g".into(),
@@ -55,7 +66,7 @@ async fn a_version_1_file_gets_the_worker_table() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, 3);
+    assert_eq!(v, 4);
 }
 
 #[tokio::test]

@@ -412,6 +412,9 @@ impl SequenceStore for RivalFirst {
     ) -> keysmith::Result<Put> {
         self.inner.alter_if_version(name, change, v).await
     }
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> keysmith::Result<()> {
+        self.inner.raise_failover_skip(name, at_least).await
+    }
     async fn reserve_locked(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_locked(name, n).await
     }

@@ -16,10 +16,10 @@ async fn sqlite() -> (tempfile::TempDir, Arc<dyn Store>) {
 
 async fn create(store: &Arc<dyn Store>, name: &str, start: i64, max: i64, block: i64) {
     let spec = SequenceSpec {
-        name: name.into(),
         start,
         max,
         block,
+        ..SequenceSpec::new(name)
     };
     sequence::create(&**store, &spec).await.unwrap();
 }

@@ -23,6 +23,7 @@ async fn setup(block: i64) -> (Arc<Faulty>, Sequence) {
         start: 1,
         max: MAX_VALUE,
         block,
+        failover_skip: None,
     };
     sequence::create(&*inner, &spec).await.unwrap();
     let store = Faulty::new(inner);

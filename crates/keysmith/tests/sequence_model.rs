@@ -190,7 +190,7 @@ proptest! {
         rt.block_on(async {
             let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
             let max = start + len - 1;
-            let spec = SequenceSpec { name: "m".into(), start, max, block: 10 };
+            let spec = SequenceSpec { start, max, block: 10, ..SequenceSpec::new("m") };
             sequence::create(&*store, &spec).await.unwrap();
             let inner: Arc<dyn SequenceStore> = store.clone();
             let faulty = Faulty::new(inner);

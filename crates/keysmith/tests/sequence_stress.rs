@@ -22,6 +22,7 @@ fn handle(block: i64, prefetch: f64) -> (Arc<dyn Store>, BlockingSequence) {
         start: 1,
         max: MAX_VALUE,
         block,
+        failover_skip: None,
     };
     rt.block_on(sequence::create(&*store, &spec)).unwrap();
     let seq = Sequence::builder()

@@ -561,6 +561,7 @@ pub(crate) async fn cached_handle() -> anyhow::Result<Arc<keysmith::sequence::Bl
             start: 1,
             max: MAX_VALUE,
             block: 1 << 40,
+            failover_skip: None,
         };
         rt.block_on(sequence::create(&*store, &spec))?;
         drop(rt);

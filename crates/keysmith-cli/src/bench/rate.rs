@@ -108,6 +108,7 @@ pub async fn bench_sequence(store: &dyn Store) -> Result<String> {
         start: 1,
         max: MAX_VALUE,
         block: 100,
+        failover_skip: None,
     };
     sequence::create(store, &spec).await?;
     Ok(name)

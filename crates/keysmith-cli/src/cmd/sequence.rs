@@ -5,6 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use keysmith::DEFAULT_RETRY_BUDGET;
+use keysmith::fence::{FenceTarget, fence};
 use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{
     self, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy,
@@ -45,6 +46,12 @@ pub enum SequenceCommand {
         /// Default with --period: {period}-{n}.
         #[arg(long, value_name = "TEMPLATE")]
         format: Option<String>,
+        /// How far next moves forward when a reservation finds the store in a
+        /// new generation (a failover to a replica, a restore). Default:
+        /// automatic, the larger of 1 000 000, 100 blocks and ten minutes at
+        /// the sequence's peak rate.
+        #[arg(long, value_name = "N")]
+        failover_skip: Option<i64>,
     },
     /// Splits a number a formatted sequence printed into its period and
     /// counter.
@@ -94,6 +101,26 @@ pub enum SequenceCommand {
         /// Default block size of handles opened from now on.
         #[arg(long, allow_negative_numbers = true)]
         block: Option<i64>,
+        /// The failover margin, set by hand from now on (see `create`).
+        #[arg(long, allow_negative_numbers = true, value_name = "N")]
+        failover_skip: Option<i64>,
+    },
+    /// Moves sequences forward by N values after the store went back in a way
+    /// keysmith cannot see (a file copy put back, a backup restored into the
+    /// same generation). Prints each before and after.
+    Fence {
+        /// The sequence (or --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every block-based sequence of the store.
+        #[arg(long)]
+        all: bool,
+        /// How many values to move forward.
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        skip: i64,
+        /// Say what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Moves a sequence's next value above the largest value a table already
     /// holds (an SQLite or PostgreSQL database), so that new keys never
@@ -155,6 +182,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             start,
             max,
             block,
+            failover_skip,
             ..
         } => {
             let spec = SequenceSpec {
@@ -162,6 +190,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
                 start,
                 max,
                 block,
+                failover_skip,
             };
             let info = match &numbering {
                 Some(n) => numbers::create(&*store, &spec, n).await?,
@@ -218,9 +247,46 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             next,
             max,
             block,
+            failover_skip,
         } => {
-            let info = sequence::alter(&*store, &name, &AlterSpec { next, max, block }).await?;
+            let spec = AlterSpec {
+                next,
+                max,
+                block,
+                failover_skip,
+            };
+            let info = sequence::alter(&*store, &name, &spec).await?;
             print_info(&info, None, global.json)
+        }
+        SequenceCommand::Fence {
+            name,
+            all,
+            skip,
+            dry_run,
+        } => {
+            let target = match name {
+                Some(n) if !all => FenceTarget::One(n),
+                _ => FenceTarget::All,
+            };
+            let report = fence(&*store, &target, skip, dry_run).await?;
+            if global.json {
+                println!("{}", serde_json::to_string(&report)?);
+                return Ok(());
+            }
+            let verb = if dry_run { "would move" } else { "moved" };
+            for c in &report.changes {
+                println!(
+                    "{} {}: {verb} next {} -> {}",
+                    c.kind, c.name, c.before, c.after
+                );
+            }
+            for why in &report.left_alone {
+                println!("left alone: {why}");
+            }
+            if report.changes.is_empty() {
+                println!("nothing to fence");
+            }
+            Ok(())
         }
         SequenceCommand::Adopt {
             name,
@@ -418,6 +484,17 @@ fn print_info(
         println!("block:     {}", r.block);
         println!("remaining: {}", info.remaining);
         println!("version:   {}", r.version);
+        println!(
+            "failover:  skip {} ({}), skipped at failover {}, generation {}",
+            r.failover_skip,
+            if r.failover_skip_set {
+                "set"
+            } else {
+                "automatic"
+            },
+            r.failover_skipped,
+            r.generation.as_deref().unwrap_or("-")
+        );
         if let Some(n) = numbering {
             println!("gapless:   {}", if n.gapless { "yes" } else { "no" });
             println!("period:    {}", n.period.map_or("none", |p| p.as_str()));

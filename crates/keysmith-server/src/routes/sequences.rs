@@ -118,6 +118,7 @@ pub(crate) async fn create(
         start: b.start,
         max: b.max,
         block: b.block,
+        failover_skip: None,
     };
     let store = &*state.shared().store;
     if b.gapless || b.period.is_some() || b.format.is_some() {
@@ -179,6 +180,7 @@ pub(crate) async fn drop(
     // After the store forgot it: a request racing with this one cannot
     // reopen a handle on it.
     s.sequences.remove(&name, &s.metrics).await;
+    s.high_waters.forget(&name);
     Ok(Json(super::Dropped { dropped: name }))
 }
 
@@ -190,7 +192,8 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequ
                 .store(s.store.clone())
                 .name(name)
                 .strategy(s.options.strategy)
-                .retry_budget(s.options.retry_budget);
+                .retry_budget(s.options.retry_budget)
+                .high_water(s.high_waters.get(name));
             if let Some(policy) = s.options.adaptive {
                 b = b.adaptive_policy(policy);
             }
@@ -301,16 +304,16 @@ pub(crate) async fn reserve(
     keysmith::validate_name(&name)?;
     let (store, strategy, budget) = (s.store.clone(), s.options.strategy, s.options.retry_budget);
     let n = name.clone();
-    let lease =
-        tokio::spawn(
-            async move { sequence::lease::lease(store, &n, count, strategy, budget).await },
-        )
-        .await
-        .unwrap_or_else(|e| {
-            Err(keysmith::Error::Unavailable(format!(
-                "the task reserving values failed: {e}"
-            )))
-        })?;
+    let mark = s.high_waters.get(&name);
+    let lease = tokio::spawn(async move {
+        sequence::lease::lease_guarded(store, &n, count, strategy, budget, mark).await
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(keysmith::Error::Unavailable(format!(
+            "the task reserving values failed: {e}"
+        )))
+    })?;
     let token = s.lease_key.seal(&lease);
     let bound = |v: i64| {
         if as_strings {
@@ -356,7 +359,8 @@ pub(crate) async fn release(
         ))
     })?;
     let lease = s.lease_key.open(&name, &b.lease)?;
-    let released = sequence::lease::release(&*s.store, &lease, from).await?;
+    let mark = s.high_waters.get(&name);
+    let released = sequence::lease::release_guarded(&*s.store, &lease, from, &mark).await?;
     Ok(Json(serde_json::json!({
         "released": released.map(|r| serde_json::json!({"start": r.start, "end": r.end})),
     }))

@@ -106,6 +106,10 @@ pub struct AlterSpec {
     pub max: Option<i64>,
     /// The default block size of handles opened from now on.
     pub block: Option<i64>,
+    /// The failover margin (see [`SequenceRow::fence`]): set by hand from
+    /// now on, no longer following the rate.
+    #[serde(default)]
+    pub failover_skip: Option<i64>,
 }
 
 impl AlterSpec {
@@ -115,10 +119,17 @@ impl AlterSpec {
     /// [`Error::InvalidArgument`] saying what is wrong and what would do.
     pub fn apply_to(&self, row: &SequenceRow) -> Result<Alteration> {
         let name = &row.name;
-        if self.next.is_none() && self.max.is_none() && self.block.is_none() {
+        if self.next.is_none()
+            && self.max.is_none()
+            && self.block.is_none()
+            && self.failover_skip.is_none()
+        {
             return Err(Error::invalid(format!(
-                "nothing to change in sequence {name:?}; give a new next, max or block"
+                "nothing to change in sequence {name:?}; give a new next, max, block or failover skip"
             )));
+        }
+        if let Some(n) = self.failover_skip {
+            crate::store::check_failover_skip(n)?;
         }
         let block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
@@ -146,7 +157,13 @@ impl AlterSpec {
                 max + 1
             )));
         }
-        Ok(Alteration { next, max, block })
+        Ok(Alteration {
+            next,
+            max,
+            block,
+            failover_skip: self.failover_skip.unwrap_or(row.failover_skip),
+            failover_skip_set: row.failover_skip_set || self.failover_skip.is_some(),
+        })
     }
 }
 

@@ -21,6 +21,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use super::high_water::HighWater;
 use super::strategy::Allocator;
 use super::{Strategy, describe};
 use crate::store::{CountsDelta, Put, SequenceStore, check_count};
@@ -55,10 +56,27 @@ pub async fn lease(
     strategy: Strategy,
     retry_budget: Duration,
 ) -> Result<Lease> {
+    lease_guarded(store, name, n, strategy, retry_budget, Arc::default()).await
+}
+
+/// [`lease`], checked against the ranges this process reserved of the
+/// sequence before (`high_water`, shared with its handle: see
+/// [`HighWater`]): a store that went back is refused.
+///
+/// # Errors
+/// As [`lease`], and [`Error::StoreWentBack`].
+pub async fn lease_guarded(
+    store: Arc<dyn SequenceStore>,
+    name: &str,
+    n: i64,
+    strategy: Strategy,
+    retry_budget: Duration,
+    high_water: Arc<HighWater>,
+) -> Result<Lease> {
     check_count("count", n)?;
     let row = describe(&*store, name).await?;
     crate::numbers::refuse_numbered(&*store, name).await?;
-    let alloc = Allocator::new(store.clone(), row, strategy, retry_budget, None);
+    let alloc = Allocator::new(store.clone(), row, strategy, retry_budget, None, high_water);
     let r = alloc.reserve(n).await?;
     // The values leave this process: for the sequence's counts they are
     // handed out (in the background: the lease does not wait for it).
@@ -91,6 +109,20 @@ pub async fn release(
     lease: &Lease,
     from: i64,
 ) -> Result<Option<Range<i64>>> {
+    release_guarded(store, lease, from, &HighWater::new()).await
+}
+
+/// [`release`], lowering `high_water` (see [`lease_guarded`]) when the
+/// values go back.
+///
+/// # Errors
+/// As [`release`].
+pub async fn release_guarded(
+    store: &dyn SequenceStore,
+    lease: &Lease,
+    from: i64,
+    high_water: &HighWater,
+) -> Result<Option<Range<i64>>> {
     if !(lease.start..lease.end).contains(&from) {
         return Err(Error::invalid(format!(
             "from must be inside the lease {}..{} of {:?}, got {from}",
@@ -102,6 +134,7 @@ pub async fn release(
         .await?
     {
         Put::Done(_) => {
+            high_water.handed_back(from);
             let back = lease.end - from;
             let delta = CountsDelta {
                 handed_back: back,

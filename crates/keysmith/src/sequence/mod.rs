@@ -27,12 +27,14 @@ mod admin;
 mod adopt;
 mod blocking;
 mod cache;
+pub mod high_water;
 pub mod lease;
 mod strategy;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
 pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
+pub use high_water::{HighWater, HighWaters};
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};
@@ -226,6 +228,12 @@ pub struct SequenceStats {
     pub reservations: u64,
     /// Optimistic puts that lost to another writer and were retried.
     pub conflicts: u64,
+    /// Values the store skipped at generation changes (failovers, restores)
+    /// in this handle's reservations.
+    pub skipped_at_failover: i64,
+    /// Ranges refused because the store returned values this handle (or
+    /// its [`HighWater`]) had reserved before ([`Error::StoreWentBack`]).
+    pub store_went_back: u64,
 }
 
 /// Builds a [`Sequence`]; start with [`Sequence::builder`].
@@ -241,9 +249,19 @@ pub struct SequenceBuilder {
     prefetch: Option<f64>,
     adaptive: Option<Adaptive>,
     adaptive_policy: Option<AdaptivePolicy>,
+    high_water: Option<Arc<HighWater>>,
 }
 
 impl SequenceBuilder {
+    /// The memory of reserved ranges to check every reservation against
+    /// (see [`HighWater`]), to share it with other handles or leases of the
+    /// same sequence in this process (a server keeps one per name). Default:
+    /// a new one, this handle's own.
+    pub fn high_water(mut self, high_water: Arc<HighWater>) -> Self {
+        self.high_water = Some(high_water);
+        self
+    }
+
     /// The store holding the sequence (required).
     pub fn store(mut self, store: Arc<dyn SequenceStore>) -> Self {
         self.store = Some(store);
@@ -351,7 +369,14 @@ impl SequenceBuilder {
         }
         Ok(Sequence {
             inner: Arc::new(Inner {
-                alloc: Allocator::new(store, row, self.strategy, retry_budget, self.max_attempts),
+                alloc: Allocator::new(
+                    store,
+                    row,
+                    self.strategy,
+                    retry_budget,
+                    self.max_attempts,
+                    self.high_water.unwrap_or_default(),
+                ),
                 cache: BlockCache::new(),
                 refill: tokio::sync::Mutex::new(Refill::default()),
                 block: AtomicI64::new(block),
@@ -558,6 +583,7 @@ impl Sequence {
             .await
         {
             Ok(Put::Done(_)) => {
+                self.inner.alloc.high_water.handed_back(from);
                 let c = &self.inner.alloc.counters;
                 c.values.fetch_sub(last.end - from, Relaxed);
                 c.handed_back.fetch_add(last.end - from, Relaxed);
@@ -662,7 +688,9 @@ impl Sequence {
                     let delta = CountsDelta::default();
                     if let Err(e) = store.record_counts(&name, &delta, now_ms()).await {
                         tracing::debug!(sequence = %name, "rate mark not recorded: {e}");
+                        return;
                     }
+                    follow_rate_with_failover_skip(&*store, &name).await;
                 });
             }
             Some(_) => {}
@@ -741,7 +769,10 @@ impl Sequence {
                 .put_if_version(self.name(), from, last.version)
                 .await?
             {
-                Put::Done(_) => Some(from..last.end),
+                Put::Done(_) => {
+                    inner.alloc.high_water.handed_back(from);
+                    Some(from..last.end)
+                }
                 Put::Conflict(_) => None,
             }
         };
@@ -779,6 +810,26 @@ impl Sequence {
             block: self.block(),
             reservations: c.reservations.load(Relaxed),
             conflicts: c.conflicts.load(Relaxed),
+            skipped_at_failover: c.fenced.load(Relaxed),
+            store_went_back: self.inner.alloc.high_water.refused(),
+        }
+    }
+}
+
+/// Raises an automatic failover margin to what the sequence's rate now calls
+/// for ([`crate::store::auto_failover_skip`]); best effort, once a minute
+/// per handle.
+async fn follow_rate_with_failover_skip(store: &dyn SequenceStore, name: &str) {
+    let Ok((row, counts)) = store.read_counts(name).await else {
+        return;
+    };
+    let wanted = counts.failover_skip_wanted(&row, now_ms());
+    if !row.failover_skip_set && wanted > row.failover_skip {
+        match store.raise_failover_skip(name, wanted).await {
+            Ok(()) => {
+                tracing::info!(sequence = %name, "failover skip raised to {wanted} for its rate")
+            }
+            Err(e) => tracing::debug!(sequence = %name, "failover skip not raised: {e}"),
         }
     }
 }

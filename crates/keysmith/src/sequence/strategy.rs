@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::high_water::HighWater;
 use crate::backoff::Retries;
 use crate::store::{Put, Reservation, SequenceRow, SequenceStore};
 use crate::{Error, Result};
@@ -79,6 +80,9 @@ pub(crate) struct Counters {
     pub(crate) values: AtomicI64,
     /// Values handed back while the handle was open (a failed strict batch).
     pub(crate) handed_back: AtomicI64,
+    /// Values the store skipped at generation changes in this handle's
+    /// reservations (see [`crate::store::SequenceRow::fence`]).
+    pub(crate) fenced: AtomicI64,
 }
 
 /// Reserves ranges of one sequence with one strategy.
@@ -92,6 +96,9 @@ pub(crate) struct Allocator {
     /// At most this many attempts per reservation, if set.
     pub(crate) max_attempts: Option<u32>,
     pub(crate) counters: Counters,
+    /// The ranges reserved so far: a range the store returns below them is
+    /// refused ([`Error::StoreWentBack`]).
+    pub(crate) high_water: Arc<HighWater>,
     /// The row as last seen by the optimistic strategy: the first attempt
     /// starts from it instead of reading. A stale row costs one conflict,
     /// which returns the current row: no more round trips than a read.
@@ -105,6 +112,7 @@ impl Allocator {
         strategy: Strategy,
         retry_budget: Duration,
         max_attempts: Option<u32>,
+        high_water: Arc<HighWater>,
     ) -> Self {
         Allocator {
             store,
@@ -113,13 +121,32 @@ impl Allocator {
             retry_budget,
             max_attempts,
             counters: Counters::default(),
+            high_water,
             last_row: std::sync::Mutex::new(Some(row)),
         }
     }
 
     /// Reserves up to `n` values, durably, retrying lost races within the
-    /// retry budget.
+    /// retry budget; refuses a range below what this handle reserved before
+    /// ([`Error::StoreWentBack`]: none of it is handed out).
     pub(crate) async fn reserve(&self, n: i64) -> Result<Reservation> {
+        let ticket = self.high_water.before();
+        let r = self.reserve_unchecked(n).await?;
+        if r.fenced > 0 {
+            self.counters.fenced.fetch_add(r.fenced, Relaxed);
+            tracing::warn!(
+                sequence = %self.name,
+                skipped = r.fenced,
+                "the store is in a new generation (a failover or a restore): skipped {} values before reserving",
+                r.fenced
+            );
+        }
+        self.high_water
+            .admit("sequence", &self.name, ticket, &(r.start..r.end))?;
+        Ok(r)
+    }
+
+    async fn reserve_unchecked(&self, n: i64) -> Result<Reservation> {
         let mut retries = Retries::new(self.retry_budget, self.max_attempts);
         let r = loop {
             let attempt = match self.strategy {
@@ -151,6 +178,7 @@ impl Allocator {
             Some(row) => (row, true),
             None => (self.read().await?, false),
         };
+        let mut fenced = 0;
         loop {
             let plan = match row.plan(n) {
                 // A remembered row may predate a hand-back; only the store's
@@ -172,11 +200,14 @@ impl Allocator {
                         start: plan.start,
                         end: plan.end,
                         version: now.version,
+                        fenced,
                     };
                     self.remember(now);
                     return Ok(r);
                 }
                 Put::Conflict(current) => {
+                    // A conflict caused by the store's fence: count what it skipped.
+                    fenced += (current.failover_skipped - row.failover_skipped).max(0);
                     self.counters.conflicts.fetch_add(1, Relaxed);
                     from_hint = false;
                     if !retries.lost() {

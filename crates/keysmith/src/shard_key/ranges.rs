@@ -179,6 +179,7 @@ impl ShardRanges {
             start: *range.start(),
             max: *range.end(),
             block,
+            failover_skip: None,
         };
         spec.validate()?;
         Ok(spec)

@@ -20,13 +20,23 @@ use super::{
 use crate::{Error, Result};
 
 /// A store that lives in this process's memory. Cheap, fast, not durable.
+///
+/// Its generation is random per store; [`MemoryStore::snapshot`] and
+/// [`MemoryStore::restore`] stand in for a backup and its restore in tests
+/// (the real faults are tested on the real stores).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
 }
 
-#[derive(Debug, Default)]
+/// A copy of a [`MemoryStore`]'s contents, as a backup holds them.
+#[derive(Debug, Clone)]
+pub struct MemorySnapshot(State);
+
+#[derive(Debug, Default, Clone)]
 struct State {
+    /// The store's generation; empty until first asked for.
+    generation: String,
     sequences: BTreeMap<String, SequenceRow>,
     counts: BTreeMap<String, SequenceCounts>,
     pool_marks: BTreeMap<String, RateMarks>,
@@ -60,6 +70,28 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// A copy of everything the store holds now.
+    pub fn snapshot(&self) -> MemorySnapshot {
+        MemorySnapshot(self.with(|s| Ok(s.clone())).unwrap_or_default())
+    }
+
+    /// Puts back what `snapshot` held, as a restore from backup does.
+    /// `same_generation`: the restore keeps the store's generation (as a
+    /// copied SQLite file does), else the store starts a new one (as a
+    /// promoted replica or a point-in-time recovery does).
+    pub fn restore(&self, snapshot: &MemorySnapshot, same_generation: bool) {
+        let _ = self.with(|s| {
+            let generation = std::mem::take(&mut s.generation);
+            *s = snapshot.0.clone();
+            s.generation = if same_generation {
+                generation
+            } else {
+                String::new()
+            };
+            Ok(())
+        });
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
         // A panic while holding the lock cannot leave State half-written: every
         // closure checks before it writes.
@@ -69,10 +101,31 @@ impl MemoryStore {
 }
 
 impl State {
+    fn generation(&mut self) -> String {
+        if self.generation.is_empty() {
+            self.generation = format!("memory:{}", super::random_id());
+        }
+        self.generation.clone()
+    }
+
     fn row(&mut self, name: &str) -> Result<&mut SequenceRow> {
         self.sequences
             .get_mut(name)
             .ok_or_else(|| Error::not_found("sequence", name))
+    }
+
+    /// The row of `name`, fenced into the current generation first
+    /// ([`SequenceRow::fence`]), and the values the fence skipped.
+    fn fenced_row(&mut self, name: &str) -> Result<(&mut SequenceRow, i64)> {
+        let generation = self.generation();
+        let row = self.row(name)?;
+        let mut skipped = 0;
+        if let Some(f) = row.fence(&generation) {
+            skipped = f.next - row.next;
+            *row = f;
+        }
+        row.generation = Some(generation);
+        Ok((row, skipped))
     }
 
     fn pool(&mut self, name: &str) -> Result<&mut (PoolRow, BTreeSet<i64>)> {
@@ -82,10 +135,11 @@ impl State {
     }
 
     fn reserve(&mut self, name: &str, n: i64) -> Result<Reservation> {
-        let row = self.row(name)?;
-        let r = row.plan(n)?;
+        let (row, fenced) = self.fenced_row(name)?;
+        let mut r = row.plan(n)?;
         row.next = r.end;
         row.version = r.version;
+        r.fenced = fenced;
         Ok(r)
     }
 }
@@ -100,14 +154,7 @@ impl SequenceStore for MemoryStore {
                     name: spec.name.clone(),
                 });
             }
-            let row = SequenceRow {
-                name: spec.name.clone(),
-                next: spec.start,
-                start: spec.start,
-                max: spec.max,
-                block: spec.block,
-                version: 1,
-            };
+            let row = SequenceRow::created(spec, &s.generation());
             s.sequences.insert(spec.name.clone(), row.clone());
             Ok(row)
         })
@@ -119,7 +166,7 @@ impl SequenceStore for MemoryStore {
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
         self.with(|s| {
-            let row = s.row(name)?;
+            let (row, _) = s.fenced_row(name)?;
             if row.version != expected {
                 return Ok(Put::Conflict(row.clone()));
             }
@@ -136,15 +183,27 @@ impl SequenceStore for MemoryStore {
         expected: u64,
     ) -> Result<Put> {
         self.with(|s| {
-            let row = s.row(name)?;
+            let (row, _) = s.fenced_row(name)?;
             if row.version != expected {
                 return Ok(Put::Conflict(row.clone()));
             }
             row.next = change.next;
             row.max = change.max;
             row.block = change.block;
+            row.failover_skip = change.failover_skip;
+            row.failover_skip_set = change.failover_skip_set;
             row.version += 1;
             Ok(Put::Done(row.clone()))
+        })
+    }
+
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        self.with(|s| {
+            let row = s.row(name)?;
+            if !row.failover_skip_set && row.failover_skip < at_least {
+                row.failover_skip = at_least;
+            }
+            Ok(())
         })
     }
 
@@ -385,14 +444,7 @@ impl TicketStore for MemoryStore {
                     name: spec.name.clone(),
                 });
             }
-            let row = SequenceRow {
-                name: spec.name.clone(),
-                next: spec.start,
-                start: spec.start,
-                max: spec.max,
-                block: spec.block,
-                version: 1,
-            };
+            let row = SequenceRow::created(spec, &s.generation());
             s.forget_numbers(&spec.name);
             s.sequences.insert(spec.name.clone(), row.clone());
             s.numbering
@@ -503,5 +555,9 @@ impl TicketStore for MemoryStore {
 impl Store for MemoryStore {
     async fn ping(&self) -> Result<()> {
         Ok(())
+    }
+
+    async fn generation(&self) -> Result<String> {
+        self.with(|s| Ok(s.generation()))
     }
 }

@@ -39,9 +39,11 @@ mod workers;
 pub(crate) use pools::sample_slots;
 pub use pools::{DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore};
 pub(crate) use sequences::check_count;
+pub(crate) use sequences::check_failover_skip;
 pub use sequences::{
-    Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, MARK_INTERVAL_MS, MAX_RESERVATION, Put,
-    RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore,
+    Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, FAILOVER_LAG_ALLOWANCE_SECS,
+    FAILOVER_SKIP_FLOOR, MARK_INTERVAL_MS, MAX_RESERVATION, Put, RateMark, RateMarks, Reservation,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip,
 };
 pub use tickets::{
     DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period, PeriodRange, TakenNumber, TicketStore,
@@ -67,6 +69,34 @@ pub trait Store: SequenceStore + PoolStore + WorkerStore + TicketStore {
     /// # Errors
     /// [`Error::Unavailable`].
     async fn ping(&self) -> Result<()>;
+
+    /// The store's current generation: a string that changes when the store
+    /// becomes another copy of its data, one that may lack writes that were
+    /// acknowledged before.
+    ///
+    /// - PostgreSQL: `SYSTEM_ID/TIMELINE` (`pg_control_system()` and the
+    ///   timeline of the WAL being written): promotion and point-in-time
+    ///   recovery start a new timeline; a dump restored into another
+    ///   cluster has another system identifier.
+    /// - etcd: `CLUSTER_ID/EPOCH`, the epoch a key keysmith keeps, replaced
+    ///   when a process sees the store's revision go back (a snapshot
+    ///   restore under a running server) or its cluster id change.
+    /// - SQLite: a random id kept in the file. A copied or restored file
+    ///   keeps it: only `keysmith fence` (or a handle that remembers what it
+    ///   reserved) protects against reusing its values.
+    ///
+    /// Rows record the generation they were written in; see
+    /// [`SequenceRow::fence`].
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`].
+    async fn generation(&self) -> Result<String>;
+}
+
+/// A random 128-bit id in hex: the generation ids of the stores that make
+/// their own (SQLite's store id, etcd's epoch).
+pub(crate) fn random_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 /// `url` with the password of its user info, and a `password=` parameter,
@@ -145,14 +175,54 @@ mod tests {
     use super::*;
 
     fn row(next: i64, max: i64) -> SequenceRow {
-        SequenceRow {
-            name: "s".into(),
-            next,
+        let spec = SequenceSpec {
             start: 0,
             max,
             block: 10,
+            failover_skip: Some(1000),
+            ..SequenceSpec::new("s")
+        };
+        SequenceRow {
+            next,
             version: 7,
+            ..SequenceRow::created(&spec, "g1")
         }
+    }
+
+    #[test]
+    fn fence_moves_next_forward_once_per_new_generation() {
+        let r = row(5, 100_000);
+        assert_eq!(r.fence("g1"), None, "same generation: nothing");
+        let f = r.fence("g2").unwrap();
+        assert_eq!((f.next, f.version), (1005, 8));
+        assert_eq!(f.generation.as_deref(), Some("g2"));
+        assert_eq!(f.failover_skipped, 1000);
+        assert_eq!(f.fence("g2"), None, "fenced rows are current");
+        // Planned from the fenced row, never below it.
+        assert_eq!(f.plan(3).unwrap().start, 1005);
+        // Near the maximum the skip clamps at max + 1: exhausted, never wrapped.
+        let f = row(99_500, 100_000).fence("g2").unwrap();
+        assert_eq!((f.next, f.failover_skipped), (100_001, 501));
+        assert!(f.plan(1).is_err());
+        // A row from before generations were recorded records one, skipping nothing.
+        let legacy = SequenceRow {
+            generation: None,
+            ..row(5, 100)
+        };
+        assert_eq!(legacy.fence("g2"), None);
+    }
+
+    #[test]
+    fn automatic_failover_skip_covers_the_peak_rate_with_a_floor() {
+        assert_eq!(auto_failover_skip(100, None), FAILOVER_SKIP_FLOOR);
+        assert_eq!(auto_failover_skip(100_000, None), 10_000_000, "100 blocks");
+        // 50 000 values/s for ten minutes.
+        assert_eq!(auto_failover_skip(100, Some(50_000.0)), 30_000_000);
+        assert_eq!(
+            auto_failover_skip(100, Some(f64::INFINITY)),
+            FAILOVER_SKIP_FLOOR
+        );
+        assert_eq!(auto_failover_skip(100, Some(1e300)), MAX_RESERVATION);
     }
 
     #[test]
@@ -162,7 +232,8 @@ mod tests {
             Reservation {
                 start: 5,
                 end: 15,
-                version: 8
+                version: 8,
+                fenced: 0,
             }
         );
         assert_eq!(row(95, 100).plan(10).unwrap().end, 101);

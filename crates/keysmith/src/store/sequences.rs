@@ -19,6 +19,57 @@ pub const DEFAULT_START: i64 = 1;
 /// The block size of a sequence created without one.
 pub const DEFAULT_BLOCK: i64 = 100;
 
+/// The smallest automatic failover margin (see [`auto_failover_skip`]).
+pub const FAILOVER_SKIP_FLOOR: i64 = 1_000_000;
+
+/// The replication lag, in seconds, the automatic failover margin covers at
+/// the sequence's peak rate (see [`auto_failover_skip`]).
+pub const FAILOVER_LAG_ALLOWANCE_SECS: i64 = 600;
+
+/// The automatic failover margin of a sequence with block size `block` whose
+/// highest observed rate is `peak_rate` values per second: the largest of
+/// [`FAILOVER_SKIP_FLOOR`], 100 blocks, and what the peak rate reserves in
+/// [`FAILOVER_LAG_ALLOWANCE_SECS`], at most [`MAX_RESERVATION`].
+///
+/// The arithmetic: a standby that is `L` seconds behind lost at most what
+/// was reserved in those `L` seconds, `rate x L` values, plus the blocks
+/// reserved at once (adaptive blocks grow to 10 000 by default, so 100
+/// blocks of the sequence's own size or the floor of a million cover many
+/// servers' worth). Ten minutes at the peak rate covers the replication
+/// lag of an asynchronous standby that is still worth promoting; a longer
+/// lag needs a larger margin (`--failover-skip`) or the operator's
+/// `keysmith fence`.
+pub fn auto_failover_skip(block: i64, peak_rate: Option<f64>) -> i64 {
+    let by_rate = peak_rate
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map_or(0, |r| {
+            let v = (r * FAILOVER_LAG_ALLOWANCE_SECS as f64).ceil();
+            if v >= MAX_RESERVATION as f64 {
+                MAX_RESERVATION
+            } else {
+                v as i64
+            }
+        });
+    FAILOVER_SKIP_FLOOR
+        .max(block.saturating_mul(100))
+        .max(by_rate)
+        .min(MAX_RESERVATION)
+}
+
+/// Checks a failover margin is in `0..=MAX_RESERVATION`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] saying what is accepted.
+pub(crate) fn check_failover_skip(n: i64) -> Result<()> {
+    if (0..=MAX_RESERVATION).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "failover skip must be between 0 and {MAX_RESERVATION}, got {n}"
+        )))
+    }
+}
+
 /// What a new sequence looks like.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SequenceSpec {
@@ -30,6 +81,10 @@ pub struct SequenceSpec {
     pub max: i64,
     /// The default block size of handles opened on it.
     pub block: i64,
+    /// How far `next` moves forward when a write finds the store in another
+    /// generation (a failover, a restore); `None`: automatic
+    /// ([`auto_failover_skip`], raised as the observed rate grows).
+    pub failover_skip: Option<i64>,
 }
 
 impl SequenceSpec {
@@ -42,7 +97,15 @@ impl SequenceSpec {
             start: DEFAULT_START,
             max: MAX_VALUE,
             block: DEFAULT_BLOCK,
+            failover_skip: None,
         }
+    }
+
+    /// The failover margin the row starts with: the given one, else
+    /// [`auto_failover_skip`] of the block.
+    pub fn initial_failover_skip(&self) -> i64 {
+        self.failover_skip
+            .unwrap_or_else(|| auto_failover_skip(self.block, None))
     }
 
     /// Checks name and bounds: `0 <= start <= max <= MAX_VALUE`,
@@ -71,6 +134,9 @@ impl SequenceSpec {
             )));
         }
         check_count("block", self.block)?;
+        if let Some(n) = self.failover_skip {
+            check_failover_skip(n)?;
+        }
         Ok(())
     }
 }
@@ -90,9 +156,66 @@ pub struct SequenceRow {
     pub block: i64,
     /// Bumped by every change of `next`; the basis of optimistic allocation.
     pub version: u64,
+    /// The generation of the store the row was last written in (see
+    /// [`SequenceRow::fence`]); `None` for a row not written since keysmith
+    /// began recording generations: its next write records one.
+    pub generation: Option<String>,
+    /// How far `next` moves forward when a write finds the row written in
+    /// another generation of the store.
+    pub failover_skip: i64,
+    /// Whether [`Self::failover_skip`] was set by hand (`create`, `alter`);
+    /// otherwise it follows the observed rate ([`auto_failover_skip`]).
+    pub failover_skip_set: bool,
+    /// Values skipped so far at generation changes ("skipped at failover";
+    /// `skipped_at_failover` in JSON).
+    #[serde(rename = "skipped_at_failover")]
+    pub failover_skipped: i64,
 }
 
 impl SequenceRow {
+    /// The row `create_sequence` writes for `spec` in store generation
+    /// `generation`: `next = start`, version 1.
+    pub fn created(spec: &SequenceSpec, generation: &str) -> SequenceRow {
+        SequenceRow {
+            name: spec.name.clone(),
+            next: spec.start,
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+            version: 1,
+            generation: Some(generation.to_owned()),
+            failover_skip: spec.initial_failover_skip(),
+            failover_skip_set: spec.failover_skip.is_some(),
+            failover_skipped: 0,
+        }
+    }
+
+    /// The row a write in store generation `current` must start from.
+    ///
+    /// `None` when the row was last written in `current` (or in no recorded
+    /// generation: the write records `current` and skips nothing). Otherwise
+    /// the store lost writes or is another copy (a promoted replica, a
+    /// restore): the fenced row, which every backend writes before anything
+    /// else in the same transaction, has `next` moved forward by
+    /// [`Self::failover_skip`] (clamped at `max + 1`), the new generation,
+    /// the version bumped and the skip added to [`Self::failover_skipped`].
+    /// A conditional put that was planned on the old row then conflicts, and
+    /// its caller plans again from the fenced row.
+    pub fn fence(&self, current: &str) -> Option<SequenceRow> {
+        let old = self.generation.as_deref()?;
+        if old == current {
+            return None;
+        }
+        let skip = self.failover_skip.clamp(0, self.remaining().max(0));
+        Some(SequenceRow {
+            next: self.next + skip,
+            version: self.version + 1,
+            generation: Some(current.to_owned()),
+            failover_skipped: self.failover_skipped.saturating_add(skip),
+            ..self.clone()
+        })
+    }
+
     /// How many values are left to reserve.
     pub fn remaining(&self) -> i64 {
         // next <= max + 1 and max + 1 <= i64::MAX, next >= 0: cannot overflow.
@@ -117,6 +240,7 @@ impl SequenceRow {
             start: self.next,
             end: self.next + take,
             version: self.version + 1,
+            fenced: 0,
         })
     }
 }
@@ -131,6 +255,10 @@ pub struct Reservation {
     pub end: i64,
     /// The row's version right after this reservation was committed.
     pub version: u64,
+    /// Values the same store call skipped first because the row was written
+    /// in another generation of the store ([`SequenceRow::fence`]); 0 almost
+    /// always.
+    pub fenced: i64,
 }
 
 impl Reservation {
@@ -167,6 +295,23 @@ pub struct Alteration {
     pub max: i64,
     /// The default block size.
     pub block: i64,
+    /// The failover margin ([`SequenceRow::failover_skip`]).
+    pub failover_skip: i64,
+    /// Whether the margin was set by hand ([`SequenceRow::failover_skip_set`]).
+    pub failover_skip_set: bool,
+}
+
+impl Alteration {
+    /// An alteration that keeps everything of `row`.
+    pub fn keep(row: &SequenceRow) -> Alteration {
+        Alteration {
+            next: row.next,
+            max: row.max,
+            block: row.block,
+            failover_skip: row.failover_skip,
+            failover_skip_set: row.failover_skip_set,
+        }
+    }
 }
 
 /// How often a sequence's rate mark moves forward: its reservation rate is
@@ -279,6 +424,7 @@ impl SequenceCounts {
         (row.next - row.start)
             .saturating_add(self.handed_back)
             .saturating_sub(self.skipped)
+            .saturating_sub(row.failover_skipped)
     }
 
     /// Reserved values no clean close accounted for.
@@ -310,6 +456,13 @@ impl SequenceCounts {
         c
     }
 
+    /// The automatic failover margin these counts call for (the rate now,
+    /// see [`auto_failover_skip`]): what [`SequenceStore::raise_failover_skip`]
+    /// is given once a minute.
+    pub fn failover_skip_wanted(&self, row: &SequenceRow, now_ms: i64) -> i64 {
+        auto_failover_skip(row.block, self.rate(row, now_ms))
+    }
+
     /// Values reserved per second recently, measured from the older mark
     /// (else the newer) to `row` at `now_ms`; `None` before there is a second
     /// of history.
@@ -332,6 +485,14 @@ impl SequenceCounts {
 /// What a backend does for sequences. Names given to these methods have been
 /// validated by the caller; counts are in `1..=MAX_RESERVATION`. Every write
 /// is durable when the method returns.
+///
+/// Generations: every write of `next` (put, alter, the reservations) records
+/// the store's current generation ([`super::Store::generation`]) in the row,
+/// and first, in the same transaction, applies [`SequenceRow::fence`]: a row
+/// last written in another generation moves forward by its failover margin
+/// before anything is planned from it. Checking costs no extra round trip:
+/// the generation is known to the store process or computed in the same
+/// statement.
 #[async_trait]
 pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// Creates a sequence with `next = spec.start` and version 1.
@@ -352,7 +513,15 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     async fn put_if_version(&self, name: &str, new_next: i64, expected_version: u64)
     -> Result<Put>;
 
-    /// Sets `next`, `max` and `block` to `change`'s and bumps the version,
+    /// Raises the failover margin of a sequence whose margin was not set by
+    /// hand to `at_least`, if it is below; changes nothing else (not the
+    /// version: allocation goes on undisturbed).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()>;
+
+    /// Sets `next`, `max`, `block` and the failover margin to `change`'s and bumps the version,
     /// only if the version is still `expected_version`: the same conditional
     /// write as [`Self::put_if_version`], so it is safe while handles
     /// allocate. On a mismatch nothing changes and the current row comes back.
@@ -429,13 +598,14 @@ mod counts_tests {
     use super::*;
 
     fn row(next: i64) -> SequenceRow {
-        SequenceRow {
-            name: "s".into(),
-            next,
-            start: 1,
+        let spec = SequenceSpec {
             max: 1_000_000,
             block: 10,
-            version: 1,
+            ..SequenceSpec::new("s")
+        };
+        SequenceRow {
+            next,
+            ..SequenceRow::created(&spec, "g")
         }
     }
 

@@ -71,6 +71,9 @@ impl SequenceStore for Faulty {
     async fn alter_if_version(&self, name: &str, change: &Alteration, v: u64) -> Result<Put> {
         self.inner.alter_if_version(name, change, v).await
     }
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        self.inner.raise_failover_skip(name, at_least).await
+    }
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         self.gate().await?;
         self.inner.reserve_locked(name, n).await

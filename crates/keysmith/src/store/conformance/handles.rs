@@ -551,8 +551,7 @@ pub async fn alter_while_handles_allocate_hands_out_nothing_twice(store: Arc<dyn
         let row = store.read_sequence("alt").await.unwrap().unwrap();
         let change = Alteration {
             next: row.next + 1000,
-            max: row.max,
-            block: row.block,
+            ..Alteration::keep(&row)
         };
         if let Put::Done(_) = store
             .alter_if_version("alt", &change, row.version)

@@ -57,6 +57,7 @@ macro_rules! conformance_tests {
             sequences::concurrent_optimistic_callers_never_overlap,
             sequences::concurrent_locked_and_atomic_callers_never_overlap,
             sequences::alter_if_version_applies_on_match_only,
+            sequences::rows_record_generation_and_failover_margin,
             sequences::counts_are_recorded_and_go_with_the_sequence,
             sequences::ping_answers,
             pools::pool_create_read_members,
@@ -117,10 +118,10 @@ macro_rules! conformance_tests {
 /// A sequence spec with block 10.
 fn spec(name: &str, start: i64, max: i64) -> SequenceSpec {
     SequenceSpec {
-        name: name.into(),
+        block: 10,
         start,
         max,
-        block: 10,
+        ..SequenceSpec::new(name)
     }
 }
 

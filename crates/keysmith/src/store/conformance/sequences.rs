@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::spec;
 use crate::Error;
-use crate::store::{MAX_VALUE, Put, Reservation, Store};
+use crate::store::{MAX_VALUE, Put, Reservation, SequenceSpec, Store};
 
 /// A created sequence reads back as created (next = start, version 1); creating
 /// it again is `AlreadyExists` and changes nothing.
@@ -321,6 +321,8 @@ pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
         next: 50,
         max: 900,
         block: 3,
+        failover_skip: 77,
+        failover_skip_set: true,
     };
     let done = match store
         .alter_if_version("alt", &change, row.version)
@@ -334,6 +336,7 @@ pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
         (done.next, done.max, done.block, done.start, done.version),
         (50, 900, 3, 1, row.version + 1)
     );
+    assert_eq!((done.failover_skip, done.failover_skip_set), (77, true));
     assert_eq!(
         store.read_sequence("alt").await.unwrap(),
         Some(done.clone())
@@ -342,6 +345,7 @@ pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
         next: 60,
         max: 800,
         block: 4,
+        ..Alteration::keep(&row)
     };
     match store
         .alter_if_version("alt", &stale, row.version)
@@ -418,4 +422,65 @@ pub async fn counts_are_recorded_and_go_with_the_sequence(store: Arc<dyn Store>)
         store.read_counts("c").await.unwrap().1,
         SequenceCounts::default()
     );
+}
+
+/// A new row records the store's generation and its failover margin (the
+/// automatic one unless given); every write records the generation again;
+/// `raise_failover_skip` raises only an automatic margin, only upwards,
+/// and leaves the version alone.
+pub async fn rows_record_generation_and_failover_margin(store: Arc<dyn Store>) {
+    use crate::store::auto_failover_skip;
+    let generation = store.generation().await.unwrap();
+    assert!(!generation.is_empty());
+    assert_eq!(store.generation().await.unwrap(), generation, "stable");
+    let auto = store
+        .create_sequence(&spec("gen-auto", 1, 1_000_000_000))
+        .await
+        .unwrap();
+    assert_eq!(auto.generation.as_deref(), Some(generation.as_str()));
+    assert_eq!(
+        (
+            auto.failover_skip,
+            auto.failover_skip_set,
+            auto.failover_skipped
+        ),
+        (auto_failover_skip(10, None), false, 0)
+    );
+    let set = store
+        .create_sequence(&SequenceSpec {
+            failover_skip: Some(5),
+            ..spec("gen-set", 1, 100)
+        })
+        .await
+        .unwrap();
+    assert_eq!((set.failover_skip, set.failover_skip_set), (5, true));
+
+    let r = store.reserve_atomic("gen-auto", 3).await.unwrap();
+    assert_eq!(
+        (r.start, r.end, r.fenced),
+        (1, 4, 0),
+        "same generation: no skip"
+    );
+    let r = store.reserve_locked("gen-auto", 3).await.unwrap();
+    assert_eq!((r.start, r.fenced), (4, 0));
+    let row = store.read_sequence("gen-auto").await.unwrap().unwrap();
+    assert_eq!(row.generation.as_deref(), Some(generation.as_str()));
+    assert_eq!(row.failover_skipped, 0);
+
+    let v = row.version;
+    store
+        .raise_failover_skip("gen-auto", auto.failover_skip + 10)
+        .await
+        .unwrap();
+    store.raise_failover_skip("gen-auto", 1).await.unwrap();
+    let row = store.read_sequence("gen-auto").await.unwrap().unwrap();
+    assert_eq!(
+        row.failover_skip,
+        auto.failover_skip + 10,
+        "raised, never lowered"
+    );
+    assert_eq!(row.version, v, "allocation is not disturbed");
+    store.raise_failover_skip("gen-set", 1_000).await.unwrap();
+    let row = store.read_sequence("gen-set").await.unwrap().unwrap();
+    assert_eq!(row.failover_skip, 5, "a margin set by hand stays");
 }

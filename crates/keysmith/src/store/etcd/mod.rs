@@ -150,6 +150,7 @@ use super::{
 };
 use crate::{Error, Result};
 
+mod generation;
 mod pools;
 use pools::PoolMeta;
 mod sequences;
@@ -192,6 +193,8 @@ pub struct EtcdStore {
     prefix: String,
     /// What this store last read of each pool's meta key.
     pool_meta: Arc<PoolMetaCache<PoolMeta>>,
+    /// The store's generation as this process knows it (`generation.rs`).
+    generation: Arc<generation::Tracker>,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -506,6 +509,7 @@ impl EtcdStore {
             endpoints: url.endpoints,
             prefix: format!("{}/", url.prefix),
             pool_meta: Arc::new(PoolMetaCache::new()),
+            generation: Arc::default(),
         })
     }
 
@@ -628,7 +632,17 @@ impl EtcdStore {
         self.call_within(op, REQUEST_TIMEOUT, request).await
     }
 
+    /// Runs a transaction and notes its answer's header: a revision that
+    /// went back or a new cluster id starts a new generation
+    /// (`generation.rs`).
     async fn txn(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
+        let floor = self.generation.floor();
+        let resp = self.txn_unobserved(op, txn).await?;
+        self.observe(&resp, floor);
+        Ok(resp)
+    }
+
+    async fn txn_unobserved(&self, op: &str, txn: Txn) -> Result<TxnResponse> {
         self.call(op, |mut c| {
             let txn = txn.clone();
             async move { c.txn(txn).await }
@@ -748,6 +762,10 @@ impl Store for EtcdStore {
         })
         .await
         .map(drop)
+    }
+
+    async fn generation(&self) -> Result<String> {
+        self.current_generation().await
     }
 }
 

@@ -10,11 +10,47 @@ const COUNTS_ATTEMPTS: u32 = 16;
 /// (lease expired while held) before it gives up.
 const LOCK_ATTEMPTS: u32 = 5;
 
+/// What a sequence's spec key holds. The failover fields came later: an
+/// older key reads with the defaults the SQL stores give their columns.
 #[derive(Debug, Serialize, Deserialize)]
 struct SpecValue {
     start: i64,
     max: i64,
     block: i64,
+    #[serde(default = "default_failover_skip")]
+    failover_skip: i64,
+    #[serde(default)]
+    failover_skip_set: bool,
+    #[serde(default)]
+    failover_skipped: i64,
+}
+
+fn default_failover_skip() -> i64 {
+    crate::store::FAILOVER_SKIP_FLOOR
+}
+
+impl SpecValue {
+    fn of(row: &SequenceRow) -> SpecValue {
+        SpecValue {
+            start: row.start,
+            max: row.max,
+            block: row.block,
+            failover_skip: row.failover_skip,
+            failover_skip_set: row.failover_skip_set,
+            failover_skipped: row.failover_skipped,
+        }
+    }
+
+    fn encode(&self, name: &str) -> Result<Vec<u8>> {
+        serde_json::to_vec(self)
+            .map_err(|e| Error::Corrupt(format!("cannot encode sequence {name:?}: {e}")))
+    }
+}
+
+/// What a sequence's `next` key holds: `NEXT GENERATION`, or a bare number
+/// when written before generations were recorded.
+fn next_value(next: i64, generation: &str) -> String {
+    format!("{next} {generation}")
 }
 
 /// The lease of one locked reservation. Dropped without [`EtcdStore::release`]
@@ -93,15 +129,17 @@ impl EtcdStore {
     ) -> Result<Put> {
         let gets = self.row_gets(name);
         let written = puts.len();
+        let epoch = self.epoch().await?;
+        let mut otherwise = gets.to_vec();
+        otherwise.push(self.epoch_get());
         let txn = match i64::try_from(expected) {
             Ok(expected) => Txn::new()
-                .when([Compare::version(
-                    self.next_key(name),
-                    CompareOp::Equal,
-                    expected,
-                )])
+                .when([
+                    Compare::version(self.next_key(name), CompareOp::Equal, expected),
+                    self.epoch_compare(&epoch),
+                ])
                 .and_then(puts.into_iter().chain(gets.clone()).collect::<Vec<_>>())
-                .or_else(gets),
+                .or_else(otherwise),
             // No etcd version is that large: a plain read, reported as a conflict.
             Err(_) => Txn::new().and_then(gets),
         };
@@ -110,8 +148,18 @@ impl EtcdStore {
         let (done, at) = if resp.succeeded() && ops.len() == written + 2 {
             (true, written)
         } else {
+            if ops.len() == 3 {
+                self.adopt_epoch_from(&resp, 2)?;
+            }
             (false, 0)
         };
+        if !done {
+            // The row that beat us, fenced if it is of an older generation.
+            return match self.read_row(name).await? {
+                Some(row) => Ok(Put::Conflict(row)),
+                None => Err(Error::not_found("sequence", name)),
+            };
+        }
         let row = self
             .row_from(name, &ops, at)?
             .ok_or_else(|| Error::not_found("sequence", name))?;
@@ -167,16 +215,19 @@ impl EtcdStore {
                 self.seq_key(name)
             ))
         })?;
-        let next: i64 = std::str::from_utf8(next_kv.value())
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| {
-                Error::Corrupt(format!(
-                    "etcd key {} holds {:?}, not a number; drop the sequence and create it again",
-                    self.next_key(name),
-                    String::from_utf8_lossy(next_kv.value())
-                ))
-            })?;
+        let text = std::str::from_utf8(next_kv.value()).ok();
+        let (number, generation) = match text.map(|t| t.split_once(' ')) {
+            Some(Some((n, g))) => (Some(n), Some(g.to_owned())),
+            Some(None) => (text, None),
+            None => (None, None),
+        };
+        let next: i64 = number.and_then(|s| s.parse().ok()).ok_or_else(|| {
+            Error::Corrupt(format!(
+                "etcd key {} holds {:?}, not a number; drop the sequence and create it again",
+                self.next_key(name),
+                String::from_utf8_lossy(next_kv.value())
+            ))
+        })?;
         let valid = 0 <= spec.start
             && spec.start <= spec.max
             && spec.max <= crate::store::MAX_VALUE
@@ -197,15 +248,74 @@ impl EtcdStore {
             start: spec.start,
             max: spec.max,
             block: spec.block,
+            generation,
+            failover_skip: spec.failover_skip,
+            failover_skip_set: spec.failover_skip_set,
+            failover_skipped: spec.failover_skipped,
             version: next_kv.version() as u64,
         }))
     }
 
     async fn read_row(&self, name: &str) -> Result<Option<SequenceRow>> {
-        let resp = self
-            .txn("read", Txn::new().and_then(self.row_gets(name)))
-            .await?;
-        self.row_from(name, &resp.op_responses(), 0)
+        Ok(self.read_fenced(name).await?.map(|(row, _)| row))
+    }
+
+    /// The row of a sequence, fenced into the current generation first if it
+    /// was last written in another one ([`SequenceRow::fence`]; the fence
+    /// writes `next` and the spec in one transaction that compares the
+    /// version and the epoch), and the values the fence skipped.
+    async fn read_fenced(&self, name: &str) -> Result<Option<(SequenceRow, i64)>> {
+        for _ in 0..ATOMIC_ATTEMPTS {
+            let resp = self
+                .txn("read", Txn::new().and_then(self.row_gets(name)))
+                .await?;
+            let Some(row) = self.row_from(name, &resp.op_responses(), 0)? else {
+                return Ok(None);
+            };
+            let generation = self.current_generation().await?;
+            let Some(fenced) = row.fence(&generation) else {
+                return Ok(Some((row, 0)));
+            };
+            let epoch = self.epoch().await?;
+            let txn = Txn::new()
+                .when([
+                    Compare::version(self.next_key(name), CompareOp::Equal, version_i64(&row)?),
+                    self.epoch_compare(&epoch),
+                ])
+                .and_then([
+                    TxnOp::put(
+                        self.next_key(name),
+                        next_value(fenced.next, &generation),
+                        None,
+                    ),
+                    TxnOp::put(
+                        self.seq_key(name),
+                        SpecValue::of(&fenced).encode(name)?,
+                        None,
+                    ),
+                ])
+                .or_else([self.epoch_get()]);
+            let resp = self.txn("fence a sequence", txn).await?;
+            if resp.succeeded() {
+                let skipped = fenced.next - row.next;
+                tracing::warn!(
+                    sequence = name,
+                    skipped,
+                    "etcd is in a new generation: the sequence moved forward by its failover skip"
+                );
+                // Both puts bumped only `next`'s version once.
+                let fenced = SequenceRow {
+                    version: row.version + 1,
+                    ..fenced
+                };
+                return Ok(Some((fenced, skipped)));
+            }
+            self.adopt_epoch_from(&resp, 0)?;
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
     }
 
     /// One compare-and-put of `next` from `row`: `Ok(Ok(reservation))` on
@@ -219,25 +329,28 @@ impl EtcdStore {
         extra_gets: Vec<TxnOp>,
     ) -> Result<std::result::Result<Reservation, (Option<SequenceRow>, Vec<TxnOpResponse>)>> {
         let plan = row.plan(n)?;
-        let Ok(expected) = i64::try_from(row.version) else {
-            return Err(Error::Corrupt(format!(
-                "sequence {:?}: version {} is out of etcd's range",
-                row.name, row.version
-            )));
-        };
-        let mut when = vec![Compare::version(
-            self.next_key(&row.name),
-            CompareOp::Equal,
-            expected,
-        )];
+        let expected = version_i64(row)?;
+        let epoch = self.epoch().await?;
+        let generation = self.current_generation().await?;
+        if row.fence(&generation).is_some() {
+            // Planned from a row of an older generation: read it fenced.
+            let current = self.read_row(&row.name).await?;
+            return Ok(Err((current, Vec::new())));
+        }
+        let mut when = vec![
+            Compare::version(self.next_key(&row.name), CompareOp::Equal, expected),
+            self.epoch_compare(&epoch),
+        ];
         when.extend(extra);
         let mut otherwise = self.row_gets(&row.name).to_vec();
         otherwise.extend(extra_gets);
+        let epoch_at = otherwise.len();
+        otherwise.push(self.epoch_get());
         let txn = Txn::new()
             .when(when)
             .and_then([TxnOp::put(
                 self.next_key(&row.name),
-                plan.end.to_string(),
+                next_value(plan.end, &generation),
                 None,
             )])
             .or_else(otherwise);
@@ -245,6 +358,7 @@ impl EtcdStore {
         if resp.succeeded() {
             return Ok(Ok(plan));
         }
+        self.adopt_epoch_from(&resp, epoch_at)?;
         let ops = resp.op_responses();
         let current = self.row_from(&row.name, &ops, 0)?;
         Ok(Err((current, ops)))
@@ -277,8 +391,8 @@ impl EtcdStore {
         n: i64,
         lock_key: &[u8],
     ) -> Result<Option<Reservation>> {
-        let mut row = self
-            .read_row(name)
+        let (mut row, fenced) = self
+            .read_fenced(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
         // Other strategies may write between our read and our put: we keep the
@@ -290,9 +404,9 @@ impl EtcdStore {
                 .try_reserve(&row, n, Some(still_held), vec![lock_get])
                 .await?
             {
-                Ok(r) => return Ok(Some(r)),
+                Ok(r) => return Ok(Some(Reservation { fenced, ..r })),
                 Err((current, ops)) => {
-                    if first_kv(&ops, 2)?.is_none() {
+                    if !ops.is_empty() && first_kv(&ops, 2)?.is_none() {
                         return Ok(None);
                     }
                     row = current.ok_or_else(|| Error::not_found("sequence", name))?;
@@ -323,9 +437,51 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        let puts = vec![TxnOp::put(self.next_key(name), new_next.to_string(), None)];
+        // A row read through this store is fenced on read, so `expected`
+        // is the version of a row of the current generation (or a version
+        // the store has since left behind: a conflict).
+        let generation = self.current_generation().await?;
+        let puts = vec![TxnOp::put(
+            self.next_key(name),
+            next_value(new_next, &generation),
+            None,
+        )];
         self.write_if_version(name, expected, puts, "write a sequence")
             .await
+    }
+
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        for _ in 0..COUNTS_ATTEMPTS {
+            let resp = self
+                .txn("read a sequence", Txn::new().and_then(self.row_gets(name)))
+                .await?;
+            let ops = resp.op_responses();
+            let row = self
+                .row_from(name, &ops, 0)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            if row.failover_skip_set || row.failover_skip >= at_least {
+                return Ok(());
+            }
+            let spec_rev = first_kv(&ops, 0)?.map_or(0, |kv| kv.mod_revision());
+            let spec = SpecValue {
+                failover_skip: at_least,
+                ..SpecValue::of(&row)
+            };
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    self.seq_key(name),
+                    CompareOp::Equal,
+                    spec_rev,
+                )])
+                .and_then([TxnOp::put(self.seq_key(name), spec.encode(name)?, None)]);
+            if self.txn("raise a failover skip", txn).await?.succeeded() {
+                return Ok(());
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: COUNTS_ATTEMPTS,
+        })
     }
 
     async fn alter_if_version(
@@ -340,14 +496,21 @@ impl SequenceStore for EtcdStore {
             .read_row(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
-        let spec = serde_json::to_string(&SpecValue {
-            start: row.start,
+        let spec = SpecValue {
             max: change.max,
             block: change.block,
-        })
-        .map_err(|e| Error::Corrupt(format!("cannot encode sequence {name:?}: {e}")))?;
+            failover_skip: change.failover_skip,
+            failover_skip_set: change.failover_skip_set,
+            ..SpecValue::of(&row)
+        }
+        .encode(name)?;
+        let generation = self.current_generation().await?;
         let puts = vec![
-            TxnOp::put(self.next_key(name), change.next.to_string(), None),
+            TxnOp::put(
+                self.next_key(name),
+                next_value(change.next, &generation),
+                None,
+            ),
             TxnOp::put(self.seq_key(name), spec, None),
         ];
         self.write_if_version(name, expected, puts, "alter a sequence")
@@ -397,13 +560,13 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        let mut row = self
-            .read_row(name)
+        let (mut row, fenced) = self
+            .read_fenced(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
         for _ in 0..ATOMIC_ATTEMPTS {
             match self.try_reserve(&row, n, None, Vec::new()).await? {
-                Ok(r) => return Ok(r),
+                Ok(r) => return Ok(Reservation { fenced, ..r }),
                 Err((current, _)) => {
                     row = current.ok_or_else(|| Error::not_found("sequence", name))?;
                 }
@@ -537,12 +700,9 @@ impl EtcdStore {
         spec: &SequenceSpec,
         extra: TxnOp,
     ) -> Result<SequenceRow> {
-        let value = serde_json::to_vec(&SpecValue {
-            start: spec.start,
-            max: spec.max,
-            block: spec.block,
-        })
-        .map_err(|e| Error::invalid(format!("cannot encode sequence {:?}: {e}", spec.name)))?;
+        let generation = self.current_generation().await?;
+        let row = SequenceRow::created(spec, &generation);
+        let value = SpecValue::of(&row).encode(&spec.name)?;
         let txn = Txn::new()
             .when([
                 Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
@@ -550,7 +710,11 @@ impl EtcdStore {
             ])
             .and_then([
                 TxnOp::put(self.seq_key(&spec.name), value, None),
-                TxnOp::put(self.next_key(&spec.name), spec.start.to_string(), None),
+                TxnOp::put(
+                    self.next_key(&spec.name),
+                    next_value(spec.start, &generation),
+                    None,
+                ),
                 // Counts a drop by an older keysmith may have left behind.
                 TxnOp::delete(self.counts_key(&spec.name), None),
                 extra,
@@ -565,13 +729,15 @@ impl EtcdStore {
                 name: spec.name.clone(),
             });
         }
-        Ok(SequenceRow {
-            name: spec.name.clone(),
-            next: spec.start,
-            start: spec.start,
-            max: spec.max,
-            block: spec.block,
-            version: 1,
-        })
+        Ok(row)
     }
+}
+
+fn version_i64(row: &SequenceRow) -> Result<i64> {
+    i64::try_from(row.version).map_err(|_| {
+        Error::Corrupt(format!(
+            "sequence {:?}: version {} is out of etcd's range",
+            row.name, row.version
+        ))
+    })
 }

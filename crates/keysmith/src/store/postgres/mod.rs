@@ -80,7 +80,7 @@ pub(crate) use tls::{certificates, percent_decode, private_key, read_password_fi
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -240,6 +240,152 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 5: numbered sequences: settings, counters per period, open tickets.
     tickets::TICKETS_MIGRATION,
+    // 6: generations (store/sequences.rs, `SequenceRow::fence`). Every write
+    // of `next` records the generation it was written in: the cluster's
+    // system identifier and the timeline of the WAL being written, which
+    // promotion and point-in-time recovery change. `fence` is the SQL form
+    // of `SequenceRow::fence`: a row last written in another generation moves
+    // forward by its failover margin, once (a second caller re-evaluates the
+    // WHERE on the fenced row and finds the generation current). Every
+    // write path calls it first, inside one function: one round trip.
+    r#"
+    ALTER TABLE {s}.sequences
+        ADD COLUMN generation text,
+        ADD COLUMN failover_skip bigint NOT NULL DEFAULT 1000000
+            CONSTRAINT sequences_failover_skip CHECK (failover_skip BETWEEN 0 AND 1099511627776),
+        ADD COLUMN failover_skip_set boolean NOT NULL DEFAULT false,
+        ADD COLUMN failover_skipped bigint NOT NULL DEFAULT 0;
+
+    CREATE FUNCTION {s}.store_generation() RETURNS text
+    LANGUAGE sql VOLATILE AS $fn$
+        SELECT (SELECT system_identifier FROM pg_control_system())::text
+               || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+    $fn$;
+
+    CREATE FUNCTION {s}.fence(seq text, g text) RETURNS bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        skipped bigint;
+    BEGIN
+        UPDATE {s}.sequences
+        SET last_start = next,
+            next = next + LEAST(failover_skip, max_value + 1 - next),
+            failover_skipped = failover_skipped + LEAST(failover_skip, max_value + 1 - next),
+            generation = g,
+            version = version + 1
+        WHERE name = seq AND generation IS NOT NULL AND generation <> g
+        RETURNING next - last_start INTO skipped;
+        RETURN COALESCE(skipped, 0);
+    END
+    $fn$;
+
+    DROP FUNCTION {s}.reserve(text, bigint);
+    CREATE FUNCTION {s}.reserve(seq text, n bigint,
+                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint,
+                               OUT fenced bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur_next bigint;
+        cur_max bigint;
+        g text;
+    BEGIN
+        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
+            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        g := {s}.store_generation();
+        fenced := {s}.fence(seq, g);
+        LOOP
+            UPDATE {s}.sequences
+            SET last_start = next,
+                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
+                version = version + 1,
+                generation = g
+            WHERE name = seq AND next <= max_value
+            RETURNING last_start, next, version INTO first_value, next_free, row_version;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+            SELECT s.next, s.max_value INTO cur_next, cur_max
+            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
+                    USING ERRCODE = 'no_data_found',
+                          HINT = 'create it first (keysmith create NAME); it is never created silently';
+            END IF;
+            IF cur_next > cur_max THEN
+                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
+                    USING ERRCODE = 'sequence_generator_limit_exceeded';
+            END IF;
+            -- Values were handed back between the update and the read: again.
+        END LOOP;
+    END
+    $fn$;
+
+    -- The conditional write of put_if_version and alter_if_version (NULL
+    -- keeps a column): fenced first, then written only if the version is
+    -- still `expected`; either way the row as it now is. Each statement of
+    -- the function reads a fresh snapshot, so the row after a lost race is
+    -- the one that won it.
+    CREATE FUNCTION {s}.write_if_version(seq text, expected bigint, new_next bigint,
+                                        new_max bigint, new_block bigint,
+                                        new_skip bigint, new_skip_set boolean,
+                                        OUT done boolean, OUT r_name text, OUT r_next bigint,
+                                        OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                        OUT r_version bigint, OUT r_generation text,
+                                        OUT r_skip bigint, OUT r_skip_set boolean,
+                                        OUT r_skipped bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        PERFORM {s}.fence(seq, g);
+        UPDATE {s}.sequences q
+        SET next = new_next,
+            max_value = COALESCE(new_max, q.max_value),
+            block = COALESCE(new_block, q.block),
+            failover_skip = COALESCE(new_skip, q.failover_skip),
+            failover_skip_set = COALESCE(new_skip_set, q.failover_skip_set),
+            version = q.version + 1,
+            generation = g
+        WHERE q.name = seq AND q.version = expected
+        RETURNING true, q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+                  q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO done, r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        done := false;
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped
+        FROM {s}.sequences q WHERE q.name = seq;
+    END
+    $fn$;
+
+    -- The locked strategy's first step: the row fenced, then locked until
+    -- the caller's transaction ends; `fenced` first, then the row.
+    CREATE FUNCTION {s}.lock_row(seq text,
+                                OUT fenced bigint, OUT r_name text, OUT r_next bigint,
+                                OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                OUT r_version bigint, OUT r_generation text,
+                                OUT r_skip bigint, OUT r_skip_set boolean,
+                                OUT r_skipped bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        fenced := {s}.fence(seq, g);
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               g, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped
+        FROM {s}.sequences q WHERE q.name = seq FOR UPDATE;
+    END
+    $fn$;
+    "#,
 ];
 
 /// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool
@@ -577,32 +723,14 @@ impl PostgresStore {
     }
 }
 
-/// The conditional write of a sequence as one statement: `set` (and a
-/// version bump) only where the version is `version_param`; the first
-/// column says whether it was written, the rest is the row written or, on a
-/// conflict, the row that beat it, read in the same snapshot.
-fn conditional_update(s: &str, set: &str, version_param: &str) -> String {
-    format!(
-        "WITH upd AS (
-             UPDATE {s}.sequences SET {set}, version = version + 1
-             WHERE name = $1 AND version = {version_param}
-             RETURNING {COLS}),
-         cur AS (
-             SELECT {COLS} FROM {s}.sequences
-             WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM upd))
-         SELECT true, {COLS} FROM upd
-         UNION ALL
-         SELECT false, {COLS} FROM cur"
-    )
-}
-
 /// The SQL of every method, with the schema filled in.
 #[derive(Debug)]
 struct Sql {
     create: String,
     read: String,
-    put_if_version: String,
-    alter_if_version: String,
+    write_if_version: String,
+    raise_failover_skip: String,
+    generation: String,
     counts_ensure: String,
     counts_lock: String,
     counts_write: String,
@@ -625,7 +753,8 @@ struct Sql {
     pool_drop: String,
 }
 
-const COLS: &str = "name, next, start_value, max_value, block, version";
+const COLS: &str = "name, next, start_value, max_value, block, version, \
+    generation, failover_skip, failover_skip_set, failover_skipped";
 
 /// The columns of a sequence's counts, in the order `counts_from` reads them.
 const CCOLS: &str =
@@ -637,8 +766,9 @@ impl Sql {
     fn new(s: &str) -> Sql {
         Sql {
             create: format!(
-                "INSERT INTO {s}.sequences (name, next, start_value, max_value, block, version)
-                 VALUES ($1, $2, $2, $3, $4, 1) RETURNING {COLS}"
+                "INSERT INTO {s}.sequences (name, next, start_value, max_value, block, version,
+                                            generation, failover_skip, failover_skip_set)
+                 VALUES ($1, $2, $2, $3, $4, 1, {s}.store_generation(), $5, $6) RETURNING {COLS}"
             ),
             read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
             // One round trip. `upd` writes when the version matches. When it
@@ -650,8 +780,14 @@ impl Sql {
             // would avoid the rerun but writes a row lock, and so costs a WAL
             // flush on every conflict: under contention that doubled the
             // flushes and made 8 optimistic clients slower than one.
-            put_if_version: conditional_update(s, "next = $2", "$3"),
-            alter_if_version: conditional_update(s, "next = $2, max_value = $3, block = $4", "$5"),
+            write_if_version: format!(
+                "SELECT * FROM {s}.write_if_version($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            raise_failover_skip: format!(
+                "UPDATE {s}.sequences SET failover_skip = $2
+                 WHERE name = $1 AND NOT failover_skip_set AND failover_skip < $2"
+            ),
+            generation: format!("SELECT {s}.store_generation()"),
             counts_ensure: format!(
                 "INSERT INTO {s}.sequence_counts (name, handed_back, handed_out, abandoned, skipped)
                  VALUES ($1, 0, 0, 0, 0) ON CONFLICT (name) DO NOTHING"
@@ -665,7 +801,9 @@ impl Sql {
                  WHERE name = $1"
             ),
             counts_read: format!(
-                "SELECT s.name, s.next, s.start_value, s.max_value, s.block, s.version, {CCOLS_C}
+                "SELECT s.name, s.next, s.start_value, s.max_value, s.block, s.version,
+                        s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
+                        {CCOLS_C}
                  FROM {s}.sequences s LEFT JOIN {s}.sequence_counts c ON c.name = s.name
                  WHERE s.name = $1"
             ),
@@ -683,8 +821,10 @@ impl Sql {
                 "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
                  FROM {s}.pools p LEFT JOIN {s}.pool_marks m ON m.name = p.name WHERE p.name = $1"
             ),
-            lock_row: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1 FOR UPDATE"),
-            write_next: format!("UPDATE {s}.sequences SET next = $2, version = $3 WHERE name = $1"),
+            lock_row: format!("SELECT * FROM {s}.lock_row($1)"),
+            write_next: format!(
+                "UPDATE {s}.sequences SET next = $2, version = $3, generation = $4 WHERE name = $1"
+            ),
             // One UPDATE does the reservation. RETURNING sees only new values,
             // so the old `next` (the first value reserved) is copied into
             // `last_start` by the same SET, whose right-hand sides all read the
@@ -697,7 +837,7 @@ impl Sql {
             // the newest version for the same reason as in put_if_version.
             // The SQL function of migration 2: the logic lives once.
             reserve_atomic: format!(
-                "SELECT first_value, next_free, row_version FROM {s}.reserve($1, $2)"
+                "SELECT first_value, next_free, row_version, fenced FROM {s}.reserve($1, $2)"
             ),
             list: format!("SELECT {COLS} FROM {s}.sequences ORDER BY name"),
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
@@ -748,6 +888,20 @@ impl Store for PostgresStore {
                     .await
                     .map(drop)
                     .map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn generation(&self) -> Result<String> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let r = c
+                    .query_one(&self.sql.generation, &[])
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                r.try_get(0).map_err(|e| self.pg(&e))
             })
             .await;
         self.settle(c, out)

@@ -3,14 +3,14 @@
 use super::*;
 
 impl PostgresStore {
-    /// Runs a [`conditional_update`](super::conditional_update) statement:
-    /// `$1` the name, then `values`, then the expected version.
+    /// Runs the `write_if_version` function: `next`, and where given the
+    /// rest of an alteration, only if the version is still `expected`.
     async fn write_if_version(
         &self,
-        sql: &str,
         name: &str,
-        values: &[&(dyn tokio_postgres::types::ToSql + Sync)],
         expected: u64,
+        next: i64,
+        rest: Option<&Alteration>,
     ) -> Result<Put> {
         let c = self.client().await?;
         let out = self
@@ -22,29 +22,36 @@ impl PostgresStore {
                         None => Err(Error::not_found("sequence", name)),
                     };
                 };
-                let st = c.prepare_cached(sql).await.map_err(|e| self.pg(&e))?;
-                let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&name];
-                params.extend_from_slice(values);
-                params.push(&expected_i);
-                for _ in 0..MAX_RERUNS {
-                    let rows = c.query(&st, &params).await.map_err(|e| self.pg(&e))?;
-                    let Some(r) = rows.first() else {
-                        return Err(Error::not_found("sequence", name));
-                    };
-                    let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
-                    let row = self.row(r, 1)?;
-                    if done {
-                        return Ok(Put::Done(row));
-                    }
-                    if row.version != expected {
-                        return Ok(Put::Conflict(row));
-                    }
-                    // The row we were shown still has the version we expected,
-                    // so the write should have matched: run it again.
+                let st = c
+                    .prepare_cached(&self.sql.write_if_version)
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let (max, block, skip, skip_set) = match rest {
+                    Some(a) => (
+                        Some(a.max),
+                        Some(a.block),
+                        Some(a.failover_skip),
+                        Some(a.failover_skip_set),
+                    ),
+                    None => (None, None, None, None),
+                };
+                let r = c
+                    .query_one(
+                        &st,
+                        &[&name, &expected_i, &next, &max, &block, &skip, &skip_set],
+                    )
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
+                if missing.is_none() {
+                    return Err(Error::not_found("sequence", name));
                 }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
+                let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+                let row = self.row(&r, 1)?;
+                Ok(if done {
+                    Put::Done(row)
+                } else {
+                    Put::Conflict(row)
                 })
             })
             .await;
@@ -60,6 +67,10 @@ impl PostgresStore {
             start: r.try_get(at + 2).map_err(bad)?,
             max: r.try_get(at + 3).map_err(bad)?,
             block: r.try_get(at + 4).map_err(bad)?,
+            generation: r.try_get(at + 6).map_err(bad)?,
+            failover_skip: r.try_get(at + 7).map_err(bad)?,
+            failover_skip_set: r.try_get(at + 8).map_err(bad)?,
+            failover_skipped: r.try_get(at + 9).map_err(bad)?,
             version: u64::try_from(version).map_err(|_| {
                 Error::Corrupt(format!(
                     "PostgreSQL at {}: a sequence has version {version}, below 1",
@@ -91,7 +102,17 @@ impl SequenceStore for PostgresStore {
                     .await
                     .map_err(|e| self.pg(&e))?;
                 match c
-                    .query_one(&st, &[&spec.name, &spec.start, &spec.max, &spec.block])
+                    .query_one(
+                        &st,
+                        &[
+                            &spec.name,
+                            &spec.start,
+                            &spec.max,
+                            &spec.block,
+                            &spec.initial_failover_skip(),
+                            &spec.failover_skip.is_some(),
+                        ],
+                    )
                     .await
                 {
                     Ok(r) => self.row(&r, 0),
@@ -119,8 +140,20 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        self.write_if_version(&self.sql.put_if_version, name, &[&new_next], expected)
-            .await
+        self.write_if_version(name, expected, new_next, None).await
+    }
+
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                c.execute(&self.sql.raise_failover_skip, &[&name, &at_least])
+                    .await
+                    .map(drop)
+                    .map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn alter_if_version(
@@ -129,13 +162,8 @@ impl SequenceStore for PostgresStore {
         change: &Alteration,
         expected: u64,
     ) -> Result<Put> {
-        self.write_if_version(
-            &self.sql.alter_if_version,
-            name,
-            &[&change.next, &change.max, &change.block],
-            expected,
-        )
-        .await
+        self.write_if_version(name, expected, change.next, Some(change))
+            .await
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
@@ -198,7 +226,7 @@ impl SequenceStore for PostgresStore {
                     .await
                     .map_err(|e| self.pg(&e))?
                     .ok_or_else(|| Error::not_found("sequence", name))?;
-                Ok((self.row(&r, 0)?, counts_from(&r, 6)))
+                Ok((self.row(&r, 0)?, counts_from(&r, 10)))
             })
             .await;
         self.settle(c, out)
@@ -218,17 +246,21 @@ impl SequenceStore for PostgresStore {
                     .await
                     .map_err(|e| self.pg(&e))?;
                 let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let Some(r) = tx
-                    .query_opt(&lock, &[&name])
+                let r = tx
+                    .query_one(&lock, &[&name])
                     .await
-                    .map_err(|e| self.pg(&e))?
-                else {
+                    .map_err(|e| self.pg(&e))?;
+                let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
+                if missing.is_none() {
                     return Err(Error::not_found("sequence", name));
-                };
-                let plan = self.row(&r, 0)?.plan(n)?;
+                }
+                let fenced: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
+                let row = self.row(&r, 1)?;
+                let mut plan = row.plan(n)?;
+                plan.fenced = fenced;
                 let version = i64::try_from(plan.version)
                     .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
-                tx.execute(&write, &[&name, &plan.end, &version])
+                tx.execute(&write, &[&name, &plan.end, &version, &row.generation])
                     .await
                     .map_err(|e| self.pg(&e))?;
                 tx.commit().await.map_err(|e| self.pg(&e))?;
@@ -271,6 +303,7 @@ impl SequenceStore for PostgresStore {
                     version: u64::try_from(version).map_err(|_| {
                         Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
                     })?,
+                    fenced: r.try_get(3).map_err(bad)?,
                 })
             })
             .await;

@@ -91,7 +91,8 @@ impl PostgresStore {
                     "UPDATE {s}.numbering n SET current_period = GREATEST(n.current_period, $2)
                      FROM {s}.sequences q WHERE n.name = $1 AND q.name = n.name
                      RETURNING n.current_period, q.name, q.next, q.start_value, q.max_value,
-                               q.block, q.version"
+                               q.block, q.version, q.generation, q.failover_skip,
+                               q.failover_skip_set, q.failover_skipped"
                 ),
                 &[&name, &period],
             )
@@ -238,7 +239,14 @@ impl TicketStore for PostgresStore {
                 let row = match tx
                     .query_one(
                         &self.sql.create,
-                        &[&spec.name, &spec.start, &spec.max, &spec.block],
+                        &[
+                            &spec.name,
+                            &spec.start,
+                            &spec.max,
+                            &spec.block,
+                            &spec.initial_failover_skip(),
+                            &spec.failover_skip.is_some(),
+                        ],
                     )
                     .await
                 {

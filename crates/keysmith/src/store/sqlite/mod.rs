@@ -29,7 +29,7 @@ mod workers;
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -99,7 +99,18 @@ CREATE TABLE IF NOT EXISTS keysmith_workers (
 ) WITHOUT ROWID;
 ";
 
-const ROW_COLUMNS: &str = "name, next, start, max, block, version";
+/// Version 4: generations. The store's id (its generation) in
+/// `keysmith_meta`, and per sequence the generation of its last write, its
+/// failover margin and what was skipped at generation changes. Each column
+/// is added if it is missing.
+const GENERATIONS_SCHEMA: &[(&str, &str)] = &[
+    ("generation", "TEXT"),
+    ("failover_skip", "INTEGER NOT NULL DEFAULT 1000000"),
+    ("failover_skip_set", "INTEGER NOT NULL DEFAULT 0"),
+    ("failover_skipped", "INTEGER NOT NULL DEFAULT 0"),
+];
+
+const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped";
 
 /// A store in one SQLite file. Cheap to clone handles to: share it as
 /// `Arc<dyn Store>`.
@@ -107,6 +118,9 @@ const ROW_COLUMNS: &str = "name, next, start, max, block, version";
 pub struct SqliteStore {
     path: PathBuf,
     conn: Arc<Mutex<Connection>>,
+    /// The store id kept in the file: its generation. A copy of the file
+    /// keeps it.
+    generation: Arc<str>,
 }
 
 impl SqliteStore {
@@ -145,13 +159,15 @@ impl SqliteStore {
             ));
         }
         let p = path.clone();
-        let conn = tokio::task::spawn_blocking(move || open_connection(&p, busy_timeout))
-            .await
-            .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
-            .map_err(|e| with_path(e, &path))?;
+        let (conn, generation) =
+            tokio::task::spawn_blocking(move || open_connection(&p, busy_timeout))
+                .await
+                .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
+                .map_err(|e| with_path(e, &path))?;
         Ok(SqliteStore {
             path,
             conn: Arc::new(Mutex::new(conn)),
+            generation: generation.into(),
         })
     }
 
@@ -221,7 +237,7 @@ pub(crate) fn parse_url(rest: &str) -> Result<(PathBuf, Duration)> {
     Ok((PathBuf::from(path), timeout))
 }
 
-fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
+fn open_connection(path: &Path, busy_timeout: Duration) -> Result<(Connection, String)> {
     let conn = Connection::open(path).map_err(db_err)?;
     conn.busy_timeout(busy_timeout).map_err(db_err)?;
     // WAL lets readers run beside a writer; FULL syncs the WAL on every commit,
@@ -236,11 +252,12 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     }
     conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
         .map_err(db_err)?;
-    migrate(&conn)?;
-    Ok(conn)
+    let generation = migrate(&conn)?;
+    Ok((conn, generation))
 }
 
-fn migrate(conn: &Connection) -> Result<()> {
+/// Creates or upgrades the tables; returns the store id (made on first use).
+fn migrate(conn: &Connection) -> Result<String> {
     conn.execute_batch(&format!(
         "BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA} {}",
         tickets::TICKETS_SCHEMA
@@ -255,8 +272,28 @@ fn migrate(conn: &Connection) -> Result<()> {
             )
             .optional()
             .map_err(db_err)?;
+        let add_generations = || -> Result<()> {
+            for (column, ty) in GENERATIONS_SCHEMA {
+                let present: bool = conn
+                    .query_row(
+                        "SELECT count(*) > 0 FROM pragma_table_info('keysmith_sequences') WHERE name = ?1",
+                        [column],
+                        |r| r.get(0),
+                    )
+                    .map_err(db_err)?;
+                if !present {
+                    conn.execute(
+                        &format!("ALTER TABLE keysmith_sequences ADD COLUMN {column} {ty}"),
+                        [],
+                    )
+                    .map_err(db_err)?;
+                }
+            }
+            Ok(())
+        };
         match found {
             None => {
+                add_generations()?;
                 conn.execute(
                     "INSERT INTO keysmith_meta (key, value) VALUES ('schema_version', ?1)",
                     [SCHEMA_VERSION],
@@ -266,6 +303,7 @@ fn migrate(conn: &Connection) -> Result<()> {
             Some(v) if v == SCHEMA_VERSION => {}
             // Older files got the new tables from the batch above.
             Some(v) if (1..SCHEMA_VERSION).contains(&v) => {
+                add_generations()?;
                 conn.execute(
                     "UPDATE keysmith_meta SET value = ?1 WHERE key = 'schema_version'",
                     [SCHEMA_VERSION],
@@ -278,7 +316,28 @@ fn migrate(conn: &Connection) -> Result<()> {
                 )));
             }
         }
-        Ok(())
+        // The "sqlite-" prefix keeps the INTEGER column from taking the id
+        // for a number.
+        let id: Option<String> = conn
+            .query_row(
+                "SELECT value FROM keysmith_meta WHERE key = 'store_id'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        match id {
+            Some(id) => Ok(id),
+            None => {
+                let id = format!("sqlite-{}", super::random_id());
+                conn.execute(
+                    "INSERT INTO keysmith_meta (key, value) VALUES ('store_id', ?1)",
+                    [&id],
+                )
+                .map_err(db_err)?;
+                Ok(id)
+            }
+        }
     })();
     let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
     conn.execute_batch(end).map_err(db_err)?;
@@ -317,5 +376,9 @@ impl Store for SqliteStore {
     async fn ping(&self) -> Result<()> {
         self.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_err))
             .await
+    }
+
+    async fn generation(&self) -> Result<String> {
+        Ok(self.generation.to_string())
     }
 }

@@ -2,11 +2,34 @@
 
 use super::*;
 
+impl SqliteStore {
+    /// Both reservation strategies: read (fenced), plan and write in one
+    /// `BEGIN IMMEDIATE` transaction.
+    async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
+        let (name, generation) = (name.to_owned(), self.generation.clone());
+        self.write(move |tx| {
+            let (row, fenced) = fenced_row(tx, &name, &generation)?;
+            let mut r = row.plan(n)?;
+            write_row(
+                tx,
+                &SequenceRow {
+                    next: r.end,
+                    version: r.version,
+                    ..row
+                },
+            )?;
+            r.fenced = fenced;
+            Ok(r)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl SequenceStore for SqliteStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
-        let spec = spec.clone();
-        self.write(move |tx| insert(tx, &spec)).await
+        let (spec, generation) = (spec.clone(), self.generation.clone());
+        self.write(move |tx| insert(tx, &spec, &generation)).await
     }
 
     async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
@@ -21,23 +44,21 @@ impl SequenceStore for SqliteStore {
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            let done = tx
-                .prepare_cached(&format!(
-                    "UPDATE keysmith_sequences SET prev_next = next, next = ?2, version = version + 1
-                     WHERE name = ?1 AND version = ?3 RETURNING {ROW_COLUMNS}"
-                ))
-                .and_then(|mut s| {
-                    s.query_row(params![name, new_next, version_param(expected)], row_from)
-                        .optional()
-                })
-                .map_err(db_err)?;
-            match done {
-                Some(row) => Ok(Put::Done(row)),
-                // Same transaction: the row returned is the one that beat us.
-                None => Ok(Put::Conflict(require_row(tx, &name)?)),
+            let (row, _) = fenced_row(tx, &name, &generation)?;
+            if row.version != expected {
+                // Same transaction: the row returned is the one that beat us
+                // (or the fence just written).
+                return Ok(Put::Conflict(row));
             }
+            let row = SequenceRow {
+                next: new_next,
+                version: row.version + 1,
+                ..row
+            };
+            write_row(tx, &row)?;
+            Ok(Put::Done(row))
         })
         .await
     }
@@ -48,83 +69,51 @@ impl SequenceStore for SqliteStore {
         change: &Alteration,
         expected: u64,
     ) -> Result<Put> {
-        let (name, change) = (name.to_owned(), *change);
+        let (name, change, generation) = (name.to_owned(), *change, self.generation.clone());
         self.write(move |tx| {
-            let done = tx
-                .prepare_cached(&format!(
-                    "UPDATE keysmith_sequences
-                     SET prev_next = next, next = ?2, max = ?3, block = ?4, version = version + 1
-                     WHERE name = ?1 AND version = ?5 RETURNING {ROW_COLUMNS}"
-                ))
-                .and_then(|mut s| {
-                    s.query_row(
-                        params![
-                            name,
-                            change.next,
-                            change.max,
-                            change.block,
-                            version_param(expected)
-                        ],
-                        row_from,
-                    )
-                    .optional()
-                })
-                .map_err(db_err)?;
-            match done {
-                Some(row) => Ok(Put::Done(row)),
-                None => Ok(Put::Conflict(require_row(tx, &name)?)),
+            let (row, _) = fenced_row(tx, &name, &generation)?;
+            if row.version != expected {
+                return Ok(Put::Conflict(row));
             }
+            let row = SequenceRow {
+                next: change.next,
+                max: change.max,
+                block: change.block,
+                failover_skip: change.failover_skip,
+                failover_skip_set: change.failover_skip_set,
+                version: row.version + 1,
+                ..row
+            };
+            write_row(tx, &row)?;
+            Ok(Put::Done(row))
+        })
+        .await
+    }
+
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        let name = name.to_owned();
+        self.write(move |tx| {
+            require_row(tx, &name)?;
+            tx.execute(
+                "UPDATE keysmith_sequences SET failover_skip = ?2
+                 WHERE name = ?1 AND failover_skip_set = 0 AND failover_skip < ?2",
+                params![name, at_least],
+            )
+            .map_err(db_err)?;
+            Ok(())
         })
         .await
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
-        let name = name.to_owned();
         // BEGIN IMMEDIATE is SQLite's row lock: no other writer until COMMIT.
-        self.write(move |tx| {
-            let r = require_row(tx, &name)?.plan(n)?;
-            tx.execute(
-                "UPDATE keysmith_sequences SET prev_next = next, next = ?2, version = ?3 WHERE name = ?1",
-                params![name, r.end, version_param(r.version)],
-            )
-            .map_err(db_err)?;
-            Ok(r)
-        })
-        .await
+        self.reserve(name, n).await
     }
 
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        let name = name.to_owned();
-        self.write(move |tx| {
-            // One statement reserves and returns the range; SQLite evaluates every
-            // SET expression against the old row, so prev_next is the old next.
-            let got = tx
-                .prepare_cached(
-                    "UPDATE keysmith_sequences
-                     SET prev_next = next,
-                         next = CASE WHEN max + 1 - next <= ?2 THEN max + 1 ELSE next + ?2 END,
-                         version = version + 1
-                     WHERE name = ?1 AND next <= max
-                     RETURNING prev_next, next, version",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![name, n], |r| {
-                        Ok(Reservation {
-                            start: r.get(0)?,
-                            end: r.get(1)?,
-                            version: r.get::<_, i64>(2)? as u64,
-                        })
-                    })
-                    .optional()
-                })
-                .map_err(db_err)?;
-            match got {
-                Some(r) => Ok(r),
-                // Nothing updated: tell a missing sequence from an exhausted one.
-                None => require_row(tx, &name)?.plan(n),
-            }
-        })
-        .await
+        // Every write holds the file's one write lock: one transaction that
+        // reads, plans and writes is the single server-side step.
+        self.reserve(name, n).await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
@@ -206,7 +195,61 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<SequenceRow> {
         max: r.get(3)?,
         block: r.get(4)?,
         version: r.get::<_, i64>(5)? as u64,
+        generation: r.get(6)?,
+        failover_skip: r.get(7)?,
+        failover_skip_set: r.get(8)?,
+        failover_skipped: r.get(9)?,
     })
+}
+
+/// Writes a sequence's whole row (in a write transaction).
+fn write_row(tx: &rusqlite::Transaction<'_>, row: &SequenceRow) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE keysmith_sequences SET prev_next = next, next = ?2, max = ?3, block = ?4,
+             version = ?5, generation = ?6, failover_skip = ?7, failover_skip_set = ?8,
+             failover_skipped = ?9
+         WHERE name = ?1",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.name,
+            row.next,
+            row.max,
+            row.block,
+            version_param(row.version),
+            row.generation,
+            row.failover_skip,
+            row.failover_skip_set,
+            row.failover_skipped
+        ])
+    })
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// The row of a sequence as a write in generation `generation` starts from:
+/// fenced and written first if it was last written in another generation
+/// ([`SequenceRow::fence`]), with the values the fence skipped. The row
+/// returned carries `generation`, so the write that follows records it.
+fn fenced_row(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    generation: &str,
+) -> Result<(SequenceRow, i64)> {
+    let row = require_row(tx, name)?;
+    match row.fence(generation) {
+        Some(f) => {
+            write_row(tx, &f)?;
+            Ok((f.clone(), f.next - row.next))
+        }
+        None => Ok((
+            SequenceRow {
+                generation: Some(generation.to_owned()),
+                ..row
+            },
+            0,
+        )),
+    }
 }
 
 fn read_row(conn: &Connection, name: &str) -> Result<Option<SequenceRow>> {
@@ -218,12 +261,26 @@ fn read_row(conn: &Connection, name: &str) -> Result<Option<SequenceRow>> {
 }
 
 /// Inserts a sequence's row (in a write transaction).
-pub(super) fn insert(tx: &rusqlite::Transaction<'_>, spec: &SequenceSpec) -> Result<SequenceRow> {
+pub(super) fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    spec: &SequenceSpec,
+    generation: &str,
+) -> Result<SequenceRow> {
+    let row = SequenceRow::created(spec, generation);
     let inserted = tx
         .execute(
-            "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next)
-             VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2) ON CONFLICT (name) DO NOTHING",
-            params![spec.name, spec.start, spec.max, spec.block],
+            "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next,
+                 generation, failover_skip, failover_skip_set, failover_skipped)
+             VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2, ?5, ?6, ?7, 0) ON CONFLICT (name) DO NOTHING",
+            params![
+                row.name,
+                row.start,
+                row.max,
+                row.block,
+                row.generation,
+                row.failover_skip,
+                row.failover_skip_set
+            ],
         )
         .map_err(db_err)?;
     if inserted == 0 {

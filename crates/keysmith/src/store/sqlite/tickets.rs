@@ -116,11 +116,11 @@ impl TicketStore for SqliteStore {
         spec: &SequenceSpec,
         numbering: &Numbering,
     ) -> Result<SequenceRow> {
-        let spec = spec.clone();
+        let (spec, generation) = (spec.clone(), self.generation.clone());
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
         self.write(move |tx| {
-            let row = super::sequences::insert(tx, &spec)?;
+            let row = super::sequences::insert(tx, &spec, &generation)?;
             tx.execute(
                 "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?1, ?2, 0)",
                 params![spec.name, settings],

@@ -1,0 +1,168 @@
+//! The operator's fence: moves sequences forward after the store went back in
+//! a way keysmith cannot see for itself (a file copy put back, a backup
+//! restored into the same generation, a restore while no keysmith process
+//! ran).
+//!
+//! Every move is the same conditional write as a reservation, so it is safe
+//! while handles allocate, and only ever forward: no value below the new
+//! `next` is handed out again (the values skipped count as skipped in
+//! `show`). Values handles reserved before the fence stay theirs.
+//!
+//! ```
+//! # #[tokio::main] async fn main() -> keysmith::Result<()> {
+//! use keysmith::fence::{fence, FenceTarget};
+//! let store = keysmith::store::open("memory://").await?;
+//! keysmith::sequence::create(&*store, &keysmith::store::SequenceSpec::new("orders")).await?;
+//! let plan = fence(&*store, &FenceTarget::All, 1_000, true).await?;
+//! assert_eq!((plan.changes[0].before, plan.changes[0].after), (1, 1_001));
+//! let done = fence(&*store, &FenceTarget::One("orders".into()), 1_000, false).await?;
+//! assert_eq!(done.changes[0].after, 1_001);
+//! # Ok(()) }
+//! ```
+
+use serde::Serialize;
+
+use crate::backoff::Retries;
+use crate::store::{Alteration, CountsDelta, MAX_RESERVATION, Put, SequenceRow, Store};
+use crate::{Error, Result};
+
+/// What to fence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FenceTarget {
+    /// One sequence.
+    One(String),
+    /// Every block-based sequence of the store.
+    All,
+}
+
+/// One object moved forward (or that would be, in a dry run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FenceChange {
+    /// What it is: "sequence".
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// Its next free value before.
+    pub before: i64,
+    /// Its next free value after (at most `max + 1`: past the maximum the
+    /// sequence is exhausted, never wrapped).
+    pub after: i64,
+}
+
+/// What a fence did, or would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FenceReport {
+    /// Nothing was written.
+    pub dry_run: bool,
+    /// The objects, in name order.
+    pub changes: Vec<FenceChange>,
+    /// Objects left alone, with why (numbered sequences: their numbers are
+    /// counted per period, and a gap-free number must not be skipped).
+    pub left_alone: Vec<String>,
+}
+
+/// Moves `target` forward by `skip` values (1 to [`MAX_RESERVATION`]), or,
+/// with `dry_run`, says what it would do and writes nothing.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad `skip`; [`Error::InvalidName`],
+/// [`Error::NotFound`] (with similar names) for a missing sequence;
+/// [`Error::WrongKind`] for a numbered sequence named alone;
+/// [`Error::Contention`] when reservations keep winning for
+/// [`crate::DEFAULT_RETRY_BUDGET`]; what the store fails with. Sequences
+/// fenced before an error stay fenced (each move is its own write).
+pub async fn fence(
+    store: &dyn Store,
+    target: &FenceTarget,
+    skip: i64,
+    dry_run: bool,
+) -> Result<FenceReport> {
+    if !(1..=MAX_RESERVATION).contains(&skip) {
+        return Err(Error::invalid(format!(
+            "--skip must be between 1 and {MAX_RESERVATION}, got {skip}"
+        )));
+    }
+    let rows = match target {
+        FenceTarget::One(name) => {
+            let row = crate::sequence::describe(store, name).await?;
+            if store.read_numbering(name).await?.is_some() {
+                return Err(Error::WrongKind(format!(
+                    "sequence {name:?} is numbered (per-period or gap-free): fence moves block-based sequences only"
+                )));
+            }
+            vec![row]
+        }
+        FenceTarget::All => store.list_sequences().await?,
+    };
+    let mut report = FenceReport {
+        dry_run,
+        changes: Vec::new(),
+        left_alone: Vec::new(),
+    };
+    for row in rows {
+        if matches!(target, FenceTarget::All) && store.read_numbering(&row.name).await?.is_some() {
+            report.left_alone.push(format!(
+                "sequence {:?}: numbered, counted per period",
+                row.name
+            ));
+            continue;
+        }
+        let change = if dry_run {
+            FenceChange {
+                kind: "sequence",
+                name: row.name.clone(),
+                before: row.next,
+                after: forward(&row, skip),
+            }
+        } else {
+            move_forward(store, row, skip).await?
+        };
+        report.changes.push(change);
+    }
+    Ok(report)
+}
+
+fn forward(row: &SequenceRow, skip: i64) -> i64 {
+    row.next + skip.min(row.remaining().max(0))
+}
+
+async fn move_forward(store: &dyn Store, mut row: SequenceRow, skip: i64) -> Result<FenceChange> {
+    let name = row.name.clone();
+    let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);
+    loop {
+        let change = Alteration {
+            next: forward(&row, skip),
+            ..Alteration::keep(&row)
+        };
+        match store.alter_if_version(&name, &change, row.version).await? {
+            Put::Done(done) => {
+                let delta = CountsDelta {
+                    skipped: done.next - row.next,
+                    ..CountsDelta::default()
+                };
+                if let Err(e) = store
+                    .record_counts(&name, &delta, crate::sequence::now_ms())
+                    .await
+                {
+                    tracing::warn!(sequence = %name, "fenced, but the skipped values were not counted: {e}");
+                }
+                tracing::warn!(sequence = %name, before = row.next, after = done.next, "fenced by the operator");
+                return Ok(FenceChange {
+                    kind: "sequence",
+                    name,
+                    before: row.next,
+                    after: done.next,
+                });
+            }
+            Put::Conflict(current) => {
+                row = current;
+                if !retries.lost() {
+                    return Err(Error::Contention {
+                        name,
+                        attempts: retries.lost_races(),
+                    });
+                }
+            }
+        }
+    }
+}

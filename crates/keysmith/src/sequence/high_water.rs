@@ -1,0 +1,250 @@
+//! What a process remembers of the ranges it reserved, so that a store that
+//! went back in time (a failover to a lagging replica, a restore from backup)
+//! is caught before any value of a range it hands out again leaves the
+//! library.
+//!
+//! A [`HighWater`] is kept per sequence by a [`super::Sequence`] handle, and
+//! shared between a server's handle and the leases it grants
+//! ([`super::SequenceBuilder::high_water`], [`super::lease::lease_guarded`]).
+//! Every range the store returns is checked before it is used:
+//!
+//! - it must start at or above the end of every range that had come back
+//!   before the request for it was sent (the store is linearizable: a
+//!   reservation that completed before another began got lower values);
+//! - it must not overlap any of the last [`RECENT`] ranges (those that
+//!   completed while it was in flight).
+//!
+//! A range that fails either is refused with [`Error::StoreWentBack`]: none
+//! of its values is handed out. A hand-back that the store took (a clean
+//! close, a lease release, a failed strict batch) lowers the mark, since
+//! those values are the store's to hand out again.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::{Error, Result};
+
+/// How many recent ranges a [`HighWater`] keeps to check ranges that were in
+/// flight together.
+pub const RECENT: usize = 64;
+
+/// The ranges one process reserved of one sequence: see the module docs.
+#[derive(Debug, Default)]
+pub struct HighWater {
+    state: Mutex<State>,
+    refused: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The end of the highest range admitted; `None` before the first.
+    high: Option<i64>,
+    /// The newest ranges admitted, oldest first.
+    recent: VecDeque<Range<i64>>,
+    /// Hand-backs so far, and the lowest value the last one gave back.
+    handbacks: u64,
+    last_handback_from: i64,
+}
+
+/// What was known when a request was sent: see [`HighWater::before`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket {
+    floor: Option<i64>,
+    handbacks: u64,
+}
+
+impl HighWater {
+    /// A mark that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The end of the highest range admitted, if any.
+    pub fn high(&self) -> Option<i64> {
+        self.lock().high
+    }
+
+    /// How many ranges this mark refused.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Taken right before a reservation is sent to the store.
+    pub(crate) fn before(&self) -> Ticket {
+        let s = self.lock();
+        Ticket {
+            floor: s.high,
+            handbacks: s.handbacks,
+        }
+    }
+
+    /// Checks the range `got` the store returned for the request `ticket`
+    /// was taken for, and remembers it.
+    ///
+    /// # Errors
+    /// [`Error::StoreWentBack`] naming `kind` and `name` when `got` starts
+    /// below what had come back before the request, or overlaps a recent
+    /// range; the range is not remembered.
+    pub(crate) fn admit(
+        &self,
+        kind: &'static str,
+        name: &str,
+        ticket: Ticket,
+        got: &Range<i64>,
+    ) -> Result<()> {
+        let mut s = self.lock();
+        let mut floor = ticket.floor;
+        if s.handbacks != ticket.handbacks {
+            // Values were handed back while the request was in flight: the
+            // store may rightly return them.
+            floor = floor.map(|f| f.min(s.last_handback_from));
+        }
+        let below = floor.filter(|f| got.start < *f);
+        let overlap = s
+            .recent
+            .iter()
+            .find(|r| r.start < got.end && got.start < r.end)
+            .map(|r| r.end);
+        if let Some(held) = below.or(overlap) {
+            drop(s);
+            self.refused.fetch_add(1, Relaxed);
+            tracing::error!(
+                kind,
+                name,
+                held,
+                got = got.start,
+                "the store went back: it returned values this process already reserved; refused, nothing handed out"
+            );
+            return Err(Error::StoreWentBack {
+                kind,
+                name: name.to_owned(),
+                held,
+                got: got.start,
+            });
+        }
+        s.high = Some(s.high.map_or(got.end, |h| h.max(got.end)));
+        if s.recent.len() == RECENT {
+            s.recent.pop_front();
+        }
+        s.recent.push_back(got.clone());
+        Ok(())
+    }
+
+    /// The store took back every value from `from` on (a conditional put
+    /// that succeeded): they may be reserved again.
+    pub(crate) fn handed_back(&self, from: i64) {
+        let mut s = self.lock();
+        s.high = s.high.map(|h| h.min(from));
+        for r in s.recent.iter_mut() {
+            r.end = r.end.min(from);
+        }
+        s.recent.retain(|r| r.start < r.end);
+        s.handbacks += 1;
+        s.last_handback_from = from;
+    }
+}
+
+/// One [`HighWater`] per sequence name, for a process that opens handles and
+/// grants leases of many sequences of one store (the HTTP service).
+#[derive(Debug, Default)]
+pub struct HighWaters {
+    by_name: Mutex<std::collections::HashMap<String, std::sync::Arc<HighWater>>>,
+}
+
+impl HighWaters {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The mark of sequence `name`, made on first use.
+    pub fn get(&self, name: &str) -> std::sync::Arc<HighWater> {
+        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(name.to_owned()).or_default().clone()
+    }
+
+    /// Forgets `name` (it was dropped: a sequence created later under the
+    /// same name starts again from its own start).
+    pub fn forget(&self, name: &str) {
+        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(name);
+    }
+
+    /// Ranges refused so far, per name, for names with any.
+    pub fn refused(&self) -> Vec<(String, u64)> {
+        let m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = m
+            .iter()
+            .map(|(n, h)| (n.clone(), h.refused()))
+            .filter(|(_, r)| *r > 0)
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_in_order_and_out_of_order_completions_pass() {
+        let h = HighWater::new();
+        let t1 = h.before();
+        let t2 = h.before();
+        // Two requests in flight; the later one comes back first.
+        h.admit("sequence", "s", t2, &(20..30)).unwrap();
+        h.admit("sequence", "s", t1, &(10..20)).unwrap();
+        assert_eq!(h.high(), Some(30));
+        h.admit("sequence", "s", h.before(), &(30..40)).unwrap();
+        assert_eq!(h.refused(), 0);
+    }
+
+    #[test]
+    fn a_range_below_what_came_back_before_is_refused() {
+        let h = HighWater::new();
+        h.admit("sequence", "s", h.before(), &(10..20)).unwrap();
+        let e = h.admit("sequence", "s", h.before(), &(15..25)).unwrap_err();
+        assert_eq!(
+            e,
+            Error::StoreWentBack {
+                kind: "sequence",
+                name: "s".into(),
+                held: 20,
+                got: 15
+            }
+        );
+        assert!(e.to_string().contains("went back"), "{e}");
+        // Not remembered: the mark is where it was.
+        assert_eq!(h.high(), Some(20));
+        assert_eq!(h.refused(), 1);
+        // Far below, as after a restore: refused too.
+        assert!(h.admit("sequence", "s", h.before(), &(1..5)).is_err());
+    }
+
+    #[test]
+    fn overlapping_ranges_in_flight_together_are_refused() {
+        let h = HighWater::new();
+        let (t1, t2) = (h.before(), h.before());
+        h.admit("sequence", "s", t1, &(10..20)).unwrap();
+        assert!(h.admit("sequence", "s", t2, &(15..16)).is_err());
+    }
+
+    #[test]
+    fn a_hand_back_lowers_the_mark_even_for_requests_in_flight() {
+        let h = HighWater::new();
+        h.admit("sequence", "s", h.before(), &(10..20)).unwrap();
+        let in_flight = h.before();
+        h.handed_back(15);
+        assert_eq!(h.high(), Some(15));
+        h.admit("sequence", "s", in_flight, &(15..25)).unwrap();
+        // Below the hand-back is still refused.
+        assert!(h.admit("sequence", "s", h.before(), &(12..13)).is_err());
+    }
+}
