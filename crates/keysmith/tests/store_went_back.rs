@@ -1,0 +1,240 @@
+//! The store goes back in time under running handles (issue 24): a handle
+//! never hands out a value of a range below what it reserved
+//! (`Error::StoreWentBack`), a store in a new generation moves each sequence
+//! forward by its failover skip before anything is planned from it, and the
+//! operator's `fence` moves sequences forward when nothing could tell.
+//!
+//! SQLite: a real backup (`VACUUM INTO`) restored into the live file with
+//! SQLite's backup API while a handle is open. Memory: a snapshot restored in
+//! the same or a new generation. Real failovers of PostgreSQL and etcd are in
+//! `crates/keysmith-cli/tests/failover.rs`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use keysmith::Error;
+use keysmith::fence::{FenceTarget, fence};
+use keysmith::sequence::{self, Sequence};
+use keysmith::store::memory::MemoryStore;
+use keysmith::store::sqlite::SqliteStore;
+use keysmith::store::{SequenceSpec, Store};
+
+fn spec(name: &str, block: i64, failover_skip: Option<i64>) -> SequenceSpec {
+    SequenceSpec {
+        block,
+        failover_skip,
+        ..SequenceSpec::new(name)
+    }
+}
+
+async fn handle(store: Arc<dyn Store>, name: &str) -> Sequence {
+    Sequence::builder()
+        .store(store)
+        .name(name)
+        .prefetch(0.0)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Takes values until the handle fails; returns them and the error.
+async fn take_until_error(seq: &Sequence, at_most: usize) -> (Vec<i64>, Option<Error>) {
+    let mut got = Vec::new();
+    for _ in 0..at_most {
+        match seq.next().await {
+            Ok(v) => got.push(v),
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
+}
+
+#[tokio::test]
+async fn a_restored_sqlite_file_under_a_running_handle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let backup = dir.path().join("backup.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
+    sequence::create(&*store, &spec("s", 10, Some(5))).await.unwrap();
+    let seq = handle(store.clone(), "s").await;
+    let mut seen: Vec<i64> = Vec::new();
+    for _ in 0..5 {
+        seen.push(seq.next().await.unwrap());
+    }
+    // The backup holds next = 11: the first block is reserved.
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute("VACUUM INTO ?1", [backup.to_str().unwrap()])
+            .unwrap();
+    }
+    for _ in 0..20 {
+        seen.push(seq.next().await.unwrap());
+    }
+    // The operator restores the backup into the live file.
+    {
+        let src = rusqlite::Connection::open(&backup).unwrap();
+        let mut dst = rusqlite::Connection::open(&path).unwrap();
+        let b = rusqlite::backup::Backup::new(&src, &mut dst).unwrap();
+        b.run_to_completion(100, std::time::Duration::ZERO, None)
+            .unwrap();
+    }
+    // A copy keeps the store id: no new generation, no skip. The handle
+    // serves what its block holds, then refuses the store's stale range.
+    let (more, err) = take_until_error(&seq, 100).await;
+    seen.extend(more);
+    let err = err.expect("the handle must refuse the restored range");
+    match &err {
+        Error::StoreWentBack {
+            kind,
+            name,
+            held,
+            got,
+        } => {
+            assert_eq!((*kind, name.as_str()), ("sequence", "s"));
+            assert_eq!(*held, 31, "three blocks of 10 reserved from 1");
+            assert_eq!(*got, 11, "the backup's next");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("keysmith fence s"), "{err}");
+    let unique: BTreeSet<i64> = seen.iter().copied().collect();
+    assert_eq!(unique.len(), seen.len(), "no value twice");
+    assert_eq!(seq.stats().store_went_back, 1);
+    // Refused again, not handed out, on every try.
+    assert!(matches!(
+        seq.next().await,
+        Err(Error::StoreWentBack { .. })
+    ));
+
+    // The refused ranges stay reserved in the store (a gap, never handed
+    // out): the store's next is past them.
+    let before = store.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(before.next, 31);
+    // The operator's fence, first as a dry run that writes nothing.
+    let plan = fence(&*store, &FenceTarget::One("s".into()), 100, true)
+        .await
+        .unwrap();
+    assert!(plan.dry_run);
+    assert_eq!((plan.changes[0].before, plan.changes[0].after), (31, 131));
+    assert_eq!(store.read_sequence("s").await.unwrap().unwrap(), before);
+    let done = fence(&*store, &FenceTarget::All, 100, false).await.unwrap();
+    assert_eq!(done.changes[0].after, 131);
+    let (after, err) = take_until_error(&seq, 30).await;
+    assert!(err.is_none(), "{err:?}");
+    assert!(after.iter().all(|v| *v >= 131), "{after:?}");
+    let (_, counts) = store.read_counts("s").await.unwrap();
+    assert_eq!(counts.skipped, 100, "the fence counts as skipped");
+}
+
+#[tokio::test]
+async fn a_new_generation_moves_every_sequence_forward_before_it_plans() {
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    sequence::create(&*store, &spec("s", 10, Some(1000)))
+        .await
+        .unwrap();
+    let snapshot_taken_early = {
+        let seq = handle(store.clone(), "s").await;
+        seq.next().await.unwrap();
+        let snap = mem.snapshot();
+        for _ in 0..30 {
+            seq.next().await.unwrap();
+        }
+        seq.close().await.unwrap();
+        snap
+    };
+    let old_generation = store.generation().await.unwrap();
+    // A promoted replica that lacks the last writes: a new generation.
+    mem.restore(&snapshot_taken_early, false);
+    assert_ne!(store.generation().await.unwrap(), old_generation);
+    let seq = handle(store.clone(), "s").await;
+    let v = seq.next().await.unwrap();
+    assert_eq!(v, 11 + 1000, "the replica's next (11) plus the failover skip");
+    assert_eq!(seq.stats().skipped_at_failover, 1000);
+    let row = store.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(row.failover_skipped, 1000);
+    assert_eq!(row.generation, Some(store.generation().await.unwrap()));
+    // Once: the next reservation skips nothing more.
+    for _ in 0..20 {
+        seq.next().await.unwrap();
+    }
+    assert_eq!(
+        store
+            .read_sequence("s")
+            .await
+            .unwrap()
+            .unwrap()
+            .failover_skipped,
+        1000
+    );
+}
+
+#[tokio::test]
+async fn an_optimistic_put_planned_before_a_new_generation_conflicts_and_replans() {
+    use keysmith::store::Put;
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    sequence::create(&*store, &spec("s", 10, Some(500)))
+        .await
+        .unwrap();
+    let snap = mem.snapshot();
+    let stale = store.read_sequence("s").await.unwrap().unwrap();
+    mem.restore(&snap, false);
+    // Planned from the old generation's row: refused, and the row that comes
+    // back is the fenced one.
+    match store
+        .put_if_version("s", stale.next + 10, stale.version)
+        .await
+        .unwrap()
+    {
+        Put::Conflict(now) => {
+            assert_eq!(now.next, stale.next + 500);
+            assert_eq!(now.version, stale.version + 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A handle with the optimistic strategy gets values above the skip.
+    let seq = Sequence::builder()
+        .store(store.clone())
+        .name("s")
+        .strategy(keysmith::sequence::Strategy::Optimistic)
+        .build()
+        .await
+        .unwrap();
+    assert!(seq.next().await.unwrap() >= stale.next + 500);
+}
+
+#[tokio::test]
+async fn fence_checks_its_input_and_changes_nothing_on_error() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    sequence::create(&*store, &spec("s", 10, None)).await.unwrap();
+    let before = store.read_sequence("s").await.unwrap();
+    for skip in [0, -1, keysmith::store::MAX_RESERVATION + 1] {
+        let e = fence(&*store, &FenceTarget::All, skip, false)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("--skip"), "{e}");
+    }
+    let e = fence(&*store, &FenceTarget::One("nope".into()), 5, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    assert_eq!(store.read_sequence("s").await.unwrap(), before);
+    // Near the maximum the fence stops at max + 1: exhausted, not wrapped.
+    sequence::create(
+        &*store,
+        &SequenceSpec {
+            max: 20,
+            ..spec("small", 5, None)
+        },
+    )
+    .await
+    .unwrap();
+    let r = fence(&*store, &FenceTarget::One("small".into()), 1000, false)
+        .await
+        .unwrap();
+    assert_eq!(r.changes[0].after, 21);
+    let seq = handle(store.clone(), "small").await;
+    assert!(matches!(seq.next().await, Err(Error::Exhausted { .. })));
+}
