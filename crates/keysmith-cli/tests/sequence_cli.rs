@@ -302,3 +302,85 @@ fn adopt_a_table() {
     assert!(err.contains("no table \"nope\""), "{err}");
     assert_eq!(db.ok(&["--json", "show", "orders"]), before);
 }
+
+/// `create|alter --failover-skip` set the margin `show` reports; `fence`
+/// moves sequences forward, `--dry-run` changes nothing, bad input exits
+/// non-zero saying what to give and changes nothing.
+#[test]
+fn failover_skip_and_fence() {
+    let db = Db::new();
+    db.ok(&["create", "a", "--failover-skip", "5000"]);
+    db.ok(&["create", "b"]);
+    let show = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&db.ok(&["--json", "show", name])).unwrap()
+    };
+    let a = show("a");
+    assert_eq!(a["failover_skip"], 5000);
+    assert_eq!(a["failover_skip_set"], true);
+    assert_eq!(a["skipped_at_failover"], 0);
+    assert!(a["generation"].as_str().unwrap().starts_with("sqlite-"));
+    let b = show("b");
+    assert_eq!(b["failover_skip"], 1_000_000, "automatic: the floor");
+    assert_eq!(b["failover_skip_set"], false);
+    db.ok(&["alter", "b", "--failover-skip", "7"]);
+    assert_eq!(show("b")["failover_skip"], 7);
+    assert!(db.ok(&["show", "a"]).contains("failover:  skip 5000 (set)"));
+
+    assert_eq!(db.ok(&["next", "a", "-n", "3"]), "1\n2\n3\n");
+    // A dry run prints the plan and writes nothing.
+    let before = db.ok(&["--json", "show", "a"]);
+    let plan: serde_json::Value =
+        serde_json::from_str(&db.ok(&["--json", "fence", "a", "--skip", "100", "--dry-run"]))
+            .unwrap();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(
+        plan["changes"],
+        serde_json::json!([{"kind": "sequence", "name": "a", "before": 4, "after": 104}])
+    );
+    assert_eq!(db.ok(&["--json", "show", "a"]), before);
+    assert_eq!(
+        db.ok(&["fence", "a", "--skip", "100"]),
+        "sequence a: moved next 4 -> 104\n"
+    );
+    assert_eq!(db.ok(&["next", "a"]), "104\n");
+    let all = db.ok(&["fence", "--all", "--skip", "10"]);
+    assert!(all.contains("sequence a: moved next 105 -> 115"), "{all}");
+    assert!(all.contains("sequence b: moved next 1 -> 11"), "{all}");
+
+    let before = db.ok(&["--json", "list"]);
+    for (args, says) in [
+        (
+            &["fence", "a", "--skip", "0"][..],
+            "--skip must be between 1",
+        ),
+        (
+            &["fence", "a", "--skip", "-5"][..],
+            "--skip must be between 1",
+        ),
+        (&["fence", "nope", "--skip", "5"][..], "does not exist"),
+        (
+            &["create", "c", "--failover-skip", "-1"][..],
+            "failover skip must be between 0",
+        ),
+        (
+            &["alter", "a", "--failover-skip", "-1"][..],
+            "failover skip must be between 0",
+        ),
+    ] {
+        let (code, err) = db.fails(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    for args in [
+        &["fence", "--skip", "5"][..],
+        &["fence", "a", "--all", "--skip", "5"][..],
+    ] {
+        let (code, err) = db.fails(args);
+        assert_eq!(code, 2, "usage error {args:?}: {err}");
+    }
+    assert_eq!(
+        db.ok(&["--json", "list"]),
+        before,
+        "failed commands change nothing"
+    );
+}

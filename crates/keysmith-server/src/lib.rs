@@ -20,6 +20,7 @@
 //! | `POST /v1/sequences/{name}/release` `{"lease", "from"}` | hands `from..end` of a lease back if no one reserved since: `{"released": {"start", "end"} \| null}` |
 //! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET`, `DELETE`, `.../next` | the same for value pools (numbers in no order) |
 //! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
+//! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}` |
 //! | `POST /v1/shard-keys/encode`, `/decode` | external strings signed with the server's secret |
 //! | `GET /healthz` | checks the store; the only route that needs no token |
 //! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
@@ -558,6 +559,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/pools", post(pools::create).get(pools::list))
         .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
         .route("/v1/counters/next", post(routes::counters::next))
+        .route("/v1/fence", post(routes::fence::post))
         .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
         .route("/v1/ids/next", post(routes::ids::next))

@@ -126,7 +126,22 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                 "AlterSequence": {"type": "object", "additionalProperties": false, "properties": {
                     "next": {"type": "integer", "format": "int64"},
                     "max": {"type": "integer", "format": "int64"},
-                    "block": {"type": "integer", "format": "int64"}}},
+                    "block": {"type": "integer", "format": "int64"},
+                    "failover_skip": {"type": "integer", "format": "int64", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
+                        "description": "How far next moves forward when a reservation finds the store in a new generation; set by hand from now on."}}},
+                "Fence": {"type": "object", "required": ["skip"], "additionalProperties": false,
+                    "description": "Exactly one of name and all (true).",
+                    "properties": {
+                    "name": name_schema.clone(),
+                    "all": {"type": "boolean", "default": false},
+                    "skip": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
+                    "dry_run": {"type": "boolean", "default": false}}},
+                "FenceReport": {"type": "object", "required": ["dry_run", "changes", "left_alone"], "properties": {
+                    "dry_run": {"type": "boolean"},
+                    "changes": {"type": "array", "items": {"type": "object", "properties": {
+                        "kind": {"type": "string"}, "name": {"type": "string"},
+                        "before": {"type": "integer"}, "after": {"type": "integer"}}}},
+                    "left_alone": {"type": "array", "items": {"type": "string"}}}},
                 "Release": {"type": "object", "required": ["lease", "from"], "additionalProperties": false, "properties": {
                     "lease": {"type": "string", "description": "The token a reserve call returned."},
                     "from": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^-?[0-9]+$"}],
@@ -157,6 +172,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                     "max": {"type": "integer", "default": keysmith::store::MAX_VALUE, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                     "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
+                    "failover_skip": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
+                        "description": "How far next moves forward when a reservation finds the store in a new generation (a failover, a restore). Default: automatic."},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
                     "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
@@ -184,6 +201,9 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
                     "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
                     "version": {"type": "integer"}, "remaining": {"type": "integer"},
+                    "generation": {"type": ["string", "null"], "description": "The store generation of the row's last write."},
+                    "failover_skip": {"type": "integer"}, "failover_skip_set": {"type": "boolean"},
+                    "skipped_at_failover": {"type": "integer", "description": "Values skipped at generation changes so far."},
                     "server": {"description": "This server's handle, null until it handed out a value.",
                         "oneOf": [{"type": "null"}, {"type": "object", "properties": {
                             "block": {"type": "integer", "description": "Current (adaptive) block size."},
@@ -338,6 +358,14 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}, "description": "An id made with this server's layout: a whole number from 0 to 9223372036854775807."}],
                 "get": {"summary": "Take an id apart: its time, worker and sequence",
                     "responses": responses(vec![("200", ok("The parts.", "DecodedId")), ("400", err("Not an id of this server's layout."))])}
+            },
+            "/v1/fence": {
+                "post": {"summary": "Move sequences forward after the store went back unseen",
+                    "description": "For a restore keysmith cannot detect (a file copy put back, a backup restored into the same generation). \
+                        Every move is a conditional write, safe while values are handed out; dry_run writes nothing.",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Fence"}}}},
+                    "responses": responses(vec![("200", ok("What moved, or would move.", "FenceReport")), ("404", err("No such sequence.")),
+                        ("409", err("A numbered sequence (`wrong_kind`).")), ("413", err("Body over the limit."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",

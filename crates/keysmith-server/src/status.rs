@@ -74,6 +74,12 @@ struct SeqStatus {
     runway: String,
     /// Reserved values no clean close accounted for.
     unaccounted: i64,
+    /// Values skipped at generation changes of the store (failovers,
+    /// restores), all servers.
+    skipped_at_failover: i64,
+    /// Ranges this server refused because the store returned values it had
+    /// already reserved: the store went back without a new generation.
+    went_back: u64,
 }
 
 pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
@@ -115,6 +121,8 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                 conflicts: h.as_ref().map_or(0, |h| h.conflicts),
                 runway: usage.map_or("–".to_owned(), |u| u.runway_words()),
                 unaccounted: usage.map_or(0, |u| u.unaccounted),
+                skipped_at_failover: info.row.failover_skipped,
+                went_back: s.high_waters.get(&info.row.name).refused(),
                 name: info.row.name,
             }
         })
@@ -262,7 +270,8 @@ fn render(st: &Status) -> String {
             "<tr><td class=\"name\">{}</td><td class=\"num next\">{}</td>\
              <td class=\"num block\">{}{}</td><td class=\"num rate\">{}</td>\
              <td class=\"num remaining\">{}</td><td class=\"num runway\">{}</td><td class=\"num served\">{}</td>\
-             <td class=\"num last\">{}</td><td class=\"num refills\">{}</td></tr>",
+             <td class=\"num last\">{}</td><td class=\"num refills\">{}</td>\
+             <td class=\"num failover{}\">{} / {}</td></tr>",
             escape(&s.name),
             s.next,
             s.block,
@@ -277,6 +286,9 @@ fn render(st: &Status) -> String {
             s.served,
             s.last_served.as_deref().unwrap_or("–"),
             s.refills,
+            if s.went_back > 0 { " alert" } else { "" },
+            s.skipped_at_failover,
+            s.went_back,
         );
     }
     let mut pool_rows = String::new();
@@ -326,6 +338,7 @@ const PAGE: &str = r##"<!doctype html>
   th, td { padding: .45rem .7rem; text-align: left; border-bottom: 1px solid #eef0f2; }
   th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: #4b5460; background: #f3f5f7; }
   td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  td.alert { color: #b00020; font-weight: bold; }
   td.name { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
   p.empty { color: #68717d; }
   code { background: #eef0f2; padding: .1rem .3rem; border-radius: 3px; }
@@ -346,6 +359,7 @@ const PAGE: &str = r##"<!doctype html>
     <th class="num">Block size</th><th class="num" title="Values handed out per second, last 10 s">Rate</th>
     <th class="num" title="Values left before the maximum">Remaining</th><th class="num" title="Time to the maximum at the rate of the last minutes, all servers">Runway</th><th class="num" title="Values this server handed out">Served</th>
     <th class="num" title="The greatest value this server handed out">Last served</th><th class="num" title="Blocks this server reserved in the store">Refills</th>
+    <th class="num" title="Values skipped at failovers and restores (all servers) / ranges this server refused because the store went back">Failover</th>
   </tr></thead>
   <tbody>{{seq_rows}}</tbody>
 </table>
@@ -398,6 +412,7 @@ function render(st) {
     cell(tr, "num served", s.served);
     cell(tr, "num last", s.last_served ?? "–");
     cell(tr, "num refills", String(s.refills));
+    cell(tr, "num failover" + (s.went_back > 0 ? " alert" : ""), `${s.skipped_at_failover} / ${s.went_back}`);
     return tr;
   });
   body.replaceChildren(...rows);

@@ -55,7 +55,9 @@ async fn a_restored_sqlite_file_under_a_running_handle_is_refused() {
     let path = dir.path().join("k.db");
     let backup = dir.path().join("backup.db");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.unwrap());
-    sequence::create(&*store, &spec("s", 10, Some(5))).await.unwrap();
+    sequence::create(&*store, &spec("s", 10, Some(5)))
+        .await
+        .unwrap();
     let seq = handle(store.clone(), "s").await;
     let mut seen: Vec<i64> = Vec::new();
     for _ in 0..5 {
@@ -101,10 +103,7 @@ async fn a_restored_sqlite_file_under_a_running_handle_is_refused() {
     assert_eq!(unique.len(), seen.len(), "no value twice");
     assert_eq!(seq.stats().store_went_back, 1);
     // Refused again, not handed out, on every try.
-    assert!(matches!(
-        seq.next().await,
-        Err(Error::StoreWentBack { .. })
-    ));
+    assert!(matches!(seq.next().await, Err(Error::StoreWentBack { .. })));
 
     // The refused ranges stay reserved in the store (a gap, never handed
     // out): the store's next is past them.
@@ -149,7 +148,11 @@ async fn a_new_generation_moves_every_sequence_forward_before_it_plans() {
     assert_ne!(store.generation().await.unwrap(), old_generation);
     let seq = handle(store.clone(), "s").await;
     let v = seq.next().await.unwrap();
-    assert_eq!(v, 11 + 1000, "the replica's next (11) plus the failover skip");
+    assert_eq!(
+        v,
+        11 + 1000,
+        "the replica's next (11) plus the failover skip"
+    );
     assert_eq!(seq.stats().skipped_at_failover, 1000);
     let row = store.read_sequence("s").await.unwrap().unwrap();
     assert_eq!(row.failover_skipped, 1000);
@@ -207,7 +210,9 @@ async fn an_optimistic_put_planned_before_a_new_generation_conflicts_and_replans
 #[tokio::test]
 async fn fence_checks_its_input_and_changes_nothing_on_error() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    sequence::create(&*store, &spec("s", 10, None)).await.unwrap();
+    sequence::create(&*store, &spec("s", 10, None))
+        .await
+        .unwrap();
     let before = store.read_sequence("s").await.unwrap();
     for skip in [0, -1, keysmith::store::MAX_RESERVATION + 1] {
         let e = fence(&*store, &FenceTarget::All, skip, false)

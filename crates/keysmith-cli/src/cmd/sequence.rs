@@ -50,7 +50,7 @@ pub enum SequenceCommand {
         /// new generation (a failover to a replica, a restore). Default:
         /// automatic, the larger of 1 000 000, 100 blocks and ten minutes at
         /// the sequence's peak rate.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         failover_skip: Option<i64>,
     },
     /// Splits a number a formatted sequence printed into its period and

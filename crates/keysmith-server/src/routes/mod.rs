@@ -13,6 +13,7 @@ use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 
 pub(crate) mod counters;
+pub(crate) mod fence;
 pub(crate) mod ids;
 pub(crate) mod pools;
 pub(crate) mod sequences;

@@ -39,6 +39,9 @@ pub(crate) struct CreateBody {
     /// The template numbers are printed with.
     #[serde(default)]
     format: Option<String>,
+    /// The failover margin; automatic when absent.
+    #[serde(default)]
+    failover_skip: Option<i64>,
 }
 
 fn default_start() -> i64 {
@@ -118,7 +121,7 @@ pub(crate) async fn create(
         start: b.start,
         max: b.max,
         block: b.block,
-        failover_skip: None,
+        failover_skip: b.failover_skip,
     };
     let store = &*state.shared().store;
     if b.gapless || b.period.is_some() || b.format.is_some() {
