@@ -105,8 +105,9 @@ def test_parse_formatted_numbers_and_garbage(client: Client, name: str) -> None:
     client.create_sequence(ords, format="ORD-{n:06}")
     assert client.next_numbers(ords, 2) == ["ORD-000001", "ORD-000002"]
     assert client.parse(ords, "ORD-000042") == NumberParts(None, 42)
-    with pytest.raises(WrongKind):
+    with pytest.raises(WrongKind) as wk:
         client.next(ords)  # printed numbers are not integers
+    assert wk.value.status == 200 and wk.value.code == "wrong_kind" and "next_numbers" in wk.value.message
 
     # a plain gap-free sequence prints plain integers
     plain = name + "-plain"

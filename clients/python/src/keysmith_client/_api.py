@@ -115,6 +115,7 @@ def next_values(name: str, count: int) -> Req[List[int]]:
             raise WrongKind(
                 f"sequence {name!r} answered printed numbers ({j['values'][:1]!r}...), not integers: "
                 "it is periodic or formatted; read them with next_numbers (these were taken)",
+                status=200,
                 code="wrong_kind",
             ) from None
 
