@@ -34,6 +34,18 @@ export interface SequenceServerView {
   conflicts: number;
 }
 
+/** How often a periodic sequence's numbers restart (by the store's clock, UTC). */
+export type Period = "day" | "month" | "year";
+
+/** How a numbered sequence hands out its numbers. */
+export interface Numbering {
+  /** Gap-free: numbers are taken with tickets (`takeTicket`), `next` is refused. */
+  gapless: boolean;
+  period: Period | null;
+  /** How numbers are printed, e.g. `INV-{period}-{n:04}`. */
+  template: string | null;
+}
+
 /** A sequence as `GET /v1/sequences/{name}` shows it. */
 export interface SequenceInfo {
   name: string;
@@ -47,6 +59,45 @@ export interface SequenceInfo {
   /** Values not yet reserved by anyone. */
   remaining: bigint;
   server: SequenceServerView | null;
+  /** Set for a gap-free, periodic or formatted sequence (by `createSequence` and `getSequence`). */
+  numbering?: Numbering;
+  /** Reserved values no clean close accounted for (only from `getSequence`). */
+  unaccounted?: bigint;
+  /** Seconds until the maximum at the current rate, null without a rate (only from `getSequence`). */
+  runway_seconds?: number | null;
+}
+
+/** A number of a numbered sequence: a `bigint`, or its text for a formatted one (`"INV-2026-0042"`). */
+export type NumberValue = bigint | string;
+
+/** A gap-free number held by a ticket (`takeTicket`): commit it or release it. */
+export interface Ticket {
+  sequence: string;
+  /** The number: its text for a formatted sequence. */
+  value: NumberValue;
+  /** The ticket that commits or releases it. */
+  ticket: string;
+  /** The period key (`20261123`, `202611`, `2026`), or null. */
+  period: number | null;
+  /** The counter within the period. */
+  n: bigint;
+}
+
+/** A printed number taken apart (`parse`). */
+export interface NumberParts {
+  period: number | null;
+  n: bigint;
+}
+
+/** A time-ordered id taken apart by the server's layout (`decodeId`). */
+export interface DecodedId {
+  id: bigint;
+  /** The start of its time unit, ms since the Unix epoch. */
+  time_ms: number;
+  /** The same, RFC 3339. */
+  time: string;
+  worker: number;
+  sequence: number;
 }
 
 /** What this server's handle of a pool has done (null until it served a number). */
@@ -154,6 +205,20 @@ const obj = (v: Json, what: string): Obj => {
   return v;
 };
 
+const numberValue = (v: Json | undefined, what: string): NumberValue => (typeof v === "string" ? v : big(v, what));
+
+const smallOrNull = (v: Json | undefined, what: string): number | null => {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "number" && Number.isSafeInteger(v)) return v;
+  throw new KeysmithError("bad_response", `the server sent ${String(v)} for ${what}, not a small integer`, 0);
+};
+
+const small = (v: Json | undefined, what: string): number => {
+  const n = smallOrNull(v, what);
+  if (n === null) throw new KeysmithError("bad_response", `the server sent no ${what}`, 0);
+  return n;
+};
+
 function sequenceInfo(o: Obj): SequenceInfo {
   const s = o.server;
   let server: SequenceServerView | null = null;
@@ -168,6 +233,7 @@ function sequenceInfo(o: Obj): SequenceInfo {
     max: big(o.max, "max"),
     remaining: big(o.remaining, "remaining"),
     server,
+    ...(o.unaccounted === undefined ? {} : { unaccounted: big(o.unaccounted, "unaccounted") }),
   } as SequenceInfo;
 }
 
@@ -227,8 +293,8 @@ export class Client implements LeaseSource {
     return new Sequence(this, name, options);
   }
 
-  private async call(method: string, path: string, body?: unknown): Promise<Json> {
-    const a = await this.t.request(method, path, body === undefined ? undefined : stringify(body));
+  private async call(method: string, path: string, body?: unknown, once = false): Promise<Json> {
+    const a = await this.t.request(method, path, body === undefined ? undefined : stringify(body), { once });
     try {
       return parse(a.text);
     } catch (e) {
@@ -239,19 +305,46 @@ export class Client implements LeaseSource {
     }
   }
 
-  private async callObj(method: string, path: string, body?: unknown): Promise<Obj> {
-    return obj(await this.call(method, path, body), `${method} ${path}`);
+  private async callObj(method: string, path: string, body?: unknown, once = false): Promise<Obj> {
+    return obj(await this.call(method, path, body, once), `${method} ${path}`);
   }
 
   // ---- sequences
 
-  /** Creates a sequence; `409 already_exists` if there is one of that name. */
-  async createSequence(name: string, o: { start?: IntLike; max?: IntLike; block?: number } = {}): Promise<SequenceInfo> {
+  /**
+   * Creates a sequence; `409 already_exists` if there is one of that name.
+   * `gapless`: gap-free numbers taken with tickets (`takeTicket`); `period`:
+   * numbers restart every day, month or year; `format`: how numbers are
+   * printed, e.g. `INV-{period}-{n:04}` (read them with `nextNumbers`).
+   */
+  async createSequence(
+    name: string,
+    o: { start?: IntLike; max?: IntLike; block?: number; gapless?: boolean; period?: Period; format?: string } = {},
+  ): Promise<SequenceInfo> {
     const body: Record<string, unknown> = { name };
     if (o.start !== undefined) body.start = BigInt(int(o.start, "start"));
     if (o.max !== undefined) body.max = BigInt(int(o.max, "max"));
     if (o.block !== undefined) body.block = o.block;
+    if (o.gapless) body.gapless = true;
+    if (o.period !== undefined) body.period = o.period;
+    if (o.format !== undefined) body.format = o.format;
     return sequenceInfo(await this.callObj("POST", "/v1/sequences", body));
+  }
+
+  /**
+   * Changes a sequence safely while it is in use (`PATCH /v1/sequences/{name}`):
+   * `next` only forward (the values skipped are never handed out), `max` never
+   * below what was reserved, `block` for handles opened from now on. A change
+   * the sequence does not allow is a 400 `invalid_argument` and changes
+   * nothing; a numbered sequence is a 409 `wrong_kind`. Sent once (not again
+   * after it may have reached a server).
+   */
+  async alter(name: string, o: { next?: IntLike; max?: IntLike; block?: number }): Promise<SequenceInfo> {
+    const body: Record<string, unknown> = {};
+    if (o.next !== undefined) body.next = BigInt(int(o.next, "next"));
+    if (o.max !== undefined) body.max = BigInt(int(o.max, "max"));
+    if (o.block !== undefined) body.block = o.block;
+    return sequenceInfo(await this.callObj("PATCH", `/v1/sequences/${enc(name)}`, body, true));
   }
 
   async getSequence(name: string): Promise<SequenceInfo> {
@@ -277,7 +370,84 @@ export class Client implements LeaseSource {
    */
   async next(name: string, n = 1): Promise<bigint[]> {
     const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/next?count=${count(n)}&as=string`);
+    const vs = o.values;
+    if (Array.isArray(vs) && vs.some((v) => typeof v === "string" && !/^-?\d+$/.test(v))) {
+      throw new KeysmithError(
+        "wrong_kind",
+        `sequence ${JSON.stringify(name)} answered printed numbers (${JSON.stringify(vs[0])}...), not integers: it is periodic or formatted; read them with nextNumbers (these were taken)`,
+        200,
+      );
+    }
     return strings(o, "values", "next");
+  }
+
+  /**
+   * `n` numbers as text: a periodic or formatted sequence's printed numbers
+   * (`"INV-20261123-0042"`), an ordinary one's values in decimal.
+   */
+  async nextNumbers(name: string, n = 1): Promise<string[]> {
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/next?count=${count(n)}&as=string`);
+    const vs = o.values;
+    if (!Array.isArray(vs)) throw new KeysmithError("bad_response", "the server's answer to next has no values list", 0);
+    return vs.map(String);
+  }
+
+  // ---- gap-free numbers: tickets
+
+  /**
+   * The lowest free number of a gap-free sequence, held by a ticket for `ttl`
+   * seconds (1 to 86400; the server's default when omitted). Commit it or
+   * release it; a holder that does neither loses it when the ticket expires.
+   */
+  async takeTicket(name: string, ttl?: number): Promise<Ticket> {
+    let q = "";
+    if (ttl !== undefined) {
+      if (!Number.isSafeInteger(ttl) || ttl < 1) throw new RangeError(`keysmith: ttl must be a whole number of seconds >= 1, got ${ttl}`);
+      q = `?ttl=${ttl}`;
+    }
+    // A ticket whose answer was lost holds its number only until its ttl: no gap; so it may be sent again.
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/tickets${q}`);
+    if (typeof o.ticket !== "string") throw new KeysmithError("bad_response", "the answer to a ticket take has no ticket", 0);
+    return {
+      sequence: name,
+      value: numberValue(o.value, "value"),
+      ticket: o.ticket,
+      period: smallOrNull(o.period, "period"),
+      n: big(o.n, "n"),
+    };
+  }
+
+  /**
+   * Makes the ticket's number final; answers the number. A 409
+   * `ticket_refused`, changing nothing, when the ticket no longer holds it.
+   * Sent once: a repeat would be refused although the first took effect.
+   */
+  async commitTicket(name: string, ticket: string | Ticket): Promise<NumberValue> {
+    return this.settle(name, ticket, "commit", "committed");
+  }
+
+  /**
+   * Frees the ticket's number: it is the next one taken. Answers the number;
+   * a 409 `ticket_refused`, changing nothing, when the ticket no longer holds it.
+   */
+  async releaseTicket(name: string, ticket: string | Ticket): Promise<NumberValue> {
+    return this.settle(name, ticket, "release", "released");
+  }
+
+  private async settle(name: string, ticket: string | Ticket, action: string, key: string): Promise<NumberValue> {
+    const t = typeof ticket === "string" ? ticket : ticket.ticket;
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/tickets/${enc(t)}/${action}`, undefined, true);
+    return numberValue(o[key], key);
+  }
+
+  /**
+   * Takes a number the sequence printed apart: its period key and counter. A
+   * 400 `invalid_argument` for text that is not one of its numbers, 409
+   * `wrong_kind` for an ordinary sequence.
+   */
+  async parse(name: string, text: string): Promise<NumberParts> {
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/parse`, { value: text });
+    return { period: smallOrNull(o.period, "period"), n: big(o.n, "n") };
   }
 
   /**
@@ -367,9 +537,33 @@ export class Client implements LeaseSource {
     return (await this.callObj("POST", "/v1/shard-keys/decode", { external, ...checks })) as unknown as ShardKeyView;
   }
 
+  /** `n` time-ordered 64-bit ids (time, worker and sequence bits), increasing. */
+  async nextIds(n = 1): Promise<bigint[]> {
+    const o = await this.callObj("POST", `/v1/ids/next?count=${count(n)}&as=string`);
+    return strings(o, "ids", "ids/next");
+  }
+
+  /** An id taken apart by the server's layout; a 400 for one that is not an id of it. */
+  async decodeId(id: IntLike): Promise<DecodedId> {
+    const text = typeof id === "string" ? id : int(id, "id");
+    const o = await this.callObj("GET", `/v1/ids/${enc(text)}`);
+    return {
+      id: big(o.id, "id"),
+      time_ms: small(o.time_ms, "time_ms"),
+      time: String(o.time),
+      worker: small(o.worker, "worker"),
+      sequence: small(o.sequence, "sequence"),
+    };
+  }
+
   /** `GET /healthz`: resolves when the server and its store answer; fails over like every call. */
   async health(): Promise<Health> {
     return (await this.callObj("GET", "/healthz")) as unknown as Health;
+  }
+
+  /** `GET /v1/status`: what the status page shows (integers that may pass 2^53 are strings). */
+  async status(): Promise<{ [k: string]: Json }> {
+    return this.callObj("GET", "/v1/status");
   }
 }
 

@@ -2,9 +2,14 @@ export {
   Client,
   type ClientOptions,
   type CounterNames,
+  type DecodedId,
   type DecodeOptions,
   type Health,
   type IntLike,
+  type NumberParts,
+  type Numbering,
+  type NumberValue,
+  type Period,
   type PoolInfo,
   type PoolRow,
   type PoolServerView,
@@ -13,6 +18,7 @@ export {
   type ShardId,
   type ShardKeyParts,
   type ShardKeyView,
+  type Ticket,
 } from "./client.js";
 export { KeysmithError } from "./errors.js";
 export type { TransportStats } from "./transport.js";

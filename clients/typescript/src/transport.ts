@@ -98,8 +98,14 @@ export class Transport {
   /**
    * Sends a request and answers its 2xx answer; throws a KeysmithError for
    * any other answer, or when no server answered before the deadline.
+   *
+   * `once`: the request must not be sent again after it may have reached a
+   * server (a repeated ticket commit would be refused although the first one
+   * took effect). It then fails over only when it surely was not sent (the
+   * connection was refused) or after a 503 that changed nothing (any but
+   * `timeout`); otherwise it throws at once, saying so.
    */
-  async request(method: string, path: string, body?: string): Promise<Answer> {
+  async request(method: string, path: string, body?: string, options: { once?: boolean } = {}): Promise<Answer> {
     const started = Date.now();
     const deadline = started + this.deadlineMs;
     const headers: Record<string, string> = { accept: "application/json" };
@@ -155,6 +161,14 @@ export class Transport {
         this.stats.unreachable++;
         const f = (this.failures[pick] = (this.failures[pick] ?? 0) + 1);
         this.notBefore[pick] = Date.now() + Math.min(25 * 2 ** Math.min(f, 10), 1000);
+        if (options.once && !notSent(e)) {
+          throw new KeysmithError(
+            "unreachable",
+            `${base}${path}: ${describe(e)}; the request may or may not have taken effect, so it was not sent again`,
+            0,
+            { url: base, cause: e },
+          );
+        }
         last = new KeysmithError("unreachable", `cannot reach ${base}: ${describe(e)}`, 0, { url: base, cause: e });
         continue;
       }
@@ -164,6 +178,13 @@ export class Transport {
         const ra = parseRetryAfter(res.headers.get("retry-after"));
         this.notBefore[pick] = Date.now() + (ra ?? 1) * 1000;
         last = errorOf(res.status, text, base, ra);
+        if (options.once && (res.status !== 503 || last.code === "timeout")) {
+          // the server gave up waiting (or a balancer gave up on it), but the store may still carry the change out
+          throw new KeysmithError(last.code, `${last.message}; the request may still take effect, so it was not sent again`, last.status, {
+            retryAfter: ra,
+            url: base,
+          });
+        }
         continue;
       }
       this.failures[pick] = 0;
@@ -183,6 +204,13 @@ export class Transport {
       { retryAfter: last.retryAfter, url: last.url, cause: last },
     );
   }
+}
+
+/** Whether a failed fetch surely never reached the server (the connection was refused or never made). */
+function notSent(e: unknown): boolean {
+  const cause = e instanceof Error ? (e as { cause?: unknown }).cause : undefined;
+  const code = cause !== null && typeof cause === "object" ? (cause as { code?: unknown }).code : undefined;
+  return code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "UND_ERR_CONNECT_TIMEOUT";
 }
 
 function describe(e: unknown): string {

@@ -74,3 +74,38 @@ test("other errors do not fail over: the first answer counts", async () => {
   await assert.rejects(c.getSequence("x"), (e) => e instanceof KeysmithError && e.code === "not_found" && e.status === 404);
   assert.equal(b.seen.length, 0);
 });
+
+test("a ticket commit is not sent again once it may have reached a server; a refused connection fails over", async () => {
+  // A server that reads the request, then drops the connection without answering.
+  const hung = [];
+  const srv = createServer((req) => {
+    hung.push(req.url);
+    req.socket.destroy();
+  });
+  await new Promise((res) => srv.listen(0, "127.0.0.1", res));
+  after(() => new Promise((res) => srv.close(res)));
+  const dropper = `http://127.0.0.1:${srv.address().port}`;
+  const b = await scripted([{ status: 200, body: { committed: 7 } }]);
+
+  const c = new Client({ url: [dropper, b.url], deadlineMs: 2000 });
+  await assert.rejects(c.commitTicket("s", "0-7-" + "a".repeat(32)), (e) => {
+    assert.ok(e instanceof KeysmithError);
+    assert.equal(e.code, "unreachable");
+    assert.match(e.message, /may or may not have taken effect/);
+    return true;
+  });
+  assert.equal(hung.length, 1);
+  assert.equal(b.seen.length, 0, "sent again to the next server");
+
+  // Refused: surely never sent, so the next server gets it.
+  const d = new Client({ url: [await deadUrl(), b.url] });
+  assert.equal(await d.commitTicket("s", "0-7-" + "a".repeat(32)), 7n);
+  assert.equal(b.seen.length, 1);
+  assert.equal(b.seen[0].url, `/v1/sequences/s/tickets/0-7-${"a".repeat(32)}/commit`);
+
+  // A 503 timeout may still take effect: not sent again either.
+  const t = await scripted([{ status: 503, headers: { "retry-after": "1" }, body: { error: { code: "timeout", message: "slow" } } }]);
+  const e2 = new Client({ url: [t.url, b.url] });
+  await assert.rejects(e2.releaseTicket("s", "0-7-" + "a".repeat(32)), (e) => e instanceof KeysmithError && e.code === "timeout" && /not sent again/.test(e.message));
+  assert.equal(b.seen.length, 1);
+});

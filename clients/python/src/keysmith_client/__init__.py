@@ -20,11 +20,25 @@ from ._errors import (
     NotFound,
     NotImplementedByServer,
     ServerError,
+    TicketRefused,
     TooLarge,
     Unauthorized,
     Unavailable,
+    WrongKind,
 )
-from ._models import CounterNames, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
+from ._models import (
+    CounterNames,
+    DecodedId,
+    Lease,
+    Number,
+    Numbering,
+    NumberParts,
+    PoolInfo,
+    Range,
+    SequenceInfo,
+    ShardKeyView,
+    Ticket,
+)
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Client, Sequence
 
 __version__ = "0.1.0"
@@ -38,6 +52,7 @@ __all__ = [
     "Closed",
     "Conflict",
     "CounterNames",
+    "DecodedId",
     "DEFAULT_DEADLINE",
     "DEFAULT_TIMEOUT",
     "Exhausted",
@@ -45,13 +60,19 @@ __all__ = [
     "Lease",
     "NotFound",
     "NotImplementedByServer",
+    "Number",
+    "Numbering",
+    "NumberParts",
     "PoolInfo",
     "Range",
     "Sequence",
     "SequenceInfo",
     "ServerError",
     "ShardKeyView",
+    "Ticket",
+    "TicketRefused",
     "TooLarge",
     "Unauthorized",
     "Unavailable",
+    "WrongKind",
 ]

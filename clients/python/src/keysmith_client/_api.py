@@ -5,8 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar, Union
 
+from ._errors import WrongKind
 from ._failover import seg
-from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView, _int
+from ._models import (
+    CounterNames,
+    DecodedId,
+    Json,
+    Lease,
+    Number,
+    NumberParts,
+    PoolInfo,
+    Range,
+    SequenceInfo,
+    ShardKeyView,
+    Ticket,
+    _int,
+    _number,
+)
 
 T = TypeVar("T")
 
@@ -39,14 +54,45 @@ def _count(count: int) -> Dict[str, str]:
     return {"count": str(count), **AS_STRING}
 
 
+def _texts(j: Any) -> List[str]:
+    return [str(v) for v in j["values"]]
+
+
+def _whole(what: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{what} must be an int, got {v!r}")
+    return v
+
+
 def create_sequence(
-    name: str, start: Optional[int], max: Optional[int], block: Optional[int]
+    name: str,
+    start: Optional[int],
+    max: Optional[int],
+    block: Optional[int],
+    gapless: bool = False,
+    period: Optional[str] = None,
+    format: Optional[str] = None,
 ) -> Req[SequenceInfo]:
     body: Json = {"name": name}
     for k, v in (("start", start), ("max", max), ("block", block)):
         if v is not None:
             body[k] = v
+    if gapless:
+        body["gapless"] = True
+    if period is not None:
+        body["period"] = period
+    if format is not None:
+        body["format"] = format
     return Req("POST", "/v1/sequences", SequenceInfo.from_json, json=body, safe=False)
+
+
+def alter(name: str, next: Optional[int], max: Optional[int], block: Optional[int]) -> Req[SequenceInfo]:
+    body: Json = {}
+    for k, v in (("next", next), ("max", max), ("block", block)):
+        if v is not None:
+            body[k] = _whole(k, v)
+    # not sent again: a second `next` may be refused once values were reserved in between
+    return Req("PATCH", f"/v1/sequences/{seg(name)}", SequenceInfo.from_json, json=body, safe=False)
 
 
 def get_sequence(name: str) -> Req[SequenceInfo]:
@@ -62,7 +108,51 @@ def drop_sequence(name: str) -> Req[None]:
 
 
 def next_values(name: str, count: int) -> Req[List[int]]:
-    return Req("POST", f"/v1/sequences/{seg(name)}/next", _values, params=_count(count))
+    def ints(j: Any) -> List[int]:
+        try:
+            return _values(j)
+        except ValueError:
+            raise WrongKind(
+                f"sequence {name!r} answered printed numbers ({j['values'][:1]!r}...), not integers: "
+                "it is periodic or formatted; read them with next_numbers (these were taken)",
+                status=200,
+                code="wrong_kind",
+            ) from None
+
+    return Req("POST", f"/v1/sequences/{seg(name)}/next", ints, params=_count(count))
+
+
+def next_numbers(name: str, count: int) -> Req[List[str]]:
+    return Req("POST", f"/v1/sequences/{seg(name)}/next", _texts, params=_count(count))
+
+
+def take_ticket(name: str, ttl: Optional[int]) -> Req[Ticket]:
+    params = None if ttl is None else {"ttl": str(_whole("ttl", ttl))}
+    # A ticket whose answer was lost holds its number only until its ttl: no gap.
+    return Req("POST", f"/v1/sequences/{seg(name)}/tickets", lambda j: Ticket.from_json(name, j), params=params)
+
+
+def _settle(name: str, ticket: str, action: str) -> Req[Number]:
+    key = "committed" if action == "commit" else "released"
+    # not sent again: a repeat would be refused (the first one settled the ticket)
+    return Req(
+        "POST",
+        f"/v1/sequences/{seg(name)}/tickets/{seg(ticket)}/{action}",
+        lambda j: _number(j[key]),
+        safe=False,
+    )
+
+
+def commit_ticket(name: str, ticket: str) -> Req[Number]:
+    return _settle(name, ticket, "commit")
+
+
+def release_ticket(name: str, ticket: str) -> Req[Number]:
+    return _settle(name, ticket, "release")
+
+
+def parse(name: str, text: str) -> Req[NumberParts]:
+    return Req("POST", f"/v1/sequences/{seg(name)}/parse", NumberParts.from_json, json={"value": text})
 
 
 def reserve(name: str, count: int) -> Req[Lease]:
@@ -138,5 +228,19 @@ def shard_key_decode(
     return Req("POST", "/v1/shard-keys/decode", ShardKeyView.from_json, json=body)
 
 
+def next_ids(count: int) -> Req[List[int]]:
+    return Req("POST", "/v1/ids/next", lambda j: [_int(v) for v in j["ids"]], params=_count(count))
+
+
+def decode_id(id: Union[int, str]) -> Req[DecodedId]:
+    if isinstance(id, bool) or not isinstance(id, (int, str)):
+        raise TypeError(f"id must be an int or its decimal string, got {id!r}")
+    return Req("GET", f"/v1/ids/{seg(str(id))}", DecodedId.from_json)
+
+
 def health() -> Req[Json]:
     return Req("GET", "/healthz", lambda j: dict(j))
+
+
+def status() -> Req[Json]:
+    return Req("GET", "/v1/status", lambda j: dict(j))

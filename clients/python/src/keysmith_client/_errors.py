@@ -63,6 +63,16 @@ class Exhausted(Conflict):
     """409: the sequence or pool has no value left below its maximum."""
 
 
+class TicketRefused(Conflict):
+    """409 ``ticket_refused``: the ticket no longer holds its number (committed or
+    released already, or expired and taken by another holder). Nothing changed."""
+
+
+class WrongKind(Conflict):
+    """409 ``wrong_kind``: the call does not fit the sequence's kind (``next`` or
+    ``alter`` on a gap-free or numbered sequence, tickets on an ordinary one...)."""
+
+
 class Unavailable(KeysmithError):
     """503 from every server (contention, store down, timeout), or no server reachable,
     until the client's deadline ran out."""
@@ -90,6 +100,9 @@ _BY_CODE: Dict[str, Type[KeysmithError]] = {
     "no_route": NotFound,
     "already_exists": AlreadyExists,
     "exhausted": Exhausted,
+    "ticket_refused": TicketRefused,
+    "wrong_kind": WrongKind,
+    "ids_unavailable": Unavailable,
     "contention": Unavailable,
     "unavailable": Unavailable,
     "timeout": Unavailable,

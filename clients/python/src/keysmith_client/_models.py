@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 Json = Dict[str, Any]
+
+#: A number of a numbered sequence: an ``int``, or its text for a formatted one (``"INV-2026-0042"``).
+Number = Union[int, str]
 
 
 def _int(v: Any) -> int:
@@ -17,6 +20,21 @@ def _int(v: Any) -> int:
 
 def _opt_int(v: Any) -> Optional[int]:
     return None if v is None else _int(v)
+
+
+def _opt_float(v: Any) -> Optional[float]:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"not a number: {v!r}")
+    return float(v)
+
+
+def _number(v: Any) -> Number:
+    """A number as a numbered sequence sends it: an integer, or the text of a formatted one."""
+    if isinstance(v, str):
+        return v
+    return _int(v)
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,32 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Numbering:
+    """How a numbered sequence hands out its numbers (``None`` on an ordinary one).
+
+    ``gapless``: numbers are taken with tickets; ``period``: ``"day"``,
+    ``"month"`` or ``"year"`` (numbers restart every period); ``template``:
+    how numbers are printed, e.g. ``"INV-{period}-{n:04}"``.
+    """
+
+    gapless: bool
+    period: Optional[str]
+    template: Optional[str]
+
+    @classmethod
+    def from_json(cls, j: Json) -> Numbering:
+        p, t = j.get("period"), j.get("template")
+        return cls(bool(j.get("gapless", False)), None if p is None else str(p), None if t is None else str(t))
+
+
+@dataclass(frozen=True)
 class SequenceInfo:
-    """A sequence as ``GET /v1/sequences/{name}`` shows it."""
+    """A sequence as ``GET /v1/sequences/{name}`` shows it.
+
+    ``numbering`` is set for a gap-free, periodic or formatted sequence (from
+    ``create_sequence`` and ``get_sequence``); ``unaccounted`` and
+    ``runway_seconds`` only from ``get_sequence``.
+    """
 
     name: str
     next: int
@@ -65,6 +107,9 @@ class SequenceInfo:
     version: Optional[int]
     remaining: Optional[int]
     server: Optional[Json]
+    numbering: Optional[Numbering]
+    unaccounted: Optional[int]
+    runway_seconds: Optional[float]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -78,6 +123,9 @@ class SequenceInfo:
             version=_opt_int(j.get("version")),
             remaining=_opt_int(j.get("remaining")),
             server=j.get("server"),
+            numbering=None if j.get("numbering") is None else Numbering.from_json(j["numbering"]),
+            unaccounted=_opt_int(j.get("unaccounted")),
+            runway_seconds=_opt_float(j.get("runway_seconds")),
             raw=j,
         )
 
@@ -134,3 +182,55 @@ class ShardKeyView:
     @classmethod
     def from_json(cls, j: Json) -> ShardKeyView:
         return cls(str(j["external"]), j["key"], j["list"])
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A gap-free number taken with a ticket (``take_ticket``): commit it or release it.
+
+    ``value`` is the number (its text for a formatted sequence), ``period``
+    the period key (``20261123``) or ``None``, ``n`` the counter within it.
+    ``str(ticket)`` is the ticket string.
+    """
+
+    sequence: str
+    value: Number
+    ticket: str
+    period: Optional[int]
+    n: int
+
+    def __str__(self) -> str:
+        return self.ticket
+
+    @classmethod
+    def from_json(cls, sequence: str, j: Json) -> Ticket:
+        return cls(sequence, _number(j["value"]), str(j["ticket"]), _opt_int(j.get("period")), _int(j["n"]))
+
+
+@dataclass(frozen=True)
+class NumberParts:
+    """A printed number taken apart (``parse``): its period key (or ``None``) and its counter."""
+
+    period: Optional[int]
+    n: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> NumberParts:
+        return cls(_opt_int(j.get("period")), _int(j["n"]))
+
+
+@dataclass(frozen=True)
+class DecodedId:
+    """A time-ordered id taken apart by the server's layout (``decode_id``)."""
+
+    id: int
+    #: The start of its time unit, ms since the Unix epoch.
+    time_ms: int
+    #: The same, RFC 3339.
+    time: str
+    worker: int
+    sequence: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> DecodedId:
+        return cls(_int(j["id"]), _int(j["time_ms"]), str(j["time"]), _int(j["worker"]), _int(j["sequence"]))

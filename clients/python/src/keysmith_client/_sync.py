@@ -16,7 +16,19 @@ from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
 from ._failover import Attempt, Servers
-from ._models import CounterNames, Json, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
+from ._models import (
+    CounterNames,
+    DecodedId,
+    Json,
+    Lease,
+    Number,
+    NumberParts,
+    PoolInfo,
+    Range,
+    SequenceInfo,
+    ShardKeyView,
+    Ticket,
+)
 
 T = TypeVar("T")
 _log = logging.getLogger("keysmith_client")
@@ -105,9 +117,32 @@ class Client:
         return seq
 
     def create_sequence(
-        self, name: str, *, start: Optional[int] = None, max: Optional[int] = None, block: Optional[int] = None
+        self,
+        name: str,
+        *,
+        start: Optional[int] = None,
+        max: Optional[int] = None,
+        block: Optional[int] = None,
+        gapless: bool = False,
+        period: Optional[str] = None,
+        format: Optional[str] = None,
     ) -> SequenceInfo:
-        return self._call(_api.create_sequence(name, start, max, block))
+        """Creates a sequence. ``gapless=True``: gap-free numbers taken with tickets
+        (:meth:`take_ticket`); ``period`` (``"day"``, ``"month"``, ``"year"``): numbers
+        restart every period, by the store's clock; ``format``: how numbers are
+        printed, e.g. ``"INV-{period}-{n:04}"``. Read a periodic or formatted
+        sequence's numbers with :meth:`next_numbers`."""
+        return self._call(_api.create_sequence(name, start, max, block, gapless, period, format))
+
+    def alter(
+        self, name: str, next: Optional[int] = None, max: Optional[int] = None, block: Optional[int] = None
+    ) -> SequenceInfo:
+        """Changes a sequence safely while it is in use: ``next`` only forward (the
+        values skipped are never handed out), ``max`` never below what was reserved,
+        ``block`` for handles opened from now on. A change the sequence does not
+        allow raises :class:`BadRequest` and changes nothing; a numbered sequence
+        raises :class:`WrongKind`."""
+        return self._call(_api.alter(name, next, max, block))
 
     def get_sequence(self, name: str) -> SequenceInfo:
         return self._call(_api.get_sequence(name))
@@ -130,6 +165,34 @@ class Client:
         """Hands the lease's values from ``from_`` on back; the range that went back,
         or ``None`` when someone reserved since (the values then stay a gap)."""
         return self._call(_api.release(lease.sequence, lease.token, from_))
+
+    def next_numbers(self, name: str, count: int = 1) -> List[str]:
+        """``count`` numbers as text: a periodic or formatted sequence's printed numbers
+        (``"INV-20261123-0042"``), an ordinary one's values in decimal."""
+        return self._call(_api.next_numbers(name, count))
+
+    # -- gap-free numbers: tickets -------------------------------------------
+
+    def take_ticket(self, name: str, ttl: Optional[int] = None) -> Ticket:
+        """The lowest free number of a gap-free sequence, held by a ticket for ``ttl``
+        seconds (1 to 86400; the server's default when ``None``). Commit it or
+        release it; a holder that does neither loses it when the ticket expires."""
+        return self._call(_api.take_ticket(name, ttl))
+
+    def commit_ticket(self, name: str, ticket: Union[str, Ticket]) -> Number:
+        """Makes the ticket's number final; answers the number. :class:`TicketRefused`,
+        changing nothing, when the ticket no longer holds it."""
+        return self._call(_api.commit_ticket(name, str(ticket)))
+
+    def release_ticket(self, name: str, ticket: Union[str, Ticket]) -> Number:
+        """Frees the ticket's number: it is the next one taken. Answers the number;
+        :class:`TicketRefused`, changing nothing, when the ticket no longer holds it."""
+        return self._call(_api.release_ticket(name, str(ticket)))
+
+    def parse(self, name: str, text: str) -> NumberParts:
+        """Takes a number the sequence printed apart: its period key and counter.
+        :class:`BadRequest` for text that is not one of its numbers."""
+        return self._call(_api.parse(name, text))
 
     # -- pools, counters, shard keys, health --------------------------------
 
@@ -169,9 +232,22 @@ class Client:
     ) -> ShardKeyView:
         return self._call(_api.shard_key_decode(external, origin, record_type, child_types))
 
+    def next_ids(self, count: int = 1) -> List[int]:
+        """``count`` time-ordered 64-bit ids (time, worker and sequence bits), increasing."""
+        return self._call(_api.next_ids(count))
+
+    def decode_id(self, id: Union[int, str]) -> DecodedId:
+        """An id taken apart by the server's layout; :class:`BadRequest` for one that
+        is not an id of it."""
+        return self._call(_api.decode_id(id))
+
     def health(self) -> Json:
         """``GET /healthz`` (the store is reachable) from the first server that answers."""
         return self._call(_api.health())
+
+    def status(self) -> Json:
+        """``GET /v1/status``: what the status page shows, as JSON."""
+        return self._call(_api.status())
 
     # -- lifecycle ------------------------------------------------------------
 
