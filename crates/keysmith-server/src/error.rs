@@ -116,6 +116,7 @@ impl From<keysmith::Error> for ApiError {
             // next on a gap-free sequence, tickets on an ordinary one...
             E::WrongKind(_) => (StatusCode::CONFLICT, "wrong_kind"),
             E::StoreWentBack { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_went_back"),
+            E::FenceNeeded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fence_needed"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, message)

@@ -118,6 +118,18 @@ pub enum Error {
         got: i64,
     },
 
+    /// A gap-free sequence after its store changed generation (a failover
+    /// to a replica, a restore): committed numbers may have been lost, and a
+    /// number must never be committed twice, so nothing is taken until an
+    /// operator checks and runs `keysmith fence NAME --skip N`.
+    #[error(
+        "gap-free sequence {name:?}: the store is in a new generation (a failover or a restore) and may have lost committed numbers; nothing is taken until an operator checks the numbers committed so far and runs `keysmith fence {name} --skip N` (N the numbers lost; 0 when none were)"
+    )]
+    FenceNeeded {
+        /// The sequence.
+        name: String,
+    },
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {

@@ -1,7 +1,8 @@
 //! The operator's fence: moves sequences forward after the store went back in
 //! a way keysmith cannot see for itself (a file copy put back, a backup
 //! restored into the same generation, a restore while no keysmith process
-//! ran).
+//! ran), and lets a gap-free sequence take numbers again after a new
+//! generation ([`Error::FenceNeeded`]) once the operator has checked it.
 //!
 //! Every move is the same conditional write as a reservation, so it is safe
 //! while handles allocate, and only ever forward: no value below the new
@@ -38,11 +39,13 @@ pub enum FenceTarget {
 /// One object moved forward (or that would be, in a dry run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FenceChange {
-    /// What it is: "sequence".
+    /// What it is: "sequence", or "numbered sequence" (its current period's
+    /// counter moved).
     pub kind: &'static str,
     /// Its name.
     pub name: String,
-    /// Its next free value before.
+    /// Its next free value before (a numbered sequence: its current
+    /// period's counter; 0 in a dry run, which reads no counter).
     pub before: i64,
     /// Its next free value after (at most `max + 1`: past the maximum the
     /// sequence is exhausted, never wrapped).
@@ -56,18 +59,21 @@ pub struct FenceReport {
     pub dry_run: bool,
     /// The objects, in name order.
     pub changes: Vec<FenceChange>,
-    /// Objects left alone, with why (numbered sequences: their numbers are
-    /// counted per period, and a gap-free number must not be skipped).
+    /// Objects left alone, with why (`--all` leaves gap-free sequences to be
+    /// fenced by name: a skip there is a gap the books will show).
     pub left_alone: Vec<String>,
 }
 
-/// Moves `target` forward by `skip` values (1 to [`MAX_RESERVATION`]), or,
-/// with `dry_run`, says what it would do and writes nothing.
+/// Moves `target` forward by `skip` values (1 to [`MAX_RESERVATION`]; 0 only
+/// for a numbered sequence named alone: a gap-free sequence confirmed to have
+/// lost nothing), or, with `dry_run`, says what it would do and writes
+/// nothing. A numbered sequence's current period counter moves, and the
+/// store's generation is recorded, which lets a gap-free sequence take
+/// numbers again.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a bad `skip`; [`Error::InvalidName`],
 /// [`Error::NotFound`] (with similar names) for a missing sequence;
-/// [`Error::WrongKind`] for a numbered sequence named alone;
 /// [`Error::Contention`] when reservations keep winning for
 /// [`crate::DEFAULT_RETRY_BUDGET`]; what the store fails with. Sequences
 /// fenced before an error stay fenced (each move is its own write).
@@ -77,21 +83,13 @@ pub async fn fence(
     skip: i64,
     dry_run: bool,
 ) -> Result<FenceReport> {
-    if !(1..=MAX_RESERVATION).contains(&skip) {
+    if !(0..=MAX_RESERVATION).contains(&skip) {
         return Err(Error::invalid(format!(
             "--skip must be between 1 and {MAX_RESERVATION}, got {skip}"
         )));
     }
     let rows = match target {
-        FenceTarget::One(name) => {
-            let row = crate::sequence::describe(store, name).await?;
-            if store.read_numbering(name).await?.is_some() {
-                return Err(Error::WrongKind(format!(
-                    "sequence {name:?} is numbered (per-period or gap-free): fence moves block-based sequences only"
-                )));
-            }
-            vec![row]
-        }
+        FenceTarget::One(name) => vec![crate::sequence::describe(store, name).await?],
         FenceTarget::All => store.list_sequences().await?,
     };
     let mut report = FenceReport {
@@ -99,13 +97,36 @@ pub async fn fence(
         changes: Vec::new(),
         left_alone: Vec::new(),
     };
+    let alone = matches!(target, FenceTarget::One(_));
     for row in rows {
-        if matches!(target, FenceTarget::All) && store.read_numbering(&row.name).await?.is_some() {
-            report.left_alone.push(format!(
-                "sequence {:?}: numbered, counted per period",
-                row.name
-            ));
+        if let Some(numbering) = store.read_numbering(&row.name).await? {
+            if numbering.gapless && !alone {
+                report.left_alone.push(format!(
+                    "gap-free sequence {:?}: fence it by name once its committed numbers are checked",
+                    row.name
+                ));
+                continue;
+            }
+            // A dry run reads no counter: it reports the move from 0.
+            let (before, after) = if dry_run {
+                (0, skip)
+            } else {
+                let (_, before, after) = store.fence_numbers(&row.name, skip).await?;
+                tracing::warn!(sequence = %row.name, before, after, "numbered sequence fenced by the operator");
+                (before, after)
+            };
+            report.changes.push(FenceChange {
+                kind: "numbered sequence",
+                name: row.name,
+                before,
+                after,
+            });
             continue;
+        }
+        if skip == 0 {
+            return Err(Error::invalid(format!(
+                "--skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
+            )));
         }
         let change = if dry_run {
             FenceChange {

@@ -243,3 +243,71 @@ async fn fence_checks_its_input_and_changes_nothing_on_error() {
     let seq = handle(store.clone(), "small").await;
     assert!(matches!(seq.next().await, Err(Error::Exhausted { .. })));
 }
+
+/// Numbered sequences in a new generation: a counted one skips its failover
+/// skip in the current period (a period counter never repeats a number); a
+/// gap-free one is refused (`FenceNeeded`) until the operator fences it by
+/// name, with 0 when no committed number was lost.
+#[tokio::test]
+async fn numbered_sequences_skip_or_wait_for_the_operator() {
+    use keysmith::numbers::{self, Numbers};
+    use keysmith::store::Numbering;
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    let counted = Numbering {
+        gapless: false,
+        period: None,
+        template: None,
+    };
+    let gapless = Numbering {
+        gapless: true,
+        ..counted.clone()
+    };
+    numbers::create(&*store, &spec("inv", 10, Some(100)), &counted)
+        .await
+        .unwrap();
+    numbers::create(&*store, &spec("gf", 10, Some(100)), &gapless)
+        .await
+        .unwrap();
+    let inv = Numbers::open(store.clone(), "inv").await.unwrap();
+    let gf = Numbers::open(store.clone(), "gf").await.unwrap();
+    let texts = |v: Vec<keysmith::numbers::Formatted>| -> Vec<String> {
+        v.into_iter().map(|f| f.text).collect()
+    };
+    let ttl = std::time::Duration::from_secs(60);
+    assert_eq!(texts(inv.next_n(3).await.unwrap()), ["1", "2", "3"]);
+    let t1 = gf.take(ttl).await.unwrap();
+    gf.commit(&t1.ticket.to_string()).await.unwrap();
+    let snap = mem.snapshot();
+    assert_eq!(texts(inv.next_n(2).await.unwrap()), ["4", "5"]);
+    let t2 = gf.take(ttl).await.unwrap();
+    assert_eq!(t2.ticket.value, 2);
+    gf.commit(&t2.ticket.to_string()).await.unwrap();
+    // A replica that lacks the last writes is promoted.
+    mem.restore(&snap, false);
+    assert_eq!(
+        texts(inv.next_n(1).await.unwrap()),
+        ["104"],
+        "4 plus the failover skip: 4 and 5 never again"
+    );
+    let e = gf.take(ttl).await.unwrap_err();
+    assert!(matches!(e, Error::FenceNeeded { .. }), "{e}");
+    assert!(e.to_string().contains("keysmith fence gf --skip N"), "{e}");
+    // Refused again, and nothing changed.
+    assert!(matches!(gf.take(ttl).await, Err(Error::FenceNeeded { .. })));
+    // `--all` leaves the gap-free one alone; by name, 1 lost number is skipped.
+    let all = fence(&*store, &FenceTarget::All, 10, false).await.unwrap();
+    assert!(
+        all.left_alone.iter().any(|w| w.contains("\"gf\"")),
+        "{all:?}"
+    );
+    let r = fence(&*store, &FenceTarget::One("gf".into()), 1, false)
+        .await
+        .unwrap();
+    assert_eq!((r.changes[0].before, r.changes[0].after), (2, 3));
+    let t3 = gf.take(ttl).await.unwrap();
+    assert_eq!(
+        t3.ticket.value, 3,
+        "the number committed on the lost primary is skipped"
+    );
+}

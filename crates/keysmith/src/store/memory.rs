@@ -428,6 +428,47 @@ impl State {
         *current = (*current).max(period);
         Ok((*current, row))
     }
+
+    /// [`Self::current`], with the generation rule of numbered sequences
+    /// applied first ([`super::tickets::numbers_fence`]).
+    fn current_fenced(
+        &mut self,
+        name: &str,
+        period: i64,
+        gapless: bool,
+    ) -> Result<(i64, SequenceRow)> {
+        let generation = self.generation();
+        let (period, row) = self.current(name, period)?;
+        let rule = super::tickets::numbers_fence(&row, gapless, &generation);
+        rule.check(name)?;
+        if let super::tickets::NumbersFence::Skip(skip) = rule {
+            self.skip_numbers(name, period, skip, &row);
+        }
+        let row = self.row(name)?;
+        row.generation = Some(generation);
+        Ok((period, row.clone()))
+    }
+
+    /// Moves the counter of `period` forward by `skip`; returns it before and after.
+    fn skip_numbers(
+        &mut self,
+        name: &str,
+        period: i64,
+        skip: i64,
+        row: &SequenceRow,
+    ) -> (i64, i64) {
+        let next = self
+            .counters
+            .entry((name.to_owned(), period))
+            .or_insert(row.start);
+        let before = *next;
+        *next = super::tickets::skip_counter(before, row.max, skip);
+        let after = *next;
+        if let Ok(r) = self.row(name) {
+            r.failover_skipped = r.failover_skipped.saturating_add(after - before);
+        }
+        (before, after)
+    }
 }
 
 #[async_trait]
@@ -460,7 +501,7 @@ impl TicketStore for MemoryStore {
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         super::check_count("count", n)?;
         self.with(|s| {
-            let (period, row) = s.current(name, period)?;
+            let (period, row) = s.current_fenced(name, period, false)?;
             let next = s
                 .counters
                 .entry((name.to_owned(), period))
@@ -484,7 +525,7 @@ impl TicketStore for MemoryStore {
     ) -> Result<TakenNumber> {
         check_ttl(ttl)?;
         self.with(|s| {
-            let (period, row) = s.current(name, period)?;
+            let (period, row) = s.current_fenced(name, period, true)?;
             let now = system_ms();
             let expires = now.saturating_add(ticket_ttl_ms(ttl));
             let key = (name.to_owned(), period);
@@ -547,6 +588,16 @@ impl TicketStore for MemoryStore {
                     other.map(|(t, _)| t.as_deref()),
                 )),
             }
+        })
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        self.with(|s| {
+            let generation = s.generation();
+            let (period, row) = s.current(name, i64::MIN)?;
+            let (before, after) = s.skip_numbers(name, period, skip, &row);
+            s.row(name)?.generation = Some(generation);
+            Ok((period, before, after))
         })
     }
 }

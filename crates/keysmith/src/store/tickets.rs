@@ -256,6 +256,61 @@ pub trait TicketStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// As [`Self::commit_ticket`].
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+
+    /// The operator's fence of a numbered sequence: moves the counter of
+    /// its current period forward by `skip` (0 allowed: a gap-free sequence
+    /// confirmed to have lost nothing) and records the store's generation,
+    /// which lets a gap-free sequence take numbers again. Returns the period
+    /// and the counter before and after.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence.
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)>;
+}
+
+/// What a numbered sequence's take or reservation does first when the store
+/// is in generation `generation` (see [`SequenceRow::fence`]): the rule every
+/// backend applies in the same transaction, written once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NumbersFence {
+    /// The row was written in this generation: nothing to do.
+    Current,
+    /// The row predates recorded generations: record this one, skip nothing.
+    Record,
+    /// A counted (not gap-free) sequence in a new generation: the period's
+    /// counter moves forward by this many numbers first (a period counter
+    /// never repeats a number), and the generation is recorded.
+    Skip(i64),
+    /// A gap-free sequence in a new generation: refused until the operator
+    /// fences it ([`Error::FenceNeeded`]).
+    Refuse,
+}
+
+/// The [`NumbersFence`] of `row` (gap-free or not) in `generation`.
+pub(crate) fn numbers_fence(row: &SequenceRow, gapless: bool, generation: &str) -> NumbersFence {
+    match row.generation.as_deref() {
+        None => NumbersFence::Record,
+        Some(g) if g == generation => NumbersFence::Current,
+        Some(_) if gapless => NumbersFence::Refuse,
+        Some(_) => NumbersFence::Skip(row.failover_skip),
+    }
+}
+
+impl NumbersFence {
+    /// The error of a refusal, for sequence `name`.
+    pub(crate) fn check(&self, name: &str) -> Result<()> {
+        match self {
+            NumbersFence::Refuse => Err(Error::FenceNeeded {
+                name: name.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A period counter `next` moved forward by `skip`, clamped at `max + 1`.
+pub(crate) fn skip_counter(next: i64, max: i64, skip: i64) -> i64 {
+    next + skip.clamp(0, (max + 1 - next).max(0))
 }
 
 /// A numbering as the store keeps it (JSON), read back.

@@ -92,6 +92,7 @@ macro_rules! conformance_tests {
             workers::an_expired_lease_is_recycled,
             workers::racing_acquirers_never_share_a_worker_id,
             tickets::numbering_is_kept_with_the_sequence,
+            tickets::fence_numbers_moves_the_current_counter,
             tickets::tickets_take_the_lowest_free_number,
             tickets::refused_commits_and_releases_change_nothing,
             tickets::an_expired_ticket_is_taken_again,

@@ -553,3 +553,47 @@ pub async fn the_store_clock_reads_now(store: Arc<dyn Store>) {
     let here = crate::store::system_ms();
     assert!((ms - here).abs() < 60_000, "store clock {ms}, here {here}");
 }
+
+/// The operator's fence of numbered sequences: the current period's counter
+/// moves forward (0 moves nothing) and the store's generation is recorded;
+/// numbers continue above it, takes of a gap-free one too.
+pub async fn fence_numbers_moves_the_current_counter(store: Arc<dyn Store>) {
+    let plain = Numbering::default();
+    numbers::create(&*store, &spec("fn-counted", 1, 1000), &plain)
+        .await
+        .unwrap();
+    let h = Numbers::open(store.clone(), "fn-counted").await.unwrap();
+    assert_eq!(h.next_n(3).await.unwrap().len(), 3);
+    let (_, before, after) = store.fence_numbers("fn-counted", 10).await.unwrap();
+    assert_eq!((before, after), (4, 14));
+    let next = h.next_n(1).await.unwrap();
+    assert_eq!(next[0].text, "14");
+    let row = store.read_sequence("fn-counted").await.unwrap().unwrap();
+    assert_eq!(row.generation, Some(store.generation().await.unwrap()));
+    assert_eq!(row.failover_skipped, 10);
+    // Near the maximum the counter stops at max + 1.
+    let (_, _, after) = store.fence_numbers("fn-counted", 5000).await.unwrap();
+    assert_eq!(after, 1001);
+
+    let gapless = Numbering {
+        gapless: true,
+        ..Numbering::default()
+    };
+    numbers::create(&*store, &spec("fn-gapless", 1, 1000), &gapless)
+        .await
+        .unwrap();
+    let g = Numbers::open(store.clone(), "fn-gapless").await.unwrap();
+    let t = g.take(Duration::from_secs(30)).await.unwrap();
+    g.commit(&t.ticket.to_string()).await.unwrap();
+    assert_eq!(
+        store.fence_numbers("fn-gapless", 0).await.unwrap().1..=2,
+        2..=2,
+        "0 moves nothing"
+    );
+    let t = g.take(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(t.ticket.value, 2);
+    assert!(matches!(
+        store.fence_numbers("nope", 1).await,
+        Err(Error::NotFound { .. })
+    ));
+}

@@ -104,6 +104,24 @@ fn keep_alive(store: &EtcdStore, id: i64) -> tokio::task::JoinHandle<()> {
 }
 
 impl EtcdStore {
+    /// The puts that write `row`'s `next` key (its value and generation) and
+    /// spec key: the whole row, for a transaction whose compares guard it.
+    pub(super) fn row_puts(&self, row: &SequenceRow) -> Result<[TxnOp; 2]> {
+        let generation = row.generation.as_deref().unwrap_or_default();
+        Ok([
+            TxnOp::put(
+                self.next_key(&row.name),
+                next_value(row.next, generation),
+                None,
+            ),
+            TxnOp::put(
+                self.seq_key(&row.name),
+                SpecValue::of(row).encode(&row.name)?,
+                None,
+            ),
+        ])
+    }
+
     /// The counts a `counts/NAME` key holds; zero without one.
     fn counts_of(&self, name: &str, kv: Option<&KeyValue>) -> Result<SequenceCounts> {
         kv.map_or(Ok(SequenceCounts::default()), |kv| {

@@ -231,6 +231,61 @@ impl EtcdStore {
         (when, ops)
     }
 
+    /// Applies the generation rule of numbered sequences
+    /// ([`crate::store::tickets::numbers_fence`]) to a snapshot: `Ok(true)`
+    /// when nothing needed doing, `Ok(false)` when a fence was written (or
+    /// lost a race): the caller reads again.
+    async fn numbers_current(&self, name: &str, snap: &Snapshot, gapless: bool) -> Result<bool> {
+        use crate::store::tickets::{NumbersFence, numbers_fence};
+        let generation = self.current_generation().await?;
+        let rule = numbers_fence(&snap.row, gapless, &generation);
+        rule.check(name)?;
+        let skip = match rule {
+            NumbersFence::Current => return Ok(true),
+            NumbersFence::Record | NumbersFence::Refuse => 0,
+            NumbersFence::Skip(n) => n,
+        };
+        self.write_numbers_fence(name, snap, skip, &generation)
+            .await
+            .map(|_| false)
+    }
+
+    /// Moves the snapshot's period counter forward by `skip` and records
+    /// `generation` on the sequence, if nothing changed since the snapshot:
+    /// `Some((before, after))`, or `None` after a lost race.
+    async fn write_numbers_fence(
+        &self,
+        name: &str,
+        snap: &Snapshot,
+        skip: i64,
+        generation: &str,
+    ) -> Result<Option<(i64, i64)>> {
+        let before = snap.next.0;
+        let after = crate::store::tickets::skip_counter(before, snap.row.max, skip);
+        let epoch = self.epoch().await?;
+        let row = SequenceRow {
+            generation: Some(generation.to_owned()),
+            failover_skipped: snap.row.failover_skipped.saturating_add(after - before),
+            ..snap.row.clone()
+        };
+        let (mut when, mut ops) = self.base_compares(name, snap);
+        when.push(self.next_compare(name, snap));
+        when.push(self.epoch_compare(&epoch));
+        ops.push(TxnOp::put(
+            format!("{}next", self.period_prefix(name, snap.period)),
+            after.to_string(),
+            None,
+        ));
+        ops.extend(self.row_puts(&row)?);
+        let resp = self
+            .txn(
+                "fence a numbered sequence",
+                Txn::new().when(when).and_then(ops),
+            )
+            .await?;
+        Ok(resp.succeeded().then_some((before, after)))
+    }
+
     fn next_compare(&self, name: &str, snap: &Snapshot) -> Compare {
         let key = format!("{}next", self.period_prefix(name, snap.period));
         if snap.next.1 == 0 {
@@ -323,6 +378,9 @@ impl TicketStore for EtcdStore {
         crate::store::check_count("count", n)?;
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot(name, period, false).await?;
+            if !self.numbers_current(name, &snap, false).await? {
+                continue;
+            }
             let r = SequenceRow {
                 next: snap.next.0,
                 ..snap.row.clone()
@@ -362,6 +420,9 @@ impl TicketStore for EtcdStore {
         let mut lease = 0;
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot(name, period, true).await?;
+            if !self.numbers_current(name, &snap, true).await? {
+                continue;
+            }
             let pp = self.period_prefix(name, snap.period);
             let free = snap
                 .open
@@ -436,5 +497,22 @@ impl TicketStore for EtcdStore {
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
         self.settle_ticket("release", name, period, value, token)
             .await
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        for _ in 0..ATTEMPTS {
+            let snap = self.snapshot(name, 0, false).await?;
+            let generation = self.current_generation().await?;
+            if let Some((before, after)) = self
+                .write_numbers_fence(name, &snap, skip, &generation)
+                .await?
+            {
+                return Ok((snap.period, before, after));
+            }
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATTEMPTS,
+        })
     }
 }

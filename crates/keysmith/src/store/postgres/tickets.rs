@@ -83,7 +83,7 @@ impl PostgresStore {
         tx: &Transaction<'_>,
         name: &str,
         period: i64,
-    ) -> Result<(i64, SequenceRow)> {
+    ) -> Result<(i64, SequenceRow, String)> {
         let s = quote_ident(&self.schema);
         let r = tx
             .query_opt(
@@ -92,7 +92,7 @@ impl PostgresStore {
                      FROM {s}.sequences q WHERE n.name = $1 AND q.name = n.name
                      RETURNING n.current_period, q.name, q.next, q.start_value, q.max_value,
                                q.block, q.version, q.generation, q.failover_skip,
-                               q.failover_skip_set, q.failover_skipped"
+                               q.failover_skip_set, q.failover_skipped, {s}.store_generation()"
                 ),
                 &[&name, &period],
             )
@@ -112,7 +112,68 @@ impl PostgresStore {
             });
         };
         let p: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
-        Ok((p, self.row(&r, 1)?))
+        let generation: String = r.try_get(11).map_err(|e| self.pg(&e))?;
+        Ok((p, self.row(&r, 1)?, generation))
+    }
+
+    /// [`Self::current`], with the generation rule of numbered sequences
+    /// applied first ([`crate::store::tickets::numbers_fence`]), in `tx`:
+    /// extra statements only in the rare case the rule asks for a write.
+    async fn current_fenced(
+        &self,
+        tx: &Transaction<'_>,
+        name: &str,
+        period: i64,
+        gapless: bool,
+    ) -> Result<(i64, SequenceRow)> {
+        use crate::store::tickets::{NumbersFence, numbers_fence};
+        let (period, row, generation) = self.current(tx, name, period).await?;
+        let rule = numbers_fence(&row, gapless, &generation);
+        rule.check(name)?;
+        let mut skipped = 0;
+        if let NumbersFence::Skip(skip) = rule {
+            let (before, after) = self.skip_numbers(tx, &row, period, skip).await?;
+            skipped = after - before;
+        }
+        if rule != NumbersFence::Current {
+            self.record_generation(tx, name, &generation, skipped)
+                .await?;
+        }
+        Ok((period, row))
+    }
+
+    /// Moves the counter of `period` forward by `skip`; before and after.
+    async fn skip_numbers(
+        &self,
+        tx: &Transaction<'_>,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)> {
+        let before = self.next_of(tx, &row.name, period, row.start).await?;
+        let after = crate::store::tickets::skip_counter(before, row.max, skip);
+        self.set_next(tx, &row.name, period, after).await?;
+        Ok((before, after))
+    }
+
+    async fn record_generation(
+        &self,
+        tx: &Transaction<'_>,
+        name: &str,
+        generation: &str,
+        skipped: i64,
+    ) -> Result<()> {
+        let s = quote_ident(&self.schema);
+        tx.execute(
+            &format!(
+                "UPDATE {s}.sequences SET generation = $2, failover_skipped = failover_skipped + $3
+                 WHERE name = $1"
+            ),
+            &[&name, &generation, &skipped],
+        )
+        .await
+        .map_err(|e| self.pg(&e))?;
+        Ok(())
     }
 
     async fn next_of(
@@ -297,7 +358,7 @@ impl TicketStore for PostgresStore {
         let out = self
             .deadline(async {
                 let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let (period, row) = self.current(&tx, name, period).await?;
+                let (period, row) = self.current_fenced(&tx, name, period, false).await?;
                 let next = self.next_of(&tx, name, period, row.start).await?;
                 let r = SequenceRow { next, ..row }.plan(n)?;
                 self.set_next(&tx, name, period, r.end).await?;
@@ -327,7 +388,7 @@ impl TicketStore for PostgresStore {
             .deadline(async {
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
                 let tx = c.transaction().await.map_err(bad)?;
-                let (period, row) = self.current(&tx, name, period).await?;
+                let (period, row) = self.current_fenced(&tx, name, period, true).await?;
                 let again = tx
                     .query_opt(
                         &format!(
@@ -378,5 +439,21 @@ impl TicketStore for PostgresStore {
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
         self.settle_ticket("release", name, period, value, token)
             .await
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                let (period, row, generation) = self.current(&tx, name, i64::MIN).await?;
+                let (before, after) = self.skip_numbers(&tx, &row, period, skip).await?;
+                self.record_generation(&tx, name, &generation, after - before)
+                    .await?;
+                tx.commit().await.map_err(|e| self.pg(&e))?;
+                Ok((period, before, after))
+            })
+            .await;
+        self.settle(c, out)
     }
 }

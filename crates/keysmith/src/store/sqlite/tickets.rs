@@ -69,6 +69,57 @@ fn current(tx: &rusqlite::Transaction<'_>, name: &str, period: i64) -> Result<(i
     Ok((p.ok_or_else(|| not_numbered(name))?, row))
 }
 
+/// [`current`], with the generation rule of numbered sequences applied
+/// first ([`crate::store::tickets::numbers_fence`]), in the same transaction.
+fn current_fenced(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    period: i64,
+    gapless: bool,
+    generation: &str,
+) -> Result<(i64, SequenceRow)> {
+    let (period, row) = current(tx, name, period)?;
+    let rule = crate::store::tickets::numbers_fence(&row, gapless, generation);
+    rule.check(name)?;
+    let mut skipped = 0;
+    if let crate::store::tickets::NumbersFence::Skip(skip) = rule {
+        let (before, after) = skip_numbers(tx, &row, period, skip)?;
+        skipped = after - before;
+    }
+    if rule != crate::store::tickets::NumbersFence::Current {
+        record_generation(tx, name, generation, skipped)?;
+    }
+    Ok((period, row))
+}
+
+/// Moves the counter of `period` forward by `skip`; returns it before and after.
+fn skip_numbers(
+    tx: &rusqlite::Transaction<'_>,
+    row: &SequenceRow,
+    period: i64,
+    skip: i64,
+) -> Result<(i64, i64)> {
+    let before = next_of(tx, &row.name, period, row.start)?;
+    let after = crate::store::tickets::skip_counter(before, row.max, skip);
+    set_next(tx, &row.name, period, after)?;
+    Ok((before, after))
+}
+
+fn record_generation(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    generation: &str,
+    skipped: i64,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE keysmith_sequences SET generation = ?2, failover_skipped = failover_skipped + ?3
+         WHERE name = ?1",
+        params![name, generation, skipped],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
 /// The next new number of a period (the sequence's start if none was taken).
 fn next_of(tx: &rusqlite::Transaction<'_>, name: &str, period: i64, start: i64) -> Result<i64> {
     let next: Option<i64> = tx
@@ -137,9 +188,9 @@ impl TicketStore for SqliteStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         crate::store::check_count("count", n)?;
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            let (period, row) = current(tx, &name, period)?;
+            let (period, row) = current_fenced(tx, &name, period, false, &generation)?;
             let next = next_of(tx, &name, period, row.start)?;
             let r = SequenceRow { next, ..row }.plan(n)?;
             set_next(tx, &name, period, r.end)?;
@@ -160,9 +211,10 @@ impl TicketStore for SqliteStore {
         ttl: Duration,
     ) -> Result<TakenNumber> {
         check_ttl(ttl)?;
-        let (name, token) = (name.to_owned(), token.to_owned());
+        let (name, token, generation) =
+            (name.to_owned(), token.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            let (period, row) = current(tx, &name, period)?;
+            let (period, row) = current_fenced(tx, &name, period, true, &generation)?;
             let now = system_ms();
             let expires = now.saturating_add(ticket_ttl_ms(ttl));
             let again: Option<i64> = tx
@@ -203,6 +255,17 @@ impl TicketStore for SqliteStore {
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
         self.settle_ticket("release", name, period, value, token)
             .await
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        let (name, generation) = (name.to_owned(), self.generation.clone());
+        self.write(move |tx| {
+            let (period, row) = current(tx, &name, i64::MIN)?;
+            let (before, after) = skip_numbers(tx, &row, period, skip)?;
+            record_generation(tx, &name, &generation, after - before)?;
+            Ok((period, before, after))
+        })
+        .await
     }
 }
 
