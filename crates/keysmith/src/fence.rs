@@ -1,8 +1,9 @@
 //! The operator's fence: moves sequences forward after the store went back in
 //! a way keysmith cannot see for itself (a file copy put back, a backup
 //! restored into the same generation, a restore while no keysmith process
-//! ran), and lets a gap-free sequence take numbers again after a new
-//! generation ([`Error::FenceNeeded`]) once the operator has checked it.
+//! ran), moves every member of pools forward by whole rounds, and lets a
+//! gap-free sequence take numbers again after a new generation
+//! ([`Error::FenceNeeded`]) once the operator has checked it.
 //!
 //! Every move is the same conditional write as a reservation, so it is safe
 //! while handles allocate, and only ever forward: no value below the new
@@ -30,9 +31,10 @@ use crate::{Error, Result};
 /// What to fence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FenceTarget {
-    /// One sequence.
+    /// One sequence, or a pool of that name when there is no such sequence.
     One(String),
-    /// Every block-based sequence of the store.
+    /// Every sequence and pool of the store (gap-free sequences are left
+    /// to be fenced by name).
     All,
 }
 
@@ -45,10 +47,11 @@ pub struct FenceChange {
     /// Its name.
     pub name: String,
     /// Its next free value before (a numbered sequence: its current
-    /// period's counter; 0 in a dry run, which reads no counter).
+    /// period's counter; 0 in a dry run, which reads no counter; a pool: 0).
     pub before: i64,
     /// Its next free value after (at most `max + 1`: past the maximum the
-    /// sequence is exhausted, never wrapped).
+    /// sequence is exhausted, never wrapped); a pool: how far every member
+    /// moved (whole rounds of its size, at least the skip).
     pub after: i64,
 }
 
@@ -88,9 +91,22 @@ pub async fn fence(
             "--skip must be between 1 and {MAX_RESERVATION}, got {skip}"
         )));
     }
-    let rows = match target {
-        FenceTarget::One(name) => vec![crate::sequence::describe(store, name).await?],
-        FenceTarget::All => store.list_sequences().await?,
+    let (rows, pools) = match target {
+        FenceTarget::One(name) => {
+            crate::validate_name(name)?;
+            match store.read_sequence(name).await? {
+                Some(row) => (vec![row], Vec::new()),
+                None => match store.read_pool(name).await? {
+                    Some(pool) => (Vec::new(), vec![pool]),
+                    // The sequence's "did you mean" error.
+                    None => (
+                        vec![crate::sequence::describe(store, name).await?],
+                        Vec::new(),
+                    ),
+                },
+            }
+        }
+        FenceTarget::All => (store.list_sequences().await?, store.list_pools().await?),
     };
     let mut report = FenceReport {
         dry_run,
@@ -139,6 +155,25 @@ pub async fn fence(
             move_forward(store, row, skip).await?
         };
         report.changes.push(change);
+    }
+    for pool in pools {
+        if skip == 0 {
+            return Err(Error::invalid(format!(
+                "--skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
+            )));
+        }
+        // Whole rounds, so every member keeps its slot.
+        let rounds = (skip + pool.size - 1) / pool.size;
+        if !dry_run {
+            store.fence_pool(&pool.name, rounds).await?;
+            tracing::warn!(pool = %pool.name, rounds, "pool fenced by the operator");
+        }
+        report.changes.push(FenceChange {
+            kind: "pool",
+            before: 0,
+            after: rounds.saturating_mul(pool.size),
+            name: pool.name,
+        });
     }
     Ok(report)
 }

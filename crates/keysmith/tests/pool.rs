@@ -466,6 +466,9 @@ impl PoolStore for RivalFirst {
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> keysmith::Result<bool> {
         self.inner.swap_member(name, take, put).await
     }
+    async fn fence_pool(&self, name: &str, rounds: i64) -> keysmith::Result<()> {
+        self.inner.fence_pool(name, rounds).await
+    }
     async fn list_members(&self, name: &str) -> keysmith::Result<Vec<i64>> {
         self.inner.list_members(name).await
     }

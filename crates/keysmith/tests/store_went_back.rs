@@ -311,3 +311,61 @@ async fn numbered_sequences_skip_or_wait_for_the_operator() {
         "the number committed on the lost primary is skipped"
     );
 }
+
+/// Pools: a handle refuses a number at or below one it took from the same
+/// slot (a restore within the generation); in a new generation the first
+/// swap moves every member forward by whole rounds and takes go on above;
+/// the operator's fence moves pools too.
+#[tokio::test]
+async fn pools_refuse_what_they_took_and_move_forward_in_a_new_generation() {
+    use keysmith::pool::{self, ValuePool};
+    use keysmith::store::{PoolSpec, pool_fence_rounds};
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    pool::create(&*store, &PoolSpec::new("p", 4)).await.unwrap();
+    let open = || async {
+        ValuePool::builder()
+            .store(store.clone())
+            .name("p")
+            .build()
+            .await
+            .unwrap()
+    };
+    let h = open().await;
+    let snap = mem.snapshot();
+    let mut taken = BTreeSet::new();
+    // Until every slot was taken from at least once.
+    while taken
+        .iter()
+        .map(|v| (v - 1) % 4)
+        .collect::<BTreeSet<_>>()
+        .len()
+        < 4
+    {
+        assert!(taken.insert(h.take().await.unwrap()));
+    }
+    // The same generation, older members: the handle refuses every one.
+    mem.restore(&snap, true);
+    let e = h.take().await.unwrap_err();
+    assert!(
+        matches!(e, Error::StoreWentBack { kind: "pool", .. }),
+        "{e}"
+    );
+    // A new generation: the first swap fences, every member moves forward.
+    mem.restore(&snap, false);
+    let fresh = open().await;
+    let v = fresh.take().await.unwrap();
+    let moved = pool_fence_rounds(4) * 4;
+    assert!(v >= 1 + moved, "{v}: members moved by {moved}");
+    assert!(!taken.contains(&v));
+    let row = store.read_pool("p").await.unwrap().unwrap();
+    assert_eq!(row.generation, Some(store.generation().await.unwrap()));
+    // The operator's fence by name moves the pool by whole rounds.
+    let before = store.list_members("p").await.unwrap();
+    let r = fence(&*store, &FenceTarget::One("p".into()), 10, false)
+        .await
+        .unwrap();
+    assert_eq!((r.changes[0].kind, r.changes[0].after), ("pool", 12));
+    let after = store.list_members("p").await.unwrap();
+    assert_eq!(after, before.iter().map(|v| v + 12).collect::<Vec<_>>());
+}

@@ -213,6 +213,7 @@ mod tests {
             name: "p".into(),
             start,
             size,
+            generation: None,
         }
     }
 

@@ -92,6 +92,10 @@ struct Inner {
     /// Numbers this handle took but never handed out (a batch failed part-way)
     /// and could not give back to the pool: the next takes hand them out first.
     returned: Mutex<Vec<i64>>,
+    /// Per slot, the largest number this handle took: a store that offers
+    /// one at or below it went back in time ([`Error::StoreWentBack`]).
+    /// At most one entry per slot.
+    taken: Mutex<std::collections::HashMap<i64, i64>>,
     counters: Counters,
 }
 
@@ -213,6 +217,7 @@ impl ValuePoolBuilder {
                 reuse: self.reuse.unwrap_or(false),
                 spare: Mutex::new(Vec::new()),
                 returned: Mutex::new(Vec::new()),
+                taken: Mutex::new(std::collections::HashMap::new()),
                 counters: Counters::default(),
             }),
         })
@@ -310,6 +315,7 @@ impl ValuePool {
                 candidates = self.sample_candidates().await?;
                 continue;
             };
+            self.check_forward(v)?;
             attempts += 1;
             inner.counters.attempts.fetch_add(1, Relaxed);
             // v <= max_value (sample_candidates keeps no other): cannot overflow.
@@ -319,6 +325,11 @@ impl ValuePool {
                 .await;
             if self.named(swapped).await? {
                 inner.counters.takes.fetch_add(1, Relaxed);
+                let slot = self.slot_of(v);
+                let mut taken = lock(&inner.taken);
+                let e = taken.entry(slot).or_insert(v);
+                *e = (*e).max(v);
+                drop(taken);
                 if inner.reuse && !candidates.is_empty() {
                     let mut spare = lock(&inner.spare);
                     if spare.is_empty() {
@@ -372,7 +383,13 @@ impl ValuePool {
             // Not handed out: not a take (a later take of a returned number
             // counts again).
             inner.counters.takes.fetch_sub(1, Relaxed);
-            if !matches!(swapped, Ok(true)) {
+            if matches!(swapped, Ok(true)) {
+                // v is the pool's again: this handle may be offered it.
+                let mut taken = lock(&inner.taken);
+                if taken.get(&self.slot_of(v)) == Some(&v) {
+                    taken.remove(&self.slot_of(v));
+                }
+            } else {
                 lock(&inner.returned).push(v);
             }
         }
@@ -414,6 +431,36 @@ impl ValuePool {
     /// A fresh sample in random order, without members that cannot be
     /// taken (past [`Self::max_value`]). Empty when the sample held only
     /// such members but the pool still has others.
+    /// The slot (residue) of `v`.
+    fn slot_of(&self, v: i64) -> i64 {
+        let row = &self.inner.row;
+        (i128::from(v) - i128::from(row.start)).rem_euclid(i128::from(row.size)) as i64
+    }
+
+    /// Refuses a candidate at or below a number this handle took from its
+    /// slot: the store went back (a restore, a failover it did not detect).
+    fn check_forward(&self, v: i64) -> Result<()> {
+        let inner = &*self.inner;
+        let held = lock(&inner.taken).get(&self.slot_of(v)).copied();
+        match held {
+            Some(h) if v <= h => {
+                tracing::error!(
+                    pool = %inner.row.name,
+                    held = h,
+                    got = v,
+                    "the store went back: it offered a number this process already took; refused"
+                );
+                Err(Error::StoreWentBack {
+                    kind: "pool",
+                    name: inner.row.name.clone(),
+                    held: h,
+                    got: v,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     async fn sample_candidates(&self) -> Result<Vec<i64>> {
         let inner = &*self.inner;
         let sample = inner

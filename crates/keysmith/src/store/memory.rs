@@ -101,6 +101,25 @@ impl MemoryStore {
 }
 
 impl State {
+    /// Every member of a pool moved forward by `rounds`, the generation
+    /// recorded; nothing changes when a member would not fit.
+    fn fence_members(
+        name: &str,
+        row: &mut PoolRow,
+        members: &mut BTreeSet<i64>,
+        rounds: i64,
+        generation: String,
+    ) -> Result<()> {
+        let moved = members
+            .iter()
+            .map(|v| super::fenced_member(*v, rounds, row.size))
+            .collect::<Option<BTreeSet<i64>>>()
+            .ok_or_else(|| super::fence_exhausts(name, row.size))?;
+        *members = moved;
+        row.generation = Some(generation);
+        Ok(())
+    }
+
     fn generation(&mut self) -> String {
         if self.generation.is_empty() {
             self.generation = format!("memory:{}", super::random_id());
@@ -266,6 +285,7 @@ impl PoolStore for MemoryStore {
                 name: name.to_owned(),
                 start,
                 size,
+                generation: Some(s.generation()),
             };
             s.pools.insert(
                 name.to_owned(),
@@ -288,7 +308,17 @@ impl PoolStore for MemoryStore {
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
         self.with(|s| {
-            let (_, members) = s.pool(name)?;
+            let generation = s.generation();
+            let (row, members) = s.pool(name)?;
+            match super::pool_generation(row.generation.as_deref(), &generation) {
+                super::PoolGeneration::Current => {}
+                super::PoolGeneration::Record => row.generation = Some(generation),
+                super::PoolGeneration::Fence => {
+                    let rounds = super::pool_fence_rounds(row.size);
+                    State::fence_members(name, row, members, rounds, generation)?;
+                    return Ok(false);
+                }
+            }
             if !members.remove(&take) {
                 return Ok(false);
             }
@@ -303,6 +333,14 @@ impl PoolStore for MemoryStore {
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
         self.with(|s| Ok(s.pool(name)?.1.iter().copied().collect()))
+    }
+
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
+        self.with(|s| {
+            let generation = s.generation();
+            let (row, members) = s.pool(name)?;
+            State::fence_members(name, row, members, rounds, generation)
+        })
     }
 
     async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {

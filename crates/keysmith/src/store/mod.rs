@@ -36,8 +36,12 @@ pub mod sqlite;
 mod tickets;
 mod workers;
 
-pub(crate) use pools::sample_slots;
-pub use pools::{DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore};
+pub use pools::{
+    DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
+};
+pub(crate) use pools::{
+    PoolGeneration, fence_exhausts, fenced_member, pool_generation, sample_slots,
+};
 pub(crate) use sequences::check_count;
 pub(crate) use sequences::check_failover_skip;
 pub use sequences::{

@@ -94,6 +94,56 @@ pub struct PoolRow {
     pub start: i64,
     /// How many members the pool holds at all times.
     pub size: i64,
+    /// The store generation the pool was created or last fenced in (see
+    /// [`PoolStore::swap_member`]); `None` for a pool from before keysmith
+    /// recorded generations: its first swap records one.
+    pub generation: Option<String>,
+}
+
+/// How many rounds every member of a pool of `size` moves forward when a
+/// swap finds the store in a new generation: enough that each slot's member
+/// passes [`super::FAILOVER_SKIP_FLOOR`] values, so up to that many takes of
+/// one slot lost with the old generation are never handed out again.
+pub fn pool_fence_rounds(size: i64) -> i64 {
+    let size = size.max(1);
+    (super::FAILOVER_SKIP_FLOOR + size - 1) / size
+}
+
+/// What a swap does first in store generation `current` for a pool last
+/// written in `recorded`: the rule every backend applies, written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolGeneration {
+    /// Written in this generation: swap.
+    Current,
+    /// From before generations were recorded: record this one, then swap.
+    Record,
+    /// Written in another generation: fence the pool
+    /// ([`PoolStore::fence_pool`] with [`pool_fence_rounds`]) and swap
+    /// nothing (the caller samples again, from the moved members).
+    Fence,
+}
+
+/// Member `v` of a pool of `size` moved forward by `rounds`, if it still
+/// fits (a member `m` must leave room for `m + size`).
+pub(crate) fn fenced_member(v: i64, rounds: i64, size: i64) -> Option<i64> {
+    let moved = rounds.checked_mul(size).and_then(|d| v.checked_add(d))?;
+    (moved <= i64::MAX - size).then_some(moved)
+}
+
+/// The error of a fence that would push a member past the largest value.
+pub(crate) fn fence_exhausts(name: &str, size: i64) -> Error {
+    Error::Exhausted {
+        name: name.to_owned(),
+        max: i64::MAX - size,
+    }
+}
+
+pub(crate) fn pool_generation(recorded: Option<&str>, current: &str) -> PoolGeneration {
+    match recorded {
+        None => PoolGeneration::Record,
+        Some(g) if g == current => PoolGeneration::Current,
+        Some(_) => PoolGeneration::Fence,
+    }
 }
 
 /// What a backend does for value pools. Names given to these methods have
@@ -127,9 +177,27 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// `put = take - size` (giving back a number that was never handed out),
     /// so the member keeps its slot; backends may rely on that.
     ///
+    /// Generations: a swap in a store generation other than the pool's
+    /// ([`pool_generation`]) first fences the pool
+    /// ([`Self::fence_pool`] with [`pool_fence_rounds`]) and swaps nothing:
+    /// the member sampled from the old generation may have been handed out
+    /// already. The caller samples again.
+    ///
     /// # Errors
     /// [`Error::NotFound`] if the pool is gone.
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool>;
+
+    /// Moves every member forward by `rounds` times the pool's size (each
+    /// keeps its slot) and records the store's current generation: what a
+    /// swap in a new generation does first, and what the operator's
+    /// `keysmith fence` does to a pool. Safe to race with swaps (a swap of a
+    /// member that moved finds it gone) and with another fence (members move
+    /// twice: a gap, never a repeat).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the pool is gone; [`Error::Exhausted`] when a
+    /// member would no longer fit (changing nothing).
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()>;
 
     /// Every member of the pool, ascending.
     ///

@@ -67,6 +67,7 @@ macro_rules! conformance_tests {
             pools::concurrent_pool_swaps_of_one_member_have_one_winner,
             pools::pool_list_and_drop,
             pools::pool_rate_marks_move_and_go_with_the_pool,
+            pools::fence_pool_moves_every_member_by_whole_rounds,
             handles::threads_and_handles_never_share_a_value,
             handles::strict_handles_increase_in_time_order,
             handles::close_hands_back_the_tail_only_when_untouched,

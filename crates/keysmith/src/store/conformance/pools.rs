@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::pool_spec;
 use crate::Error;
-use crate::store::Store;
+use crate::store::{PoolSpec, Store};
 
 /// A created pool holds `start..start + size`; creating it again is
 /// `AlreadyExists`.
@@ -192,4 +192,40 @@ pub async fn pool_rate_marks_move_and_go_with_the_pool(store: Arc<dyn Store>) {
         store.read_pool_marks("m").await.unwrap(),
         RateMarks::default()
     );
+}
+
+/// A pool records the store's generation; `fence_pool` moves every member
+/// forward by whole rounds (each keeps its slot), takes go on above, and a
+/// fence that would push a member past the largest value changes nothing.
+pub async fn fence_pool_moves_every_member_by_whole_rounds(store: Arc<dyn Store>) {
+    let generation = store.generation().await.unwrap();
+    let row = store.create_pool(&PoolSpec::new("fp", 5)).await.unwrap();
+    assert_eq!(row.generation.as_deref(), Some(generation.as_str()));
+    assert!(store.swap_member("fp", 1, 6).await.unwrap());
+    let before = store.list_members("fp").await.unwrap();
+    store.fence_pool("fp", 3).await.unwrap();
+    let after = store.list_members("fp").await.unwrap();
+    let moved: Vec<i64> = before.iter().map(|v| v + 15).collect();
+    assert_eq!(after, moved, "every member plus 3 rounds of 5");
+    assert_eq!(
+        store.read_pool("fp").await.unwrap().unwrap().generation,
+        Some(generation)
+    );
+    // The old members are gone: swapping one changes nothing.
+    assert!(!store.swap_member("fp", 2, 7).await.unwrap());
+    assert!(store.swap_member("fp", 17, 22).await.unwrap());
+    // Near the largest value: refused, nothing moved.
+    let top = PoolSpec {
+        start: i64::MAX - 20,
+        ..PoolSpec::new("fp-top", 3)
+    };
+    store.create_pool(&top).await.unwrap();
+    let before = store.list_members("fp-top").await.unwrap();
+    let e = store.fence_pool("fp-top", 10).await.unwrap_err();
+    assert!(matches!(e, Error::Exhausted { .. }), "{e}");
+    assert_eq!(store.list_members("fp-top").await.unwrap(), before);
+    assert!(matches!(
+        store.fence_pool("nope", 1).await,
+        Err(Error::NotFound { .. })
+    ));
 }

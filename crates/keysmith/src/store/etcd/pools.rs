@@ -23,6 +23,19 @@ pub(super) struct PoolMeta {
     start: i64,
     size: i64,
     revision: i64,
+    /// A hash of the generation the pool was created or fenced in (0: none
+    /// recorded): the cache holds `Copy` values.
+    generation: u64,
+}
+
+/// The hash [`PoolMeta`] keeps of a generation; 0 for none.
+fn generation_hash(generation: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    generation.map_or(0, |g| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        g.hash(&mut h);
+        h.finish() | 1
+    })
 }
 
 impl PoolMeta {
@@ -37,6 +50,10 @@ impl PoolMeta {
 struct PoolValue {
     start: i64,
     size: i64,
+    /// The generation the pool was created or fenced in; absent in pools
+    /// from before generations were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    generation: Option<String>,
 }
 
 impl EtcdStore {
@@ -69,6 +86,7 @@ impl EtcdStore {
             name: name.to_owned(),
             start: v.start,
             size: v.size,
+            generation: v.generation,
         })
     }
 
@@ -79,6 +97,7 @@ impl EtcdStore {
             start: row.start,
             size: row.size,
             revision: kv.create_revision(),
+            generation: generation_hash(row.generation.as_deref()),
         };
         self.pool_meta.remember(name, meta);
         Ok(meta)
@@ -154,19 +173,117 @@ impl EtcdStore {
     /// Remembers the meta of a pool that the transaction `resp` created: it
     /// put the meta key, which did not exist, so the key's create revision
     /// is the transaction's revision.
-    fn remember_created(&self, name: &str, start: i64, size: i64, resp: &TxnResponse) {
+    fn remember_created(&self, row: &PoolRow, resp: &TxnResponse) {
         if let Some(h) = resp.header() {
             self.pool_meta.remember(
-                name,
+                &row.name,
                 PoolMeta {
-                    start,
-                    size,
+                    start: row.start,
+                    size: row.size,
                     revision: h.revision(),
+                    generation: generation_hash(row.generation.as_deref()),
                 },
             );
         }
     }
+
+    /// The pool's meta key rewritten with `generation`, if the pool is still
+    /// the one `meta` was read from.
+    async fn record_pool_generation(
+        &self,
+        name: &str,
+        meta: &PoolMeta,
+        generation: &str,
+    ) -> Result<()> {
+        let value = serde_json::to_vec(&PoolValue {
+            start: meta.start,
+            size: meta.size,
+            generation: Some(generation.to_owned()),
+        })
+        .map_err(|e| Error::Corrupt(format!("cannot encode pool {name:?}: {e}")))?;
+        let txn = Txn::new()
+            .when([self.same_pool(name, meta)])
+            .and_then([TxnOp::put(self.pool_key(name), value, None)]);
+        self.txn("record a pool's generation", txn).await?;
+        self.pool_meta.forget(name);
+        Ok(())
+    }
+
+    /// Moves every member forward by `rounds` (each keeps its slot) and then
+    /// records the current generation, if the pool is still in the
+    /// generation `from` hashes to (any, when `None`). Written in batches,
+    /// each comparing the members it moves: a member a swap moved meanwhile
+    /// is read again and moved from there. Until the generation is recorded
+    /// every swap of the pool fences it too; a second fence moves members
+    /// twice: a gap, never a repeat.
+    async fn fence_from(&self, name: &str, rounds: i64, from: Option<u64>) -> Result<()> {
+        let meta = self.fresh_meta(name).await?;
+        if from.is_some_and(|f| f != meta.generation) {
+            return Ok(()); // fenced by another caller already
+        }
+        let generation = self.current_generation().await?;
+        let prefix = self.members_prefix(name);
+        let mut slots: Vec<(Vec<u8>, i64, i64)> = Vec::new();
+        let end = prefix_end(&prefix);
+        let mut from_key = prefix.clone().into_bytes();
+        loop {
+            let opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            let page = self
+                .call("read a pool's members", |mut c| {
+                    let (k, o) = (from_key.clone(), opts.clone());
+                    async move { c.get(k, Some(o)).await }
+                })
+                .await?
+                .take_kvs();
+            for kv in &page {
+                let v = self.member_of(name, kv)?;
+                if super::super::fenced_member(v, rounds, meta.size).is_none() {
+                    return Err(super::super::fence_exhausts(name, meta.size));
+                }
+                slots.push((kv.key().to_vec(), v, kv.mod_revision()));
+            }
+            if (page.len() as i64) < PAGE {
+                break;
+            }
+            from_key = page[page.len() - 1].key().to_vec();
+            from_key.push(0);
+        }
+        for batch in slots.chunks(FENCE_BATCH) {
+            let mut batch = batch.to_vec();
+            for _ in 0..META_ATTEMPTS * 4 {
+                let mut when = vec![self.same_pool(name, &meta)];
+                let mut puts = Vec::with_capacity(batch.len());
+                for (key, v, rev) in &batch {
+                    when.push(Compare::mod_revision(key.clone(), CompareOp::Equal, *rev));
+                    let moved = super::super::fenced_member(*v, rounds, meta.size)
+                        .ok_or_else(|| super::super::fence_exhausts(name, meta.size))?;
+                    puts.push(TxnOp::put(key.clone(), moved.to_string(), None));
+                }
+                let gets: Vec<TxnOp> = batch
+                    .iter()
+                    .map(|(k, _, _)| TxnOp::get(k.clone(), None))
+                    .collect();
+                let txn = Txn::new().when(when).and_then(puts).or_else(gets);
+                let resp = self.txn("fence a pool", txn).await?;
+                if resp.succeeded() {
+                    break;
+                }
+                // A swap moved a member meanwhile: read the batch again.
+                let ops = resp.op_responses();
+                for (i, slot) in batch.iter_mut().enumerate() {
+                    let kv = first_kv(&ops, i)?.ok_or_else(|| Error::not_found("pool", name))?;
+                    slot.1 = self.member_of(name, &kv)?;
+                    slot.2 = kv.mod_revision();
+                }
+            }
+        }
+        self.record_pool_generation(name, &meta, &generation).await
+    }
 }
+
+/// Members moved per transaction by a fence: each needs a compare and a put,
+/// and etcd allows 128 operations by default.
+const FENCE_BATCH: usize = 60;
 
 #[async_trait]
 impl PoolStore for EtcdStore {
@@ -181,8 +298,13 @@ impl PoolStore for EtcdStore {
                 )));
             }
         }
-        let meta = serde_json::to_vec(&PoolValue { start, size })
-            .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
+        let generation = self.current_generation().await?;
+        let meta = serde_json::to_vec(&PoolValue {
+            start,
+            size,
+            generation: Some(generation.clone()),
+        })
+        .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
         let absent = [
             Compare::version(self.pool_key(name), CompareOp::Equal, 0),
             Compare::version(self.creating_key(name), CompareOp::Equal, 0),
@@ -195,6 +317,7 @@ impl PoolStore for EtcdStore {
             name: name.to_owned(),
             start,
             size,
+            generation: Some(generation),
         };
         if size as usize <= POOL_BATCH {
             // Small pool: one transaction.
@@ -205,7 +328,7 @@ impl PoolStore for EtcdStore {
             if !resp.succeeded() {
                 return Err(exists());
             }
-            self.remember_created(name, start, size, &resp);
+            self.remember_created(&row, &resp);
             return Ok(row);
         }
         // Large pool: claim the name, write the members in batches guarded by
@@ -258,7 +381,7 @@ impl PoolStore for EtcdStore {
         ]);
         let resp = self.txn("create a pool", publish).await?;
         if resp.succeeded() {
-            self.remember_created(name, start, size, &resp);
+            self.remember_created(&row, &resp);
             Ok(row)
         } else {
             Err(gone())
@@ -334,6 +457,23 @@ impl PoolStore for EtcdStore {
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
         let mut meta = self.pool_meta(name).await?;
         for _ in 0..META_ATTEMPTS {
+            let generation = self.current_generation().await?;
+            if meta.generation != generation_hash(Some(&generation)) {
+                // The remembered meta may be stale: decide on the pool as it is.
+                meta = self.fresh_meta(name).await?;
+                if meta.generation == 0 {
+                    self.record_pool_generation(name, &meta, &generation)
+                        .await?;
+                    meta = self.fresh_meta(name).await?;
+                    continue;
+                }
+                if meta.generation != generation_hash(Some(&generation)) {
+                    let rounds = crate::store::pool_fence_rounds(meta.size);
+                    self.fence_from(name, rounds, Some(meta.generation)).await?;
+                    return Ok(false);
+                }
+            }
+            let epoch = self.epoch().await?;
             let slot = meta.slot_of(take);
             if meta.slot_of(put) != slot {
                 // The remembered size may be stale: check with the pool as
@@ -356,12 +496,19 @@ impl PoolStore for EtcdStore {
                 .when([
                     self.same_pool(name, &meta),
                     Compare::value(key, CompareOp::Equal, take.to_string()),
+                    self.epoch_compare(&epoch),
                 ])
                 .and_then([self.member_put(name, slot, put)])
-                .or_else([TxnOp::get(self.pool_key(name), None)]);
+                .or_else([TxnOp::get(self.pool_key(name), None), self.epoch_get()]);
             let resp = self.txn("swap a pool member", txn).await?;
             if resp.succeeded() {
                 return Ok(true);
+            }
+            self.adopt_epoch_from(&resp, 1)?;
+            if self.epoch().await? != epoch {
+                // A new epoch: decide again, on the pool as it is now.
+                meta = self.fresh_meta(name).await?;
+                continue;
             }
             let now = self.meta_now(name, &resp.op_responses(), 0)?;
             if now.revision == meta.revision {
@@ -374,6 +521,10 @@ impl PoolStore for EtcdStore {
             name: name.to_owned(),
             attempts: META_ATTEMPTS,
         })
+    }
+
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
+        self.fence_from(name, rounds, None).await
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
@@ -542,6 +693,7 @@ mod tests {
             start: -3,
             size: 5,
             revision: 1,
+            generation: 0,
         };
         for slot in 0..5 {
             let v = -3 + slot;
@@ -553,6 +705,7 @@ mod tests {
             start: i64::MAX - 10,
             size: 7,
             revision: 1,
+            generation: 0,
         };
         assert!((0..7).contains(&far.slot_of(i64::MIN)));
         assert_eq!(far.slot_of(i64::MAX - 10), 0);

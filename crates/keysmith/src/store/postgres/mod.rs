@@ -255,6 +255,7 @@ const MIGRATIONS: &[&str] = &[
             CONSTRAINT sequences_failover_skip CHECK (failover_skip BETWEEN 0 AND 1099511627776),
         ADD COLUMN failover_skip_set boolean NOT NULL DEFAULT false,
         ADD COLUMN failover_skipped bigint NOT NULL DEFAULT 0;
+    ALTER TABLE {s}.pools ADD COLUMN generation text;
 
     CREATE FUNCTION {s}.store_generation() RETURNS text
     LANGUAGE sql VOLATILE AS $fn$
@@ -751,6 +752,9 @@ struct Sql {
     pool_members: String,
     pool_list: String,
     pool_drop: String,
+    pool_fence_claim: String,
+    pool_fence_top: String,
+    pool_fence_move: String,
 }
 
 const COLS: &str = "name, next, start_value, max_value, block, version, \
@@ -843,12 +847,15 @@ impl Sql {
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
             pool_create: format!(
                 "WITH p AS (
-                     INSERT INTO {s}.pools (name, start_value, size) VALUES ($1, $2, $3)
+                     INSERT INTO {s}.pools (name, start_value, size, generation)
+                     VALUES ($1, $2, $3, {s}.store_generation())
                      RETURNING name)
                  INSERT INTO {s}.pool_members (pool, slot, value)
                  SELECT p.name, g - $2, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
             ),
-            pool_read: format!("SELECT name, start_value, size FROM {s}.pools WHERE name = $1"),
+            pool_read: format!(
+                "SELECT name, start_value, size, generation FROM {s}.pools WHERE name = $1"
+            ),
             // One statement: the members of the slots the caller drew (with
             // the primary key index), and the size it should have drawn them
             // from, read in the same snapshot.
@@ -861,18 +868,39 @@ impl Sql {
             // member: the second waits for the first's commit, then
             // re-evaluates `value = $2` on the new row version, finds it
             // false and swaps nothing.
+            // The swap happens only in the pool's generation (or a pool
+            // from before generations): the pool's and the store's come back
+            // for the caller to act on (`PoolGeneration`).
             pool_swap: format!(
-                "WITH upd AS (
+                "WITH g AS (SELECT {s}.store_generation() AS gen),
+                      p AS (SELECT generation FROM {s}.pools WHERE name = $1),
+                      upd AS (
                      UPDATE {s}.pool_members SET value = $3 WHERE pool = $1 AND value = $2
+                       AND ((SELECT generation FROM p) IS NULL
+                            OR (SELECT generation FROM p) = (SELECT gen FROM g))
                      RETURNING 1)
-                 SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
-                        (SELECT count(*) FROM upd)"
+                 SELECT EXISTS (SELECT 1 FROM p), (SELECT count(*) FROM upd),
+                        (SELECT generation FROM p), (SELECT gen FROM g)"
+            ),
+            // Claims the fence: records the store's generation if the pool
+            // is still in `$2` (any, when NULL); the size comes back only to
+            // the one caller that moved it.
+            pool_fence_claim: format!(
+                "UPDATE {s}.pools SET generation = {s}.store_generation()
+                 WHERE name = $1 AND ($2::text IS NULL OR generation IS NOT DISTINCT FROM $2)
+                 RETURNING size"
+            ),
+            pool_fence_top: format!("SELECT max(value) FROM {s}.pool_members WHERE pool = $1"),
+            pool_fence_move: format!(
+                "UPDATE {s}.pool_members SET value = value + $2 WHERE pool = $1"
             ),
             pool_members: format!(
                 "SELECT EXISTS (SELECT 1 FROM {s}.pools WHERE name = $1),
                         ARRAY(SELECT value FROM {s}.pool_members WHERE pool = $1 ORDER BY value)"
             ),
-            pool_list: format!("SELECT name, start_value, size FROM {s}.pools ORDER BY name"),
+            pool_list: format!(
+                "SELECT name, start_value, size, generation FROM {s}.pools ORDER BY name"
+            ),
             pool_drop: format!("DELETE FROM {s}.pools WHERE name = $1"),
         }
     }

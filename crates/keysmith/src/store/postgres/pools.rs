@@ -9,7 +9,50 @@ impl PostgresStore {
             name: r.try_get(0).map_err(bad)?,
             start: r.try_get(1).map_err(bad)?,
             size: r.try_get(2).map_err(bad)?,
+            generation: r.try_get(3).map_err(bad)?,
         })
+    }
+
+    /// Moves every member of pool `name` forward by `rounds` and records
+    /// the store's generation, in one transaction, if the pool is still in
+    /// generation `from` (any, when `None`): of racing fences of one stale
+    /// pool, one moves it.
+    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
+        let mut c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let tx = c.transaction().await.map_err(bad)?;
+                let Some(r) = tx
+                    .query_opt(&self.sql.pool_fence_claim, &[&name, &from])
+                    .await
+                    .map_err(bad)?
+                else {
+                    if from.is_none() {
+                        return Err(Error::not_found("pool", name));
+                    }
+                    // Another caller fenced it (or it is gone: the swap says so).
+                    return Ok(());
+                };
+                let size: i64 = r.try_get(0).map_err(bad)?;
+                let top: Option<i64> = tx
+                    .query_one(&self.sql.pool_fence_top, &[&name])
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                if let Some(top) = top
+                    && crate::store::fenced_member(top, rounds, size).is_none()
+                {
+                    return Err(crate::store::fence_exhausts(name, size));
+                }
+                tx.execute(&self.sql.pool_fence_move, &[&name, &(rounds * size)])
+                    .await
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
     }
 }
 
@@ -36,6 +79,7 @@ impl PoolStore for PostgresStore {
                         name: name.to_owned(),
                         start,
                         size,
+                        generation: None,
                     }),
                     Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                         Err(Error::AlreadyExists {
@@ -47,7 +91,10 @@ impl PoolStore for PostgresStore {
                 }
             })
             .await;
-        self.settle(c, out)
+        let mut row = self.settle(c, out)?;
+        // Recorded by the statement; read back for the caller.
+        row.generation = self.generation().await.ok();
+        Ok(row)
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
@@ -142,14 +189,38 @@ impl PoolStore for PostgresStore {
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
                 let exists: bool = r.try_get(0).map_err(bad)?;
                 let swapped: i64 = r.try_get(1).map_err(bad)?;
-                match (exists, swapped) {
-                    (_, 1) => Ok(true),
-                    (true, _) => Ok(false),
-                    (false, _) => Err(Error::not_found("pool", name)),
+                let recorded: Option<String> = r.try_get(2).map_err(bad)?;
+                let current: String = r.try_get(3).map_err(bad)?;
+                if !exists {
+                    return Err(Error::not_found("pool", name));
                 }
+                Ok((swapped == 1, recorded, current))
             })
             .await;
-        self.settle(c, out)
+        let (swapped, recorded, current) = self.settle(c, out)?;
+        match crate::store::pool_generation(recorded.as_deref(), &current) {
+            crate::store::PoolGeneration::Current => Ok(swapped),
+            crate::store::PoolGeneration::Record => {
+                // A pool from before generations: record this one (moving
+                // nothing) and keep the swap.
+                self.fence_from(name, 0, None).await?;
+                Ok(swapped)
+            }
+            crate::store::PoolGeneration::Fence => {
+                let size = self
+                    .read_pool(name)
+                    .await?
+                    .ok_or_else(|| Error::not_found("pool", name))?
+                    .size;
+                let rounds = crate::store::pool_fence_rounds(size);
+                self.fence_from(name, rounds, recorded.as_deref()).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
+        self.fence_from(name, rounds, None).await
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {

@@ -103,11 +103,24 @@ CREATE TABLE IF NOT EXISTS keysmith_workers (
 /// `keysmith_meta`, and per sequence the generation of its last write, its
 /// failover margin and what was skipped at generation changes. Each column
 /// is added if it is missing.
-const GENERATIONS_SCHEMA: &[(&str, &str)] = &[
-    ("generation", "TEXT"),
-    ("failover_skip", "INTEGER NOT NULL DEFAULT 1000000"),
-    ("failover_skip_set", "INTEGER NOT NULL DEFAULT 0"),
-    ("failover_skipped", "INTEGER NOT NULL DEFAULT 0"),
+const GENERATIONS_SCHEMA: &[(&str, &str, &str)] = &[
+    ("keysmith_sequences", "generation", "TEXT"),
+    (
+        "keysmith_sequences",
+        "failover_skip",
+        "INTEGER NOT NULL DEFAULT 1000000",
+    ),
+    (
+        "keysmith_sequences",
+        "failover_skip_set",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        "keysmith_sequences",
+        "failover_skipped",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+    ("keysmith_pools", "generation", "TEXT"),
 ];
 
 const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped";
@@ -273,20 +286,17 @@ fn migrate(conn: &Connection) -> Result<String> {
             .optional()
             .map_err(db_err)?;
         let add_generations = || -> Result<()> {
-            for (column, ty) in GENERATIONS_SCHEMA {
+            for (table, column, ty) in GENERATIONS_SCHEMA {
                 let present: bool = conn
                     .query_row(
-                        "SELECT count(*) > 0 FROM pragma_table_info('keysmith_sequences') WHERE name = ?1",
-                        [column],
+                        "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = ?2",
+                        [table, column],
                         |r| r.get(0),
                     )
                     .map_err(db_err)?;
                 if !present {
-                    conn.execute(
-                        &format!("ALTER TABLE keysmith_sequences ADD COLUMN {column} {ty}"),
-                        [],
-                    )
-                    .map_err(db_err)?;
+                    conn.execute(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}"), [])
+                        .map_err(db_err)?;
                 }
             }
             Ok(())

@@ -6,13 +6,13 @@ use super::*;
 impl PoolStore for SqliteStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.to_string());
         self.write(move |tx| {
             let inserted = tx
                 .execute(
-                    "INSERT INTO keysmith_pools (name, start, size) VALUES (?1, ?2, ?3)
+                    "INSERT INTO keysmith_pools (name, start, size, generation) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (name) DO NOTHING",
-                    params![name, start, size],
+                    params![name, start, size, generation],
                 )
                 .map_err(db_err)?;
             if inserted == 0 {
@@ -30,7 +30,12 @@ impl PoolStore for SqliteStore {
                 ins.execute(params![name, slot, start + slot])
                     .map_err(db_err)?;
             }
-            Ok(PoolRow { name, start, size })
+            Ok(PoolRow {
+                name,
+                start,
+                size,
+                generation: Some(generation),
+            })
         })
         .await
     }
@@ -67,9 +72,20 @@ impl PoolStore for SqliteStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            require_pool(tx, &name)?;
+            let pool = require_pool(tx, &name)?;
+            match crate::store::pool_generation(pool.generation.as_deref(), &generation) {
+                crate::store::PoolGeneration::Current => {}
+                crate::store::PoolGeneration::Record => {
+                    record_pool_generation(tx, &name, &generation)?;
+                }
+                crate::store::PoolGeneration::Fence => {
+                    let rounds = crate::store::pool_fence_rounds(pool.size);
+                    fence_members(tx, &pool, rounds, &generation)?;
+                    return Ok(false);
+                }
+            }
             // The member keeps its slot: put = take + size (see the contract).
             let swapped = tx
                 .prepare_cached(
@@ -132,19 +148,24 @@ impl PoolStore for SqliteStore {
         .await
     }
 
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
+        let (name, generation) = (name.to_owned(), self.generation.clone());
+        self.write(move |tx| {
+            let pool = require_pool(tx, &name)?;
+            fence_members(tx, &pool, rounds, &generation)
+        })
+        .await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.run(|conn| {
             let mut s = conn
-                .prepare_cached("SELECT name, start, size FROM keysmith_pools ORDER BY name")
+                .prepare_cached(
+                    "SELECT name, start, size, generation FROM keysmith_pools ORDER BY name",
+                )
                 .map_err(db_err)?;
             let out = s
-                .query_map([], |r| {
-                    Ok(PoolRow {
-                        name: r.get(0)?,
-                        start: r.get(1)?,
-                        size: r.get(2)?,
-                    })
-                })
+                .query_map([], pool_row)
                 .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
                 .map_err(db_err)?;
             Ok(out)
@@ -172,20 +193,62 @@ impl PoolStore for SqliteStore {
     }
 }
 
+fn pool_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PoolRow> {
+    Ok(PoolRow {
+        name: r.get(0)?,
+        start: r.get(1)?,
+        size: r.get(2)?,
+        generation: r.get(3)?,
+    })
+}
+
 fn require_pool(conn: &Connection, name: &str) -> Result<PoolRow> {
-    conn.prepare_cached("SELECT name, start, size FROM keysmith_pools WHERE name = ?1")
-        .and_then(|mut s| {
-            s.query_row([name], |r| {
-                Ok(PoolRow {
-                    name: r.get(0)?,
-                    start: r.get(1)?,
-                    size: r.get(2)?,
-                })
-            })
-            .optional()
-        })
+    conn.prepare_cached("SELECT name, start, size, generation FROM keysmith_pools WHERE name = ?1")
+        .and_then(|mut s| s.query_row([name], pool_row).optional())
         .map_err(db_err)?
         .ok_or_else(|| Error::not_found("pool", name))
+}
+
+fn record_pool_generation(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    generation: &str,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE keysmith_pools SET generation = ?2 WHERE name = ?1",
+        params![name, generation],
+    )
+    .map_err(db_err)?;
+    Ok(())
+}
+
+/// Every member of `pool` moved forward by `rounds` (each keeps its slot:
+/// no two can collide) and the generation recorded, or nothing when the
+/// largest member would not fit.
+fn fence_members(
+    tx: &rusqlite::Transaction<'_>,
+    pool: &PoolRow,
+    rounds: i64,
+    generation: &str,
+) -> Result<()> {
+    let top: Option<i64> = tx
+        .query_row(
+            "SELECT max(value) FROM keysmith_pool_members WHERE pool = ?1",
+            [&pool.name],
+            |r| r.get(0),
+        )
+        .map_err(db_err)?;
+    if let Some(top) = top
+        && crate::store::fenced_member(top, rounds, pool.size).is_none()
+    {
+        return Err(crate::store::fence_exhausts(&pool.name, pool.size));
+    }
+    tx.execute(
+        "UPDATE keysmith_pool_members SET value = value + ?2 WHERE pool = ?1",
+        params![pool.name, rounds * pool.size],
+    )
+    .map_err(db_err)?;
+    record_pool_generation(tx, &pool.name, generation)
 }
 
 fn read_pool_marks_on(conn: &Connection, name: &str) -> Result<RateMarks> {
