@@ -315,7 +315,11 @@ impl ValuePool {
                 candidates = self.sample_candidates().await?;
                 continue;
             };
-            self.check_forward(v)?;
+            // What this handle had taken from v's slot before the swap: a
+            // candidate from an older sample may be below it (a lost race,
+            // which the swap reports), but a swap the store accepts must be
+            // above it.
+            let floor = lock(&inner.taken).get(&self.slot_of(v)).copied();
             attempts += 1;
             inner.counters.attempts.fetch_add(1, Relaxed);
             // v <= max_value (sample_candidates keeps no other): cannot overflow.
@@ -324,6 +328,7 @@ impl ValuePool {
                 .swap_member(&inner.row.name, v, v + inner.row.size)
                 .await;
             if self.named(swapped).await? {
+                self.check_forward(v, floor)?;
                 inner.counters.takes.fetch_add(1, Relaxed);
                 let slot = self.slot_of(v);
                 let mut taken = lock(&inner.taken);
@@ -437,11 +442,12 @@ impl ValuePool {
         (i128::from(v) - i128::from(row.start)).rem_euclid(i128::from(row.size)) as i64
     }
 
-    /// Refuses a candidate at or below a number this handle took from its
-    /// slot: the store went back (a restore, a failover it did not detect).
-    fn check_forward(&self, v: i64) -> Result<()> {
+    /// Refuses a number the store let this handle swap although it is at or
+    /// below `held`, what the handle had taken from its slot before the
+    /// swap: the store went back (a restore, a failover it did not detect).
+    /// The number is not handed out (the swap moved it on: a gap).
+    fn check_forward(&self, v: i64, held: Option<i64>) -> Result<()> {
         let inner = &*self.inner;
-        let held = lock(&inner.taken).get(&self.slot_of(v)).copied();
         match held {
             Some(h) if v <= h => {
                 tracing::error!(
