@@ -420,7 +420,11 @@ impl Timing {
 
 /// Ids unique, and no (worker, time unit) issued by two issuers: a worker id
 /// is never held by two at once. Returns the workers each issuer used.
-fn check_workers(what: &str, layout: &Layout, ids: &[(usize, i64)]) -> HashMap<usize, BTreeSet<i64>> {
+fn check_workers(
+    what: &str,
+    layout: &Layout,
+    ids: &[(usize, i64)],
+) -> HashMap<usize, BTreeSet<i64>> {
     let mut owner: HashMap<(i64, i64), usize> = HashMap::new();
     let mut seen = HashSet::new();
     let mut workers: HashMap<usize, BTreeSet<i64>> = HashMap::new();
@@ -457,7 +461,14 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     let servers: Vec<Server> = (0..2)
-        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &["--fixed-blocks"]))
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
         .collect();
     in_client(&net, &client, || async {
         let http = http();
@@ -465,8 +476,11 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
             s.healthy(&http).await;
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> =
-            servers.iter().enumerate().map(|(i, s)| (i, s.base.clone())).collect();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
         let load = Load::start(&http, &targets, 3, "/v1/sequences/s/next", "values", 0);
         load.until_ok(0, start, 200, "before the cut").await;
         // s0 and e2 on one side: s0 reaches only a member that cannot
@@ -487,7 +501,10 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
         check_statuses("etcd minority", &calls);
         let values = check_history("etcd minority", &calls, start, true);
         let t = Timing::of(&calls, 0, cut, heal);
-        assert!(s1_during > 0, "the majority side served nothing during the cut");
+        assert!(
+            s1_during > 0,
+            "the majority side served nothing during the cut"
+        );
         // Bounded, but not by the server's request timeout (the `next` route
         // keeps its own deadline): a refill tries each endpoint once, each
         // within etcd's request deadline, then answers 503; a call that
@@ -499,7 +516,10 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
             t.to_503
         );
         let slowest = calls.iter().map(|c| c.done - c.sent).max().unwrap();
-        assert!(slowest < refill * 2 + Duration::from_secs(3), "a call took {slowest:?}");
+        assert!(
+            slowest < refill * 2 + Duration::from_secs(3),
+            "a call took {slowest:?}"
+        );
         println!(
             "partition: etcd, server cut off with 1 of 3 members for {:.0} s: {}; slowest call \
              {:.2} s (server request timeout {REQUEST_TIMEOUT_MS} ms); the other server served \
@@ -527,7 +547,14 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     let servers: Vec<Server> = (0..3)
-        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &["--fixed-blocks"]))
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
         .collect();
     let leader = (0..3)
         .find_map(|i| etcd.leader_seen_by(&net, &client, i))
@@ -539,8 +566,11 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
             s.healthy(&http).await;
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> =
-            servers.iter().enumerate().map(|(i, s)| (i, s.base.clone())).collect();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
         let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
         let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
         for i in 0..3 {
@@ -561,9 +591,8 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         // A new leader on the majority side, as a follower sees it.
         let until = Instant::now() + DEADLINE;
         let new_leader = loop {
-            let seen = tokio::task::block_in_place(|| {
-                etcd.leader_seen_by(&net, &client, followers[0])
-            });
+            let seen =
+                tokio::task::block_in_place(|| etcd.leader_seen_by(&net, &client, followers[0]));
             if let Some(l) = seen
                 && l != leader
             {
@@ -631,7 +660,14 @@ fn postgres_cut_off_from_one_of_three_servers() {
     let url = pg.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     let servers: Vec<Server> = (0..3)
-        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &["--fixed-blocks"]))
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
         .collect();
     in_client(&net, &client, || async {
         let http = http();
@@ -639,8 +675,11 @@ fn postgres_cut_off_from_one_of_three_servers() {
             s.healthy(&http).await;
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> =
-            servers.iter().enumerate().map(|(i, s)| (i, s.base.clone())).collect();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
         let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
         let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
         for i in 0..3 {
@@ -671,12 +710,18 @@ fn postgres_cut_off_from_one_of_three_servers() {
             &Layout::preset("snowflake").unwrap(),
             &issued,
         );
-        assert!(others_during > 0, "the other servers served nothing during the cut");
+        assert!(
+            others_during > 0,
+            "the other servers served nothing during the cut"
+        );
         let t = Timing::of(&seq_calls, 0, cut, heal);
         // Bounded by the store's statement deadline, not the server's
         // request timeout (the `next` route keeps its own).
         let to_503 = t.to_503(0);
-        assert!(to_503 < PG_PARTITION, "the first 503 came {to_503:?} after the cut");
+        assert!(
+            to_503 < PG_PARTITION,
+            "the first 503 came {to_503:?} after the cut"
+        );
         let slowest = seq_calls.iter().map(|c| c.done - c.sent).max().unwrap();
         let ids_slowest = id_calls.iter().map(|c| c.done - c.sent).max().unwrap();
         let ids_503 = id_calls
@@ -833,16 +878,35 @@ fn an_id_issuer_paused_or_cut_off_past_its_lease_never_repeats_an_id() {
         } else {
             (&b_host, &a_host)
         };
-        let first = Issuer::start(&net, h1, &url, next_id);
-        next_id += 1;
+        // The last round's issuers were killed holding the lease: it expires
+        // within a TTL; until then each try exits at once.
         let until = Instant::now() + DEADLINE;
-        while first.count() < 100 {
+        let first = loop {
+            let i = Issuer::start(&net, h1, &url, next_id);
+            next_id += 1;
+            let issuing = loop {
+                if i.count() >= 100 {
+                    break true;
+                }
+                if net.try_wait(i.pid).is_some() {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            if issuing {
+                break i;
+            }
+            let (id, lines, err) = i.finish(&net);
             assert!(
-                Instant::now() < until && net.try_wait(first.pid).is_none(),
-                "round {round}: the first issuer issued nothing"
+                lines.is_empty(),
+                "issuer {id} issued ids, then exited: {err}"
             );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+            assert!(
+                Instant::now() < until,
+                "round {round}: no issuer got the worker id: {err}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
         // Around the TTL: some pauses shorter, most longer.
         let length = Duration::from_millis(rng.random_range(ID_TTL_MS / 2..ID_TTL_MS * 3));
         let faulted = Instant::now();
@@ -911,8 +975,14 @@ fn an_id_issuer_paused_or_cut_off_past_its_lease_never_repeats_an_id() {
         .get(&(Fault::Partition as u8))
         .copied()
         .unwrap_or(0);
-    assert!(pauses > 0, "no paused round saw the worker id taken over: {rounds:?}");
-    assert!(cuts > 0, "no partitioned round saw the worker id taken over: {rounds:?}");
+    assert!(
+        pauses > 0,
+        "no paused round saw the worker id taken over: {rounds:?}"
+    );
+    assert!(
+        cuts > 0,
+        "no partitioned round saw the worker id taken over: {rounds:?}"
+    );
     println!(
         "partition: ids, lease TTL {ID_TTL_MS} ms, {} rounds (pause or cut 0.5-3 TTL): worker id \
          taken over in {pauses} paused and {cuts} cut-off rounds; {} ids from {next_id} issuers, \
@@ -981,15 +1051,21 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                             .await
                             .unwrap();
                         assert_eq!(r.status().as_u16(), 200, "a prompt commit refused");
-                        committed.lock().unwrap().push(Call {
-                            client: w,
-                            server: 1,
-                            sent,
-                            done: Instant::now(),
-                            status: 200,
-                            values: vec![n],
-                            error: String::new(),
-                        });
+                        // Gap-free numbers are the lowest open one, not
+                        // increasing: each commit is a client of its own.
+                        {
+                            let mut c = committed.lock().unwrap();
+                            let me = w + 2 * c.len() as u32;
+                            c.push(Call {
+                                client: me,
+                                server: 1,
+                                sent,
+                                done: Instant::now(),
+                                status: 200,
+                                values: vec![n],
+                                error: String::new(),
+                            });
+                        }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
                 })
@@ -1035,9 +1111,12 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                 .any(|&(at, v)| v == n && at > took);
             match status {
                 200 => {
-                    assert!(!retaken, "round {round}: {n} committed late although taken again");
+                    assert!(
+                        !retaken,
+                        "round {round}: {n} committed late although taken again"
+                    );
                     committed.lock().unwrap().push(Call {
-                        client: 100 + round,
+                        client: u32::MAX - round,
                         server: 0,
                         sent,
                         done,
@@ -1099,7 +1178,14 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
     let url = pg.url();
     cli(&net, &client, &url, &["create", "r", "--block", "5"]);
     let servers: Vec<Server> = (0..3)
-        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &["--fixed-blocks"]))
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
         .collect();
     in_client(&net, &client, || async {
         let http = http();
