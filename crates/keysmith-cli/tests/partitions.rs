@@ -309,8 +309,7 @@ impl Load {
         for t in self.tasks {
             t.await.unwrap();
         }
-        let calls = self.calls.lock().unwrap().clone();
-        calls
+        std::mem::take(&mut *self.calls.lock().unwrap())
     }
 }
 
@@ -363,6 +362,8 @@ struct Timing {
     slowest_503: Duration,
     to_value: Duration,
     served_while_cut: usize,
+    /// The error codes of its 503s.
+    codes: BTreeSet<String>,
 }
 
 impl Timing {
@@ -389,7 +390,13 @@ impl Timing {
             .iter()
             .filter(|c| c.status == 200 && c.sent >= cut && c.done < heal)
             .count();
+        let codes = mine
+            .iter()
+            .filter(|c| c.status == 503)
+            .map(|c| c.error.clone())
+            .collect();
         Timing {
+            codes,
             to_503: first_503.map(|t| t - cut),
             slowest_503,
             to_value: first_value - heal,
@@ -409,9 +416,10 @@ impl Timing {
             None => "no 503 before the heal".to_owned(),
         };
         format!(
-            "{first_503} (slowest 503 {:.2} s, {} values served from the cache meanwhile); \
-             first value {:.2} s after the heal",
+            "{first_503} (slowest 503 {:.2} s, codes {:?}, {} values served from the cache \
+             meanwhile); first value {:.2} s after the heal",
             self.slowest_503.as_secs_f64(),
+            self.codes,
             self.served_while_cut,
             self.to_value.as_secs_f64()
         )
