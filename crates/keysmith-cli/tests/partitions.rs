@@ -338,6 +338,18 @@ fn check_history(what: &str, calls: &[Call], start: Instant, per_server_real_tim
     checked.values
 }
 
+/// Feeds the calls of a strict sequence (block 1) to the checker: unique,
+/// and in real time across every client of every server.
+fn check_strict(what: &str, calls: &[Call], start: Instant) -> usize {
+    let mut all = History::starting_at(start);
+    for c in calls.iter().filter(|c| c.status != 0) {
+        all.record(c.client, c.sent, c.done, c.values.clone());
+    }
+    all.check(Order::RealTime)
+        .unwrap_or_else(|v| panic!("{what}: {v}"))
+        .values
+}
+
 /// Only values, 503s (with the refusal's code) and, for a server cut off
 /// from its clients, nothing; no call hung past the client's bound.
 fn check_statuses(what: &str, calls: &[Call]) {
@@ -554,6 +566,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     };
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
+    cli(&net, &client, &url, &["create", "t", "--block", "1"]);
     let servers: Vec<Server> = (0..3)
         .map(|i| {
             Server::start(
@@ -581,6 +594,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
             .collect();
         let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
         let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
+        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
         for i in 0..3 {
             seq.until_ok(i, start, 50, "before the cut").await;
             ids.until_ok(i, start, 20, "ids before the cut").await;
@@ -617,6 +631,9 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         ids.until_ok(0, heal, 10, "ids after the heal").await;
         let seq_calls = seq.stop().await;
         let id_calls = ids.stop().await;
+        let strict_calls = strict.stop().await;
+        check_statuses("etcd leader strict", &strict_calls);
+        let strict_values = check_strict("etcd leader strict", &strict_calls, start);
         check_statuses("etcd leader", &seq_calls);
         check_statuses("etcd leader ids", &id_calls);
         let values = check_history("etcd leader", &seq_calls, start, true);
@@ -644,7 +661,8 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         let t = Timing::of(&seq_calls, 0, cut, heal);
         println!(
             "partition: etcd leader n{leader} isolated with s0 for {:.0} s: member n{new_leader} \
-             elected within {:.2} s; s0 {}; {values} values and {n_ids} ids, none twice; \
+             elected within {:.2} s; s0 {}; {values} values, {strict_values} of a strict sequence (block 1, in real-time \
+             order across servers) and {n_ids} ids, none twice; \
              worker ids per server {workers:?}, none shared in a time unit",
             PARTITION.as_secs_f64(),
             elected.as_secs_f64(),
@@ -667,6 +685,7 @@ fn postgres_cut_off_from_one_of_three_servers() {
     };
     let url = pg.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
+    cli(&net, &client, &url, &["create", "t", "--block", "1"]);
     let servers: Vec<Server> = (0..3)
         .map(|i| {
             Server::start(
@@ -690,6 +709,7 @@ fn postgres_cut_off_from_one_of_three_servers() {
             .collect();
         let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
         let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
+        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
         for i in 0..3 {
             seq.until_ok(i, start, 50, "before the cut").await;
             ids.until_ok(i, start, 20, "ids before the cut").await;
@@ -705,6 +725,9 @@ fn postgres_cut_off_from_one_of_three_servers() {
         ids.until_ok(0, heal, 10, "ids after the heal").await;
         let seq_calls = seq.stop().await;
         let id_calls = ids.stop().await;
+        let strict_calls = strict.stop().await;
+        check_statuses("postgres cut strict", &strict_calls);
+        let strict_values = check_strict("postgres cut strict", &strict_calls, start);
         check_statuses("postgres cut", &seq_calls);
         check_statuses("postgres cut ids", &id_calls);
         let values = check_history("postgres cut", &seq_calls, start, true);
@@ -740,7 +763,8 @@ fn postgres_cut_off_from_one_of_three_servers() {
             "partition: postgres cut off from s0 for {:.0} s: s0 {}; slowest next {:.2} s, \
              slowest ids/next {:.2} s ({ids_503} ids 503s from s0; server request timeout \
              {REQUEST_TIMEOUT_MS} ms); the other two served {others_during} calls meanwhile; \
-             {values} values and {n_ids} ids, none twice; worker ids per server {workers:?}",
+             {values} values, {strict_values} of a strict sequence (block 1, in real-time \
+             order across servers) and {n_ids} ids, none twice; worker ids per server {workers:?}",
             PG_PARTITION.as_secs_f64(),
             t.line(),
             slowest.as_secs_f64(),
