@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use keysmith::ids::Layout;
 use keysmith::verify::history::{History, Order};
-use keysmith_testsupport::netns::{Host, Net, PostgresNet};
+use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
 use rand::RngExt;
 use serde_json::Value;
 
@@ -348,6 +348,20 @@ fn check_strict(what: &str, calls: &[Call], start: Instant) -> usize {
     all.check(Order::RealTime)
         .unwrap_or_else(|v| panic!("{what}: {v}"))
         .values
+}
+
+/// Bytes `host` sent to `peer:port` and not yet acknowledged (`ss`'s
+/// Send-Q, summed over its connections): a request on the wire.
+fn unacked(net: &Net, host: &Host, peer: std::net::Ipv4Addr, port: u16) -> u64 {
+    let out = net
+        .command(host, "ss")
+        .args(["-tnH", "dst", &format!("{peer}:{port}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Only values, 503s (with the refusal's code) and, for a server cut off
@@ -1236,6 +1250,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
         let mut rng = rand::rng();
         let mut burst_calls = Vec::new();
         let mut client_id = 100;
+        let mut in_flight = 0;
         for _round in 0..6 {
             // Requests that use up s0's block and force a refill...
             let burst: Vec<_> = (0..8)
@@ -1258,9 +1273,24 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
                     })
                 })
                 .collect();
-            // ...then s0 paused while the reservation is on the wire.
-            tokio::time::sleep(Duration::from_millis(rng.random_range(20..200))).await;
+            // ...then s0 paused as soon as a store request of its is on the
+            // wire, unanswered (polled with `ss`; the slow link keeps it
+            // there for a while).
+            let until = Instant::now() + Duration::from_secs(3);
+            let seen = loop {
+                let bytes = tokio::task::block_in_place(|| {
+                    unacked(&net, &servers[0].host, pg.host.ip, POSTGRES_PORT)
+                });
+                if bytes > 0 {
+                    break true;
+                }
+                if Instant::now() > until {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            };
             net.signal(servers[0].pid, libc::SIGSTOP);
+            in_flight += usize::from(seen);
             let length = Duration::from_millis(rng.random_range(500..2_500));
             tokio::time::sleep(length).await;
             net.signal(servers[0].pid, libc::SIGCONT);
@@ -1275,9 +1305,14 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
         check_statuses("paused mid-reservation", &calls);
         let values = check_history("paused mid-reservation", &calls, start, false);
         assert!(s0_values > 0, "the paused server never served a value");
+        assert!(
+            in_flight >= 3,
+            "only {in_flight} of 6 pauses caught a store request on the wire"
+        );
         println!(
-            "partition: postgres, s0 (slowed link) paused 0.5-2.5 s in 6 reservations: \
-             {s0_values} values from s0, {values} in all, none twice"
+            "partition: postgres, s0 (link capped at 16 kbit/s) paused 0.5-2.5 s with a store \
+             request on the wire in {in_flight} of 6 rounds: {s0_values} values from s0, \
+             {values} in all, none twice"
         );
     });
 }
