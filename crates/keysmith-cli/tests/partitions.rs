@@ -1335,7 +1335,7 @@ fn namespaces_are_removed_on_drop_even_after_a_panic() {
         .pid;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let _net = net;
-        panic!("planted");
+        panic!("a planted panic (expected): the network must still be torn down");
     }));
     assert!(r.is_err());
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
