@@ -31,6 +31,13 @@
 //! What it cannot see: values a process took but never reported. A passing
 //! run is evidence, not proof; a failing one is a bug (or a store that does
 //! not keep what it committed) worth reporting with the lines it printed.
+//!
+//! [`history`] checks the histories of concurrent clients (invoke and
+//! complete times and values per operation): uniqueness, per-client order
+//! and, for strict sequences, real-time order. The partition tests
+//! (`crates/keysmith-cli/tests/partitions.rs`) feed theirs to it.
+
+pub mod history;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -1,0 +1,1352 @@
+//! Network partitions and paused processes, tested the way Jepsen tests
+//! stores (issue 28).
+//!
+//! Every etcd member, PostgreSQL and every `keysmith serve` (the built
+//! binary) runs in a network namespace of its own, on a bridge in a private
+//! subnet that exists only inside the test's namespaces
+//! (`keysmith_testsupport::netns`); the test process is the client, from a
+//! thread inside a client namespace. Faults are real: links cut (packets
+//! dropped silently, connections hang), one pair of hosts cut, a link slowed,
+//! processes paused with SIGSTOP. Every client writes down each call (invoke
+//! and complete time, values), and the histories of all clients go to
+//! `keysmith::verify::history::check` (uniqueness, per-client order, and
+//! real-time order of the clients of one server).
+//!
+//! Needs root and `ip netns` (CI runs as root): elsewhere each test says
+//! why and skips, or fails under `KEYSMITH_REQUIRE_BACKENDS=1`. The scenarios
+//! run one at a time (the machine may have two cores); each prints one
+//! `partition:` line with its figures (SCALING.md):
+//! `cargo test -p keysmith-cli --all-features --test partitions -- --nocapture`
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keysmith::ids::Layout;
+use keysmith::verify::history::{History, Order};
+use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
+use rand::RngExt;
+use serde_json::Value;
+
+use common::KEYSMITH;
+
+/// One scenario at a time: each starts a store and servers of its own.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The port every server listens on, in its own namespace.
+const PORT: u16 = 8080;
+
+/// The servers' request timeout (the bounded routes: ids, tickets).
+const REQUEST_TIMEOUT_MS: u64 = 3_000;
+
+/// The client's own bound on a call: past it the call hung.
+const HANG: Duration = Duration::from_secs(40);
+
+/// How long a partition lasts: the scenario, not a synchronisation.
+const PARTITION: Duration = Duration::from_secs(8);
+
+/// etcd's deadline of one request to one endpoint.
+#[cfg(feature = "etcd")]
+const ETCD_REQUEST: Duration = keysmith::store::etcd::REQUEST_TIMEOUT;
+
+/// How long the etcd minority partition lasts: longer than a refill's
+/// worst case (each of 3 endpoints tried within the request deadline).
+#[cfg(feature = "etcd")]
+const ETCD_PARTITION: Duration = Duration::from_secs(20);
+
+/// How long PostgreSQL is cut off from a server: longer than its
+/// statement deadline.
+const PG_PARTITION: Duration = Duration::from_secs(20);
+
+/// A bound on waiting for a condition (a server to answer again, a leader).
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Between two calls of one load client: a rate limit, so that a loaded
+/// 2-core machine still runs etcd's elections on time.
+const PACE: Duration = Duration::from_millis(4);
+
+/// The most calls one load client makes.
+const MAX_CALLS: usize = 20_000;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A network with a client host, or `None` (skipped) where namespaces are
+/// not available.
+fn network() -> Option<(Net, Host)> {
+    let net = Net::new()?;
+    let client = net.add_host("c");
+    Some((net, client))
+}
+
+/// Runs `body` on a runtime whose threads live in `client`'s namespace.
+fn in_client<F: std::future::Future<Output = ()>>(
+    net: &Net,
+    client: &Host,
+    body: impl FnOnce() -> F + Send,
+) {
+    net.run_in(client, || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(3)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(body())
+    });
+}
+
+/// `keysmith --store URL ARGS` in `host`; panics unless it succeeds.
+fn cli(net: &Net, host: &Host, url: &str, args: &[&str]) -> String {
+    let out = net
+        .command(host, KEYSMITH)
+        .arg("--store")
+        .arg(url)
+        .args(args)
+        .env_remove("KEYSMITH_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "keysmith {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A `keysmith serve` in a namespace of its own.
+struct Server {
+    host: Host,
+    pid: u32,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Server {
+    /// Starts `keysmith --store URL serve` on `host` (not waiting for it).
+    fn start(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
+        let log = net.dir().join(format!("serve-{}.log", host.label));
+        let file = std::fs::File::create(&log).unwrap();
+        let mut cmd = net.command(&host, KEYSMITH);
+        cmd.arg("--store")
+            .arg(url)
+            .args(["serve", "--listen", &format!("{}:{PORT}", host.ip)])
+            .args(["--insecure-no-auth"])
+            .args(["--request-timeout-ms", &REQUEST_TIMEOUT_MS.to_string()])
+            .args(args)
+            .env_remove("KEYSMITH_STORE")
+            .env_remove("KEYSMITH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file.try_clone().unwrap());
+        let pid = net.spawn(cmd).pid;
+        Server {
+            base: format!("http://{}:{PORT}", host.ip),
+            host,
+            pid,
+            log,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until `/healthz` answers 200.
+    async fn healthy(&self, http: &reqwest::Client) {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            if let Ok(r) = http.get(self.url("/healthz")).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "server {} never became healthy; log:\n{}",
+                self.host.label,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(HANG)
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap()
+}
+
+/// One call a load client made.
+#[derive(Debug, Clone)]
+struct Call {
+    client: u32,
+    server: usize,
+    sent: Instant,
+    done: Instant,
+    /// 0: no answer (connection error).
+    status: u16,
+    values: Vec<i64>,
+    error: String,
+}
+
+/// `POST url` and what came back; `key` names the array of values.
+async fn post(http: &reqwest::Client, url: &str, key: &str) -> (u16, Vec<i64>, String) {
+    match http.post(url).send().await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            let values = body[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                .unwrap_or_default();
+            let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
+            (status, values, error)
+        }
+        Err(e) => (0, Vec::new(), e.to_string()),
+    }
+}
+
+/// Load clients, each bound to one server, calling one route back to back.
+struct Load {
+    stop: Arc<AtomicBool>,
+    calls: Arc<Mutex<Vec<Call>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    /// `per_server` clients for each of `servers` (index, base URL), calling
+    /// `POST {base}{path}` and reading the array `key`; client ids from
+    /// `first_client`.
+    fn start(
+        http: &reqwest::Client,
+        servers: &[(usize, String)],
+        per_server: usize,
+        path: &str,
+        key: &'static str,
+        first_client: u32,
+    ) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let mut client = first_client;
+        for (server, base) in servers {
+            for _ in 0..per_server {
+                let (http, url, stop, calls) = (
+                    http.clone(),
+                    format!("{base}{path}"),
+                    stop.clone(),
+                    calls.clone(),
+                );
+                let (server, me) = (*server, client);
+                client += 1;
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..MAX_CALLS {
+                        if stop.load(SeqCst) {
+                            break;
+                        }
+                        let sent = Instant::now();
+                        let (status, values, error) = post(&http, &url, key).await;
+                        let done = Instant::now();
+                        let failed = status != 200;
+                        calls.lock().unwrap().push(Call {
+                            client: me,
+                            server,
+                            sent,
+                            done,
+                            status,
+                            values,
+                            error,
+                        });
+                        // A refused call is retried a little later, as a
+                        // client honouring Retry-After would.
+                        let pause = if failed { PACE * 25 } else { PACE };
+                        tokio::time::sleep(pause).await;
+                    }
+                }));
+            }
+        }
+        Load { stop, calls, tasks }
+    }
+
+    fn ok_from(&self, server: usize, since: Instant) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.server == server && c.status == 200 && c.sent >= since)
+            .count()
+    }
+
+    /// Waits until `server` answered `n` calls with values that were sent
+    /// at or after `since`.
+    async fn until_ok(&self, server: usize, since: Instant, n: usize, what: &str) {
+        let until = Instant::now() + DEADLINE;
+        while self.ok_from(server, since) < n {
+            assert!(
+                Instant::now() < until,
+                "{what}: server {server} answered {} of {n} calls",
+                self.ok_from(server, since)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) -> Vec<Call> {
+        self.stop.store(true, SeqCst);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+/// Feeds `calls` to the history checker: unique across all, in order per
+/// client, and in real time per server when `per_server_real_time`.
+/// Panics with the first violation.
+fn check_history(what: &str, calls: &[Call], start: Instant, per_server_real_time: bool) -> usize {
+    let mut all = History::starting_at(start);
+    let mut per_server: HashMap<usize, History> = HashMap::new();
+    for c in calls.iter().filter(|c| c.status != 0) {
+        all.record(c.client, c.sent, c.done, c.values.clone());
+        per_server
+            .entry(c.server)
+            .or_insert_with(|| History::starting_at(start))
+            .record(c.client, c.sent, c.done, c.values.clone());
+    }
+    let checked = all
+        .check(Order::PerClient)
+        .unwrap_or_else(|v| panic!("{what}: {v}"));
+    if per_server_real_time {
+        for (s, h) in &per_server {
+            h.check(Order::RealTime)
+                .unwrap_or_else(|v| panic!("{what}: through server {s}: {v}"));
+        }
+    }
+    checked.values
+}
+
+/// Feeds the calls of a strict sequence (block 1) to the checker: unique,
+/// and in real time across every client of every server.
+fn check_strict(what: &str, calls: &[Call], start: Instant) -> usize {
+    let mut all = History::starting_at(start);
+    for c in calls.iter().filter(|c| c.status != 0) {
+        all.record(c.client, c.sent, c.done, c.values.clone());
+    }
+    all.check(Order::RealTime)
+        .unwrap_or_else(|v| panic!("{what}: {v}"))
+        .values
+}
+
+/// Bytes `host` sent to `peer:port` and not yet acknowledged (`ss`'s
+/// Send-Q, summed over its connections): a request on the wire.
+fn unacked(net: &Net, host: &Host, peer: std::net::Ipv4Addr, port: u16) -> u64 {
+    let out = net
+        .command(host, "ss")
+        .args(["-tnH", "dst", &format!("{peer}:{port}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Only values, 503s (with the refusal's code) and, for a server cut off
+/// from its clients, nothing; no call hung past the client's bound.
+fn check_statuses(what: &str, calls: &[Call]) {
+    for c in calls {
+        assert!(
+            c.done - c.sent < HANG,
+            "{what}: a call to server {} hung: {c:?}",
+            c.server
+        );
+        assert!(
+            c.status == 200 || c.status == 503,
+            "{what}: only values or 503: {c:?}"
+        );
+    }
+}
+
+/// What a partitioned server did: from the cut to its first 503, its slowest
+/// 503, and from the heal to its first value.
+struct Timing {
+    /// `None`: no 503 at all (the partition ended first).
+    to_503: Option<Duration>,
+    slowest_503: Duration,
+    to_value: Duration,
+    served_while_cut: usize,
+    /// The error codes of its 503s.
+    codes: BTreeSet<String>,
+}
+
+impl Timing {
+    fn of(calls: &[Call], server: usize, cut: Instant, heal: Instant) -> Timing {
+        let mine: Vec<&Call> = calls.iter().filter(|c| c.server == server).collect();
+        let first_503 = mine
+            .iter()
+            .filter(|c| c.status == 503 && c.sent >= cut)
+            .map(|c| c.done)
+            .min();
+        let slowest_503 = mine
+            .iter()
+            .filter(|c| c.status == 503)
+            .map(|c| c.done - c.sent)
+            .max()
+            .unwrap_or_default();
+        let first_value = mine
+            .iter()
+            .filter(|c| c.status == 200 && c.sent >= heal)
+            .map(|c| c.done)
+            .min()
+            .unwrap_or_else(|| panic!("server {server} never answered again after the heal"));
+        let served_while_cut = mine
+            .iter()
+            .filter(|c| c.status == 200 && c.sent >= cut && c.done < heal)
+            .count();
+        let codes = mine
+            .iter()
+            .filter(|c| c.status == 503)
+            .map(|c| c.error.clone())
+            .collect();
+        Timing {
+            codes,
+            to_503: first_503.map(|t| t - cut),
+            slowest_503,
+            to_value: first_value - heal,
+            served_while_cut,
+        }
+    }
+
+    /// The first 503, which must have come.
+    fn to_503(&self, server: usize) -> Duration {
+        self.to_503
+            .unwrap_or_else(|| panic!("server {server} never answered 503 while cut off"))
+    }
+
+    fn line(&self) -> String {
+        let first_503 = match self.to_503 {
+            Some(t) => format!("first 503 {:.2} s after the cut", t.as_secs_f64()),
+            None => "no 503 before the heal".to_owned(),
+        };
+        format!(
+            "{first_503} (slowest 503 {:.2} s, codes {:?}, {} values served from the cache \
+             meanwhile); first value {:.2} s after the heal",
+            self.slowest_503.as_secs_f64(),
+            self.codes,
+            self.served_while_cut,
+            self.to_value.as_secs_f64()
+        )
+    }
+}
+
+/// Ids unique, and no (worker, time unit) issued by two issuers: a worker id
+/// is never held by two at once. Returns the workers each issuer used.
+fn check_workers(
+    what: &str,
+    layout: &Layout,
+    ids: &[(usize, i64)],
+) -> HashMap<usize, BTreeSet<i64>> {
+    let mut owner: HashMap<(i64, i64), usize> = HashMap::new();
+    let mut seen = HashSet::new();
+    let mut workers: HashMap<usize, BTreeSet<i64>> = HashMap::new();
+    for &(who, id) in ids {
+        assert!(seen.insert(id), "{what}: id {id} issued twice");
+        let d = layout.decode(id).unwrap();
+        workers.entry(who).or_default().insert(d.worker);
+        if let Some(&other) = owner.get(&(d.worker, d.time_ms))
+            && other != who
+        {
+            panic!(
+                "{what}: worker id {} used by issuers {other} and {who} in the same time unit {} (id {id})",
+                d.worker, d.time
+            );
+        }
+        owner.insert((d.worker, d.time_ms), who);
+    }
+    workers
+}
+
+// ---------------------------------------------------------------------------
+// 1. A server cut off from the etcd majority.
+
+#[cfg(feature = "etcd")]
+#[test]
+fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resumes() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(etcd) = keysmith_testsupport::netns::EtcdNet::start(&net, 3, &client) else {
+        return;
+    };
+    let url = etcd.url();
+    cli(&net, &client, &url, &["create", "s", "--block", "20"]);
+    let servers: Vec<Server> = (0..2)
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
+        .collect();
+    in_client(&net, &client, || async {
+        let http = http();
+        for s in &servers {
+            s.healthy(&http).await;
+        }
+        let start = Instant::now();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
+        let load = Load::start(&http, &targets, 3, "/v1/sequences/s/next", "values", 0);
+        load.until_ok(0, start, 200, "before the cut").await;
+        // s0 and e2 on one side: s0 reaches only a member that cannot
+        // commit; e0, e1 and s1 go on.
+        let (minority, majority) = (
+            [&servers[0].host, &etcd.hosts[2]],
+            [&etcd.hosts[0], &etcd.hosts[1], &servers[1].host],
+        );
+        let cut = Instant::now();
+        net.partition(&minority, &majority);
+        let s1_before = load.ok_from(1, cut);
+        tokio::time::sleep(ETCD_PARTITION).await;
+        let s1_during = load.ok_from(1, cut) - s1_before;
+        let heal = Instant::now();
+        net.heal_partition(&minority, &majority);
+        load.until_ok(0, heal, 100, "after the heal").await;
+        let calls = load.stop().await;
+        check_statuses("etcd minority", &calls);
+        let values = check_history("etcd minority", &calls, start, true);
+        let t = Timing::of(&calls, 0, cut, heal);
+        assert!(
+            s1_during > 0,
+            "the majority side served nothing during the cut"
+        );
+        // Bounded, but not by the server's request timeout (the `next` route
+        // keeps its own deadline): a refill tries each endpoint once, each
+        // within etcd's request deadline, then answers 503; a call that
+        // arrives during a refill waits for it and may start the next one.
+        let refill = ETCD_REQUEST * 3;
+        assert!(
+            t.to_503(0) < refill + Duration::from_secs(3),
+            "the first 503 came {:?} after the cut",
+            t.to_503
+        );
+        let slowest = calls.iter().map(|c| c.done - c.sent).max().unwrap();
+        assert!(
+            slowest < refill * 2 + Duration::from_secs(3),
+            "a call took {slowest:?}"
+        );
+        println!(
+            "partition: etcd, server cut off with 1 of 3 members for {:.0} s: {}; slowest call \
+             {:.2} s (server request timeout {REQUEST_TIMEOUT_MS} ms); the other server served \
+             {s1_during} calls meanwhile; {values} values, none twice",
+            ETCD_PARTITION.as_secs_f64(),
+            t.line(),
+            slowest.as_secs_f64()
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 2. The etcd leader isolated from its followers and some servers.
+
+#[cfg(feature = "etcd")]
+#[test]
+fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(etcd) = keysmith_testsupport::netns::EtcdNet::start(&net, 3, &client) else {
+        return;
+    };
+    let url = etcd.url();
+    cli(&net, &client, &url, &["create", "s", "--block", "20"]);
+    cli(&net, &client, &url, &["create", "t", "--block", "1"]);
+    let servers: Vec<Server> = (0..3)
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
+        .collect();
+    let leader = (0..3)
+        .find_map(|i| etcd.leader_seen_by(&net, &client, i))
+        .expect("no etcd member names a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    in_client(&net, &client, || async {
+        let http = http();
+        for s in &servers {
+            s.healthy(&http).await;
+        }
+        let start = Instant::now();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
+        let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
+        let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
+        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
+        for i in 0..3 {
+            seq.until_ok(i, start, 50, "before the cut").await;
+            ids.until_ok(i, start, 20, "ids before the cut").await;
+        }
+        // The leader and s0 on one side; the followers, s1 and s2 on the
+        // other.
+        let left = [&etcd.hosts[leader], &servers[0].host];
+        let right = [
+            &etcd.hosts[followers[0]],
+            &etcd.hosts[followers[1]],
+            &servers[1].host,
+            &servers[2].host,
+        ];
+        let cut = Instant::now();
+        net.partition(&left, &right);
+        // A new leader on the majority side, as a follower sees it.
+        let until = Instant::now() + DEADLINE;
+        let new_leader = loop {
+            let seen =
+                tokio::task::block_in_place(|| etcd.leader_seen_by(&net, &client, followers[0]));
+            if let Some(l) = seen
+                && l != leader
+            {
+                break l;
+            }
+            assert!(Instant::now() < until, "no new leader elected");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let elected = cut.elapsed();
+        tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
+        let heal = Instant::now();
+        net.heal_partition(&left, &right);
+        seq.until_ok(0, heal, 50, "after the heal").await;
+        ids.until_ok(0, heal, 10, "ids after the heal").await;
+        let seq_calls = seq.stop().await;
+        let id_calls = ids.stop().await;
+        let strict_calls = strict.stop().await;
+        check_statuses("etcd leader strict", &strict_calls);
+        let strict_values = check_strict("etcd leader strict", &strict_calls, start);
+        check_statuses("etcd leader", &seq_calls);
+        check_statuses("etcd leader ids", &id_calls);
+        let values = check_history("etcd leader", &seq_calls, start, true);
+        let n_ids = check_history("etcd leader ids", &id_calls, start, true);
+        let layout = Layout::preset("snowflake").unwrap();
+        let issued: Vec<(usize, i64)> = id_calls
+            .iter()
+            .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
+            .collect();
+        let workers = check_workers("etcd leader ids", &layout, &issued);
+        // The server's own decoding agrees with the layout's.
+        let (_, some) = issued[issued.len() / 2];
+        let decoded: Value = http
+            .get(servers[0].url(&format!("/v1/ids/{some}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            decoded["worker"].as_i64(),
+            Some(layout.decode(some).unwrap().worker)
+        );
+        let t = Timing::of(&seq_calls, 0, cut, heal);
+        println!(
+            "partition: etcd leader n{leader} isolated with s0 for {:.0} s: member n{new_leader} \
+             elected within {:.2} s; s0 {}; {values} values, {strict_values} of a strict sequence (block 1, in real-time \
+             order across servers) and {n_ids} ids, none twice; \
+             worker ids per server {workers:?}, none shared in a time unit",
+            PARTITION.as_secs_f64(),
+            elected.as_secs_f64(),
+            t.line()
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 3. PostgreSQL cut off from one of three servers.
+
+#[test]
+fn postgres_cut_off_from_one_of_three_servers() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(pg) = PostgresNet::start(&net, "pg") else {
+        return;
+    };
+    let url = pg.url();
+    cli(&net, &client, &url, &["create", "s", "--block", "20"]);
+    cli(&net, &client, &url, &["create", "t", "--block", "1"]);
+    let servers: Vec<Server> = (0..3)
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
+        .collect();
+    in_client(&net, &client, || async {
+        let http = http();
+        for s in &servers {
+            s.healthy(&http).await;
+        }
+        let start = Instant::now();
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
+        let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
+        let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
+        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
+        for i in 0..3 {
+            seq.until_ok(i, start, 50, "before the cut").await;
+            ids.until_ok(i, start, 20, "ids before the cut").await;
+        }
+        let cut = Instant::now();
+        net.cut_pair(&pg.host, &servers[0].host);
+        let others_before = seq.ok_from(1, cut) + seq.ok_from(2, cut);
+        tokio::time::sleep(PG_PARTITION).await;
+        let others_during = seq.ok_from(1, cut) + seq.ok_from(2, cut) - others_before;
+        let heal = Instant::now();
+        net.heal_pair(&pg.host, &servers[0].host);
+        seq.until_ok(0, heal, 50, "after the heal").await;
+        ids.until_ok(0, heal, 10, "ids after the heal").await;
+        let seq_calls = seq.stop().await;
+        let id_calls = ids.stop().await;
+        let strict_calls = strict.stop().await;
+        check_statuses("postgres cut strict", &strict_calls);
+        let strict_values = check_strict("postgres cut strict", &strict_calls, start);
+        check_statuses("postgres cut", &seq_calls);
+        check_statuses("postgres cut ids", &id_calls);
+        let values = check_history("postgres cut", &seq_calls, start, true);
+        let n_ids = check_history("postgres cut ids", &id_calls, start, true);
+        let issued: Vec<(usize, i64)> = id_calls
+            .iter()
+            .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
+            .collect();
+        let workers = check_workers(
+            "postgres cut ids",
+            &Layout::preset("snowflake").unwrap(),
+            &issued,
+        );
+        assert!(
+            others_during > 0,
+            "the other servers served nothing during the cut"
+        );
+        let t = Timing::of(&seq_calls, 0, cut, heal);
+        // Bounded by the store's statement deadline, not the server's
+        // request timeout (the `next` route keeps its own).
+        let to_503 = t.to_503(0);
+        assert!(
+            to_503 < PG_PARTITION,
+            "the first 503 came {to_503:?} after the cut"
+        );
+        let slowest = seq_calls.iter().map(|c| c.done - c.sent).max().unwrap();
+        // Never hangs: bounded by the store's deadlines (measured: 20 s, in
+        // a 45 s partition too), whatever the partition's length.
+        assert!(slowest < Duration::from_secs(30), "a call took {slowest:?}");
+        let ids_slowest = id_calls.iter().map(|c| c.done - c.sent).max().unwrap();
+        let ids_503 = id_calls
+            .iter()
+            .filter(|c| c.server == 0 && c.status == 503)
+            .count();
+        println!(
+            "partition: postgres cut off from s0 for {:.0} s: s0 {}; slowest next {:.2} s, \
+             slowest ids/next {:.2} s ({ids_503} ids 503s from s0; server request timeout \
+             {REQUEST_TIMEOUT_MS} ms); the other two served {others_during} calls meanwhile; \
+             {values} values, {strict_values} of a strict sequence (block 1, in real-time \
+             order across servers) and {n_ids} ids, none twice; worker ids per server {workers:?}",
+            PG_PARTITION.as_secs_f64(),
+            t.line(),
+            slowest.as_secs_f64(),
+            ids_slowest.as_secs_f64()
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 4. Time-ordered ids: a worker lease's holder paused, or cut off, past its
+// lease while another takes the worker id.
+
+/// The lease TTL of the id issuers, ms.
+const ID_TTL_MS: u64 = 1_000;
+
+/// A layout with few ids per time unit, so an issuer prints a bounded
+/// stream: 51 time bits of 1 ms, 10 worker bits, 2 sequence bits.
+const ID_LAYOUT: [&str; 8] = [
+    "--time-bits",
+    "51",
+    "--worker-bits",
+    "10",
+    "--sequence-bits",
+    "2",
+    "--allow-short-lifetime",
+    "--unit-ms=1",
+];
+
+fn id_layout() -> Layout {
+    let mut l = Layout::preset("snowflake").unwrap();
+    l.time_bits = 51;
+    l.worker_bits = 10;
+    l.sequence_bits = 2;
+    l
+}
+
+/// An issuer: `keysmith ids next` with one worker id in its group, printing
+/// ids as it makes them; its lines read as they come.
+struct Issuer {
+    id: usize,
+    pid: u32,
+    lines: Arc<Mutex<Vec<(Instant, i64)>>>,
+    reader: std::thread::JoinHandle<()>,
+    err: std::thread::JoinHandle<String>,
+}
+
+impl Issuer {
+    fn start(net: &Net, host: &Host, url: &str, id: usize) -> Issuer {
+        let mut cmd = net.command(host, KEYSMITH);
+        cmd.arg("--store")
+            .arg(url)
+            .args(["ids", "next", "--count", "1000000000", "--group", "jepsen"])
+            .args(["--workers", "1", "--ttl-ms", &ID_TTL_MS.to_string()])
+            .args(ID_LAYOUT)
+            .env_remove("KEYSMITH_STORE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let p = net.spawn(cmd);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let mut out = p.stdout.unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            while let Ok(n @ 1..) = out.read(&mut chunk) {
+                buf.extend_from_slice(&chunk[..n]);
+                let at = Instant::now();
+                let Some(end) = buf.iter().rposition(|&b| b == b'\n') else {
+                    continue;
+                };
+                let got: Vec<(Instant, i64)> = String::from_utf8_lossy(&buf[..end])
+                    .lines()
+                    .map(|l| (at, l.parse().unwrap()))
+                    .collect();
+                sink.lock().unwrap().extend(got);
+                buf.drain(..=end);
+            }
+        });
+        let mut stderr = p.stderr.unwrap();
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        });
+        Issuer {
+            id,
+            pid: p.pid,
+            lines,
+            reader,
+            err,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.lines.lock().unwrap().len()
+    }
+
+    /// Kills it (if still running) and returns its ids with the times they
+    /// were read, and its stderr.
+    fn finish(self, net: &Net) -> (usize, Vec<(Instant, i64)>, String) {
+        net.kill(self.pid);
+        self.reader.join().unwrap();
+        let err = self.err.join().unwrap();
+        let lines = std::mem::take(&mut *self.lines.lock().unwrap());
+        (self.id, lines, err)
+    }
+}
+
+/// How a round keeps the holder from renewing its lease.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Pause,
+    Partition,
+}
+
+#[test]
+fn an_id_issuer_paused_or_cut_off_past_its_lease_never_repeats_an_id() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(pg) = PostgresNet::start(&net, "pg") else {
+        return;
+    };
+    let url = pg.url();
+    let a_host = net.add_host("a");
+    let b_host = net.add_host("b");
+    let mut rng = rand::rng();
+    let start = Instant::now();
+    let mut history = History::starting_at(start);
+    let mut issued: Vec<(usize, i64)> = Vec::new();
+    let mut next_id = 0;
+    let mut taken_over = HashMap::new();
+    let mut rounds = Vec::new();
+    for (round, fault) in std::iter::repeat_n(Fault::Pause, 6)
+        .chain(std::iter::repeat_n(Fault::Partition, 3))
+        .enumerate()
+    {
+        // Alternate which host holds the lease first.
+        let (h1, h2) = if round % 2 == 0 {
+            (&a_host, &b_host)
+        } else {
+            (&b_host, &a_host)
+        };
+        // The last round's issuers were killed holding the lease: it expires
+        // within a TTL; until then each try exits at once.
+        let until = Instant::now() + DEADLINE;
+        let first = loop {
+            let i = Issuer::start(&net, h1, &url, next_id);
+            next_id += 1;
+            let issuing = loop {
+                if i.count() >= 100 {
+                    break true;
+                }
+                if net.try_wait(i.pid).is_some() {
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            if issuing {
+                break i;
+            }
+            let (id, lines, err) = i.finish(&net);
+            assert!(
+                lines.is_empty(),
+                "issuer {id} issued ids, then exited: {err}"
+            );
+            assert!(
+                Instant::now() < until,
+                "round {round}: no issuer got the worker id: {err}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Around the TTL: some pauses shorter, most longer.
+        let length = Duration::from_millis(rng.random_range(ID_TTL_MS / 2..ID_TTL_MS * 3));
+        let faulted = Instant::now();
+        match fault {
+            Fault::Pause => net.signal(first.pid, libc::SIGSTOP),
+            Fault::Partition => net.cut_pair(h1, &pg.host),
+        }
+        // Meanwhile another tries to take the worker id, again and again
+        // (each try that finds it held exits at once).
+        let mut second: Option<Issuer> = None;
+        let mut failed_tries = Vec::new();
+        while faulted.elapsed() < length {
+            match &second {
+                Some(s) if net.try_wait(s.pid).is_some() => {
+                    failed_tries.push(second.take().unwrap().finish(&net));
+                }
+                Some(_) => {}
+                None => {
+                    second = Some(Issuer::start(&net, h2, &url, next_id));
+                    next_id += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let took_over = second.as_ref().is_some_and(|s| s.count() > 0);
+        // Resumed while the second is (when it got the lease) issuing.
+        match fault {
+            Fault::Pause => net.signal(first.pid, libc::SIGCONT),
+            Fault::Partition => net.heal_pair(h1, &pg.host),
+        }
+        let resumed = Instant::now();
+        let after = second.as_ref().map(Issuer::count).unwrap_or(0);
+        while resumed.elapsed() < Duration::from_millis(700) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if took_over {
+            let s = second.as_ref().unwrap();
+            assert!(
+                s.count() > after || net.try_wait(s.pid).is_some(),
+                "round {round}: the second issuer stopped issuing"
+            );
+        }
+        *taken_over.entry(fault as u8).or_insert(0) += usize::from(took_over);
+        rounds.push((fault, length, took_over));
+        for issuer in [Some(first), second].into_iter().flatten() {
+            let (id, lines, _) = issuer.finish(&net);
+            for chunk in lines.chunk_by(|x, y| x.0 == y.0) {
+                let at = chunk[0].0;
+                history.record(id as u32, at, at, chunk.iter().map(|x| x.1).collect());
+            }
+            issued.extend(lines.iter().map(|&(_, v)| (id, v)));
+        }
+        for (id, lines, err) in failed_tries {
+            assert!(
+                lines.is_empty(),
+                "issuer {id} got ids without a lease? {err}"
+            );
+        }
+    }
+    let checked = history
+        .check(Order::PerClient)
+        .unwrap_or_else(|v| panic!("ids: {v}"));
+    check_workers("ids", &id_layout(), &issued);
+    let pauses = taken_over.get(&(Fault::Pause as u8)).copied().unwrap_or(0);
+    let cuts = taken_over
+        .get(&(Fault::Partition as u8))
+        .copied()
+        .unwrap_or(0);
+    assert!(
+        pauses > 0,
+        "no paused round saw the worker id taken over: {rounds:?}"
+    );
+    assert!(
+        cuts > 0,
+        "no partitioned round saw the worker id taken over: {rounds:?}"
+    );
+    println!(
+        "partition: ids, lease TTL {ID_TTL_MS} ms, {} rounds (pause or cut 0.5-3 TTL): worker id \
+         taken over in {pauses} paused and {cuts} cut-off rounds; {} ids from {next_id} issuers, \
+         none twice, none sharing a worker id in a time unit",
+        rounds.len(),
+        checked.values
+    );
+    drop(client);
+}
+
+// ---------------------------------------------------------------------------
+// 5. Gap-free tickets: a holder paused past its ticket's TTL commits late.
+
+#[test]
+fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(pg) = PostgresNet::start(&net, "pg") else {
+        return;
+    };
+    let url = pg.url();
+    cli(&net, &client, &url, &["create", "g", "--gapless"]);
+    let servers: Vec<Server> = (0..2)
+        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &[]))
+        .collect();
+    in_client(&net, &client, || async {
+        let http = http();
+        for s in &servers {
+            s.healthy(&http).await;
+        }
+        let start = Instant::now();
+        // Other holders, through s1: take and commit at once.
+        let stop = Arc::new(AtomicBool::new(false));
+        let committed: Arc<Mutex<Vec<Call>>> = Arc::default();
+        let taken: Arc<Mutex<Vec<(Instant, i64)>>> = Arc::default();
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (http, base, stop, committed, taken) = (
+                    http.clone(),
+                    servers[1].base.clone(),
+                    stop.clone(),
+                    committed.clone(),
+                    taken.clone(),
+                );
+                tokio::spawn(async move {
+                    for _ in 0..MAX_CALLS {
+                        if stop.load(SeqCst) {
+                            break;
+                        }
+                        let sent = Instant::now();
+                        let r = http
+                            .post(format!("{base}/v1/sequences/g/tickets?ttl=10"))
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.status().as_u16(), 201);
+                        let t: Value = r.json().await.unwrap();
+                        let n = t["value"].as_i64().unwrap();
+                        taken.lock().unwrap().push((Instant::now(), n));
+                        let ticket = t["ticket"].as_str().unwrap();
+                        let r = http
+                            .post(format!("{base}/v1/sequences/g/tickets/{ticket}/commit"))
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.status().as_u16(), 200, "a prompt commit refused");
+                        // Gap-free numbers are the lowest open one, not
+                        // increasing: each commit is a client of its own.
+                        {
+                            let mut c = committed.lock().unwrap();
+                            let me = w + 2 * c.len() as u32;
+                            c.push(Call {
+                                client: me,
+                                server: 1,
+                                sent,
+                                done: Instant::now(),
+                                status: 200,
+                                values: vec![n],
+                                error: String::new(),
+                            });
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+            })
+            .collect();
+        let mut rng = rand::rng();
+        let mut outcomes = Vec::new();
+        for round in 0..8u32 {
+            // The holder, through s0: a ticket of 1 s.
+            let r = http
+                .post(servers[0].url("/v1/sequences/g/tickets?ttl=1"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 201);
+            let took = Instant::now();
+            let t: Value = r.json().await.unwrap();
+            let n = t["value"].as_i64().unwrap();
+            let ticket = t["ticket"].as_str().unwrap().to_owned();
+            // The holder pauses (its server stopped) with its commit sent.
+            net.signal(servers[0].pid, libc::SIGSTOP);
+            let commit = {
+                let (http, url) = (
+                    http.clone(),
+                    servers[0].url(&format!("/v1/sequences/g/tickets/{ticket}/commit")),
+                );
+                tokio::spawn(async move {
+                    let sent = Instant::now();
+                    let r = http.post(url).send().await.unwrap();
+                    let status = r.status().as_u16();
+                    let body: Value = r.json().await.unwrap_or(Value::Null);
+                    (sent, Instant::now(), status, body)
+                })
+            };
+            let length = Duration::from_millis(rng.random_range(500..3_000));
+            tokio::time::sleep(length).await;
+            net.signal(servers[0].pid, libc::SIGCONT);
+            let (sent, done, status, body) = commit.await.unwrap();
+            let retaken = taken
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|&(at, v)| v == n && at > took);
+            match status {
+                200 => {
+                    assert!(
+                        !retaken,
+                        "round {round}: {n} committed late although taken again"
+                    );
+                    committed.lock().unwrap().push(Call {
+                        client: u32::MAX - round,
+                        server: 0,
+                        sent,
+                        done,
+                        status,
+                        values: vec![n],
+                        error: String::new(),
+                    });
+                }
+                409 => assert_eq!(
+                    body["error"]["code"], "ticket_refused",
+                    "round {round}: {body}"
+                ),
+                other => panic!("round {round}: the late commit got {other}: {body}"),
+            }
+            if took.elapsed() > Duration::from_millis(1_600) && retaken {
+                assert_eq!(status, 409, "round {round}: a late commit was accepted");
+            }
+            outcomes.push((length, status, retaken));
+        }
+        stop.store(true, SeqCst);
+        for w in workers {
+            w.await.unwrap();
+        }
+        let calls = committed.lock().unwrap().clone();
+        check_history("tickets", &calls, start, false);
+        // Gap-free: after every holder settled, the committed numbers are 1..n.
+        let mut numbers: Vec<i64> = calls.iter().flat_map(|c| c.values.clone()).collect();
+        numbers.sort_unstable();
+        let n = numbers.len() as i64;
+        assert_eq!(
+            numbers,
+            (1..=n).collect::<Vec<_>>(),
+            "the committed numbers are not 1..{n}"
+        );
+        let refused = outcomes.iter().filter(|o| o.1 == 409).count();
+        assert!(refused > 0, "no late commit was refused: {outcomes:?}");
+        println!(
+            "partition: tickets, TTL 1 s, {} holders paused 0.5-3 s with their commit sent: \
+             {refused} late commits refused (number taken again), {} accepted; committed 1..{n}, \
+             none twice, no gap",
+            outcomes.len(),
+            outcomes.len() - refused
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------
+// 6. A server paused in the middle of a block reservation.
+
+#[test]
+fn a_server_paused_mid_reservation_never_repeats_a_value() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let Some(pg) = PostgresNet::start(&net, "pg") else {
+        return;
+    };
+    let url = pg.url();
+    cli(&net, &client, &url, &["create", "r", "--block", "5"]);
+    let servers: Vec<Server> = (0..3)
+        .map(|i| {
+            Server::start(
+                &net,
+                net.add_host(&format!("s{i}")),
+                &url,
+                &["--fixed-blocks"],
+            )
+        })
+        .collect();
+    in_client(&net, &client, || async {
+        let http = http();
+        for s in &servers {
+            s.healthy(&http).await;
+        }
+        // s0's link is slow: each of its round trips to the store takes
+        // long, so a reservation is in flight for a while.
+        net.slow(&servers[0].host, 16);
+        let start = Instant::now();
+        let others: Vec<(usize, String)> = (1..3).map(|i| (i, servers[i].base.clone())).collect();
+        let load = Load::start(&http, &others, 2, "/v1/sequences/r/next", "values", 0);
+        let mut rng = rand::rng();
+        let mut burst_calls = Vec::new();
+        let mut client_id = 100;
+        let mut in_flight = 0;
+        for _round in 0..6 {
+            // Requests that use up s0's block and force a refill...
+            let burst: Vec<_> = (0..8)
+                .map(|_| {
+                    let (http, url) = (http.clone(), servers[0].url("/v1/sequences/r/next"));
+                    client_id += 1;
+                    let me = client_id;
+                    tokio::spawn(async move {
+                        let sent = Instant::now();
+                        let (status, values, error) = post(&http, &url, "values").await;
+                        Call {
+                            client: me,
+                            server: 0,
+                            sent,
+                            done: Instant::now(),
+                            status,
+                            values,
+                            error,
+                        }
+                    })
+                })
+                .collect();
+            // ...then s0 paused as soon as a store request of its is on the
+            // wire, unanswered (polled with `ss`; the slow link keeps it
+            // there for a while).
+            let until = Instant::now() + Duration::from_secs(3);
+            let seen = loop {
+                let bytes = tokio::task::block_in_place(|| {
+                    unacked(&net, &servers[0].host, pg.host.ip, POSTGRES_PORT)
+                });
+                if bytes > 0 {
+                    break true;
+                }
+                if Instant::now() > until {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            };
+            net.signal(servers[0].pid, libc::SIGSTOP);
+            in_flight += usize::from(seen);
+            let length = Duration::from_millis(rng.random_range(500..2_500));
+            tokio::time::sleep(length).await;
+            net.signal(servers[0].pid, libc::SIGCONT);
+            for b in burst {
+                burst_calls.push(b.await.unwrap());
+            }
+        }
+        net.unslow(&servers[0].host);
+        let mut calls = load.stop().await;
+        let s0_values: usize = burst_calls.iter().map(|c| c.values.len()).sum();
+        calls.extend(burst_calls);
+        check_statuses("paused mid-reservation", &calls);
+        let values = check_history("paused mid-reservation", &calls, start, false);
+        assert!(s0_values > 0, "the paused server never served a value");
+        assert!(
+            in_flight >= 3,
+            "only {in_flight} of 6 pauses caught a store request on the wire"
+        );
+        println!(
+            "partition: postgres, s0 (link capped at 16 kbit/s) paused 0.5-2.5 s with a store \
+             request on the wire in {in_flight} of 6 rounds: {s0_values} values from s0, \
+             {values} in all, none twice"
+        );
+    });
+}
+
+/// The test support tears down: no namespace of this process is left.
+#[test]
+fn namespaces_are_removed_on_drop_even_after_a_panic() {
+    let _serial = serial();
+    let Some((net, client)) = network() else {
+        return;
+    };
+    let names: Vec<String> = net.hosts().iter().map(|h| h.ns.clone()).collect();
+    let c = client.clone();
+    let pid = net
+        .spawn({
+            let mut cmd = net.command(&c, "sleep");
+            cmd.arg("600");
+            cmd
+        })
+        .pid;
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _net = net;
+        panic!("a planted panic (expected): the network must still be torn down");
+    }));
+    assert!(r.is_err());
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for n in names {
+        assert!(!list.contains(&n), "{n} left behind");
+    }
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z ")),
+        "the process started in it still runs"
+    );
+}
