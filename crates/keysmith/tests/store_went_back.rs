@@ -369,3 +369,63 @@ async fn pools_refuse_what_they_took_and_move_forward_in_a_new_generation() {
     let after = store.list_members("p").await.unwrap();
     assert_eq!(after, before.iter().map(|v| v + 12).collect::<Vec<_>>());
 }
+
+/// Worker-id leases: in a new generation, an acquisition starts its holder
+/// `WORKER_FAILOVER_SKIP_MS` past the floor the replica knew (a holder that
+/// renewed on the lost store moved it by at most the lag), and the old
+/// holder's renewal and release are refused: its lease is lost.
+#[tokio::test]
+async fn worker_floors_move_forward_and_old_leases_are_lost_in_a_new_generation() {
+    use keysmith::store::{WORKER_FAILOVER_SKIP_MS, WorkerClaim};
+    use std::time::Duration;
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    let claim = |now_ms: i64| WorkerClaim {
+        group: "g".into(),
+        max_workers: 1,
+        holder: "test".into(),
+        ttl: Duration::from_millis(1),
+        now_ms,
+        window_ms: 1000,
+    };
+    let first = store.acquire_worker(&claim(10_000)).await.unwrap();
+    assert_eq!((first.start_ms, first.until_ms), (10_000, 11_000));
+    let snap = mem.snapshot();
+    // The holder renews on the store that will be lost.
+    let until = store
+        .renew_worker("g", 0, first.fence, Duration::from_secs(60), 20_000, 1000)
+        .await
+        .unwrap();
+    assert_eq!(until, Some(21_000));
+    mem.restore(&snap, false);
+    // The old holder's renewal is refused in the new generation.
+    assert_eq!(
+        store
+            .renew_worker("g", 0, first.fence, Duration::from_secs(60), 21_000, 1000)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(!store.release_worker("g", 0, first.fence, 0).await.unwrap());
+    // Once its short lease expired on the replica, the worker id is taken
+    // again, starting past the replica's floor by the skip: above the 21 000
+    // the lost store had reached.
+    let second = loop {
+        match store.acquire_worker(&claim(12_000)).await {
+            Ok(l) => break l,
+            Err(Error::IdsUnavailable(_)) => tokio::task::yield_now().await,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(second.start_ms, 12_000 + WORKER_FAILOVER_SKIP_MS);
+    assert!(second.start_ms > 21_000);
+    // The generation is recorded: the next acquisition skips nothing more.
+    assert!(
+        store
+            .release_worker("g", 0, second.fence, second.start_ms)
+            .await
+            .unwrap()
+    );
+    let third = store.acquire_worker(&claim(0)).await.unwrap();
+    assert_eq!(third.start_ms, second.start_ms);
+}

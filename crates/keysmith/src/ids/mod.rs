@@ -296,6 +296,7 @@ struct Stats {
     acquisitions: AtomicU64,
     renewals: AtomicU64,
     leases_lost: AtomicU64,
+    store_went_back: AtomicU64,
     clock_behind_ms: AtomicI64,
     max_clock_behind_ms: AtomicI64,
     clock_back_events: AtomicU64,
@@ -324,6 +325,9 @@ pub struct IdStatus {
     pub renewals: u64,
     /// Leases found taken by another holder at renewal.
     pub leases_lost: u64,
+    /// Renewals that found the worker id's floor below the one held: the
+    /// store went back within its generation (the floor was raised again).
+    pub store_went_back: u64,
     /// How far the last id ran ahead of the clock, ms (0: not borrowing).
     pub clock_behind_ms: i64,
     /// The most it ever ran ahead, ms.
@@ -410,6 +414,7 @@ impl IdGenerator {
             acquisitions: s.acquisitions.load(Ordering::Relaxed),
             renewals: s.renewals.load(Ordering::Relaxed),
             leases_lost: s.leases_lost.load(Ordering::Relaxed),
+            store_went_back: s.store_went_back.load(Ordering::Relaxed),
             clock_behind_ms: s.clock_behind_ms.load(Ordering::Relaxed),
             max_clock_behind_ms: s.max_clock_behind_ms.load(Ordering::Relaxed),
             clock_back_events: s.clock_back_events.load(Ordering::Relaxed),
@@ -506,7 +511,7 @@ impl Inner {
             return self.acquire(st).await;
         };
         let c = &self.config;
-        let from = self.renew_from(st);
+        let from = floor_from(self.renew_from(st), &h, ms(c.window));
         let sent = self.clock.mono();
         match self
             .store
@@ -514,6 +519,8 @@ impl Inner {
             .await?
         {
             Some(until_ms) => {
+                self.check_floor(&h, until_ms);
+                let until_ms = until_ms.max(h.until_ms);
                 st.held = Some(Held {
                     until_ms,
                     deadline: self.deadline_after(sent),
@@ -530,6 +537,23 @@ impl Inner {
                 self.stats.leases_lost.fetch_add(1, Ordering::Relaxed);
                 self.acquire(st).await
             }
+        }
+    }
+
+    /// A renewal that came back with a floor below the one this generator
+    /// held: the store went back (a restore within its generation). The
+    /// renewal asked for at least the held floor (see [`floor_from`]), so
+    /// the store has it again; this only reports it.
+    fn check_floor(&self, held: &Held, until_ms: i64) {
+        if until_ms < held.until_ms {
+            self.stats.store_went_back.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                group = %self.config.group,
+                worker = held.worker,
+                held = held.until_ms,
+                got = until_ms,
+                "the store went back: a worker id's floor was below the one this generator held; raised again"
+            );
         }
     }
 
@@ -552,7 +576,10 @@ impl Inner {
                 return Ok(());
             }
             match st.held {
-                Some(h) => (h, self.renew_from(&st)),
+                Some(h) => (
+                    h,
+                    floor_from(self.renew_from(&st), &h, ms(self.config.window)),
+                ),
                 None => return self.acquire(&mut st).await,
             }
         };
@@ -571,6 +598,7 @@ impl Inner {
         }
         match answer {
             Some(until_ms) => {
+                self.check_floor(&h, until_ms);
                 if let Some(cur) = st.held.as_mut() {
                     cur.until_ms = cur.until_ms.max(until_ms);
                     cur.deadline = cur.deadline.max(self.deadline_after(sent));
@@ -677,6 +705,13 @@ fn spawn_renewer(weak: std::sync::Weak<Inner>) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// What a renewal asks the floor to reach: `from + window`, and never less
+/// than the floor the generator holds, so a store that went back gets it
+/// again.
+fn floor_from(from: i64, held: &Held, window_ms: i64) -> i64 {
+    from.max(held.until_ms.saturating_sub(window_ms))
 }
 
 #[cfg(test)]

@@ -52,12 +52,14 @@ struct State {
     open: BTreeMap<(String, i64, i64), (Option<String>, i64)>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct WorkerSlot {
     fence: i64,
     until_ms: i64,
     /// System-clock ms at which the lease expires; 0 when released.
     expires_ms: i64,
+    /// The store generation of the last acquisition or renewal.
+    generation: Option<String>,
 }
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -380,6 +382,7 @@ impl WorkerStore for MemoryStore {
         claim.validate()?;
         self.with(|s| {
             let now = system_ms();
+            let generation = s.generation();
             let live: Vec<i64> = s
                 .workers
                 .range((claim.group.clone(), 0)..(claim.group.clone(), claim.max_workers))
@@ -395,8 +398,15 @@ impl WorkerStore for MemoryStore {
                     fence: 0,
                     until_ms: 0,
                     expires_ms: 0,
+                    generation: None,
                 });
-            let start_ms = slot.until_ms.max(claim.now_ms);
+            let start_ms = super::acquisition_start(
+                slot.generation.as_deref(),
+                &generation,
+                slot.until_ms,
+                claim.now_ms,
+            );
+            slot.generation = Some(generation);
             slot.fence += 1;
             slot.until_ms = start_ms + claim.window_ms;
             slot.expires_ms = now + ttl_ms(claim.ttl);
@@ -420,13 +430,23 @@ impl WorkerStore for MemoryStore {
         window_ms: i64,
     ) -> Result<Option<i64>> {
         super::check_times(ttl, from_ms, window_ms)?;
-        self.with(|s| match s.workers.get_mut(&(group.to_owned(), worker)) {
-            Some(slot) if slot.fence == fence => {
-                slot.until_ms = slot.until_ms.max(from_ms + window_ms);
-                slot.expires_ms = system_ms() + ttl_ms(ttl);
-                Ok(Some(slot.until_ms))
+        self.with(|s| {
+            let generation = s.generation();
+            match s.workers.get_mut(&(group.to_owned(), worker)) {
+                Some(slot)
+                    if slot.fence == fence
+                        && super::same_worker_generation(
+                            slot.generation.as_deref(),
+                            &generation,
+                        ) =>
+                {
+                    slot.until_ms = slot.until_ms.max(from_ms + window_ms);
+                    slot.expires_ms = system_ms() + ttl_ms(ttl);
+                    slot.generation = Some(generation);
+                    Ok(Some(slot.until_ms))
+                }
+                _ => Ok(None),
             }
-            _ => Ok(None),
         })
     }
 
@@ -437,13 +457,22 @@ impl WorkerStore for MemoryStore {
         fence: i64,
         floor_ms: i64,
     ) -> Result<bool> {
-        self.with(|s| match s.workers.get_mut(&(group.to_owned(), worker)) {
-            Some(slot) if slot.fence == fence => {
-                slot.until_ms = slot.until_ms.min(floor_ms);
-                slot.expires_ms = 0;
-                Ok(true)
+        self.with(|s| {
+            let generation = s.generation();
+            match s.workers.get_mut(&(group.to_owned(), worker)) {
+                Some(slot)
+                    if slot.fence == fence
+                        && super::same_worker_generation(
+                            slot.generation.as_deref(),
+                            &generation,
+                        ) =>
+                {
+                    slot.until_ms = slot.until_ms.min(floor_ms);
+                    slot.expires_ms = 0;
+                    Ok(true)
+                }
+                _ => Ok(false),
             }
-            _ => Ok(false),
         })
     }
 }

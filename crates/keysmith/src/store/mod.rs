@@ -55,8 +55,10 @@ pub use tickets::{
 pub(crate) use tickets::{
     check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };
-pub use workers::{MAX_WORKERS, WorkerClaim, WorkerLease, WorkerStore};
-pub(crate) use workers::{all_taken, check_times, lowest_free, system_ms};
+pub use workers::{MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerLease, WorkerStore};
+pub(crate) use workers::{
+    acquisition_start, all_taken, check_times, lowest_free, same_worker_generation, system_ms,
+};
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next
 /// free value (`max + 1`) always fits in an `i64`.

@@ -27,6 +27,39 @@ use serde::Serialize;
 
 use crate::{Error, Result};
 
+/// How far a worker id's time floor moves forward, in milliseconds, when an
+/// acquisition finds its row written in another store generation (a
+/// failover to a lagging replica, a restore): a holder that kept renewing
+/// on the lost store moved the floor past the replica's by at most the
+/// replication lag and one window, so a standby up to a minute behind is
+/// covered. The next holder starts that much later (a generator waits, or
+/// borrows up to its `max_borrow`, before its first id); a renewal or
+/// release in a new generation is refused (the lease is lost).
+pub const WORKER_FAILOVER_SKIP_MS: i64 = 60_000;
+
+/// The floor an acquisition starts from for a worker row last written in
+/// store generation `recorded` (with floor `floor`), when the store is in
+/// `current` and the holder's clock reads `now_ms`: the rule every backend
+/// applies (PostgreSQL's in its statement), written once.
+pub(crate) fn acquisition_start(
+    recorded: Option<&str>,
+    current: &str,
+    floor: i64,
+    now_ms: i64,
+) -> i64 {
+    let start = floor.max(now_ms);
+    match recorded {
+        Some(g) if g != current => start.saturating_add(WORKER_FAILOVER_SKIP_MS),
+        _ => start,
+    }
+}
+
+/// Whether a renewal or release may touch a worker row last written in
+/// `recorded` while the store is in `current`.
+pub(crate) fn same_worker_generation(recorded: Option<&str>, current: &str) -> bool {
+    recorded.is_none_or(|g| g == current)
+}
+
 /// The most worker ids a group may have (2^22).
 pub const MAX_WORKERS: i64 = 1 << 22;
 

@@ -23,15 +23,22 @@ use std::time::Duration;
 use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
-use crate::store::{WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times, lowest_free};
+use crate::store::{
+    WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
+    same_worker_generation,
+};
 
 /// How often a call reads again after losing a race.
 const ATTEMPTS: u32 = 32;
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Floor {
     fence: i64,
     until_ms: i64,
+    /// The store generation of the last acquisition or renewal (absent in
+    /// floors from before generations were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    generation: Option<String>,
 }
 
 /// What the store holds of one worker id.
@@ -174,10 +181,12 @@ impl EtcdStore {
             None => Compare::version(floor_key.clone(), CompareOp::Equal, 0),
         };
         let value = serde_json::to_vec(&floor).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let epoch = self.epoch().await?;
         let txn = Txn::new()
             .when([
                 Compare::version(lease_key.clone(), CompareOp::Equal, 0),
                 floor_same,
+                self.epoch_compare(&epoch),
             ])
             .and_then([
                 TxnOp::put(
@@ -207,10 +216,19 @@ impl EtcdStore {
         if drop_lease {
             ops.push(TxnOp::delete(format!("{p}lease"), None::<DeleteOptions>));
         }
+        let epoch = self.epoch().await?;
         let txn = Txn::new()
-            .when([Compare::mod_revision(floor_key, CompareOp::Equal, rev)])
-            .and_then(ops);
-        Ok(self.txn("move a worker's floor", txn).await?.succeeded())
+            .when([
+                Compare::mod_revision(floor_key, CompareOp::Equal, rev),
+                self.epoch_compare(&epoch),
+            ])
+            .and_then(ops)
+            .or_else([self.epoch_get()]);
+        let resp = self.txn("move a worker's floor", txn).await?;
+        if !resp.succeeded() {
+            self.adopt_epoch_from(&resp, 0)?;
+        }
+        Ok(resp.succeeded())
     }
 }
 
@@ -238,23 +256,34 @@ impl WorkerStore for EtcdStore {
                 return Err(all_taken(&claim.group, claim.max_workers));
             };
             let slot = slots.remove(&worker).unwrap_or_default();
-            let (fence, old_until) = slot
+            let (fence, old_until, recorded) = slot
                 .floor
-                .map(|(f, _)| (f.fence, f.until_ms))
-                .unwrap_or((0, 0));
-            let start_ms = old_until.max(claim.now_ms);
+                .clone()
+                .map(|(f, _)| (f.fence, f.until_ms, f.generation))
+                .unwrap_or((0, 0, None));
+            let generation = match self.current_generation().await {
+                Ok(g) => g,
+                Err(e) => {
+                    self.revoke_later(id);
+                    return Err(e);
+                }
+            };
+            let start_ms =
+                acquisition_start(recorded.as_deref(), &generation, old_until, claim.now_ms);
             let floor = Floor {
                 fence: fence + 1,
                 until_ms: start_ms + claim.window_ms,
+                generation: Some(generation),
             };
+            let (fence, until_ms) = (floor.fence, floor.until_ms);
             match self.take_slot(&claim.group, worker, &slot, id, floor).await {
                 Ok(true) => {
                     return Ok(WorkerLease {
                         group: claim.group.clone(),
                         worker,
-                        fence: floor.fence,
+                        fence,
                         start_ms,
-                        until_ms: floor.until_ms,
+                        until_ms,
                     });
                 }
                 Ok(false) => continue,
@@ -283,30 +312,35 @@ impl WorkerStore for EtcdStore {
         check_times(ttl, from_ms, window_ms)?;
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
-            let Some((floor, rev)) = slot.floor else {
+            let Some((floor, rev)) = slot.floor.clone() else {
                 return Ok(None);
             };
-            if floor.fence != fence {
+            let generation = self.current_generation().await?;
+            if floor.fence != fence
+                || !same_worker_generation(floor.generation.as_deref(), &generation)
+            {
                 return Ok(None);
             }
             let new = Floor {
                 fence,
                 until_ms: floor.until_ms.max(from_ms + window_ms),
+                generation: Some(generation),
             };
+            let until_ms = new.until_ms;
             match slot.lease {
                 Some((id, _)) => {
                     if !self.keep_alive_once(id).await? {
                         continue; // Expired meanwhile: read again.
                     }
                     if self.put_floor(group, worker, rev, new, false).await? {
-                        return Ok(Some(new.until_ms));
+                        return Ok(Some(until_ms));
                     }
                 }
                 None => {
                     // Expired, and no one took it since: take it again.
                     let id = self.grant(ttl).await?;
                     if self.take_slot(group, worker, &slot, id, new).await? {
-                        return Ok(Some(new.until_ms));
+                        return Ok(Some(until_ms));
                     }
                     self.revoke_later(id);
                 }
@@ -327,15 +361,19 @@ impl WorkerStore for EtcdStore {
     ) -> Result<bool> {
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
-            let Some((floor, rev)) = slot.floor else {
+            let Some((floor, rev)) = slot.floor.clone() else {
                 return Ok(false);
             };
-            if floor.fence != fence {
+            let generation = self.current_generation().await?;
+            if floor.fence != fence
+                || !same_worker_generation(floor.generation.as_deref(), &generation)
+            {
                 return Ok(false);
             }
             let new = Floor {
                 fence,
                 until_ms: floor.until_ms.min(floor_ms),
+                generation: floor.generation.clone(),
             };
             if self.put_floor(group, worker, rev, new, true).await? {
                 if let Some((id, _)) = slot.lease {

@@ -256,6 +256,7 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN failover_skip_set boolean NOT NULL DEFAULT false,
         ADD COLUMN failover_skipped bigint NOT NULL DEFAULT 0;
     ALTER TABLE {s}.pools ADD COLUMN generation text;
+    ALTER TABLE {s}.workers ADD COLUMN generation text;
 
     CREATE FUNCTION {s}.store_generation() RETURNS text
     LANGUAGE sql VOLATILE AS $fn$

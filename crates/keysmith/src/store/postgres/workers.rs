@@ -43,13 +43,21 @@ impl WorkerStore for PostgresStore {
              ORDER BY c.w LIMIT 1"
         );
         let take = format!(
-            "INSERT INTO {s}.workers AS w (grp, worker, fence, holder, until_ms, expires_at)
+            "INSERT INTO {s}.workers AS w
+                 (grp, worker, fence, holder, until_ms, expires_at, generation)
              VALUES ($1, $2, 1, $3, $4::bigint + $5::bigint,
-                     clock_timestamp() + $6::bigint * interval '1 millisecond')
+                     clock_timestamp() + $6::bigint * interval '1 millisecond',
+                     {s}.store_generation())
              ON CONFLICT (grp, worker) DO UPDATE
                  SET fence = w.fence + 1, holder = EXCLUDED.holder,
-                     until_ms = GREATEST(w.until_ms, $4::bigint) + $5::bigint,
-                     expires_at = EXCLUDED.expires_at
+                     -- acquisition_start (store/workers.rs), in SQL.
+                     until_ms = GREATEST(w.until_ms, $4::bigint)
+                         + CASE WHEN w.generation IS NOT NULL
+                                 AND w.generation <> EXCLUDED.generation
+                                THEN $7::bigint ELSE 0 END
+                         + $5::bigint,
+                     expires_at = EXCLUDED.expires_at,
+                     generation = EXCLUDED.generation
                  WHERE w.expires_at <= clock_timestamp()
              RETURNING fence, until_ms"
         );
@@ -76,6 +84,7 @@ impl WorkerStore for PostgresStore {
                                 &claim.now_ms,
                                 &claim.window_ms,
                                 &ttl_ms(claim.ttl),
+                                &crate::store::WORKER_FAILOVER_SKIP_MS,
                             ],
                         )
                         .await
@@ -111,12 +120,14 @@ impl WorkerStore for PostgresStore {
     ) -> Result<Option<i64>> {
         check_times(ttl, from_ms, window_ms)?;
         let sql = format!(
-            "UPDATE {}.workers
+            "UPDATE {s}.workers
              SET until_ms = GREATEST(until_ms, $4::bigint),
-                 expires_at = clock_timestamp() + $5::bigint * interval '1 millisecond'
+                 expires_at = clock_timestamp() + $5::bigint * interval '1 millisecond',
+                 generation = {s}.store_generation()
              WHERE grp = $1 AND worker = $2 AND fence = $3
+               AND (generation IS NULL OR generation = {s}.store_generation())
              RETURNING until_ms",
-            self.s()
+            s = self.s()
         );
         let c = self.client().await?;
         let out = self
@@ -148,10 +159,11 @@ impl WorkerStore for PostgresStore {
         floor_ms: i64,
     ) -> Result<bool> {
         let sql = format!(
-            "UPDATE {}.workers
+            "UPDATE {s}.workers
              SET until_ms = LEAST(until_ms, $4::bigint), expires_at = '-infinity'
-             WHERE grp = $1 AND worker = $2 AND fence = $3",
-            self.s()
+             WHERE grp = $1 AND worker = $2 AND fence = $3
+               AND (generation IS NULL OR generation = {s}.store_generation())",
+            s = self.s()
         );
         let c = self.client().await?;
         let out = self

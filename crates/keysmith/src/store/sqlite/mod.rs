@@ -121,6 +121,7 @@ const GENERATIONS_SCHEMA: &[(&str, &str, &str)] = &[
         "INTEGER NOT NULL DEFAULT 0",
     ),
     ("keysmith_pools", "generation", "TEXT"),
+    ("keysmith_workers", "generation", "TEXT"),
 ];
 
 const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped";

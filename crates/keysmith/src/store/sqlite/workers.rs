@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times, lowest_free, system_ms,
+    WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
+    system_ms,
 };
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -18,7 +19,7 @@ fn ttl_ms(ttl: Duration) -> i64 {
 impl WorkerStore for SqliteStore {
     async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
         claim.validate()?;
-        let claim = claim.clone();
+        let (claim, generation) = (claim.clone(), self.generation.clone());
         self.write(move |tx| {
             let now = system_ms();
             let live: Vec<i64> = tx
@@ -33,16 +34,17 @@ impl WorkerStore for SqliteStore {
                 .map_err(db_err)?;
             let worker = lowest_free(&live, claim.max_workers)
                 .ok_or_else(|| all_taken(&claim.group, claim.max_workers))?;
-            let old: Option<(i64, i64)> = tx
+            let old: Option<(i64, i64, Option<String>)> = tx
                 .query_row(
-                    "SELECT fence, until_ms FROM keysmith_workers WHERE grp = ?1 AND worker = ?2",
+                    "SELECT fence, until_ms, generation FROM keysmith_workers
+                     WHERE grp = ?1 AND worker = ?2",
                     params![claim.group, worker],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()
                 .map_err(db_err)?;
-            let (fence, floor) = old.unwrap_or((0, 0));
-            let start_ms = floor.max(claim.now_ms);
+            let (fence, floor, recorded) = old.unwrap_or((0, 0, None));
+            let start_ms = acquisition_start(recorded.as_deref(), &generation, floor, claim.now_ms);
             let lease = WorkerLease {
                 group: claim.group.clone(),
                 worker,
@@ -51,18 +53,20 @@ impl WorkerStore for SqliteStore {
                 until_ms: start_ms + claim.window_ms,
             };
             tx.execute(
-                "INSERT INTO keysmith_workers (grp, worker, fence, holder, until_ms, expires_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO keysmith_workers
+                     (grp, worker, fence, holder, until_ms, expires_ms, generation)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (grp, worker) DO UPDATE SET fence = excluded.fence,
                      holder = excluded.holder, until_ms = excluded.until_ms,
-                     expires_ms = excluded.expires_ms",
+                     expires_ms = excluded.expires_ms, generation = excluded.generation",
                 params![
                     claim.group,
                     worker,
                     lease.fence,
                     claim.holder,
                     lease.until_ms,
-                    now + ttl_ms(claim.ttl)
+                    now + ttl_ms(claim.ttl),
+                    &*generation
                 ],
             )
             .map_err(db_err)?;
@@ -81,19 +85,22 @@ impl WorkerStore for SqliteStore {
         window_ms: i64,
     ) -> Result<Option<i64>> {
         check_times(ttl, from_ms, window_ms)?;
-        let group = group.to_owned();
+        let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
+            // A row of another generation is not renewed: the lease is lost.
             tx.query_row(
                 "UPDATE keysmith_workers
-                 SET until_ms = max(until_ms, ?4), expires_ms = ?5
+                 SET until_ms = max(until_ms, ?4), expires_ms = ?5, generation = ?6
                  WHERE grp = ?1 AND worker = ?2 AND fence = ?3
+                   AND (generation IS NULL OR generation = ?6)
                  RETURNING until_ms",
                 params![
                     group,
                     worker,
                     fence,
                     from_ms + window_ms,
-                    system_ms() + ttl_ms(ttl)
+                    system_ms() + ttl_ms(ttl),
+                    &*generation
                 ],
                 |r| r.get(0),
             )
@@ -110,13 +117,14 @@ impl WorkerStore for SqliteStore {
         fence: i64,
         floor_ms: i64,
     ) -> Result<bool> {
-        let group = group.to_owned();
+        let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let n = tx
                 .execute(
                     "UPDATE keysmith_workers SET until_ms = min(until_ms, ?4), expires_ms = 0
-                     WHERE grp = ?1 AND worker = ?2 AND fence = ?3",
-                    params![group, worker, fence, floor_ms],
+                     WHERE grp = ?1 AND worker = ?2 AND fence = ?3
+                       AND (generation IS NULL OR generation = ?5)",
+                    params![group, worker, fence, floor_ms, &*generation],
                 )
                 .map_err(db_err)?;
             Ok(n == 1)
