@@ -1,0 +1,478 @@
+//! Stores that go back in time under load (issue 24): a PostgreSQL standby
+//! promoted after it lost the primary's last commits, a PostgreSQL
+//! point-in-time restore, an etcd snapshot restore, an SQLite file copied
+//! back from a backup.
+//!
+//! Every scenario runs `keysmith serve` (the built binary) with several HTTP
+//! clients and `keysmith next` processes back to back, collects every value
+//! handed out, and counts the values handed out twice.
+//!
+//! `cargo test -p keysmith-cli --all-features --test failover -- --nocapture`
+//! prints one `failover:` line per scenario.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::server::{SERVER_DEADLINE, ServerProc};
+use serde_json::Value;
+
+/// HTTP clients sending `next` back to back.
+const HTTP_CLIENTS: usize = 4;
+/// `keysmith next` processes run back to back, at once.
+const CLI_SLOTS: usize = 2;
+/// Values per HTTP request and per `keysmith next` run.
+const PER_REQUEST: usize = 10;
+const PER_RUN: usize = 20;
+/// Values wanted before a fault (and between the steps before it).
+const WARM: usize = 1500;
+/// How long the standby stays cut off from the primary: the scenario.
+const BLIP: Duration = Duration::from_secs(3);
+/// The longest the load runs after the store came back (it stops earlier
+/// once it has handed out as many values as the store lost).
+const AFTER: Duration = Duration::from_secs(8);
+/// The fewest values wanted after the store came back.
+const AFTER_MIN: usize = 300;
+
+/// Every value handed out, and how requests ended.
+#[derive(Debug, Default)]
+struct Ledger {
+    values: Vec<i64>,
+    /// HTTP 503 `store_went_back`.
+    went_back_http: usize,
+    /// `keysmith next` runs that failed saying the store went back.
+    went_back_cli: usize,
+    /// Other answers than 200, by status and code; connection errors as 0.
+    http_other: HashMap<(u16, String), usize>,
+    /// Failed `keysmith next` runs (other than "went back").
+    cli_failed: usize,
+    cli_last_error: String,
+}
+
+/// Where the load goes; switched by the scenarios.
+struct Target {
+    /// The server's base URL; `None` while there is no server.
+    http: Mutex<Option<String>>,
+    /// The store URL of the `keysmith next` processes.
+    store: Mutex<String>,
+}
+
+impl Target {
+    fn new(http: Option<&str>, store: &str) -> Arc<Target> {
+        Arc::new(Target {
+            http: Mutex::new(http.map(str::to_owned)),
+            store: Mutex::new(store.to_owned()),
+        })
+    }
+    fn set_http(&self, base: Option<&str>) {
+        *self.http.lock().unwrap() = base.map(str::to_owned);
+    }
+    fn set_store(&self, url: &str) {
+        *self.store.lock().unwrap() = url.to_owned();
+    }
+}
+
+/// [`HTTP_CLIENTS`] tasks and [`CLI_SLOTS`] threads allocating until stopped.
+struct Load {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(target: &Arc<Target>, ledger: &Arc<Mutex<Ledger>>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let client = reqwest::Client::builder()
+            .timeout(SERVER_DEADLINE)
+            .build()
+            .unwrap();
+        let tasks = (0..HTTP_CLIENTS)
+            .map(|_| {
+                let (client, target, ledger, stop) =
+                    (client.clone(), target.clone(), ledger.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(SeqCst) {
+                        let base = target.http.lock().unwrap().clone();
+                        let Some(base) = base else {
+                            // No server at the moment: pace, not a synchronisation.
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        };
+                        let url = format!("{base}/v1/sequences/s/next?count={PER_REQUEST}");
+                        let (status, body) = match client.post(&url).send().await {
+                            Ok(r) => {
+                                let status = r.status().as_u16();
+                                (status, r.json::<Value>().await.unwrap_or(Value::Null))
+                            }
+                            Err(_) => (0, Value::Null),
+                        };
+                        let served = status == 200;
+                        {
+                            let mut l = ledger.lock().unwrap();
+                            let code = body["error"]["code"].as_str().unwrap_or("").to_owned();
+                            if served {
+                                l.values.extend(common::server::values(&body));
+                            } else if status == 503 && code == "store_went_back" {
+                                l.went_back_http += 1;
+                            } else {
+                                *l.http_other.entry((status, code)).or_default() += 1;
+                            }
+                        }
+                        if !served {
+                            // The store or the server is down: pace the retries.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let threads = (0..CLI_SLOTS)
+            .map(|_| {
+                let (target, ledger, stop) = (target.clone(), ledger.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(SeqCst) {
+                        let url = target.store.lock().unwrap().clone();
+                        let out = common::keysmith(&url)
+                            .args(["next", "s", "--count", &PER_RUN.to_string()])
+                            .stdin(Stdio::null())
+                            .output()
+                            .unwrap();
+                        // Values printed by a failed run were handed out too.
+                        let got = common::complete_values(&out.stdout);
+                        common::assert_increasing(&got, "a keysmith next run");
+                        let mut l = ledger.lock().unwrap();
+                        l.values.extend(got);
+                        if out.status.success() {
+                            continue;
+                        }
+                        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                        if err.contains("went back") {
+                            l.went_back_cli += 1;
+                        } else {
+                            l.cli_failed += 1;
+                            l.cli_last_error = err;
+                        }
+                        drop(l);
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            tasks,
+            threads,
+        }
+    }
+
+    /// Stops starting requests and runs; waits for those in flight.
+    async fn stop(self) {
+        self.stop.store(true, SeqCst);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        let threads = self.threads;
+        tokio::task::spawn_blocking(move || {
+            for t in threads {
+                t.join().unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    }
+}
+
+fn count(ledger: &Arc<Mutex<Ledger>>) -> usize {
+    ledger.lock().unwrap().values.len()
+}
+
+fn highest(ledger: &Arc<Mutex<Ledger>>) -> i64 {
+    ledger.lock().unwrap().values.iter().copied().max().unwrap()
+}
+
+/// Waits until `n` values have been handed out in all (a bound on a hang,
+/// not a performance threshold).
+async fn until_values(ledger: &Arc<Mutex<Ledger>>, n: usize, what: &str) {
+    let until = Instant::now() + common::DEADLINE;
+    while count(ledger) < n {
+        assert!(
+            Instant::now() < until,
+            "{what}: {} of {n} values handed out; {:?}",
+            count(ledger),
+            ledger.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// After the store came back: runs until as many values as the store lost
+/// (`lost`) were handed out again, at least [`AFTER_MIN`], at most for
+/// [`AFTER`] (then at least [`AFTER_MIN`] must have come).
+async fn run_after(ledger: &Arc<Mutex<Ledger>>, lost: usize, what: &str) {
+    let from = count(ledger);
+    let want = lost.max(AFTER_MIN);
+    let started = Instant::now();
+    while count(ledger) < from + want && started.elapsed() < AFTER {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    until_values(ledger, from + AFTER_MIN, what).await;
+}
+
+/// How many values were handed out more than once (each extra copy counts).
+fn duplicates(values: &[i64]) -> usize {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    v.windows(2).filter(|w| w[0] == w[1]).count()
+}
+
+/// `keysmith --store URL --json show s`.
+fn show(url: &str) -> Value {
+    serde_json::from_str(&common::ok(url, &["--json", "show", "s"])).unwrap()
+}
+
+fn next_of(url: &str) -> i64 {
+    show(url)["next"].as_i64().unwrap()
+}
+
+/// Prints the scenario's line and returns the duplicates.
+fn report(what: &str, ledger: &Arc<Mutex<Ledger>>, lost_range: (i64, i64)) -> usize {
+    let l = ledger.lock().unwrap();
+    let dups = duplicates(&l.values);
+    println!(
+        "failover: {what}: {} values handed out, {dups} twice; the store went back from {} to {} \
+         ({} values); refused as went back: {} HTTP, {} CLI; other HTTP answers {:?}; \
+         {} CLI runs failed otherwise (last: {})",
+        l.values.len(),
+        lost_range.1,
+        lost_range.0,
+        lost_range.1 - lost_range.0,
+        l.went_back_http,
+        l.went_back_cli,
+        l.http_other,
+        l.cli_failed,
+        l.cli_last_error.trim(),
+    );
+    dups
+}
+
+/// How the server meets the promoted standby.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The server is restarted with the new primary's URL (and so are the
+    /// `keysmith next` runs).
+    Restarted,
+    /// The server keeps running; a TCP proxy, its store address, switches
+    /// from the crashed primary to the promoted standby (as HAProxy or a
+    /// virtual IP would).
+    BehindProxy,
+}
+
+/// The measured bug: the standby loses its primary for [`BLIP`], the primary
+/// keeps serving and crashes, the standby is promoted.
+async fn pg_failover(form: Form) {
+    use keysmith_testsupport::pg_replica::{PgReplicaSet, TcpProxy};
+    let what = format!("postgres failover, {form:?}");
+    let Some(set) = PgReplicaSet::start() else {
+        return;
+    };
+    let proxy = (form == Form::BehindProxy).then(|| TcpProxy::start(set.primary_port()));
+    let url = match &proxy {
+        Some(p) => p.postgres_url(),
+        None => set.primary_url(),
+    };
+    common::ok(&url, &["create", "s", "--block", "10"]);
+    let mut srv = ServerProc::start_on(&url, &["--block-max", "1000"], &[]).await;
+    let target = Target::new(Some(srv.base()), &url);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let load = Load::start(&target, &ledger);
+    until_values(&ledger, WARM, "before the blip").await;
+    tokio::task::block_in_place(|| {
+        set.wait_standby_caught_up();
+        set.cut_replication();
+    });
+    let at_cut = count(&ledger);
+    // The blip: the primary serves alone.
+    tokio::time::sleep(BLIP).await;
+    tokio::task::block_in_place(|| set.crash_primary());
+    let lost = count(&ledger) - at_cut;
+    let hi = highest(&ledger);
+    tokio::task::block_in_place(|| set.promote_standby());
+    // Nothing has reached the standby since its promotion.
+    let promoted_next = next_of(&set.standby_url());
+    assert!(
+        promoted_next <= hi,
+        "{what}: the promoted standby did not lose the primary's last reservations \
+         (next {promoted_next}, {hi} handed out): the blip did not happen"
+    );
+    match &proxy {
+        Some(p) => p.switch_to(set.standby_port()),
+        None => {
+            target.set_http(None);
+            srv.sigkill();
+            srv = ServerProc::start_on(&set.standby_url(), &["--block-max", "1000"], &[]).await;
+            target.set_store(&set.standby_url());
+            target.set_http(Some(srv.base()));
+        }
+    }
+    run_after(&ledger, lost, &what).await;
+    load.stop().await;
+    let dups = report(&what, &ledger, (promoted_next, hi + 1));
+    assert_eq!(dups, 0, "{what}: {dups} values handed out twice");
+    drop(srv);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_failover_server_restarted_on_new_primary() {
+    pg_failover(Form::Restarted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_failover_behind_a_proxy_server_kept_running() {
+    pg_failover(Form::BehindProxy).await;
+}
+
+/// A point-in-time restore: a base backup under load, more load, the
+/// restore to an LSN between the two, the PostgreSQL server restarted on the
+/// restored data at the same port while `keysmith serve` keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_point_in_time_restore() {
+    use keysmith_testsupport::pg_replica::{PgReplicaSet, RecoveryTarget};
+    let what = "postgres point-in-time restore";
+    let Some(set) = PgReplicaSet::start_primary_only() else {
+        return;
+    };
+    let url = set.primary_url();
+    common::ok(&url, &["create", "s", "--block", "10"]);
+    let srv = ServerProc::start_on(&url, &["--block-max", "1000"], &[]).await;
+    let target = Target::new(Some(srv.base()), &url);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let load = Load::start(&target, &ledger);
+    until_values(&ledger, WARM, "before the backup").await;
+    let backup = tokio::task::block_in_place(|| set.base_backup());
+    until_values(&ledger, count(&ledger) + WARM, "after the backup").await;
+    let lsn = tokio::task::block_in_place(|| set.current_lsn());
+    let at_target = count(&ledger);
+    until_values(&ledger, at_target + 2 * WARM, "after the target").await;
+    tokio::task::block_in_place(|| set.archive_now());
+    load.stop().await;
+    let lost = count(&ledger) - at_target;
+    let hi = highest(&ledger);
+    tokio::task::block_in_place(|| set.restore_primary(&backup, &RecoveryTarget::Lsn(lsn)));
+    let restored_next = next_of(&url);
+    assert!(
+        restored_next <= hi,
+        "{what}: the restore did not go back (next {restored_next}, {hi} handed out)"
+    );
+    let load = Load::start(&target, &ledger);
+    run_after(&ledger, lost, what).await;
+    load.stop().await;
+    let dups = report(what, &ledger, (restored_next, hi + 1));
+    assert_eq!(dups, 0, "{what}: {dups} values handed out twice");
+    drop(srv);
+}
+
+/// An SQLite store file copied back from a backup (`VACUUM INTO`) while the
+/// server is stopped, then the server started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_restored_file_copy() {
+    let what = "sqlite file copied back from a backup";
+    let db = common::Db::new();
+    let url = db.url();
+    common::ok(&url, &["create", "s", "--block", "10"]);
+    let mut srv = ServerProc::start_on(&url, &["--block-max", "1000"], &[]).await;
+    let target = Target::new(Some(srv.base()), &url);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let load = Load::start(&target, &ledger);
+    until_values(&ledger, WARM, "before the backup").await;
+    let backup = db.dir.path().join("backup.db");
+    tokio::task::block_in_place(|| {
+        let conn = rusqlite::Connection::open(db.path()).unwrap();
+        conn.busy_timeout(SERVER_DEADLINE).unwrap();
+        conn.execute("VACUUM INTO ?1", [backup.to_str().unwrap()])
+            .unwrap();
+    });
+    let at_backup = count(&ledger);
+    until_values(&ledger, at_backup + 2 * WARM, "after the backup").await;
+    load.stop().await;
+    let lost = count(&ledger) - at_backup;
+    let hi = highest(&ledger);
+    srv.signal(libc::SIGTERM);
+    srv.wait();
+    for suffix in ["", "-wal", "-shm"] {
+        let p = format!("{}{suffix}", db.path().display());
+        let _ = std::fs::remove_file(p);
+    }
+    std::fs::copy(&backup, db.path()).unwrap();
+    let restored_next = next_of(&url);
+    assert!(
+        restored_next <= hi,
+        "{what}: the copy did not go back (next {restored_next}, {hi} handed out)"
+    );
+    let srv = ServerProc::start_on(&url, &["--block-max", "1000"], &[]).await;
+    target.set_http(Some(srv.base()));
+    let load = Load::start(&target, &ledger);
+    run_after(&ledger, lost, what).await;
+    load.stop().await;
+    let dups = report(what, &ledger, (restored_next, hi + 1));
+    assert_eq!(dups, 0, "{what}: {dups} values handed out twice");
+}
+
+/// An etcd snapshot restore: `etcdctl snapshot save` under load, more load,
+/// every node stopped and restored from the snapshot into fresh data
+/// directories, started at the same endpoints; `keysmith serve` keeps running.
+#[cfg(feature = "etcd")]
+async fn etcd_snapshot_restore(nodes: usize) {
+    use keysmith_testsupport::etcd::EtcdCluster;
+    use keysmith_testsupport::etcd_restore::EtcdTools;
+    let what = format!("etcd snapshot restore, {nodes} node(s)");
+    let Some(mut cluster) = EtcdCluster::start(nodes) else {
+        return;
+    };
+    let Some(tools) = EtcdTools::find() else {
+        return;
+    };
+    let url = cluster.url();
+    common::ok(&url, &["create", "s", "--block", "10"]);
+    let srv = ServerProc::start_on(&url, &["--block-max", "1000"], &[]).await;
+    let target = Target::new(Some(srv.base()), &url);
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let load = Load::start(&target, &ledger);
+    until_values(&ledger, WARM, "before the snapshot").await;
+    let snapshot = tokio::task::block_in_place(|| tools.save(&cluster, 0));
+    let at_snapshot = count(&ledger);
+    until_values(&ledger, at_snapshot + 2 * WARM, "after the snapshot").await;
+    load.stop().await;
+    let lost = count(&ledger) - at_snapshot;
+    let hi = highest(&ledger);
+    let id_before = tools.cluster_id(&cluster, 0);
+    tokio::task::block_in_place(|| tools.restore(&mut cluster, &snapshot));
+    let id_after = tools.cluster_id(&cluster, 0);
+    println!("failover: {what}: cluster id {id_before:x} before the restore, {id_after:x} after");
+    let restored_next = next_of(&url);
+    assert!(
+        restored_next <= hi,
+        "{what}: the restore did not go back (next {restored_next}, {hi} handed out)"
+    );
+    let load = Load::start(&target, &ledger);
+    run_after(&ledger, lost, &what).await;
+    load.stop().await;
+    let dups = report(&what, &ledger, (restored_next, hi + 1));
+    assert_eq!(dups, 0, "{what}: {dups} values handed out twice");
+    drop(srv);
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_snapshot_restore_one_node() {
+    etcd_snapshot_restore(1).await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_snapshot_restore_three_nodes() {
+    etcd_snapshot_restore(3).await;
+}
