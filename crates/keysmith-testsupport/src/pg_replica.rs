@@ -200,8 +200,9 @@ impl PgReplicaSet {
         );
         // initdb's pg_hba.conf trusts replication connections from
         // 127.0.0.1; wal_level=replica and max_wal_senders=10 are the
-        // defaults. Every segment is archived; the standby may lag up to
-        // 1 GB and catch up from the primary alone.
+        // defaults. Every segment is archived, complete or not at all (copy,
+        // then rename: a segment seen in the archive is whole); the standby
+        // may lag up to 1 GB and catch up from the primary alone.
         let archive = set.archive.display().to_string();
         set.append_conf(
             &set.primary.data.join("postgresql.conf"),
@@ -210,7 +211,7 @@ impl PgReplicaSet {
                  max_wal_senders = 10\n\
                  wal_keep_size = 1024\n\
                  archive_mode = on\n\
-                 archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n\
+                 archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f.part && mv {archive}/%f.part {archive}/%f'\n\
                  wal_retrieve_retry_interval = 500\n"
             ),
         );
@@ -392,11 +393,15 @@ impl PgReplicaSet {
         });
     }
 
-    /// The timeline the server at `port` writes (`pg_control_checkpoint()`
-    /// reports the last checkpoint's; a promotion ends with one).
+    /// The timeline the primary at `port` writes (from the name of its
+    /// current WAL file: `pg_control_checkpoint()` would lag a promotion
+    /// until the next checkpoint). Not for a server in recovery.
     pub fn timeline(&self, port: u16) -> u32 {
-        let t = self.sql(port, "select timeline_id from pg_control_checkpoint()");
-        t.parse().unwrap_or_else(|_| panic!("timeline {t:?}"))
+        let t = self.sql(
+            port,
+            "select substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)",
+        );
+        u32::from_str_radix(&t, 16).unwrap_or_else(|_| panic!("timeline {t:?}"))
     }
 
     /// The primary's current WAL location (`pg_current_wal_lsn()`).
