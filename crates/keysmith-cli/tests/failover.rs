@@ -675,7 +675,9 @@ async fn postgres_failover_margin_too_small_is_refused() {
 
 /// A point-in-time restore: a base backup under load, more load, the
 /// restore to an LSN between the two, the PostgreSQL server restarted on the
-/// restored data at the same port while `keysmith serve` keeps running.
+/// restored data at the same port while `keysmith serve` keeps running;
+/// traffic resumes at once (the restored server's new timeline is a new
+/// generation), then the operator runs `keysmith fence` as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_point_in_time_restore() {
     use keysmith_testsupport::pg_replica::{PgReplicaSet, RecoveryTarget};
@@ -709,8 +711,7 @@ async fn postgres_point_in_time_restore() {
         restored_next <= hi,
         "{what}: the restore did not go back (next {restored_next}, {hi} handed out)"
     );
-    // The operator fences what the restore lost, as the runbook says.
-    operator_fence(&url, what, &["s", "--dry-run"], &["--all"], hi);
+    // Traffic comes back at once: the new timeline alone must protect it.
     let load = Load::start(&target, &ledger);
     run_after(&ledger, lost, what).await;
     load.stop().await;
@@ -725,6 +726,15 @@ async fn postgres_point_in_time_restore() {
     let (went_back, _) = fence_metrics(&srv).await;
     let refused = ledger.lock().unwrap().went_back_http as f64;
     assert!(went_back >= refused, "{what}: {went_back} < {refused}");
+    // The runbook's fence after a restore, on PostgreSQL: a dry run, then
+    // the fence, then traffic again.
+    let hi = highest(&ledger);
+    operator_fence(&url, what, &["s", "--dry-run"], &["--all"], hi);
+    let load = Load::start(&target, &ledger);
+    until_values(&ledger, count(&ledger) + AFTER_MIN, "after the fence").await;
+    load.stop().await;
+    let dups = duplicates(&ledger.lock().unwrap().values);
+    assert_eq!(dups, 0, "{what}: {dups} values handed out twice");
     drop(srv);
 }
 
