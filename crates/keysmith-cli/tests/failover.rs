@@ -412,7 +412,6 @@ fn report(what: &str, ledger: &Arc<Mutex<Ledger>>, lost_range: (i64, i64)) -> us
 struct HeldCli {
     child: std::process::Child,
     stdout: std::process::ChildStdout,
-    read: Vec<u8>,
 }
 
 impl HeldCli {
@@ -438,35 +437,38 @@ impl HeldCli {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
-        HeldCli {
-            child,
-            stdout,
-            read: Vec::new(),
-        }
+        HeldCli { child, stdout }
     }
 
-    /// Reads its output again until it exits or printed `more` bytes more,
+    /// Reads its output again until it exits or printed `more` bytes more
+    /// (or [`AFTER`] passed: a handle that neither refuses nor goes on),
     /// then kills it; returns its values and, if it failed, its stderr.
     fn resume(mut self, more: usize) -> (Vec<i64>, Option<String>) {
         use std::io::Read;
-        let mut chunk = [0u8; 65536];
-        let mut after = 0;
-        while after < more {
-            match self.stdout.read(&mut chunk) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    self.read.extend_from_slice(&chunk[..n]);
-                    after += n;
+        let mut stdout = self.stdout;
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut read = Vec::new();
+            let mut chunk = [0u8; 65536];
+            while read.len() < more {
+                match stdout.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read.extend_from_slice(&chunk[..n]),
                 }
             }
-        }
+            let _ = done_tx.send(());
+            read
+        });
+        // Read enough, exited (end of file), or out of time: then it goes.
+        let _ = done_rx.recv_timeout(AFTER);
         let _ = self.child.kill();
         let status = self.child.wait().unwrap();
+        let read = reader.join().unwrap();
         let mut err = String::new();
         let _ = self.child.stderr.take().unwrap().read_to_string(&mut err);
-        let values = common::complete_values(&self.read);
+        let values = common::complete_values(&read);
         common::assert_increasing(&values, "the held keysmith next");
-        // Killed by us: it was still going; exited non-zero: it failed.
+        // Killed by us: it was still going (or stuck); exited non-zero: it failed.
         let failed = status.code().is_some_and(|c| c != 0);
         (values, failed.then_some(err))
     }
