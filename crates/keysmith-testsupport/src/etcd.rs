@@ -296,8 +296,45 @@ impl EtcdCluster {
         self.wait_healthy(i);
     }
 
-    fn data_dir(&self, i: usize) -> PathBuf {
+    /// Node `i`'s data directory (it stays when the node is killed).
+    pub fn data_dir(&self, i: usize) -> PathBuf {
         self.dir.path().join(&self.nodes[i].name)
+    }
+
+    /// Node `i`'s member name (`n0`, `n1`, ...).
+    pub fn name(&self, i: usize) -> &str {
+        &self.nodes[i].name
+    }
+
+    /// Node `i`'s peer URL, `http://127.0.0.1:PORT`.
+    pub fn peer_url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.nodes[i].peer_port)
+    }
+
+    /// The `--initial-cluster` every node started with.
+    pub fn initial_cluster(&self) -> &str {
+        &self.initial_cluster
+    }
+
+    /// The `--initial-cluster-token` every node started with.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Starts every node that is not running, on its old ports and data,
+    /// then waits until each is healthy (started together: a cluster that
+    /// lost its majority needs them all before any has a leader).
+    ///
+    /// # Panics
+    /// If a node does not become healthy in time.
+    pub fn restart_stopped(&mut self) {
+        let stopped: Vec<usize> = (0..self.len()).filter(|&i| !self.is_running(i)).collect();
+        for &i in &stopped {
+            self.spawn(i);
+        }
+        for &i in &stopped {
+            self.wait_healthy(i);
+        }
     }
 
     fn log_path(&self, i: usize) -> PathBuf {

@@ -5,7 +5,9 @@
 //! panics when `KEYSMITH_REQUIRE_BACKENDS=1` (as CI sets it).
 
 pub mod etcd;
+pub mod etcd_restore;
 pub mod netns;
+pub mod pg_replica;
 pub mod postgres;
 pub mod tls;
 

@@ -367,27 +367,7 @@ impl TempPostgres {
 
     /// A command for one of the PostgreSQL binaries, as the right user.
     fn command(&self, name: &str) -> Command {
-        let mut cmd = Command::new(self.bin.join(name));
-        cmd.env_remove("PGDATA")
-            .env_remove("PGPORT")
-            .env_remove("PGHOST")
-            .env("LC_ALL", "C")
-            .current_dir(self.dir.path());
-        if let Some((uid, gid)) = self.run_as {
-            // SAFETY: only async-signal-safe calls after fork.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::setgroups(0, std::ptr::null()) != 0
-                        || libc::setgid(gid) != 0
-                        || libc::setuid(uid) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        cmd
+        command_as(&self.bin, self.run_as, self.dir.path(), name)
     }
 
     /// Stops the server and removes its directory; for exit handlers.
@@ -427,6 +407,37 @@ impl Drop for TempPostgres {
     }
 }
 
+/// A command for the PostgreSQL binary `name` of `bin`, run in `dir` as
+/// `run_as` (uid, gid) when given (see "Running as root").
+pub(crate) fn command_as(
+    bin: &Path,
+    run_as: Option<(u32, u32)>,
+    dir: &Path,
+    name: &str,
+) -> Command {
+    let mut cmd = Command::new(bin.join(name));
+    cmd.env_remove("PGDATA")
+        .env_remove("PGPORT")
+        .env_remove("PGHOST")
+        .env("LC_ALL", "C")
+        .current_dir(dir);
+    if let Some((uid, gid)) = run_as {
+        // SAFETY: only async-signal-safe calls after fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
 /// Whether the postmaster with this pid reports "ready" in its pid file
 /// (line 8, as pg_ctl reads it).
 fn is_ready(pid_file: &Path, pid: u32) -> bool {
@@ -438,12 +449,12 @@ fn is_ready(pid_file: &Path, pid: u32) -> bool {
         && lines.get(7).map(|l| l.trim()) == Some("ready")
 }
 
-fn signal(child: &Child, sig: libc::c_int) {
+pub(crate) fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill on our own child's pid (not yet reaped, so not reused).
     unsafe { libc::kill(child.id() as libc::pid_t, sig) };
 }
 
-fn wait_or_kill(child: &mut Child, within: Duration) {
+pub(crate) fn wait_or_kill(child: &mut Child, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         match child.try_wait() {
@@ -458,7 +469,7 @@ fn wait_or_kill(child: &mut Child, within: Duration) {
     }
 }
 
-fn read_from(path: &Path, offset: u64) -> String {
+pub(crate) fn read_from(path: &Path, offset: u64) -> String {
     let mut s = String::new();
     if let Ok(mut f) = File::open(path) {
         let _ = f.seek(SeekFrom::Start(offset));
@@ -469,7 +480,7 @@ fn read_from(path: &Path, offset: u64) -> String {
 
 /// Spawns `cmd` from a thread that lives as long as the process, so that
 /// `PR_SET_PDEATHSIG` fires when the process dies, not when a test's thread ends.
-fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
     type Request = (Command, mpsc::Sender<io::Result<Child>>);
     static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
@@ -493,7 +504,7 @@ fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
 }
 
 /// Where initdb, postgres and pg_ctl are, or why they are not.
-fn find_bin_dir() -> Result<PathBuf, String> {
+pub(crate) fn find_bin_dir() -> Result<PathBuf, String> {
     let complete = |d: &Path| {
         ["initdb", "postgres", "pg_ctl"]
             .iter()
@@ -539,7 +550,7 @@ fn find_bin_dir() -> Result<PathBuf, String> {
 }
 
 /// The (uid, gid) to run PostgreSQL as when we are root, `None` when we are not.
-fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
+pub(crate) fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Ok(None);
