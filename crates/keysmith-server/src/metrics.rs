@@ -160,6 +160,11 @@ impl Metrics {
             "Ranges refused because the store returned values this server had already reserved \
              (the store went back in time without a new generation).",
         );
+        // Every open sequence at 0 too: a counter that exists before it
+        // first moves.
+        for (name, _) in sequences {
+            went_back_total.with_label_values(&[name]).inc_by(0);
+        }
         for (name, n) in went_back {
             went_back_total.with_label_values(&[name]).inc_by(*n);
         }

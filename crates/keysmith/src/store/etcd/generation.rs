@@ -11,8 +11,18 @@
 //! process. Every write compares the epoch it was planned in, so none lands
 //! in an epoch it did not see.
 //!
-//! What this cannot see: a restore while no keysmith process ran, into a
-//! cluster with the same id. Then the operator runs `keysmith fence --all`.
+//! A process that starts after a restore has seen nothing to compare with,
+//! so the epoch also records `d`, the member's applied raft index less the
+//! store revision, when it was written. `d` never decreases in one cluster's
+//! history (every applied entry moves the index, and at most as often the
+//! revision), while a restore starts a new raft log at a small index under
+//! the snapshot's revision: `d` drops. A process reading the epoch at start
+//! (one `Status` call) renews it when `d` is below the recorded one.
+//!
+//! What this cannot see: a restore after which as many raft entries that
+//! write nothing (lease grants, failed transactions) were applied as the
+//! snapshot had revisions, before any keysmith process started. Then the
+//! operator runs `keysmith fence --all`.
 //!
 //! [`SequenceRow::fence`]: crate::store::SequenceRow::fence
 
@@ -83,6 +93,11 @@ impl Tracker {
     }
 }
 
+/// The `d` an epoch value records (`ID D`); `None` for an epoch without one.
+fn recorded_gap(epoch: &str) -> Option<i64> {
+    epoch.split_once(' ')?.1.parse().ok()
+}
+
 impl EtcdStore {
     fn epoch_key(&self) -> String {
         format!("{}epoch", self.prefix)
@@ -112,6 +127,7 @@ impl EtcdStore {
     async fn settle_epoch(&self, known: Option<String>, stale: bool) -> Result<String> {
         let key = self.epoch_key();
         for _ in 0..8 {
+            let d_now = self.log_gap().await;
             let resp = self
                 .txn_unobserved(
                     "read the epoch",
@@ -122,13 +138,27 @@ impl EtcdStore {
             let current_value = current
                 .as_ref()
                 .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
-            let renew = current_value.is_none() || (stale && current_value == known);
+            let restored = match (d_now, current_value.as_deref().and_then(recorded_gap)) {
+                (Some(now), Some(then)) if now < then => {
+                    tracing::error!(
+                        recorded = then,
+                        now,
+                        "etcd's raft log restarted under its data (a snapshot restore?): a new generation of the store"
+                    );
+                    true
+                }
+                _ => false,
+            };
+            let renew = current_value.is_none() || restored || (stale && current_value == known);
             if !renew {
                 let epoch = current_value.unwrap_or_default();
                 self.adopt_epoch(&epoch, &resp);
                 return Ok(epoch);
             }
-            let new = crate::store::random_id();
+            let new = match d_now {
+                Some(d) => format!("{} {d}", crate::store::random_id()),
+                None => crate::store::random_id(),
+            };
             let unchanged = match &current {
                 Some(kv) => Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
                 None => Compare::version(key.clone(), CompareOp::Equal, 0),
@@ -153,6 +183,35 @@ impl EtcdStore {
             name: "etcd epoch".into(),
             attempts: 8,
         })
+    }
+
+    /// The member's applied raft index less its store revision (see the
+    /// module docs); `None` when `Status` is not answered (permissions):
+    /// then only the revision watch of running processes detects a restore.
+    async fn log_gap(&self) -> Option<i64> {
+        let status = self
+            .call("read the member's status", |mut c| async move {
+                c.status().await
+            })
+            .await;
+        match status {
+            Ok(s) => {
+                let revision = s.header().map(|h| h.revision())?;
+                // The applied index (etcd 3.4+) matches the revision; an
+                // older member reports only the committed one.
+                let index = match s.raft_applied_index() {
+                    0 => s.raft_index(),
+                    i => i,
+                };
+                (index > 0).then_some(i64::try_from(index).ok()? - revision)
+            }
+            Err(e) => {
+                tracing::debug!(
+                    "etcd status not read ({e}); restores are seen by running processes only"
+                );
+                None
+            }
+        }
     }
 
     fn adopt_epoch(&self, epoch: &str, resp: &TxnResponse) {
