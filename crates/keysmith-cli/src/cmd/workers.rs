@@ -110,7 +110,9 @@ pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
             } else if released {
                 println!("released");
             } else {
-                println!("not released: the lease was lost already (another holder leased the worker id)");
+                println!(
+                    "not released: the lease was lost already (another holder leased the worker id)"
+                );
             }
             Ok(())
         }
