@@ -26,6 +26,7 @@ from ._errors import (
 )
 from ._models import CounterNames, Lease, PoolInfo, Range, SequenceInfo, ShardKeyView
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Client, Sequence
+from ._workers import WorkerLease, WorkerLeaseInfo
 
 __version__ = "0.1.0"
 
@@ -54,4 +55,6 @@ __all__ = [
     "TooLarge",
     "Unauthorized",
     "Unavailable",
+    "WorkerLease",
+    "WorkerLeaseInfo",
 ]
