@@ -99,9 +99,9 @@ export class Transport {
    * Sends a request and answers its 2xx answer; throws a KeysmithError for
    * any other answer, or when no server answered before the deadline.
    */
-  async request(method: string, path: string, body?: string): Promise<Answer> {
+  async request(method: string, path: string, body?: string, deadlineMs?: number): Promise<Answer> {
     const started = Date.now();
-    const deadline = started + this.deadlineMs;
+    const deadline = started + (deadlineMs ?? this.deadlineMs);
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers["content-type"] = "application/json";
