@@ -206,6 +206,13 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
                     "failover_skip": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
                         "description": "How far next moves forward when a reservation finds the store in a new generation (a failover, a restore). Default: automatic."},
+                    "bit_reversed": {"type": "boolean", "default": false,
+                        "description": "Values are the bit reversal of an internal counter: positive, unique, spread over the whole range. \
+                            Not with gapless, period or format; start at least 1."},
+                    "skip_range": {"type": ["object", "null"], "required": ["start", "end"], "additionalProperties": false,
+                        "description": "With bit_reversed: values start..end (end excluded) are never handed out; 0 <= start < end, at most 2^62 values.",
+                        "properties": {"start": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                                       "end": {"type": "integer", "minimum": 1, "maximum": i64::MAX}}},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
                     "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
