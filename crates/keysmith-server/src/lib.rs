@@ -11,7 +11,7 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?}` | create a sequence (201) |
+//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?, "gapless"?, "period"?, "format"?, "bit_reversed"?, "skip_range"?}` | create a sequence (201); `bit_reversed` with `skip_range` `{"start", "end"}`: values the bit reversal of a counter |
 //! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?}` | alter: next only forward, max never below what was reserved |
 //! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
 //! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
