@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -10,7 +11,7 @@ from typing import Iterator, List
 
 import pytest
 
-from keysmith_client import BadRequest, Client, Conflict, KeysmithError, WorkerLease, WorkerLeaseInfo
+from keysmith_client import AsyncClient, BadRequest, Client, Conflict, KeysmithError, WorkerLease, WorkerLeaseInfo
 
 from .conftest import Server
 
@@ -66,7 +67,8 @@ def test_worker_leases_renew_in_the_background_and_never_share(client: Client, g
 
     def take() -> None:
         try:
-            leases.append(client.worker_lease(group, ttl_ms=300, max=8))
+            # A TTL that a loaded machine's scheduling delays cannot outrun.
+            leases.append(client.worker_lease(group, ttl_ms=1500, max=8))
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -80,7 +82,12 @@ def test_worker_leases_renew_in_the_background_and_never_share(client: Client, g
         assert len({lease.worker for lease in leases}) == 6
         first = {lease.worker: lease.until_ms for lease in leases}
         # Renewed past the first TTL: the floors moved and nothing was lost.
-        wait_for(lambda: all(lease.renewals >= 3 for lease in leases), "three renewals each")
+        def renewed() -> bool:
+            lost = [lease.lost_reason for lease in leases if lease.lost]
+            assert not lost, lost
+            return all(lease.renewals >= 3 for lease in leases)
+
+        wait_for(renewed, "three renewals each")
         for lease in leases:
             assert not lease.lost, lease.lost_reason
             assert lease.until_ms > first[lease.worker]
@@ -122,3 +129,17 @@ def test_a_lease_lost_while_the_server_is_down_is_reported(
             lease.close()
     finally:
         s.stop()
+
+
+def test_async_client_leases_workers(server: Server, group: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as c:
+            got = await asyncio.gather(*(c.lease_worker(group, ttl_ms=60_000, max=4) for _ in range(4)))
+            assert sorted(g.worker for g in got) == [0, 1, 2, 3]
+            with pytest.raises(Conflict):
+                await c.lease_worker(group, max=4)
+            r = await c.renew_worker(group, got[0].token)
+            assert r.fence == got[0].fence
+            assert await c.release_worker(group, r.token)
+
+    asyncio.run(main())
