@@ -1,4 +1,5 @@
 import { KeysmithError } from "./errors.js";
+import { leaseWorker, releaseWorker, renewWorker, WorkerLease, type WorkerLeaseInfo, type WorkerLeaseOptions } from "./workers.js";
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
 import { Transport, type TransportStats } from "./transport.js";
@@ -293,8 +294,8 @@ export class Client implements LeaseSource {
     return new Sequence(this, name, options);
   }
 
-  private async call(method: string, path: string, body?: unknown, once = false): Promise<Json> {
-    const a = await this.t.request(method, path, body === undefined ? undefined : stringify(body), { once });
+  private async call(method: string, path: string, body?: unknown, once = false, deadlineMs?: number): Promise<Json> {
+    const a = await this.t.request(method, path, body === undefined ? undefined : stringify(body), { once, deadlineMs });
     try {
       return parse(a.text);
     } catch (e) {
@@ -554,6 +555,28 @@ export class Client implements LeaseSource {
       worker: small(o.worker, "worker"),
       sequence: small(o.sequence, "sequence"),
     };
+  }
+
+  // ---- worker-id leases (for other generators: see workers.ts)
+
+  /** Leases the lowest free worker id of `group` in `0..max` (default 1024) for `ttlMs` (default 10 s); `409 lease_refused` when all are held. */
+  async leaseWorker(group: string, o: { ttlMs?: number; max?: number } = {}): Promise<WorkerLeaseInfo> {
+    return leaseWorker((m, p, d) => this.call(m, p, undefined, false, d), group, o);
+  }
+
+  /** Renews a worker lease (use the new token from now on); `409 lease_refused` when it expired or was taken over. */
+  async renewWorker(group: string, token: string, o: { ttlMs?: number; deadlineMs?: number } = {}): Promise<WorkerLeaseInfo> {
+    return renewWorker((m, p, d) => this.call(m, p, undefined, false, d), group, token, o);
+  }
+
+  /** Releases a worker lease; `false` when it was lost already. */
+  async releaseWorker(group: string, token: string): Promise<boolean> {
+    return releaseWorker((m, p, d) => this.call(m, p, undefined, false, d), group, token);
+  }
+
+  /** A worker id of `group` held and renewed in the background (see `WorkerLease`). */
+  async workerLease(group: string, o: WorkerLeaseOptions = {}): Promise<WorkerLease> {
+    return WorkerLease.start(this, group, o);
   }
 
   /** `GET /healthz`: resolves when the server and its store answer; fails over like every call. */

@@ -105,9 +105,14 @@ export class Transport {
    * connection was refused) or after a 503 that changed nothing (any but
    * `timeout`); otherwise it throws at once, saying so.
    */
-  async request(method: string, path: string, body?: string, options: { once?: boolean } = {}): Promise<Answer> {
+  async request(
+    method: string,
+    path: string,
+    body?: string,
+    options: { once?: boolean; deadlineMs?: number } = {},
+  ): Promise<Answer> {
     const started = Date.now();
-    const deadline = started + this.deadlineMs;
+    const deadline = started + (options.deadlineMs ?? this.deadlineMs);
     const headers: Record<string, string> = { accept: "application/json" };
     if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers["content-type"] = "application/json";

@@ -73,6 +73,10 @@ enum Command {
     /// Time-ordered 64-bit ids: worker ids leased from the store, time guarded by it.
     #[command(subcommand)]
     Ids(cmd::ids::IdsCommand),
+    /// Worker-id leases for other generators (sonyflake, bwmarrin/snowflake):
+    /// lease, renew, release.
+    #[command(subcommand)]
+    Workers(cmd::workers::WorkersCommand),
     /// Gap-free numbers (sequences created with --gapless): take one with a
     /// ticket, then commit or release it.
     #[command(subcommand)]
@@ -208,6 +212,7 @@ fn main() -> ExitCode {
             Command::ShardSet(c) => cmd::shard_set::run(c, &cli.global).await,
             Command::Ids(c) => cmd::ids::run(c, &cli.global).await,
             Command::Ticket(c) => cmd::ticket::run(c, &cli.global).await,
+            Command::Workers(c) => cmd::workers::run(c, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

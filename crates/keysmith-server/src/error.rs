@@ -115,6 +115,8 @@ impl From<keysmith::Error> for ApiError {
             E::TicketRefused(_) => (StatusCode::CONFLICT, "ticket_refused"),
             // next on a gap-free sequence, tickets on an ordinary one...
             E::WrongKind(_) => (StatusCode::CONFLICT, "wrong_kind"),
+            // A worker lease expired or was taken over: lease anew.
+            E::LeaseRefused(_) => (StatusCode::CONFLICT, "lease_refused"),
             E::StoreWentBack { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_went_back"),
             E::FenceNeeded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fence_needed"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -11,7 +11,7 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?}` | create a sequence (201) |
+//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?, "gapless"?, "period"?, "format"?, "bit_reversed"?, "skip_range"?}` | create a sequence (201); `bit_reversed` with `skip_range` `{"start", "end"}`: values the bit reversal of a counter |
 //! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?}` | alter: next only forward, max never below what was reserved |
 //! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
 //! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
@@ -21,6 +21,10 @@
 //! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET`, `DELETE`, `.../next` | the same for value pools (numbers in no order) |
 //! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
 //! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}` |
+//! | `POST /v1/ids/next?count=N`, `GET /v1/ids/{id}` | time-ordered ids, an id taken apart |
+//! | `GET /v1/ids/bounds?from=T&to=T` | the smallest and largest id of a time window (RFC 3339 or ms): `{"from_ms", "to_ms", "from", "to", "min_id", "max_id"}` |
+//! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held |
+//! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `.../release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
 //! | `POST /v1/shard-keys/encode`, `/decode` | external strings signed with the server's secret |
 //! | `GET /healthz` | checks the store; the only route that needs no token |
 //! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
@@ -563,7 +567,17 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
         .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
         .route("/v1/ids/next", post(routes::ids::next))
+        .route("/v1/ids/bounds", get(routes::ids::bounds))
         .route("/v1/ids/{id}", get(routes::ids::decode))
+        .route("/v1/workers/{group}/lease", post(routes::workers::lease))
+        .route(
+            "/v1/workers/{group}/lease/{token}/renew",
+            post(routes::workers::renew),
+        )
+        .route(
+            "/v1/workers/{group}/lease/{token}/release",
+            post(routes::workers::release),
+        )
         .route("/v1/sequences/{name}/tickets", post(routes::tickets::take))
         .route(
             "/v1/sequences/{name}/tickets/{ticket}/commit",

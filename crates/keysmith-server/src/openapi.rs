@@ -81,6 +81,21 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
         "description": "The ticket a take returned (PERIOD-VALUE-TOKEN).",
         "schema": {"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}-[0-9a-f]{32}$"}
     });
+    let group = json!({
+        "name": "group", "in": "path", "required": true,
+        "description": "The group of worker ids (a name; percent-encoded).",
+        "schema": name_schema.clone()
+    });
+    let token = json!({
+        "name": "token", "in": "path", "required": true,
+        "description": "The token the last lease or renewal returned.",
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$"}
+    });
+    let ttl_ms = json!({
+        "name": "ttl_ms", "in": "query", "required": false,
+        "description": "The lease's time to live, ms (default 10000; a renewal: the lease's own).",
+        "schema": {"type": "integer", "minimum": 1, "maximum": crate::routes::workers::MAX_TTL_MS}
+    });
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let ok = |d: &str, schema: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
     let common = |mut m: serde_json::Map<String, Value>| {
@@ -152,6 +167,23 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "description": "The range handed back, or null when someone reserved since (the values stay a gap)."}}},
                 "Ids": {"type": "object", "required": ["ids"], "properties": {
                     "ids": {"type": "array", "items": {"oneOf": [{"type": "integer", "format": "int64"}, {"type": "string"}]}}}},
+                "IdBounds": {"type": "object", "required": ["from_ms", "to_ms", "from", "to", "min_id", "max_id"], "properties": {
+                    "from_ms": {"type": "integer", "format": "int64"}, "to_ms": {"type": "integer", "format": "int64"},
+                    "from": {"type": "string"}, "to": {"type": "string"},
+                    "min_id": {"type": "integer", "format": "int64", "description": "The smallest id whose time unit overlaps the window."},
+                    "max_id": {"type": "integer", "format": "int64", "description": "The largest id whose time unit overlaps the window."}}},
+                "HeldWorker": {"type": "object", "required": ["group", "worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"], "properties": {
+                    "group": {"type": "string"},
+                    "worker": {"type": "integer", "minimum": 0, "description": "The worker id, 0..max."},
+                    "fence": {"type": "integer", "minimum": 1, "description": "Bumped by every acquisition of this worker id."},
+                    "max": {"type": "integer"},
+                    "not_before_ms": {"type": "integer", "format": "int64", "description": "Ids made with this worker id use times at or above this (ms since 1970)."},
+                    "until_ms": {"type": "integer", "format": "int64", "description": "Ids made with this worker id use times below this; renewals move it forward."},
+                    "expires_ms": {"type": "integer", "format": "int64", "description": "The lease expires then unless renewed; a renewal after it is a 409."},
+                    "ttl_ms": {"type": "integer"},
+                    "lease": {"type": "string", "description": "The signed token that renews and releases the lease; a renewal returns a new one."}}},
+                "WorkerReleased": {"type": "object", "required": ["released"], "properties": {
+                    "released": {"type": "boolean", "description": "false: the lease was lost already (another holder leased the worker id)."}}},
                 "DecodedId": {"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
                     "id": {"type": "integer", "format": "int64"}, "time_ms": {"type": "integer", "format": "int64"},
                     "time": {"type": "string", "format": "date-time"}, "worker": {"type": "integer"}, "sequence": {"type": "integer"}}},
@@ -174,6 +206,13 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
                     "failover_skip": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
                         "description": "How far next moves forward when a reservation finds the store in a new generation (a failover, a restore). Default: automatic."},
+                    "bit_reversed": {"type": "boolean", "default": false,
+                        "description": "Values are the bit reversal of an internal counter: positive, unique, spread over the whole range. \
+                            Not with gapless, period or format; start at least 1."},
+                    "skip_range": {"type": ["object", "null"], "required": ["start", "end"], "additionalProperties": false,
+                        "description": "With bit_reversed: values start..end (end excluded) are never handed out; 0 <= start < end, at most 2^62 values.",
+                        "properties": {"start": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
+                                       "end": {"type": "integer", "minimum": 1, "maximum": i64::MAX}}},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
                     "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
@@ -353,6 +392,38 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "parameters": [count, as_],
                     "responses": responses(vec![("200", ok("The ids, ascending.", "Ids")), ("413", err("Count over the server's maximum.")),
                         ("503", err("Every worker id is held, or the clock is too far behind; retry later."))])}
+            },
+            "/v1/ids/bounds": {
+                "get": {"summary": "The smallest and largest id of a time window, for range queries",
+                    "description": "Every id of this server's layout whose time unit overlaps the window (both ends included) lies between min_id and max_id, and no other.",
+                    "parameters": [
+                        {"name": "from", "in": "query", "required": true, "description": "The window's start: RFC 3339 or ms since 1970.",
+                         "schema": {"type": "string", "pattern": "^(-?[0-9]{1,19}|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)$"}},
+                        {"name": "to", "in": "query", "required": true, "description": "The window's end (included): RFC 3339 or ms since 1970, at or after from.",
+                         "schema": {"type": "string", "pattern": "^(-?[0-9]{1,19}|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)$"}}],
+                    "responses": responses(vec![("200", ok("The bounds.", "IdBounds")), ("400", err("A missing or bad time, or a window with no id of the layout."))])}
+            },
+            "/v1/workers/{group}/lease": {
+                "parameters": [group.clone()],
+                "post": {"summary": "Lease a worker id for another generator (sonyflake, bwmarrin/snowflake)",
+                    "description": "The lowest worker id of 0..max without a live lease. Use it only for ids with times in                         not_before_ms..until_ms, renew every third of the TTL, stop when a renewal is refused. Every holder of a group uses the same max.",
+                    "parameters": [ttl_ms.clone(),
+                        {"name": "max", "in": "query", "required": false, "description": "Worker ids are 0..max.",
+                         "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_WORKERS, "default": keysmith::ids::DEFAULT_GROUP_SIZE}}],
+                    "responses": responses(vec![("200", ok("The lease.", "HeldWorker")),
+                        ("409", err("Every worker id of the group is held (`lease_refused`, naming the group and its size)."))])}
+            },
+            "/v1/workers/{group}/lease/{token}/renew": {
+                "parameters": [group.clone(), token.clone()],
+                "post": {"summary": "Renew a worker lease; answers with a new token",
+                    "parameters": [ttl_ms],
+                    "responses": responses(vec![("200", ok("The lease, renewed.", "HeldWorker")),
+                        ("409", err("The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it."))])}
+            },
+            "/v1/workers/{group}/lease/{token}/release": {
+                "parameters": [group, token],
+                "post": {"summary": "Release a worker lease: the worker id is free at once, its time floor stays",
+                    "responses": responses(vec![("200", ok("Whether it was released.", "WorkerReleased"))])}
             },
             "/v1/ids/{id}": {
                 "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}, "description": "An id made with this server's layout: a whole number from 0 to 9223372036854775807."}],

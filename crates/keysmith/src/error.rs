@@ -91,6 +91,12 @@ pub enum Error {
     #[error("{0}")]
     TicketRefused(String),
 
+    /// A worker-id lease was refused a renewal: it expired, or another
+    /// holder leased the worker id since. Stop issuing ids with it and lease
+    /// a new one; the message says which.
+    #[error("{0}")]
+    LeaseRefused(String),
+
     /// The sequence is of another kind than the call needs: `next` or a
     /// block handle on a numbered sequence, tickets on one that is not
     /// gap-free. Nothing changed; the message says what to use instead.

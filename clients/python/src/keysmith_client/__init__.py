@@ -40,6 +40,7 @@ from ._models import (
     Ticket,
 )
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Client, Sequence
+from ._workers import WorkerLease, WorkerLeaseInfo
 
 __version__ = "0.1.0"
 
@@ -75,4 +76,6 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "WrongKind",
+    "WorkerLease",
+    "WorkerLeaseInfo",
 ]

@@ -10,7 +10,7 @@ from typing import Iterable, List, Optional, Type, TypeVar, Union
 
 import httpx
 
-from . import _api
+from . import _api, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
@@ -28,6 +28,7 @@ from ._models import (
     ShardKeyView,
     Ticket,
 )
+from ._workers import WorkerLeaseInfo
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _log, _urls
 
 T = TypeVar("T")
@@ -208,6 +209,22 @@ class AsyncClient:
     async def status(self) -> Json:
         """``GET /v1/status``: what the status page shows, as JSON."""
         return await self._call(_api.status())
+
+    # -- worker-id leases (for other generators) ------------------------------
+
+    async def lease_worker(
+        self, group: str, *, ttl_ms: Optional[int] = None, max: Optional[int] = None
+    ) -> WorkerLeaseInfo:
+        """As :meth:`Client.lease_worker`."""
+        return await self._call(_workers.lease_req(group, ttl_ms, max))
+
+    async def renew_worker(self, group: str, token: str, *, ttl_ms: Optional[int] = None) -> WorkerLeaseInfo:
+        """As :meth:`Client.renew_worker`."""
+        return await self._call(_workers.renew_req(group, token, ttl_ms))
+
+    async def release_worker(self, group: str, token: str) -> bool:
+        """As :meth:`Client.release_worker`."""
+        return await self._call(_workers.release_req(group, token))
 
     async def close(self) -> None:
         """Closes every AsyncSequence of this client (handing tails back), then the connections."""

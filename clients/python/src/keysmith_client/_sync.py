@@ -7,11 +7,11 @@ import threading
 import time
 import weakref
 from types import TracebackType
-from typing import Dict, Iterable, List, Optional, Type, TypeVar, Union
+from typing import Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union
 
 import httpx
 
-from . import _api
+from . import _api, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
@@ -29,6 +29,7 @@ from ._models import (
     ShardKeyView,
     Ticket,
 )
+from ._workers import WorkerLease, WorkerLeaseInfo
 
 T = TypeVar("T")
 _log = logging.getLogger("keysmith_client")
@@ -76,8 +77,8 @@ class Client:
     def urls(self) -> List[str]:
         return list(self._servers.urls)
 
-    def _call(self, req: Req[T]) -> T:
-        attempt = Attempt(self._servers, self._deadline, req.safe)
+    def _call(self, req: Req[T], deadline: Optional[float] = None) -> T:
+        attempt = Attempt(self._servers, self._deadline if deadline is None else deadline, req.safe)
         while True:
             step = attempt.step()
             if isinstance(step, float):
@@ -248,6 +249,33 @@ class Client:
     def status(self) -> Json:
         """``GET /v1/status``: what the status page shows, as JSON."""
         return self._call(_api.status())
+
+    # -- worker-id leases (for other generators) ------------------------------
+
+    def lease_worker(self, group: str, *, ttl_ms: Optional[int] = None, max: Optional[int] = None) -> WorkerLeaseInfo:
+        """Leases the lowest free worker id of ``group`` in ``0..max`` (default 1024) for
+        ``ttl_ms`` (default 10 s). Raises :class:`Conflict` when every one is held."""
+        return self._call(_workers.lease_req(group, ttl_ms, max))
+
+    def renew_worker(self, group: str, token: str, *, ttl_ms: Optional[int] = None) -> WorkerLeaseInfo:
+        """Renews a worker lease (use the new token from now on). Raises
+        :class:`Conflict` when it expired or another holder took the worker id."""
+        return self._call(_workers.renew_req(group, token, ttl_ms))
+
+    def release_worker(self, group: str, token: str) -> bool:
+        """Releases a worker lease; ``False`` when it was lost already."""
+        return self._call(_workers.release_req(group, token))
+
+    def worker_lease(
+        self,
+        group: str,
+        *,
+        ttl_ms: int = _workers.DEFAULT_TTL_MS,
+        max: int = _workers.DEFAULT_MAX,
+        on_lost: Optional[Callable[[KeysmithError], None]] = None,
+    ) -> WorkerLease:
+        """A worker id of ``group`` held and renewed in the background (see :class:`WorkerLease`)."""
+        return WorkerLease(self, group, ttl_ms=ttl_ms, max=max, on_lost=on_lost)
 
     # -- lifecycle ------------------------------------------------------------
 

@@ -28,6 +28,18 @@ pub enum IdsCommand {
         #[command(flatten)]
         layout: LayoutArgs,
     },
+    /// Prints the smallest and largest id made in a time window (both ends
+    /// included), for range queries: `WHERE id BETWEEN min AND max`.
+    Bounds {
+        /// The window's start: RFC 3339 (2026-11-24T17:00:00Z) or ms since 1970.
+        #[arg(long, allow_negative_numbers = true)]
+        from: String,
+        /// The window's end (included): RFC 3339 or ms since 1970.
+        #[arg(long, allow_negative_numbers = true)]
+        to: String,
+        #[command(flatten)]
+        layout: LayoutArgs,
+    },
     /// Prints a layout's lifetime, workers and ids per time unit.
     Layout {
         #[command(flatten)]
@@ -138,6 +150,22 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
                 println!("time:     {} ({} ms)", d.time, d.time_ms);
                 println!("worker:   {}", d.worker);
                 println!("sequence: {}", d.sequence);
+            }
+            Ok(())
+        }
+        IdsCommand::Bounds { from, to, layout } => {
+            let l = layout.layout()?;
+            let b = l.bounds(
+                keysmith::ids::parse_time_ms(&from)?,
+                keysmith::ids::parse_time_ms(&to)?,
+            )?;
+            if global.json {
+                println!("{}", serde_json::to_string(&b)?);
+            } else {
+                println!("from:  {} ({} ms)", b.from, b.from_ms);
+                println!("to:    {} ({} ms)", b.to, b.to_ms);
+                println!("min:   {}", b.min_id);
+                println!("max:   {}", b.max_id);
             }
             Ok(())
         }

@@ -12,3 +12,4 @@ pub mod shard_key;
 pub mod shard_set;
 pub mod ticket;
 pub mod verify;
+pub mod workers;

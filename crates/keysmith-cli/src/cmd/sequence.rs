@@ -46,12 +46,28 @@ pub enum SequenceCommand {
         /// Default with --period: {period}-{n}.
         #[arg(long, value_name = "TEMPLATE")]
         format: Option<String>,
+        /// Values are the bit reversal of an internal counter: positive,
+        /// unique, spread over the whole i64 range (no hot spot at the end of
+        /// an index). One store round trip per `next`.
+        #[arg(long)]
+        bit_reversed: bool,
+        /// With --bit-reversed: values A..B (B excluded) are never handed out.
+        #[arg(long, value_name = "A..B", requires = "bit_reversed")]
+        skip_range: Option<String>,
         /// How far next moves forward when a reservation finds the store in a
         /// new generation (a failover to a replica, a restore). Default:
         /// automatic, the larger of 1 000 000, 100 blocks and ten minutes at
         /// the sequence's peak rate.
         #[arg(long, value_name = "N", allow_negative_numbers = true)]
         failover_skip: Option<i64>,
+    },
+    /// Maps a value of a bit-reversed sequence back to its internal counter.
+    DecodeReversed {
+        /// The sequence.
+        name: String,
+        /// A value `next` printed.
+        #[arg(allow_negative_numbers = true)]
+        value: String,
     },
     /// Splits a number a formatted sequence printed into its period and
     /// counter.
@@ -171,8 +187,24 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             gapless,
             period,
             format,
+            bit_reversed,
+            skip_range,
             ..
-        } => numbering_of(*gapless, period.clone(), format.clone())?,
+        } => numbering_of(
+            *gapless,
+            period.clone(),
+            format.clone(),
+            *bit_reversed,
+            skip_range.as_deref(),
+        )?,
+        _ => None,
+    };
+    let reversed_value = match &cmd {
+        SequenceCommand::DecodeReversed { value, .. } => {
+            Some(value.trim().parse::<i64>().map_err(|_| {
+                anyhow::anyhow!("{value:?} is not a value: expected a whole number")
+            })?)
+        }
         _ => None,
     };
     let store = global.open().await?;
@@ -197,6 +229,20 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
                 None => sequence::create(&*store, &spec).await?,
             };
             print_info(&info, numbering.as_ref(), global.json)
+        }
+        SequenceCommand::DecodeReversed { name, .. } => {
+            let value = reversed_value.unwrap_or_default();
+            let h = Numbers::open(store, &name).await?;
+            let counter = h.decode_reversed(value)?;
+            if global.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "value": value, "counter": counter })
+                );
+            } else {
+                println!("{counter}");
+            }
+            Ok(())
         }
         SequenceCommand::Parse { name, text } => {
             let h = Numbers::open(store, &name).await?;
@@ -405,7 +451,26 @@ fn numbering_of(
     gapless: bool,
     period: Option<String>,
     format: Option<String>,
+    bit_reversed: bool,
+    skip_range: Option<&str>,
 ) -> anyhow::Result<Option<Numbering>> {
+    if bit_reversed {
+        let skip = skip_range
+            .map(str::parse::<numbers::SkipRange>)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--skip-range: {e}"))?;
+        let n = Numbering {
+            gapless,
+            period: period
+                .map(|p| p.parse::<Period>())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--period: {e}"))?,
+            template: format,
+            bit_reversed: Some(numbers::BitReversed { skip }),
+        };
+        n.validate()?;
+        return Ok(Some(n));
+    }
     if !gapless && period.is_none() && format.is_none() {
         return Ok(None);
     }
@@ -420,6 +485,7 @@ fn numbering_of(
         gapless,
         period,
         template: format,
+        bit_reversed: None,
     };
     n.validate().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     Ok(Some(n))
@@ -496,6 +562,12 @@ fn print_info(
             r.generation.as_deref().unwrap_or("-")
         );
         if let Some(n) = numbering {
+            if let Some(b) = &n.bit_reversed {
+                match &b.skip {
+                    Some(s) => println!("reversed:  yes (skipping {}..{})", s.start, s.end),
+                    None => println!("reversed:  yes"),
+                }
+            }
             println!("gapless:   {}", if n.gapless { "yes" } else { "no" });
             println!("period:    {}", n.period.map_or("none", |p| p.as_str()));
             if let Some(t) = keysmith::numbers::Template::for_numbering(n)? {

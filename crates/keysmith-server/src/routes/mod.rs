@@ -19,6 +19,7 @@ pub(crate) mod pools;
 pub(crate) mod sequences;
 pub(crate) mod shard_keys;
 pub(crate) mod tickets;
+pub(crate) mod workers;
 
 /// The query of the `next` routes: `?count=N&as=number|string`.
 #[derive(Debug, Default, Deserialize)]

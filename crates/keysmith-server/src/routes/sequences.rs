@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{NextQuery, values_response};
 use crate::AppState;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
 use crate::handles::Entry;
 
@@ -42,6 +42,12 @@ pub(crate) struct CreateBody {
     /// The failover margin; automatic when absent.
     #[serde(default)]
     failover_skip: Option<i64>,
+    /// Values are the bit reversal of an internal counter.
+    #[serde(default)]
+    bit_reversed: bool,
+    /// With `bit_reversed`: values never handed out, `{"start", "end"}` (half-open).
+    #[serde(default)]
+    skip_range: Option<numbers::SkipRange>,
 }
 
 fn default_start() -> i64 {
@@ -124,11 +130,19 @@ pub(crate) async fn create(
         failover_skip: b.failover_skip,
     };
     let store = &*state.shared().store;
-    if b.gapless || b.period.is_some() || b.format.is_some() {
+    if b.skip_range.is_some() && !b.bit_reversed {
+        return Err(ApiError::bad_request(
+            "skip_range goes with bit_reversed: true",
+        ));
+    }
+    if b.gapless || b.period.is_some() || b.format.is_some() || b.bit_reversed {
         let numbering = Numbering {
             gapless: b.gapless,
             period: b.period.as_deref().map(str::parse::<Period>).transpose()?,
             template: b.format,
+            bit_reversed: b
+                .bit_reversed
+                .then_some(numbers::BitReversed { skip: b.skip_range }),
         };
         let info = numbers::create(store, &spec, &numbering).await?;
         let mut v = view(&state, info);

@@ -296,6 +296,97 @@ impl Layout {
     }
 }
 
+/// The ids of a time window: every id whose time unit overlaps
+/// `from_ms..=to_ms` lies in `min_id..=max_id`, and no other id does
+/// (`WHERE id BETWEEN min_id AND max_id` selects the ids made in the
+/// window). What [`Layout::bounds`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdBounds {
+    /// The window's start, ms since the Unix epoch (inclusive).
+    pub from_ms: i64,
+    /// The window's end, ms since the Unix epoch (inclusive).
+    pub to_ms: i64,
+    /// The start, RFC 3339.
+    pub from: String,
+    /// The end, RFC 3339.
+    pub to: String,
+    /// The smallest id of the window: its first time unit, worker 0,
+    /// sequence 0.
+    pub min_id: i64,
+    /// The largest id of the window: its last time unit, the last worker
+    /// id, the last sequence.
+    pub max_id: i64,
+}
+
+impl Layout {
+    /// The smallest and largest id made in `from_ms..=to_ms` (ms since the
+    /// Unix epoch, both ends included): an id lies between them exactly when
+    /// its time unit overlaps the window. A window starting before the
+    /// layout's epoch starts at it; one ending after its ids run out ends
+    /// there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad layout, `from_ms > to_ms`, or a
+    /// window wholly before the epoch or after the layout's last id.
+    pub fn bounds(&self, from_ms: i64, to_ms: i64) -> Result<IdBounds> {
+        self.validate()?;
+        if from_ms > to_ms {
+            return Err(Error::invalid(format!(
+                "the window starts ({}) after it ends ({}); give --from at or before --to",
+                rfc3339(from_ms),
+                rfc3339(to_ms)
+            )));
+        }
+        let Some(last) = self.unit_of(to_ms) else {
+            return Err(Error::invalid(format!(
+                "the window ends ({}) before the layout's epoch ({}): no id lies in it",
+                rfc3339(to_ms),
+                rfc3339(self.epoch_ms)
+            )));
+        };
+        let first = self.unit_of(from_ms).unwrap_or(0);
+        if first > self.max_time() {
+            return Err(Error::invalid(format!(
+                "the window starts ({}) after the ids of layout {} run out ({}): no id lies in it",
+                rfc3339(from_ms),
+                self.bits(),
+                self.report(0).ends
+            )));
+        }
+        let last = last.min(self.max_time());
+        let max_worker = (1i64 << self.worker_bits) - 1;
+        Ok(IdBounds {
+            from_ms,
+            to_ms,
+            from: rfc3339(from_ms),
+            to: rfc3339(to_ms),
+            min_id: self.compose(first, 0, 0),
+            max_id: self.compose(last, max_worker, self.max_sequence()),
+        })
+    }
+}
+
+/// A time given as text: RFC 3339 (`2026-11-24T17:00:00Z`,
+/// `2026-11-24T18:00:00.250+01:00`) or whole milliseconds since the Unix
+/// epoch; in ms since the Unix epoch.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for anything else, saying what is accepted.
+pub fn parse_time_ms(text: &str) -> Result<i64> {
+    let t = text.trim();
+    if let Ok(ms) = t.parse::<i64>() {
+        return Ok(ms);
+    }
+    OffsetDateTime::parse(t, &Rfc3339)
+        .ok()
+        .and_then(|d| i64::try_from(d.unix_timestamp_nanos().div_euclid(1_000_000)).ok())
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{text:?} is not a time: give RFC 3339 (e.g. 2026-11-24T17:00:00Z) or whole milliseconds since 1970"
+            ))
+        })
+}
+
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
@@ -365,6 +456,44 @@ mod tests {
         ] {
             assert!(bad.check(NOW, 1, true).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn times_parse_as_rfc3339_or_milliseconds() {
+        assert_eq!(parse_time_ms("1795000000000").unwrap(), 1_795_000_000_000);
+        assert_eq!(parse_time_ms(" -5 ").unwrap(), -5);
+        assert_eq!(
+            parse_time_ms("2024-01-01T00:00:00Z").unwrap(),
+            DEFAULT_EPOCH_MS
+        );
+        assert_eq!(
+            parse_time_ms("2024-01-01T01:00:00.250+01:00").unwrap(),
+            DEFAULT_EPOCH_MS + 250
+        );
+        for bad in ["", "yesterday", "2024-01-01", "1.5", "99999999999999999999"] {
+            let e = parse_time_ms(bad).unwrap_err();
+            assert!(e.to_string().contains("RFC 3339"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn bounds_refuse_empty_windows_and_clamp_to_the_layout() {
+        let l = Layout::snowflake();
+        let b = l.bounds(NOW, NOW).unwrap();
+        assert_eq!(l.decode(b.min_id).unwrap().time_ms, NOW);
+        assert_eq!(l.decode(b.max_id).unwrap().time_ms, NOW);
+        assert_eq!(b.max_id - b.min_id, (1 << 22) - 1);
+        let all = l.bounds(0, i64::MAX).unwrap();
+        assert_eq!((all.min_id, all.max_id), (0, i64::MAX));
+        assert!(l.bounds(NOW, NOW - 1).is_err());
+        assert!(l.bounds(0, DEFAULT_EPOCH_MS - 1).is_err());
+        let end = l.unit_start_ms(l.max_time() + 1);
+        assert!(l.bounds(end, end + 5).is_err());
+        let bad = Layout {
+            unit_ms: 0,
+            ..Layout::snowflake()
+        };
+        assert!(bad.bounds(NOW, NOW).is_err());
     }
 
     #[test]

@@ -54,9 +54,13 @@ use crate::{Error, Result};
 
 mod clock;
 mod layout;
+mod leases;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use layout::{DEFAULT_EPOCH_MS, DecodedId, Layout, LayoutReport, MIN_LIFETIME_YEARS};
+pub use layout::{
+    DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, MIN_LIFETIME_YEARS, parse_time_ms,
+};
+pub use leases::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases};
 
 /// The system clock's wall time, ms since the Unix epoch.
 pub fn wall_ms() -> i64 {

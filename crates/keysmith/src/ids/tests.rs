@@ -398,3 +398,97 @@ async fn background_renewal_keeps_the_lease() {
     );
     assert_increasing(&ids);
 }
+
+mod bounds {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn layouts() -> impl Strategy<Value = Layout> {
+        (
+            1u32..=41,
+            0u32..=10,
+            0u32..=12,
+            1i64..=1000,
+            0i64..=DEFAULT_EPOCH_MS,
+        )
+            .prop_filter_map("63 bits at most", |(t, w, s, unit_ms, epoch_ms)| {
+                let l = Layout {
+                    time_bits: t,
+                    worker_bits: w,
+                    sequence_bits: s,
+                    unit_ms,
+                    epoch_ms,
+                };
+                l.validate().ok().map(|_| l)
+            })
+    }
+
+    proptest! {
+        /// An id lies within the bounds of a window exactly when its time
+        /// unit overlaps the window; an id made at a time in the window
+        /// decodes to a unit holding that time, inside the bounds.
+        #[test]
+        fn an_id_is_within_the_bounds_exactly_when_its_unit_overlaps_the_window(
+            l in layouts(),
+            a in 0u64..u64::MAX,
+            b in 0u64..u64::MAX,
+            at in 0u64..u64::MAX,
+            id in 0u64..u64::MAX,
+        ) {
+            let life = (l.max_time() + 1).saturating_mul(l.unit_ms);
+            let span = life.saturating_add(2 * l.unit_ms);
+            let t = |x: u64| l.epoch_ms - l.unit_ms + (x % span as u64) as i64;
+            let (from, to) = (t(a).min(t(b)), t(a).max(t(b)));
+            let Ok(bd) = l.bounds(from, to) else {
+                prop_assert!(to < l.epoch_ms || from >= l.unit_start_ms(l.max_time() + 1));
+                return Ok(());
+            };
+            let max_id = l.report(0).max_id;
+            let id = (id % (max_id as u64).saturating_add(1).max(1)) as i64;
+            let d = l.decode(id).unwrap();
+            let overlaps = d.time_ms <= to && d.time_ms + l.unit_ms > from;
+            prop_assert_eq!(bd.min_id <= id && id <= bd.max_id, overlaps, "{:?} {:?}", bd, d);
+            // An id made at a time in the window.
+            let w = from + (at % ((to - from) as u64 + 1)) as i64;
+            if let Some(u) = l.unit_of(w).filter(|&u| u <= l.max_time()) {
+                let made = l.compose(u, d.worker, d.sequence);
+                let m = l.decode(made).unwrap();
+                prop_assert!(m.time_ms <= w && w < m.time_ms + l.unit_ms);
+                prop_assert!(bd.min_id <= made && made <= bd.max_id);
+            }
+        }
+    }
+
+    /// Ids of a real generator, made while the clock walks through a
+    /// window: all inside its bounds, none of them outside a neighbour's.
+    #[tokio::test]
+    async fn a_generators_ids_lie_within_the_bounds_of_their_window() {
+        let (s, clock) = (store(), Arc::new(ManualClock::new(NOW)));
+        let g = generator(&s, &clock, config(Layout::javascript_safe())).await;
+        let l = *g.layout();
+        let mut made = Vec::new();
+        for step in 0..50 {
+            made.push((clock.now_ms(), g.next_n(3).await.unwrap()));
+            clock.advance(Duration::from_millis(1 + step % 7));
+        }
+        let from = made[10].0;
+        let to = made[40].0;
+        let bd = l.bounds(from, to).unwrap();
+        for (at, ids) in &made {
+            for &id in ids {
+                let inside = bd.min_id <= id && id <= bd.max_id;
+                let d = l.decode(id).unwrap();
+                if (from..=to).contains(at) {
+                    assert!(inside, "{id} made at {at} outside {bd:?}");
+                    assert!(d.time_ms <= *at && *at < d.time_ms + l.unit_ms);
+                }
+                assert_eq!(
+                    inside,
+                    d.time_ms <= to && d.time_ms + l.unit_ms > from,
+                    "{id} {d:?}"
+                );
+            }
+        }
+        g.close().await.unwrap();
+    }
+}

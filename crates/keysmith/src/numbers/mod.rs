@@ -31,6 +31,7 @@
 //!     gapless: true,
 //!     period: Some(Period::Year),
 //!     template: Some("INV-{period}-{n:04}".into()),
+//!     bit_reversed: None,
 //! };
 //! numbers::create(&*store, &SequenceSpec::new("invoices"), &invoices).await?;
 //! let h = Numbers::open(store, "invoices").await?;
@@ -52,9 +53,11 @@ use crate::sequence::SequenceInfo;
 use crate::store::{SequenceSpec, SequenceStore, Store, TakenNumber, check_ttl};
 use crate::{Error, Result, validate_name};
 
+mod reversed;
 mod template;
 
 pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
+pub use reversed::{BitReversal, BitReversed, SkipRange, VALUE_BITS};
 pub use template::{DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number, Template};
 
 /// Creates a numbered sequence: its row and its numbering in one write.
@@ -71,6 +74,12 @@ pub async fn create(
 ) -> Result<SequenceInfo> {
     spec.validate()?;
     numbering.validate()?;
+    if numbering.bit_reversed.is_some() && spec.start < 1 {
+        return Err(Error::invalid(format!(
+            "a bit-reversed sequence starts at 1 or above (counter 0 would be value 0), got start {}",
+            spec.start
+        )));
+    }
     Ok(store.create_numbered(spec, numbering).await?.into())
 }
 
@@ -222,7 +231,7 @@ impl Numbers {
     pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
         let Some(numbering) = numbering(&*store, name).await? else {
             return Err(Error::WrongKind(format!(
-                "sequence {name:?} is an ordinary sequence, not gap-free, periodic or formatted: use keysmith next {name}, or create a sequence with --gapless, --period or --format"
+                "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: use keysmith next {name}, or create a sequence with --gapless, --period, --format or --bit-reversed"
             )));
         };
         Numbers::with_numbering(store, name, numbering)
@@ -342,6 +351,9 @@ impl Numbers {
         }
         crate::store::check_count("count", n)?;
         let period = self.period().await?;
+        if let Some(b) = &self.numbering.bit_reversed {
+            return self.next_reversed(BitReversal::new(b), period, n).await;
+        }
         let r = self.store.reserve_numbers(&self.name, period, n).await?;
         if r.end - r.start < n {
             let max = crate::sequence::describe(&*self.store, &self.name)
@@ -361,6 +373,57 @@ impl Numbers {
                 }
             })
             .collect())
+    }
+
+    /// `n` values of a bit-reversed sequence: the reversals of reserved
+    /// counters, those in the skip range left out (a gap) and made up for
+    /// by more reservations. The skip range holds at most half of the
+    /// values, so few rounds are needed; the bound is a guard.
+    async fn next_reversed(&self, r: BitReversal, period: i64, n: i64) -> Result<Vec<Formatted>> {
+        const MAX_ROUNDS: usize = 64;
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..MAX_ROUNDS {
+            let need = n - out.len() as i64;
+            let got = self.store.reserve_numbers(&self.name, period, need).await?;
+            out.extend((got.start..got.end).filter_map(|c| r.value_of(c)).map(|v| {
+                let number = self.number(got.period, v);
+                Formatted {
+                    text: self.format(&number),
+                    number,
+                }
+            }));
+            if got.end - got.start < need {
+                let max = crate::sequence::describe(&*self.store, &self.name)
+                    .await
+                    .map_or(got.end - 1, |row| row.max);
+                return Err(Error::Exhausted {
+                    name: self.name.clone(),
+                    max,
+                });
+            }
+            if out.len() as i64 == n {
+                return Ok(out);
+            }
+        }
+        Err(Error::Contention {
+            name: self.name.clone(),
+            attempts: MAX_ROUNDS as u32,
+        })
+    }
+
+    /// The counter a value of a bit-reversed sequence was made from.
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a sequence that is not bit-reversed;
+    /// [`Error::InvalidArgument`] for a value it never hands out.
+    pub fn decode_reversed(&self, value: i64) -> Result<i64> {
+        let Some(b) = &self.numbering.bit_reversed else {
+            return Err(Error::WrongKind(format!(
+                "sequence {:?} is not bit-reversed (create it with --bit-reversed)",
+                self.name
+            )));
+        };
+        BitReversal::new(b).counter_of(value)
     }
 
     /// Takes a gap-free number with a ticket valid for `ttl` (by the

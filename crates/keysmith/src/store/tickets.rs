@@ -151,6 +151,11 @@ pub struct Numbering {
     /// [`crate::numbers::Template`]); `None`: plain integers, or
     /// `{period}-{n}` for a sequence with a period.
     pub template: Option<String>,
+    /// Values are the bit reversal of the counter (see
+    /// [`crate::numbers::BitReversal`]); plain integers, never with a
+    /// period, a template or gap-free numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bit_reversed: Option<crate::numbers::BitReversed>,
 }
 
 impl Numbering {
@@ -161,6 +166,16 @@ impl Numbering {
     /// # Errors
     /// [`Error::InvalidArgument`] naming what is wrong and how to fix it.
     pub fn validate(&self) -> Result<()> {
+        if let Some(b) = &self.bit_reversed {
+            if self.gapless || self.period.is_some() || self.template.is_some() {
+                return Err(Error::invalid(
+                    "a bit-reversed sequence hands out plain integers: no gap-free numbers, period or format with it",
+                ));
+            }
+            if let Some(s) = &b.skip {
+                s.validate()?;
+            }
+        }
         crate::numbers::Template::for_numbering(self).map(drop)
     }
 }

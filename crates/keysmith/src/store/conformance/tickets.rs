@@ -24,6 +24,7 @@ fn gapless(period: Option<Period>, template: Option<&str>) -> Numbering {
         gapless: true,
         period,
         template: template.map(str::to_owned),
+        bit_reversed: None,
     }
 }
 
@@ -294,6 +295,7 @@ pub async fn periods_only_move_forward(store: Arc<dyn Store>) {
         gapless: false,
         period: Some(Period::Day),
         template: None,
+        bit_reversed: None,
     };
     store
         .create_numbered(&spec("d", 5, 1000), &n)
@@ -438,6 +440,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         gapless: false,
         period: Some(Period::Day),
         template: Some("INV-{period}-{n:04}".into()),
+        bit_reversed: None,
     };
     numbers::create(&*store, &SequenceSpec::new("inv"), &inv)
         .await
@@ -520,11 +523,13 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             template: Some("INV-{n}".into()),
             period: Some(Period::Day),
             gapless: false,
+            bit_reversed: None,
         },
         Numbering {
             template: Some("{period}{n}".into()),
             period: None,
             gapless: true,
+            bit_reversed: None,
         },
     ] {
         assert!(matches!(

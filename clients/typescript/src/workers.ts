@@ -1,0 +1,220 @@
+// Worker-id leases for other generators (sonyflake, bwmarrin/snowflake).
+//
+// `client.leaseWorker(group)` leases the lowest free worker id of a group;
+// `renewWorker` and `releaseWorker` take its token. A `WorkerLease`
+// (`await client.workerLease(group)`) holds one: it renews every third of the
+// TTL and tells its owner when the lease is lost (a renewal refused, or no
+// renewal succeeded before the lease expired): the `lost` property, the
+// `onLost` callback and a "lost" event, each once.
+//
+// Use the worker id only for ids whose time lies in notBeforeMs..untilMs
+// (`usable()`), and stop issuing ids when the lease is lost.
+
+import { KeysmithError } from "./errors.js";
+import type { Json } from "./json.js";
+
+/** A worker id held: what a lease or renewal answers. */
+export interface WorkerLeaseInfo {
+  group: string;
+  worker: number;
+  fence: number;
+  max: number;
+  /** Ids made with the worker id use times at or above this (ms since 1970). */
+  notBeforeMs: number;
+  /** Ids made with the worker id use times below this; renewals move it forward. */
+  untilMs: number;
+  /** The lease expires then unless renewed. */
+  expiresMs: number;
+  ttlMs: number;
+  /** The token that renews and releases the lease. */
+  token: string;
+}
+
+/** Options of `Client.workerLease`. */
+export interface WorkerLeaseOptions {
+  /** The lease's time to live, ms (default 10 000). */
+  ttlMs?: number;
+  /** Worker ids are 0..max (default 1024); every holder of a group uses the same. */
+  max?: number;
+  /** Called once when the lease is lost, with why. */
+  onLost?: (e: KeysmithError) => void;
+}
+
+/** Sends a request without a body and answers its JSON. */
+export type Caller = (method: string, path: string, deadlineMs?: number) => Promise<Json>;
+
+const num = (o: { [k: string]: Json }, k: string): number => {
+  const v = o[k];
+  if (typeof v === "number" && Number.isSafeInteger(v)) return v;
+  if (typeof v === "bigint" || (typeof v === "string" && /^-?\d+$/.test(v))) return Number(v);
+  throw new KeysmithError("bad_response", `the server sent ${String(v)} for ${k}, not an integer`, 0);
+};
+
+function info(j: Json): WorkerLeaseInfo {
+  if (j === null || typeof j !== "object" || Array.isArray(j)) {
+    throw new KeysmithError("bad_response", "the server's answer to a worker lease is not a JSON object", 0);
+  }
+  return {
+    group: String(j.group),
+    worker: num(j, "worker"),
+    fence: num(j, "fence"),
+    max: num(j, "max"),
+    notBeforeMs: num(j, "not_before_ms"),
+    untilMs: num(j, "until_ms"),
+    expiresMs: num(j, "expires_ms"),
+    ttlMs: num(j, "ttl_ms"),
+    token: String(j.lease),
+  };
+}
+
+const whole = (v: number | undefined, what: string): string | undefined => {
+  if (v === undefined) return undefined;
+  if (!Number.isSafeInteger(v)) throw new RangeError(`keysmith: ${what} must be a whole number, got ${v}`);
+  return String(v);
+};
+
+const query = (q: Record<string, string | undefined>): string => {
+  const p = Object.entries(q).filter((e): e is [string, string] => e[1] !== undefined);
+  return p.length === 0 ? "" : `?${new URLSearchParams(p).toString()}`;
+};
+
+const seg = encodeURIComponent;
+
+export async function leaseWorker(call: Caller, group: string, o: { ttlMs?: number; max?: number } = {}): Promise<WorkerLeaseInfo> {
+  const q = query({ ttl_ms: whole(o.ttlMs, "ttlMs"), max: whole(o.max, "max") });
+  return info(await call("POST", `/v1/workers/${seg(group)}/lease${q}`));
+}
+
+export async function renewWorker(
+  call: Caller,
+  group: string,
+  token: string,
+  o: { ttlMs?: number; deadlineMs?: number } = {},
+): Promise<WorkerLeaseInfo> {
+  const q = query({ ttl_ms: whole(o.ttlMs, "ttlMs") });
+  return info(await call("POST", `/v1/workers/${seg(group)}/lease/${seg(token)}/renew${q}`, o.deadlineMs));
+}
+
+export async function releaseWorker(call: Caller, group: string, token: string): Promise<boolean> {
+  const j = await call("POST", `/v1/workers/${seg(group)}/lease/${seg(token)}/release`);
+  return j !== null && typeof j === "object" && !Array.isArray(j) && j.released === true;
+}
+
+/** What `WorkerLease` needs of a client. */
+export interface WorkerApi {
+  leaseWorker(group: string, o: { ttlMs?: number; max?: number }): Promise<WorkerLeaseInfo>;
+  renewWorker(group: string, token: string, o: { ttlMs?: number; deadlineMs?: number }): Promise<WorkerLeaseInfo>;
+  releaseWorker(group: string, token: string): Promise<boolean>;
+}
+
+/**
+ * A worker id held and renewed in the background. Make it with
+ * `await client.workerLease(group, { ttlMs, max, onLost })`. Emits "lost"
+ * (an `Event` with `error`) once; `close()` releases the worker id.
+ */
+export class WorkerLease extends EventTarget {
+  private current: WorkerLeaseInfo;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private closed = false;
+  private lostWith: KeysmithError | undefined;
+  private renewing: Promise<void> | undefined;
+  /** Successful renewals so far. */
+  renewals = 0;
+
+  private constructor(
+    private readonly api: WorkerApi,
+    first: WorkerLeaseInfo,
+    private readonly onLost: ((e: KeysmithError) => void) | undefined,
+  ) {
+    super();
+    this.current = first;
+    this.schedule(first.ttlMs / 3);
+  }
+
+  /** Leases a worker id and starts renewing it. */
+  static async start(api: WorkerApi, group: string, o: WorkerLeaseOptions = {}): Promise<WorkerLease> {
+    const first = await api.leaseWorker(group, { ttlMs: o.ttlMs ?? 10_000, max: o.max ?? 1024 });
+    return new WorkerLease(api, first, o.onLost);
+  }
+
+  /** The lease as last renewed. */
+  get info(): WorkerLeaseInfo {
+    return this.current;
+  }
+  get worker(): number {
+    return this.current.worker;
+  }
+  get fence(): number {
+    return this.current.fence;
+  }
+  get notBeforeMs(): number {
+    return this.current.notBeforeMs;
+  }
+  get untilMs(): number {
+    return this.current.untilMs;
+  }
+  /** True once the lease is lost: issue no more ids with this worker id. */
+  get lost(): boolean {
+    return this.lostWith !== undefined;
+  }
+  /** Why it was lost. */
+  get lostReason(): KeysmithError | undefined {
+    return this.lostWith;
+  }
+
+  /** Whether an id with time `timeMs` (default now) may use the worker id. */
+  usable(timeMs: number = Date.now()): boolean {
+    const c = this.current;
+    return !this.lost && !this.closed && c.notBeforeMs <= timeMs && timeMs < c.untilMs;
+  }
+
+  private schedule(ms: number): void {
+    if (this.closed || this.lost) return;
+    this.timer = setTimeout(() => {
+      this.renewing = this.tick();
+    }, ms);
+  }
+
+  private async tick(): Promise<void> {
+    const c = this.current;
+    try {
+      const left = Math.max(50, c.expiresMs - Date.now());
+      const n = await this.api.renewWorker(c.group, c.token, { deadlineMs: left });
+      if (this.closed) return;
+      this.current = n;
+      this.renewals++;
+      this.schedule(n.ttlMs / 3);
+    } catch (e) {
+      const err = e instanceof KeysmithError ? e : new KeysmithError("unreachable", String(e), 0, { cause: e });
+      if (err.status === 409 || Date.now() >= c.expiresMs) {
+        this.lose(err);
+      } else {
+        // Try again soon: the lease expires unless a renewal succeeds.
+        this.schedule(c.ttlMs / 10);
+      }
+    }
+  }
+
+  private lose(e: KeysmithError): void {
+    if (this.lostWith !== undefined) return;
+    this.lostWith = e;
+    this.onLost?.(e);
+    const ev = new Event("lost") as Event & { error?: KeysmithError };
+    ev.error = e;
+    this.dispatchEvent(ev);
+  }
+
+  /** Stops renewing and releases the worker id (its time floor stays). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    await this.renewing;
+    if (this.lost) return;
+    try {
+      await this.api.releaseWorker(this.current.group, this.current.token);
+    } catch {
+      // it expires after its TTL
+    }
+  }
+}

@@ -1,0 +1,122 @@
+//! `/v1/workers/{group}/lease...`: worker-id leases for generators other
+//! than keysmith's own (sonyflake, bwmarrin/snowflake). The library does the
+//! work ([`keysmith::ids::WorkerLeases`]); tokens are signed with the
+//! server's lease key (`KEYSMITH_LEASE_SECRET`, shared by the servers of one
+//! store). There is no list route: the store contract has no listing of
+//! worker leases.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use keysmith::ids::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases};
+use serde::{Deserialize, Serialize};
+
+use crate::AppState;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Name, QueryParams};
+
+/// The longest TTL, ms (a day).
+pub(crate) const MAX_TTL_MS: u64 = 86_400_000;
+
+/// `{group}` and `{token}` of a lease's path.
+#[derive(Debug)]
+pub(crate) struct GroupToken(String, String);
+
+impl<S: Send + Sync> FromRequestParts<S> for GroupToken {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .map(|Path((g, t))| GroupToken(g, t))
+            .map_err(|e| ApiError::bad_request(format!("bad path: {}", e.body_text())))
+    }
+}
+
+/// `?ttl_ms=T&max=N`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LeaseQuery {
+    ttl_ms: Option<String>,
+    max: Option<String>,
+}
+
+/// `?ttl_ms=T`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RenewQuery {
+    ttl_ms: Option<String>,
+}
+
+fn ttl(raw: Option<&String>) -> ApiResult<Option<Duration>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    raw.parse::<u64>()
+        .ok()
+        .filter(|t| (1..=MAX_TTL_MS).contains(t))
+        .map(|t| Some(Duration::from_millis(t)))
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "ttl_ms must be a whole number of milliseconds from 1 to {MAX_TTL_MS}, got {raw:?}"
+            ))
+        })
+}
+
+fn leases(state: &AppState) -> WorkerLeases {
+    let s = state.shared();
+    WorkerLeases::new(s.store.clone(), s.lease_key.clone())
+}
+
+/// `POST /v1/workers/{group}/lease?ttl_ms=T&max=N`: the lowest free worker
+/// id of `0..N`; 409 when all are held.
+pub(crate) async fn lease(
+    State(state): State<AppState>,
+    Name(group): Name,
+    QueryParams(q): QueryParams<LeaseQuery>,
+) -> ApiResult<Json<HeldWorker>> {
+    let ttl = ttl(q.ttl_ms.as_ref())?.unwrap_or(DEFAULT_LEASE_TTL);
+    let most = keysmith::store::MAX_WORKERS;
+    let max = match &q.max {
+        None => DEFAULT_GROUP_SIZE,
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|m| (1..=most).contains(m))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "max must be a whole number of worker ids from 1 to {most}, got {raw:?}"
+                ))
+            })?,
+    };
+    Ok(Json(leases(&state).lease(&group, ttl, max).await?))
+}
+
+/// `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`: the lease with a
+/// new token; 409 when it expired or another holder took the worker id.
+pub(crate) async fn renew(
+    State(state): State<AppState>,
+    GroupToken(group, token): GroupToken,
+    QueryParams(q): QueryParams<RenewQuery>,
+) -> ApiResult<Json<HeldWorker>> {
+    let ttl = ttl(q.ttl_ms.as_ref())?;
+    Ok(Json(leases(&state).renew(&group, &token, ttl).await?))
+}
+
+/// What a release answers.
+#[derive(Debug, Serialize)]
+pub(crate) struct Released {
+    released: bool,
+}
+
+/// `POST /v1/workers/{group}/lease/{token}/release` -> `{"released": bool}`
+/// (`false`: the lease was lost already).
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    GroupToken(group, token): GroupToken,
+) -> ApiResult<Json<Released>> {
+    let released = leases(&state).release(&group, &token).await?;
+    Ok(Json(Released { released }))
+}
