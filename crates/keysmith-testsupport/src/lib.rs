@@ -1,10 +1,11 @@
-//! Test support for keysmith: throwaway PostgreSQL and etcd servers started
+//! Test support for keysmith: throwaway PostgreSQL, MariaDB and etcd servers started
 //! from the installed binaries, torn down on drop.
 //!
 //! Where a binary is missing, [`skip_or_fail`] prints why the test skips, or
 //! panics when `KEYSMITH_REQUIRE_BACKENDS=1` (as CI sets it).
 
 pub mod etcd;
+pub mod mariadb;
 pub mod postgres;
 pub mod tls;
 

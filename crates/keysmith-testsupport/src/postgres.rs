@@ -438,12 +438,12 @@ fn is_ready(pid_file: &Path, pid: u32) -> bool {
         && lines.get(7).map(|l| l.trim()) == Some("ready")
 }
 
-fn signal(child: &Child, sig: libc::c_int) {
+pub(crate) fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill on our own child's pid (not yet reaped, so not reused).
     unsafe { libc::kill(child.id() as libc::pid_t, sig) };
 }
 
-fn wait_or_kill(child: &mut Child, within: Duration) {
+pub(crate) fn wait_or_kill(child: &mut Child, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         match child.try_wait() {
@@ -458,7 +458,7 @@ fn wait_or_kill(child: &mut Child, within: Duration) {
     }
 }
 
-fn read_from(path: &Path, offset: u64) -> String {
+pub(crate) fn read_from(path: &Path, offset: u64) -> String {
     let mut s = String::new();
     if let Ok(mut f) = File::open(path) {
         let _ = f.seek(SeekFrom::Start(offset));
@@ -469,7 +469,7 @@ fn read_from(path: &Path, offset: u64) -> String {
 
 /// Spawns `cmd` from a thread that lives as long as the process, so that
 /// `PR_SET_PDEATHSIG` fires when the process dies, not when a test's thread ends.
-fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
     type Request = (Command, mpsc::Sender<io::Result<Child>>);
     static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
@@ -559,7 +559,7 @@ fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
     ))
 }
 
-fn lookup_user(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn lookup_user(name: &str) -> Option<(u32, u32)> {
     let cname = std::ffi::CString::new(name).ok()?;
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
