@@ -272,11 +272,24 @@ impl TempMariaDb {
         self.dir.path().join("mariadbd.log")
     }
 
+    /// The server's own temporary directory: concurrent bootstraps that
+    /// share one (`/tmp`) can crash on each other's Aria temporary tables.
+    fn tmp_dir(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
     fn install(&self) {
+        let tmp = self.tmp_dir();
+        fs::create_dir_all(&tmp).expect("cannot create MariaDB's temporary directory");
+        if let Some((uid, gid)) = self.run_as {
+            std::os::unix::fs::chown(&tmp, Some(uid), Some(gid))
+                .expect("cannot hand MariaDB's temporary directory to its user");
+        }
         let out = self
             .command(&self.bins.install)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
+            .arg(format!("--tmpdir={}", self.tmp_dir().display()))
             .args([
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
@@ -312,6 +325,7 @@ impl TempMariaDb {
         let mut cmd = self.command(&self.bins.server);
         cmd.arg("--no-defaults")
             .arg(format!("--datadir={}", self.data_dir().display()))
+            .arg(format!("--tmpdir={}", self.tmp_dir().display()))
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--port={}", self.port))
             .arg(format!(
