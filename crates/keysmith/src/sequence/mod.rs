@@ -27,12 +27,14 @@ mod admin;
 mod adopt;
 mod blocking;
 mod cache;
+mod import;
 pub mod lease;
 mod strategy;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
 pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
+pub use import::{ImportFormat, ImportItem, ImportReport, SourceRow, import};
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};

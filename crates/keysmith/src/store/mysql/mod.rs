@@ -70,6 +70,10 @@ mod sequences;
 mod tickets;
 mod workers;
 
+/// The driver, for code that runs its own statements on a [`connect`]ed
+/// connection (benchmarks, checks).
+pub use mysql_async;
+
 /// The schema version this build of keysmith writes (`keysmith_meta`).
 pub const SCHEMA_VERSION: i64 = 1;
 
@@ -506,7 +510,7 @@ pub struct MysqlStore {
     /// `host:port/database`, for messages.
     target: String,
     timeout: Duration,
-    ssl_mode: SslMode,
+    errors: Errors,
     /// The size of each pool this store sampled, so that a sample is one
     /// statement. Never trusted: the statement returns the size it saw.
     pool_sizes: PoolMetaCache<i64>,
@@ -518,7 +522,7 @@ impl fmt::Debug for MysqlStore {
         f.debug_struct("MysqlStore")
             .field("target", &self.target)
             .field("timeout", &self.timeout)
-            .field("ssl_mode", &self.ssl_mode.as_str())
+            .field("ssl_mode", &self.errors.ssl_mode.as_str())
             .finish_non_exhaustive()
     }
 }
@@ -539,9 +543,12 @@ impl MysqlStore {
         let target = u.target();
         let mut store = MysqlStore {
             pool: Pool::new(u.opts(u.ssl_opts())),
+            errors: Errors {
+                target: target.clone(),
+                ssl_mode: u.ssl_mode,
+            },
             target,
             timeout: u.timeout,
-            ssl_mode: u.ssl_mode,
             pool_sizes: PoolMetaCache::new(),
         };
         let first = store.conn().await;
@@ -564,13 +571,8 @@ impl MysqlStore {
     /// Whether a connection with TLS fails only because the server does
     /// not offer it.
     async fn offers_no_tls(&self, u: &MysqlUrl) -> bool {
-        let attempt = tokio::time::timeout(
-            self.timeout,
-            Conn::new(u.opts(u.ssl_opts()).pool_opts(None)),
-        )
-        .await;
         matches!(
-            attempt,
+            connect_once(u, u.ssl_opts()).await,
             Ok(Err(mysql_async::Error::Driver(
                 mysql_async::DriverError::NoClientSslFlagFromServer
             )))
@@ -772,6 +774,30 @@ impl MysqlStore {
 
     /// Maps a driver error to keysmith's, in one line naming the server.
     fn my(&self, e: &mysql_async::Error) -> Error {
+        self.errors.map(e)
+    }
+}
+
+/// How driver errors of one server become keysmith's: the one place they
+/// are mapped, for the store and for the connections of `adopt` and
+/// `import`.
+#[derive(Debug, Clone)]
+pub(crate) struct Errors {
+    /// `host:port/database`.
+    pub(crate) target: String,
+    pub(crate) ssl_mode: SslMode,
+}
+
+impl Errors {
+    fn corrupt(&self, what: &str) -> Error {
+        Error::Corrupt(format!(
+            "MySQL at {}: {what}; keysmith's tables were changed outside keysmith",
+            self.target
+        ))
+    }
+
+    /// Maps a driver error to keysmith's, in one line naming the server.
+    pub(crate) fn map(&self, e: &mysql_async::Error) -> Error {
         use mysql_async::{DriverError, Error as E, IoError};
         let t = &self.target;
         match e {
@@ -847,6 +873,54 @@ impl MysqlStore {
             )),
         }
     }
+}
+
+/// One connection to the database a `mysql://` store URL names, with the
+/// URL's TLS (`preferred` falling back to plain TCP when the server offers
+/// no TLS) and credentials, and keysmith's session settings, for tools that
+/// run their own statements beside the store (`adopt`, `import`,
+/// benchmarks). keysmith's tables are not touched.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad URL, a TLS failure or a refused
+/// login (saying what to fix); [`Error::Unavailable`] when the server
+/// cannot be reached within the URL's timeout.
+pub async fn connect(url: &str) -> Result<Conn> {
+    connect_mapped(url).await.map(|(c, _)| c)
+}
+
+/// [`connect`], and how to map the errors of that connection.
+pub(crate) async fn connect_mapped(url: &str) -> Result<(Conn, Errors)> {
+    let u = MysqlUrl::parse(url)?;
+    let errors = Errors {
+        target: u.target(),
+        ssl_mode: u.ssl_mode,
+    };
+    let conn =
+        match connect_once(&u, u.ssl_opts()).await? {
+            Err(mysql_async::Error::Driver(
+                mysql_async::DriverError::NoClientSslFlagFromServer,
+            )) if u.ssl_mode == SslMode::Preferred => connect_once(&u, None).await?,
+            other => other,
+        };
+    conn.map(|c| (c, errors.clone()))
+        .map_err(|e| errors.map(&e))
+}
+
+/// One connection attempt within the URL's timeout.
+async fn connect_once(
+    u: &MysqlUrl,
+    ssl: Option<SslOpts>,
+) -> Result<std::result::Result<Conn, mysql_async::Error>> {
+    tokio::time::timeout(u.timeout, Conn::new(u.opts(ssl).pool_opts(None)))
+        .await
+        .map_err(|_| {
+            Error::Unavailable(format!(
+                "MySQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
+                u.target(),
+                u.timeout.as_secs_f64()
+            ))
+        })
 }
 
 /// An error and its sources, joined.
