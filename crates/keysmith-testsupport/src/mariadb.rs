@@ -70,6 +70,8 @@ pub struct TempMariaDb {
     run_as: Option<(u32, u32)>,
     port: u16,
     password: String,
+    /// `--ssl-cert`, `--ssl-key`, `--ssl-ca` (copies in the directory).
+    tls: Option<[PathBuf; 3]>,
     child: Mutex<Option<Child>>,
 }
 
@@ -91,6 +93,19 @@ impl TempMariaDb {
     /// # Panics
     /// When the binaries are there but fail: the message holds their output.
     pub fn start() -> Option<TempMariaDb> {
+        TempMariaDb::start_inner(None)
+    }
+
+    /// As [`start`](Self::start), with TLS: the server presents `certs`'
+    /// server certificate (signed by `certs.ca`). Plain connections are
+    /// still accepted, so that the tests can compare.
+    ///
+    /// Returns `None` (after [`crate::skip_or_fail`]) as [`start`](Self::start) does.
+    pub fn start_tls(certs: &crate::tls::Certs) -> Option<TempMariaDb> {
+        TempMariaDb::start_inner(Some(certs))
+    }
+
+    fn start_inner(certs: Option<&crate::tls::Certs>) -> Option<TempMariaDb> {
         let bins = match find_bins() {
             Ok(b) => b,
             Err(why) => {
@@ -119,8 +134,26 @@ impl TempMariaDb {
             run_as,
             port: 0,
             password: random_password(),
+            tls: None,
             child: Mutex::new(None),
         };
+        if let Some(certs) = certs {
+            // Copies the server's user can read (the certificates' own
+            // directory is private to this process's user).
+            let copy = |from: &Path, name: &str| {
+                let to = db.dir.path().join(name);
+                fs::copy(from, &to).unwrap_or_else(|e| panic!("cannot copy {name}: {e}"));
+                if let Some((uid, gid)) = run_as {
+                    let _ = std::os::unix::fs::chown(&to, Some(uid), Some(gid));
+                }
+                to
+            };
+            db.tls = Some([
+                copy(&certs.server_cert, "server-cert.pem"),
+                copy(&certs.server_key, "server-key.pem"),
+                copy(&certs.ca, "ca.pem"),
+            ]);
+        }
         db.install();
         let mut last = String::new();
         for _ in 0..5 {
@@ -342,6 +375,13 @@ impl TempMariaDb {
                 "--max-connections=500",
                 "--performance-schema=OFF",
             ])
+            .args(self.tls.iter().flat_map(|[cert, key, ca]| {
+                [
+                    format!("--ssl-cert={}", cert.display()),
+                    format!("--ssl-key={}", key.display()),
+                    format!("--ssl-ca={}", ca.display()),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("cannot duplicate the log file"))
             .stderr(log);

@@ -541,3 +541,90 @@ async fn wait_until(what: &str, cond: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A server with TLS (certificates made by the test, for `localhost` only):
+/// every ssl-mode does what its name says, the session is encrypted, and a
+/// certificate that fails a check is a clear error without the password.
+#[tokio::test]
+async fn tls_modes_against_a_server_with_tls() {
+    use keysmith::store::mysql::mysql_async::prelude::Queryable;
+    use keysmith_testsupport::tls::Certs;
+    // The certificate names localhost, never 127.0.0.1: verify_identity
+    // must fail on the IP address and pass on the name.
+    let certs = Certs::generate(&["localhost"], "keysmith");
+    let Some(db) = TempMariaDb::start_tls(&certs) else {
+        return;
+    };
+    let plain = db.fresh_url();
+    let with = |mode: &str, host: &str, ca: Option<&std::path::Path>| {
+        let mut url = plain
+            .replace("ssl-mode=disabled", &format!("ssl-mode={mode}"))
+            .replace("@127.0.0.1:", &format!("@{host}:"));
+        if let Some(ca) = ca {
+            url.push_str(&format!("&ssl-ca={}", ca.display()));
+        }
+        url
+    };
+    let cipher = |url: String| async move {
+        let mut c = keysmith::store::mysql::connect(&url).await?;
+        let row: Option<(String, String)> = c
+            .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            .await
+            .unwrap();
+        let _ = c.disconnect().await;
+        Ok::<String, Error>(row.map(|r| r.1).unwrap_or_default())
+    };
+    // Encrypted without checks, and plain when asked.
+    assert!(
+        !cipher(with("preferred", "127.0.0.1", None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !cipher(with("required", "127.0.0.1", None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(cipher(plain.clone()).await.unwrap().is_empty());
+    // The right CA: verify_ca passes on either host, verify_identity only
+    // on the name the certificate holds.
+    let ca = Some(certs.ca.as_path());
+    assert!(
+        !cipher(with("verify_ca", "127.0.0.1", ca))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !cipher(with("verify_identity", "localhost", ca))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let store = MysqlStore::open(&with("verify_identity", "localhost", ca))
+        .await
+        .unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(store.reserve_atomic("s", 2).await.unwrap().end, 3);
+    for (url, why) in [
+        (with("verify_identity", "127.0.0.1", ca), "not the host"),
+        (
+            with("verify_ca", "localhost", Some(certs.other_ca.as_path())),
+            "wrong CA",
+        ),
+        (with("verify_identity", "localhost", None), "not a web root"),
+    ] {
+        let e = MysqlStore::open(&url).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("TLS failed")),
+            "{why}: {e}"
+        );
+        assert!(!msg.contains(db.password()), "{msg}");
+    }
+}

@@ -68,6 +68,7 @@ use crate::{Error, Result};
 mod pools;
 mod sequences;
 mod tickets;
+mod tls;
 mod workers;
 
 /// The driver, for code that runs its own statements on a [`connect`]ed
@@ -256,6 +257,10 @@ pub(crate) struct MysqlUrl {
     pub(crate) ssl_ca: Option<(Vec<u8>, String)>,
     pub(crate) timeout: Duration,
     pub(crate) pool_size: usize,
+    /// For `verify_ca`: the DNS name of the server's certificate, found by
+    /// [`tls::certificate_name`] (after checking its chain); the driver
+    /// checks the certificate against it.
+    pub(crate) tls_name: Option<String>,
 }
 
 impl fmt::Debug for MysqlUrl {
@@ -326,6 +331,7 @@ impl MysqlUrl {
             ssl_ca: None,
             timeout: DEFAULT_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
+            tls_name: None,
         };
         let mut password_file = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -394,6 +400,15 @@ impl MysqlUrl {
         Ok(out)
     }
 
+    /// For `verify_ca`, finds the name the driver checks the certificate
+    /// against (see tls.rs); nothing for the other modes.
+    async fn resolve_tls(&mut self) -> Result<()> {
+        if self.ssl_mode == SslMode::VerifyCa {
+            self.tls_name = tls::certificate_name(self).await?;
+        }
+        Ok(())
+    }
+
     /// `host:port/database`, for messages.
     pub(crate) fn target(&self) -> String {
         if self.host.contains(':') {
@@ -453,7 +468,12 @@ impl MysqlUrl {
             SslMode::Preferred | SslMode::Required => {
                 Some(base().with_danger_accept_invalid_certs(true))
             }
-            SslMode::VerifyCa => Some(base().with_danger_skip_domain_validation(true)),
+            // The chain against the CA, the name against the one the
+            // certificate holds (see tls.rs).
+            SslMode::VerifyCa => Some(match &self.tls_name {
+                Some(name) => base().with_danger_tls_hostname_override(Some(name.clone())),
+                None => base().with_danger_skip_domain_validation(true),
+            }),
             SslMode::VerifyIdentity => Some(base()),
         }
     }
@@ -539,7 +559,8 @@ impl MysqlStore {
     /// timeout; [`Error::Corrupt`] when the tables were written by a newer
     /// keysmith.
     pub async fn open(url: &str) -> Result<Self> {
-        let u = MysqlUrl::parse(url)?;
+        let mut u = MysqlUrl::parse(url)?;
+        u.resolve_tls().await?;
         let target = u.target();
         let mut store = MysqlStore {
             pool: Pool::new(u.opts(u.ssl_opts())),
@@ -843,6 +864,17 @@ impl Errors {
                 self.ssl_mode.as_str(),
                 one_line(&chain(tls))
             )),
+            E::Io(IoError::Io(io))
+                if io
+                    .get_ref()
+                    .is_some_and(|i| i.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                Error::InvalidArgument(format!(
+                    "MySQL at {t}: TLS failed with ssl-mode={}: {}; check ssl-ca (the CA that signed the server's certificate) and that the host in the URL is the one the certificate names, or choose another ssl-mode",
+                    self.ssl_mode.as_str(),
+                    one_line(&chain(io))
+                ))
+            }
             E::Io(IoError::Io(io)) => Error::Unavailable(format!(
                 "MySQL at {t}: {}; check that the server is running and reachable, then retry",
                 one_line(&chain(io))
@@ -891,7 +923,8 @@ pub async fn connect(url: &str) -> Result<Conn> {
 
 /// [`connect`], and how to map the errors of that connection.
 pub(crate) async fn connect_mapped(url: &str) -> Result<(Conn, Errors)> {
-    let u = MysqlUrl::parse(url)?;
+    let mut u = MysqlUrl::parse(url)?;
+    u.resolve_tls().await?;
     let errors = Errors {
         target: u.target(),
         ssl_mode: u.ssl_mode,
