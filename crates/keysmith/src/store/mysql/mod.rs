@@ -12,7 +12,8 @@
 //!   the MySQL clients read it: `preferred` uses TLS when the server offers
 //!   it and plain TCP when it does not, `required` insists on TLS without
 //!   checking the certificate, `verify_ca` checks that a trusted CA signed
-//!   it, `verify_identity` also that it names the host.
+//!   it (with a handshake of keysmith's own at open: see `tls.rs`),
+//!   `verify_identity` also that it names the host.
 //! - `ssl-ca=PATH`: the CA certificates (PEM) to trust, instead of the
 //!   built-in web roots (Mozilla's, from `webpki-roots`).
 //! - `password_file=PATH`: a file holding just the password (one trailing
