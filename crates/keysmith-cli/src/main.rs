@@ -25,7 +25,7 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Debug, clap::Args)]
 pub struct Global {
-    /// Store URL: sqlite://PATH, postgres://USER@HOST/DB, etcd://HOST:PORT[/PREFIX].
+    /// Store URL: sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB, etcd://HOST:PORT[/PREFIX].
     /// Default: $KEYSMITH_STORE, else sqlite://keysmith.db.
     #[arg(long, global = true, value_name = "URL")]
     store: Option<String>,
@@ -81,6 +81,9 @@ enum Command {
     /// ticket, then commit or release it.
     #[command(subcommand)]
     Ticket(cmd::ticket::TicketCommand),
+    /// Moves from Meituan Leaf or Didi Tinyid: one sequence per row of their
+    /// MySQL table, starting above its max_id (build with --features mysql).
+    Import(cmd::import::ImportArgs),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
     /// Checks no value repeats on this store: worker processes allocate from
@@ -213,6 +216,7 @@ fn main() -> ExitCode {
             Command::Ids(c) => cmd::ids::run(c, &cli.global).await,
             Command::Ticket(c) => cmd::ticket::run(c, &cli.global).await,
             Command::Workers(c) => cmd::workers::run(c, &cli.global).await,
+            Command::Import(a) => cmd::import::run(a, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

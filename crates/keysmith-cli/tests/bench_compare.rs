@@ -1,6 +1,6 @@
 //! `keysmith bench compare` runs and writes a well-formed table and SVG
 //! charts: tiny durations, SQLite and in-process rows (and the HTTP rows of
-//! an in-process server); no PostgreSQL, etcd or Redis, whose rows must then
+//! an in-process server); no PostgreSQL, MySQL, etcd or Redis, whose rows must then
 //! say they were skipped. Speed is not checked here (see BENCHMARKS.md).
 
 use std::process::{Command, Output};
@@ -99,6 +99,8 @@ fn compare_writes_a_table_and_charts() {
         "UPDATE ... RETURNING",
         "INCR, appendfsync always",
         "keysmith on etcd, block 100",
+        "keysmith on MySQL, block 100, locked",
+        "LAST_INSERT_ID(v + 1) per value",
     ] {
         let row = rows.iter().find(|r| r.contains(skipped)).unwrap();
         assert!(row.contains("skipped: "), "{row}");

@@ -1,7 +1,8 @@
 //! With default settings no call fails because of contention while the store
 //! is up: 4, 8 and 32 processes at once run `keysmith next orders --count 10`
 //! (a sequence with block 20) and `keysmith pool take tickets --count 10`
-//! back to back, on SQLite, PostgreSQL and a three-node etcd. Not one run may
+//! back to back, on SQLite, PostgreSQL, MariaDB (feature `mysql`) and a
+//! three-node etcd. Not one run may
 //! fail, and no value may repeat.
 //!
 //! Fairness (the slowest process's share of the values) is measured by
@@ -67,6 +68,15 @@ fn postgres_defaults_never_fail_under_contention() {
         return;
     };
     defaults_never_fail(&format!("{}?schema=contention", server.url()), "PostgreSQL");
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_defaults_never_fail_under_contention() {
+    let Some(server) = keysmith_testsupport::mariadb::TempMariaDb::shared() else {
+        return;
+    };
+    defaults_never_fail(&server.fresh_url(), "MariaDB");
 }
 
 #[cfg(feature = "etcd")]

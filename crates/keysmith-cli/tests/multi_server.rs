@@ -1,6 +1,6 @@
 //! Several `keysmith serve` processes over one store, the way they run behind
-//! a load balancer: three servers over one PostgreSQL, and three over a
-//! three-node etcd. Clients spread requests over all servers round-robin and,
+//! a load balancer: three servers over one PostgreSQL, three over one
+//! MariaDB (feature `mysql`), and three over a three-node etcd. Clients spread requests over all servers round-robin and,
 //! on a refused or cut connection or a 503, send the same request to the next
 //! server. Mid-run one server is killed with SIGKILL and started again (on a
 //! new port, which the clients learn), and on etcd one member is killed and
@@ -403,6 +403,23 @@ async fn three_servers_over_one_postgres_never_repeat_a_value_or_fail_a_request(
         return;
     };
     let mut run = Run::start(format!("{}?schema=multi_server", pg.url())).await;
+    run.phase("three servers").await;
+    run.kill_server(1).await;
+    run.phase("server 1 killed").await;
+    run.restart_server(1).await;
+    run.phase("server 1 restarted").await;
+    run.finish().await;
+}
+
+/// Three servers over one MariaDB database (the `mysql://` store); server 1
+/// is killed with SIGKILL and restarted mid-run.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_servers_over_one_mariadb_never_repeat_a_value_or_fail_a_request() {
+    let Some(db) = block_in_place(keysmith_testsupport::mariadb::TempMariaDb::start) else {
+        return;
+    };
+    let mut run = Run::start(db.url()).await;
     run.phase("three servers").await;
     run.kill_server(1).await;
     run.phase("server 1 killed").await;

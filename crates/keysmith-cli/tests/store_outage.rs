@@ -1,6 +1,7 @@
 //! A store outage under load: `keysmith serve` on PostgreSQL (the server
-//! stopped) and on a three-node etcd cluster (two nodes killed) for ten
-//! seconds, then started again.
+//! stopped), on MariaDB (the server killed; feature `mysql`) and on a
+//! three-node etcd cluster (two nodes killed) for ten seconds, then started
+//! again.
 //!
 //! What must hold: the service keeps answering from the blocks it has cached
 //! (every value cached when the store went down is served), then answers 503
@@ -301,4 +302,30 @@ async fn etcd_majority_outage_under_load() {
         return;
     };
     store_outage("etcd, 2 of 3 nodes", &mut EtcdMajority(cluster)).await;
+}
+
+#[cfg(feature = "mysql")]
+struct MariaDb(keysmith_testsupport::mariadb::TempMariaDb);
+
+#[cfg(feature = "mysql")]
+impl Outage for MariaDb {
+    fn url(&self) -> String {
+        self.0.url()
+    }
+    fn down(&mut self) {
+        self.0.kill();
+    }
+    fn up(&mut self) {
+        self.0.restart();
+    }
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_outage_under_load() {
+    // Its own server: the test kills it (SIGKILL) and starts it again.
+    let Some(db) = keysmith_testsupport::mariadb::TempMariaDb::start() else {
+        return;
+    };
+    store_outage("mysql (MariaDB)", &mut MariaDb(db)).await;
 }

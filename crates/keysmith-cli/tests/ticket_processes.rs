@@ -1,4 +1,4 @@
-//! Gap-free numbers on the real binary, on SQLite, PostgreSQL and etcd:
+//! Gap-free numbers on the real binary, on SQLite, PostgreSQL, MariaDB and etcd:
 //! many holder processes each `keysmith ticket take` a number, then commit
 //! it, release it, or are SIGKILLed while holding it (a short `--ttl`), and
 //! some are killed in the middle of the take. In the end the committed
@@ -186,6 +186,15 @@ fn postgres_gapless_numbers_survive_sigkills() {
         return;
     };
     gapless_under_sigkills(&format!("{}?schema=ticket_procs", pg.url()), 60);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_gapless_numbers_survive_sigkills() {
+    let Some(db) = keysmith_testsupport::mariadb::TempMariaDb::shared() else {
+        return;
+    };
+    gapless_under_sigkills(&db.fresh_url(), 60);
 }
 
 #[cfg(feature = "etcd")]

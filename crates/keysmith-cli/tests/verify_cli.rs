@@ -2,9 +2,10 @@
 //! reports what it did on its last line, and leaves nothing behind; bad
 //! arguments are usage errors that change nothing.
 //!
-//! PostgreSQL and etcd are throwaway servers from `keysmith-testsupport`;
-//! without their binaries those tests print why and pass, unless
-//! `KEYSMITH_REQUIRE_BACKENDS=1`. etcd needs the `etcd` feature.
+//! PostgreSQL, MariaDB and etcd are throwaway servers from
+//! `keysmith-testsupport`; without their binaries those tests print why and
+//! pass, unless `KEYSMITH_REQUIRE_BACKENDS=1`. etcd needs the `etcd` feature,
+//! MariaDB the `mysql` feature.
 //!
 //! `cargo test -p keysmith-cli --all-features --test verify_cli`
 
@@ -83,6 +84,14 @@ fn sqlite_run_with_kills_passes_and_cleans_up() {
 fn postgres_run_with_kills_passes_and_cleans_up() {
     if let Some(server) = TempPostgres::shared() {
         a_run_with_kills_passes_and_cleans_up(&format!("{}?schema=verify_cli", server.url()));
+    }
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_run_with_kills_passes_and_cleans_up() {
+    if let Some(server) = keysmith_testsupport::mariadb::TempMariaDb::shared() {
+        a_run_with_kills_passes_and_cleans_up(&server.fresh_url());
     }
 }
 

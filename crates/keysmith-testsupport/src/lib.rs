@@ -1,4 +1,4 @@
-//! Test support for keysmith: throwaway PostgreSQL and etcd servers started
+//! Test support for keysmith: throwaway PostgreSQL, MariaDB and etcd servers started
 //! from the installed binaries, torn down on drop.
 //!
 //! Where a binary is missing, [`skip_or_fail`] prints why the test skips, or
@@ -6,6 +6,7 @@
 
 pub mod etcd;
 pub mod etcd_restore;
+pub mod mariadb;
 pub mod netns;
 pub mod pg_replica;
 pub mod postgres;

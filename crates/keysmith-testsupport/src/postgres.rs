@@ -570,7 +570,7 @@ pub(crate) fn unprivileged_user() -> Result<Option<(u32, u32)>, String> {
     ))
 }
 
-fn lookup_user(name: &str) -> Option<(u32, u32)> {
+pub(crate) fn lookup_user(name: &str) -> Option<(u32, u32)> {
     let cname = std::ffi::CString::new(name).ok()?;
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];

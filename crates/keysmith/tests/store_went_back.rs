@@ -254,11 +254,7 @@ async fn numbered_sequences_skip_or_wait_for_the_operator() {
     use keysmith::store::Numbering;
     let mem = Arc::new(MemoryStore::new());
     let store: Arc<dyn Store> = mem.clone();
-    let counted = Numbering {
-        gapless: false,
-        period: None,
-        template: None,
-    };
+    let counted = Numbering::default();
     let gapless = Numbering {
         gapless: true,
         ..counted.clone()

@@ -3,8 +3,8 @@
 //!
 //! Every row runs for the same time, one after the other, on the same
 //! machine; each says what it guarantees. Rows whose server is not given
-//! (`--postgres`, `--etcd`, `--redis`) are kept in the table as skipped, with
-//! the reason.
+//! (`--postgres`, `--mysql`, `--etcd`, `--redis`) are kept in the table as
+//! skipped, with the reason.
 
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use keysmith::sequence::{self, Sequence};
+use keysmith::sequence::{self, Sequence, Strategy};
 use keysmith::store::{MAX_VALUE, SequenceSpec, Store};
 use serde::Serialize;
 
@@ -147,6 +147,8 @@ pub struct Options {
     /// SQLite file directory (a fresh file each run).
     pub dir: std::path::PathBuf,
     pub postgres: Option<String>,
+    /// A MySQL/MariaDB database (`mysql://`, feature `mysql`).
+    pub mysql: Option<String>,
     pub etcd: Option<String>,
     pub redis: Option<String>,
     /// Run the HTTP rows (an in-process server on 127.0.0.1).
@@ -434,6 +436,15 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
         ("SQLite", Some(sqlite_url.clone()), ""),
         ("PostgreSQL", o.postgres.clone(), "no --postgres URL given"),
         (
+            "MySQL",
+            o.mysql.clone(),
+            if cfg!(feature = "mysql") {
+                "no --mysql URL given"
+            } else {
+                "built without the mysql feature"
+            },
+        ),
+        (
             "etcd",
             o.etcd.clone(),
             if cfg!(feature = "etcd") {
@@ -444,26 +455,38 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
         ),
     ];
     for (store_name, url, why) in &stores {
+        // MySQL gets a row per strategy (issue 27); the others the default.
+        let strategies: &[Option<Strategy>] = if store_name == &"MySQL" {
+            &[
+                Some(Strategy::Atomic),
+                Some(Strategy::Locked),
+                Some(Strategy::Optimistic),
+            ]
+        } else {
+            &[None]
+        };
         for &block in &o.blocks {
-            let g = if block == 1 { KS_STRICT } else { KS_DURABLE };
-            let name = format!("keysmith on {store_name}, block {block}");
-            let Some(url) = url
-                .as_ref()
-                .filter(|_| store_name != &"etcd" || cfg!(feature = "etcd"))
-            else {
-                push(skipped("in process", name, g, why));
-                continue;
-            };
-            let store = keysmith::store::open(url).await?;
-            let seq = throwaway(&store, block).await?;
-            let rate = async_rate(d, || async {
-                seq.next().await?;
-                Ok(())
-            })
-            .await?;
-            seq.close().await?;
-            sequence::remove(&*store, seq.name()).await?;
-            push(measured("in process", name, g, rate));
+            for &strategy in strategies {
+                let g = if block == 1 { KS_STRICT } else { KS_DURABLE };
+                let name = match strategy {
+                    Some(st) => format!("keysmith on {store_name}, block {block}, {}", st),
+                    None => format!("keysmith on {store_name}, block {block}"),
+                };
+                let Some(url) = url.as_ref().filter(|_| built_in(store_name)) else {
+                    push(skipped("in process", name, g, why));
+                    continue;
+                };
+                let store = keysmith::store::open(url).await?;
+                let seq = throwaway(&store, block, strategy).await?;
+                let rate = async_rate(d, || async {
+                    seq.next().await?;
+                    Ok(())
+                })
+                .await?;
+                seq.close().await?;
+                sequence::remove(&*store, seq.name()).await?;
+                push(measured("in process", name, g, rate));
+            }
         }
     }
 
@@ -477,6 +500,26 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
         None => {
             for (name, g) in postgres_names() {
                 push(skipped("PostgreSQL", name, g, "no --postgres URL given"));
+            }
+        }
+    }
+
+    // MySQL's own ways.
+    match o.mysql.as_ref().filter(|_| cfg!(feature = "mysql")) {
+        #[cfg(feature = "mysql")]
+        Some(url) => {
+            for r in mysql_rows(url, d).await? {
+                push(r);
+            }
+        }
+        _ => {
+            let why = if cfg!(feature = "mysql") {
+                "no --mysql URL given"
+            } else {
+                "built without the mysql feature"
+            };
+            for (name, g) in mysql_names() {
+                push(skipped("MySQL", name, g, why));
             }
         }
     }
@@ -518,9 +561,7 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
     let mut latency = Vec::new();
     if o.http {
         for (store_name, url, why) in &stores {
-            let usable = url
-                .as_ref()
-                .filter(|_| store_name != &"etcd" || cfg!(feature = "etcd"));
+            let usable = url.as_ref().filter(|_| built_in(store_name));
             let Some(url) = usable else {
                 for &block in &o.blocks {
                     let g = if block == 1 { KS_STRICT } else { KS_DURABLE };
@@ -587,14 +628,94 @@ impl TryNext for Arc<keysmith::sequence::BlockingSequence> {
     }
 }
 
-async fn throwaway(store: &Arc<dyn Store>, block: i64) -> anyhow::Result<Sequence> {
+async fn throwaway(
+    store: &Arc<dyn Store>,
+    block: i64,
+    strategy: Option<Strategy>,
+) -> anyhow::Result<Sequence> {
     let name = super::rate::bench_sequence(&**store).await?;
-    Ok(Sequence::builder()
+    let mut b = Sequence::builder()
         .store(store.clone())
         .name(&name)
-        .block(block)
-        .build()
-        .await?)
+        .block(block);
+    if let Some(st) = strategy {
+        b = b.strategy(st);
+    }
+    Ok(b.build().await?)
+}
+
+/// Whether this build has the store's backend (etcd and MySQL are features).
+fn built_in(store_name: &str) -> bool {
+    (store_name != "etcd" || cfg!(feature = "etcd"))
+        && (store_name != "MySQL" || cfg!(feature = "mysql"))
+}
+
+fn mysql_names() -> Vec<(String, Guarantees)> {
+    vec![
+        (
+            "UPDATE ... SET v = LAST_INSERT_ID(v + 1) per value".into(),
+            Guarantees::new(true, Unique::Yes, Order::Global),
+        ),
+        (
+            "INSERT into an AUTO_INCREMENT table per value".into(),
+            Guarantees::new(true, Unique::Yes, Order::PerHandle),
+        ),
+    ]
+}
+
+/// MySQL's own ways of numbering, on one connection with the store's TLS,
+/// credentials and session (autocommit: each statement a durable commit).
+#[cfg(feature = "mysql")]
+async fn mysql_rows(url: &str, d: Duration) -> anyhow::Result<Vec<Row>> {
+    use keysmith::store::mysql::mysql_async::prelude::Queryable;
+    let mut conn = keysmith::store::mysql::connect(url).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot connect to MySQL at {}: {e}",
+            keysmith::store::redact_url(url)
+        )
+    })?;
+    let tag = format!("{:016x}", rand::random::<u64>());
+    let (t, a) = (
+        format!("ks_cmp_counter_{tag}"),
+        format!("ks_cmp_auto_{tag}"),
+    );
+    conn.query_drop(format!(
+        "CREATE TABLE {t} (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"
+    ))
+    .await?;
+    conn.query_drop(format!("INSERT INTO {t} VALUES (1, 0)"))
+        .await?;
+    conn.query_drop(format!(
+        "CREATE TABLE {a} (id BIGINT AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB"
+    ))
+    .await?;
+    let stmts = [
+        format!("UPDATE {t} SET v = LAST_INSERT_ID(v + 1) WHERE id = 1"),
+        format!("INSERT INTO {a} () VALUES ()"),
+    ];
+    let notes = [
+        "the MySQL sequence-table idiom: one durable commit per value, the value from the OK packet",
+        "one durable commit per value (and a row per value); the counter survives restarts since MySQL 8 and MariaDB 10.2",
+    ];
+    let conn = tokio::sync::Mutex::new(conn);
+    let mut out = Vec::new();
+    for (((name, g), sql), note) in mysql_names().into_iter().zip(stmts).zip(notes) {
+        let rate = async_rate(d, || async {
+            let mut c = conn.lock().await;
+            c.exec_drop(&sql, ()).await?;
+            black_box(c.last_insert_id());
+            Ok(())
+        })
+        .await?;
+        out.push(Row {
+            note: note.into(),
+            ..measured("MySQL", name, g, rate)
+        });
+    }
+    let mut conn = conn.into_inner();
+    conn.query_drop(format!("DROP TABLE {t}, {a}")).await?;
+    let _ = conn.disconnect().await;
+    Ok(out)
 }
 
 fn postgres_names() -> Vec<(String, Guarantees)> {

@@ -85,7 +85,8 @@ pub enum BenchCommand {
         dir: Option<PathBuf>,
     },
     /// keysmith beside a bare atomic (the limit), uuid v7, ULID, PostgreSQL
-    /// nextval and UPDATE ... RETURNING, Redis INCR; in process and over HTTP;
+    /// nextval and UPDATE ... RETURNING, MySQL LAST_INSERT_ID and
+    /// AUTO_INCREMENT, Redis INCR; in process and over HTTP;
     /// each row with what it guarantees. Prints a Markdown table; with
     /// --out also writes it there with SVG charts and JSON.
     Compare {
@@ -100,6 +101,11 @@ pub enum BenchCommand {
         /// are skipped.
         #[arg(long, value_name = "URL")]
         postgres: Option<String>,
+        /// A MySQL/MariaDB database (mysql://...) for keysmith's MySQL rows, one
+        /// per strategy, and MySQL's own (scratch tables are created and
+        /// dropped; needs the mysql feature).
+        #[arg(long, value_name = "URL")]
+        mysql: Option<String>,
         /// An etcd server for keysmith's etcd rows (needs the etcd feature).
         #[arg(long, value_name = "URL")]
         etcd: Option<String>,
@@ -236,6 +242,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             seconds,
             block,
             postgres,
+            mysql,
             etcd,
             redis,
             no_http,
@@ -249,6 +256,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                 blocks: block,
                 dir: dir.unwrap_or_else(std::env::temp_dir),
                 postgres,
+                mysql,
                 etcd,
                 redis,
                 http: !no_http,

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod counter;
 pub mod ids;
+pub mod import;
 pub mod pool;
 pub mod row_name;
 pub mod sequence;

@@ -144,10 +144,10 @@ pub enum SequenceCommand {
     Adopt {
         /// The sequence.
         name: String,
-        /// The database holding the table: sqlite://PATH or postgres://USER@HOST/DB.
+        /// The database holding the table: sqlite://PATH, postgres://USER@HOST/DB or mysql://USER@HOST/DB.
         #[arg(long, value_name = "URL")]
         database: String,
-        /// The table (PostgreSQL: optionally schema.table).
+        /// The table (PostgreSQL: optionally schema.table; MySQL: database.table).
         #[arg(long)]
         table: String,
         /// Its integer key column.

@@ -12,11 +12,13 @@ use crate::{Error, Result};
 /// The column whose largest value a sequence must stay above.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdoptSource {
-    /// The database: `sqlite://PATH` or `postgres://...` (a store URL; for
-    /// PostgreSQL, `schema=` is ignored: the table is looked up as given).
+    /// The database: `sqlite://PATH`, `postgres://...` or (feature `mysql`)
+    /// `mysql://...` (a store URL; for PostgreSQL, `schema=` is ignored: the
+    /// table is looked up as given).
     #[serde(skip)]
     pub database: String,
-    /// The table, optionally `schema.table` (PostgreSQL).
+    /// The table, optionally `schema.table` (PostgreSQL) or
+    /// `database.table` (MySQL).
     pub table: String,
     /// The integer column.
     pub column: String,
@@ -51,8 +53,8 @@ pub struct AdoptReport {
 /// Identifiers are quoted, never pasted into SQL as they are.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for a database URL that is neither SQLite nor
-/// PostgreSQL, a missing table or column (naming it), a column that is not an
+/// [`Error::InvalidArgument`] for a database URL that is not SQLite,
+/// PostgreSQL or (feature `mysql`) MySQL, a missing table or column (naming it), a column that is not an
 /// integer, a largest value past the sequence's maximum; [`Error::NotFound`]
 /// for a missing sequence without `create`; [`Error::Unavailable`] when the
 /// database cannot be reached; as [`super::alter`] and [`super::create`].
@@ -161,9 +163,25 @@ async fn largest_value(source: &AdoptSource) -> Result<Option<i64>> {
             let client = pg_connect(&config).await?;
             postgres_largest(&client, &source.table, &source.column).await
         }
+        #[cfg(feature = "mysql")]
+        "mysql" => {
+            let (mut conn, errors) = crate::store::mysql::connect_mapped(&source.database).await?;
+            let out = mysql_largest(&mut conn, &source.table, &source.column)
+                .await
+                .map_err(|e| match e {
+                    Fault::Driver(e) => errors.map(&e),
+                    Fault::Keysmith(e) => e,
+                });
+            let _ = conn.disconnect().await;
+            out
+        }
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => Err(Error::invalid(
+            "this build of keysmith has no MySQL/MariaDB support; rebuild with `--features mysql`",
+        )),
         _ => Err(Error::invalid(format!(
-            "the database must be an SQLite file (sqlite://PATH) or a PostgreSQL database (postgres://USER@HOST/DB), \
-             not a URL with the scheme {scheme:?}"
+            "the database must be an SQLite file (sqlite://PATH), a PostgreSQL database (postgres://USER@HOST/DB) \
+             or a MySQL/MariaDB database (mysql://USER@HOST/DB), not a URL with the scheme {scheme:?}"
         ))),
     }
 }
@@ -266,9 +284,110 @@ async fn postgres_largest(
     Ok(row.get(0))
 }
 
+/// What went wrong reading a MySQL table: the driver's error (mapped by the
+/// caller, who knows the server) or keysmith's own.
+#[cfg(feature = "mysql")]
+enum Fault {
+    Driver(mysql_async::Error),
+    Keysmith(Error),
+}
+
+#[cfg(feature = "mysql")]
+impl From<mysql_async::Error> for Fault {
+    fn from(e: mysql_async::Error) -> Self {
+        Fault::Driver(e)
+    }
+}
+
+/// `` `name` ``, with any backtick doubled: a MySQL identifier, never SQL.
+#[cfg(feature = "mysql")]
+fn quote_mysql(ident: &str) -> String {
+    format!("`{}`", ident.replace('`', "``"))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql_largest(
+    conn: &mut mysql_async::Conn,
+    table: &str,
+    column: &str,
+) -> std::result::Result<Option<i64>, Fault> {
+    use mysql_async::prelude::Queryable;
+    let (db, table) = match table.split_once('.') {
+        Some((d, t)) => (Some(d.to_owned()), t),
+        None => (None, table),
+    };
+    let db: String = match db {
+        Some(d) => d,
+        None => conn
+            .query_first::<Option<String>, _>("SELECT DATABASE()")
+            .await?
+            .flatten()
+            .ok_or_else(|| {
+                Fault::Keysmith(Error::invalid(
+                    "the URL names no database; give the table as database.table",
+                ))
+            })?,
+    };
+    let found: Option<(String, String)> = conn
+        .exec_first(
+            "SELECT data_type, column_type FROM information_schema.columns
+             WHERE table_schema = ? AND table_name = ? AND column_name = ?",
+            (&db, table, column),
+        )
+        .await?;
+    let Some((data_type, column_type)) = found else {
+        let table_exists: Option<i64> = conn
+            .exec_first(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+                (&db, table),
+            )
+            .await?;
+        return Err(Fault::Keysmith(Error::invalid(if table_exists.is_some() {
+            format!("table {db}.{table} has no column {column:?}; check the name")
+        } else {
+            format!("there is no table {db}.{table}; check the name, or give it as database.table")
+        })));
+    };
+    let data_type = data_type.to_ascii_lowercase();
+    if !matches!(
+        data_type.as_str(),
+        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
+    ) {
+        return Err(Fault::Keysmith(Error::invalid(format!(
+            "column {db}.{table}.{column} is {column_type}, not an integer; adopt needs an integer key column"
+        ))));
+    }
+    // As text: an unsigned BIGINT may hold more than an i64.
+    let sql = format!(
+        "SELECT CAST(MAX({}) AS CHAR) FROM {}.{}",
+        quote_mysql(column),
+        quote_mysql(&db),
+        quote_mysql(table)
+    );
+    let max: Option<Option<String>> = conn.query_first(sql).await?;
+    match max.flatten() {
+        None => Ok(None),
+        Some(text) => text.parse::<i64>().map(Some).map_err(|_| {
+            Fault::Keysmith(Error::invalid(format!(
+                "{db}.{table}.{column} holds {text}, above the largest 64-bit signed integer: no sequence value is above it"
+            )))
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_identifiers_are_quoted_not_pasted() {
+        assert_eq!(quote_mysql("id"), "`id`");
+        assert_eq!(
+            quote_mysql("a`; DROP TABLE x; --"),
+            "`a``; DROP TABLE x; --`"
+        );
+    }
 
     #[test]
     fn identifiers_are_quoted_not_pasted() {

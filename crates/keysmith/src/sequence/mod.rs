@@ -28,6 +28,7 @@ mod adopt;
 mod blocking;
 mod cache;
 pub mod high_water;
+mod import;
 pub mod lease;
 mod strategy;
 
@@ -35,6 +36,7 @@ pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove,
 pub use adopt::{AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use high_water::{HighWater, HighWaters};
+pub use import::{ImportFormat, ImportItem, ImportReport, SourceRow, import};
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};

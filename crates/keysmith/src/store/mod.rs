@@ -28,6 +28,8 @@ pub mod conformance;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 mod pools;
 pub mod postgres;
 mod sequences;
@@ -144,8 +146,10 @@ pub fn default_url() -> String {
 /// - `sqlite://PATH[?busy_timeout_ms=N]` (relative or absolute:
 ///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
-/// - `postgres://...` and `etcd://...` (`etcds://` over TLS) when those
-///   backends are built in.
+/// - `postgres://...`,
+/// - `etcd://...` (`etcds://` over TLS) and `mysql://USER@HOST/DB` (MySQL 8,
+///   MariaDB 10.6+) when those backends are built in (features `etcd`,
+///   `mysql`).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a URL that names no known store, and what
@@ -153,7 +157,7 @@ pub fn default_url() -> String {
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         Error::invalid(format!(
-            "store URL {url:?} has no scheme; use sqlite://PATH, postgres://USER@HOST/DB or etcd://HOST:PORT"
+            "store URL {url:?} has no scheme; use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
         ))
     })?;
     match scheme {
@@ -166,12 +170,20 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
             "store URL {url:?}: this build of keysmith has no etcd support; \
              rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
         ))),
+        #[cfg(feature = "mysql")]
+        "mysql" => Ok(Arc::new(mysql::MysqlStore::open(url).await?)),
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => Err(Error::invalid(format!(
+            "store URL {}: this build of keysmith has no MySQL/MariaDB support; \
+             rebuild with `--features mysql`, e.g. cargo install keysmith-cli --features mysql",
+            redact_url(url)
+        ))),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
             "store URL {url:?}: memory:// takes nothing after the scheme"
         ))),
         other => Err(Error::invalid(format!(
-            "store URL {url:?}: unknown scheme {other:?}; use sqlite://PATH, postgres://USER@HOST/DB or etcd://HOST:PORT"
+            "store URL {url:?}: unknown scheme {other:?}; use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
         ))),
     }
 }
@@ -257,6 +269,15 @@ mod tests {
         let e = open("etcd://127.0.0.1:2379").await.unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains("--features etcd"), "{e}");
+    }
+
+    #[cfg(not(feature = "mysql"))]
+    #[tokio::test]
+    async fn mysql_urls_without_the_feature_say_how_to_build_it_in() {
+        let e = open("mysql://u:secret@127.0.0.1/db").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(e.to_string().contains("--features mysql"), "{e}");
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 
     #[test]

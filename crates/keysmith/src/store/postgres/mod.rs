@@ -74,7 +74,9 @@ mod workers;
 
 pub(crate) use tls::PgTls;
 #[cfg(feature = "etcd")]
-pub(crate) use tls::{certificates, percent_decode, private_key, read_password_file};
+pub(crate) use tls::{certificates, private_key};
+#[cfg(any(feature = "etcd", feature = "mysql"))]
+pub(crate) use tls::{percent_decode, read_password_file};
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";

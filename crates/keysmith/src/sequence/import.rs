@@ -1,0 +1,369 @@
+//! Moving from another segment allocator: Meituan Leaf's `leaf_alloc` table
+//! or Didi Tinyid's `tiny_id_info`, read from their MySQL database, become
+//! one keysmith sequence per row.
+//!
+//! Each sequence starts above the row's `max_id`, so no value at or below
+//! the old `max_id` is ever handed out again, whatever the old service had
+//! cached: Leaf hands out values below `max_id` (its segment is
+//! `max_id - step .. max_id`), Tinyid up to `max_id` (`max_id - step ..=
+//! max_id`, by `delta`). The block is the row's `step`. A keysmith sequence
+//! that exists already is reported, never overwritten. Tinyid rows with
+//! residue classes (`delta` other than 1, or a `remainder`) are refused:
+//! keysmith sequences hand out consecutive values.
+
+use serde::Serialize;
+
+use super::admin;
+use crate::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_RESERVATION, SequenceSpec, SequenceStore};
+use crate::{Error, Result};
+
+/// Whose table is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImportFormat {
+    /// Meituan Leaf's segment mode: `leaf_alloc (biz_tag, max_id, step,
+    /// description, update_time)`.
+    Leaf,
+    /// Didi Tinyid: `tiny_id_info (id, biz_type, begin_id, max_id, step,
+    /// delta, remainder, create_time, update_time, version)`.
+    Tinyid,
+}
+
+impl ImportFormat {
+    /// The table the allocator keeps its rows in by default.
+    pub fn default_table(self) -> &'static str {
+        match self {
+            ImportFormat::Leaf => "leaf_alloc",
+            ImportFormat::Tinyid => "tiny_id_info",
+        }
+    }
+
+    /// The column that names a row (`biz_tag`, `biz_type`).
+    pub fn name_column(self) -> &'static str {
+        match self {
+            ImportFormat::Leaf => "biz_tag",
+            ImportFormat::Tinyid => "biz_type",
+        }
+    }
+}
+
+impl std::str::FromStr for ImportFormat {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "leaf" => Ok(ImportFormat::Leaf),
+            "tinyid" => Ok(ImportFormat::Tinyid),
+            other => Err(Error::invalid(format!(
+                "unknown format {other:?}; use leaf (Meituan Leaf's leaf_alloc) or tinyid (Didi Tinyid's tiny_id_info)"
+            ))),
+        }
+    }
+}
+
+/// One row of the old allocator's table, as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceRow {
+    /// `biz_tag` (Leaf) or `biz_type` (Tinyid): the sequence's name.
+    pub name: String,
+    /// The largest value the old allocator may have handed out (Tinyid), or
+    /// one above it (Leaf).
+    pub max_id: i64,
+    /// Values per segment; `None` when the column is NULL.
+    pub step: Option<i64>,
+    /// Tinyid's increment (1 for Leaf).
+    pub delta: i64,
+    /// Tinyid's residue (0 for Leaf).
+    pub remainder: i64,
+}
+
+/// What [`import`] did with one row (or with `dry_run` would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportItem {
+    /// The row read.
+    #[serde(flatten)]
+    pub source: SourceRow,
+    /// `"created"` (or would be), `"exists"` (a keysmith sequence of that
+    /// name is there: left as it is) or `"refused"`.
+    pub action: &'static str,
+    /// The new sequence's first value, or the existing one's next value.
+    pub start: Option<i64>,
+    /// The new sequence's block.
+    pub block: Option<i64>,
+    /// Why a row was refused, or what to look at.
+    pub note: Option<String>,
+}
+
+/// What [`import`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    /// Whose table was read.
+    pub format: ImportFormat,
+    /// The table read.
+    pub table: String,
+    /// One item per row, in the table's order of names.
+    pub items: Vec<ImportItem>,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+}
+
+impl ImportReport {
+    /// How many items had `action`.
+    pub fn count(&self, action: &str) -> usize {
+        self.items.iter().filter(|i| i.action == action).count()
+    }
+}
+
+/// Reads every row of the old allocator's table (`table`, default
+/// [`ImportFormat::default_table`]) from the database `from`
+/// (`mysql://USER[:PASSWORD]@HOST[:PORT]/DB`, as a store URL) and creates
+/// one sequence per row in `store` (see the [module documentation](self));
+/// with `dry_run` nothing is written. A row that cannot become a sequence
+/// (a name keysmith does not accept, Tinyid residue classes, a `max_id` at
+/// the top of the range) is refused with a note; the others go ahead.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a URL that is not a MySQL one, a missing
+/// table or column; [`Error::Unavailable`] when a database cannot be
+/// reached. Rows already created stay created when a later one fails on the
+/// store.
+pub async fn import(
+    store: &dyn SequenceStore,
+    format: ImportFormat,
+    from: &str,
+    table: Option<&str>,
+    dry_run: bool,
+) -> Result<ImportReport> {
+    let table = table.unwrap_or(format.default_table()).to_owned();
+    let rows = read_rows(format, from, &table).await?;
+    let mut items = Vec::with_capacity(rows.len());
+    for source in rows {
+        items.push(import_row(store, format, source, dry_run).await?);
+    }
+    Ok(ImportReport {
+        format,
+        table,
+        items,
+        dry_run,
+    })
+}
+
+/// The spec of a row's sequence, or why there is none.
+fn plan(format: ImportFormat, row: &SourceRow) -> std::result::Result<SequenceSpec, String> {
+    crate::validate_name(&row.name).map_err(|e| e.to_string())?;
+    if format == ImportFormat::Tinyid && (row.delta != 1 || row.remainder != 0) {
+        return Err(format!(
+            "delta={} remainder={}: keysmith sequences hand out consecutive values, not residue classes \
+             (several Tinyid servers sharing one biz_type); move this one by hand: keysmith create {} --start ABOVE_MAX_ID",
+            row.delta, row.remainder, row.name
+        ));
+    }
+    let start = row
+        .max_id
+        .checked_add(1)
+        .filter(|s| *s <= crate::store::MAX_VALUE)
+        .ok_or_else(|| {
+            format!(
+                "max_id {} leaves no value above it for a 64-bit sequence",
+                row.max_id
+            )
+        })?
+        .max(DEFAULT_START);
+    let block = match row.step {
+        Some(s) if (1..=MAX_RESERVATION).contains(&s) => s,
+        _ => DEFAULT_BLOCK,
+    };
+    let spec = SequenceSpec {
+        start,
+        block,
+        ..SequenceSpec::new(&row.name)
+    };
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+async fn import_row(
+    store: &dyn SequenceStore,
+    format: ImportFormat,
+    source: SourceRow,
+    dry_run: bool,
+) -> Result<ImportItem> {
+    let item = |action, start, block, note| ImportItem {
+        source: source.clone(),
+        action,
+        start,
+        block,
+        note,
+    };
+    let spec = match plan(format, &source) {
+        Ok(spec) => spec,
+        Err(why) => return Ok(item("refused", None, None, Some(why))),
+    };
+    let step_note = match source.step {
+        Some(s) if s == spec.block => None,
+        other => Some(format!(
+            "step {} is not a usable block; block {} instead",
+            other.map_or("NULL".to_owned(), |s| s.to_string()),
+            spec.block
+        )),
+    };
+    let exists = |next: i64| {
+        let note = if next <= source.max_id {
+            format!(
+                "left as it is; its next value {next} is at or below the old max_id {}: run keysmith alter {} --next {} before using it",
+                source.max_id, source.name, spec.start
+            )
+        } else {
+            "left as it is; it is above the old max_id".to_owned()
+        };
+        item("exists", Some(next), None, Some(note))
+    };
+    match admin::describe(store, &source.name).await {
+        Ok(row) => return Ok(exists(row.next)),
+        Err(Error::NotFound { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    if !dry_run {
+        match admin::create(store, &spec).await {
+            Ok(_) => {}
+            Err(Error::AlreadyExists { .. }) => {
+                // Created by someone else meanwhile.
+                let row = admin::describe(store, &source.name).await?;
+                return Ok(exists(row.next));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(item(
+        "created",
+        Some(spec.start),
+        Some(spec.block),
+        step_note,
+    ))
+}
+
+/// The rows of the old allocator's table, ordered by name.
+async fn read_rows(format: ImportFormat, from: &str, table: &str) -> Result<Vec<SourceRow>> {
+    let scheme = from.split_once("://").map_or("", |(s, _)| s);
+    match scheme {
+        #[cfg(feature = "mysql")]
+        "mysql" => mysql_rows(format, from, table).await,
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => {
+            let _ = (format, table);
+            Err(Error::invalid(
+                "this build of keysmith has no MySQL/MariaDB support; rebuild with `--features mysql`",
+            ))
+        }
+        _ => Err(Error::invalid(format!(
+            "--from {}: Leaf and Tinyid keep their tables in MySQL; give mysql://USER@HOST:PORT/DB",
+            crate::store::redact_url(from)
+        ))),
+    }
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql_rows(format: ImportFormat, from: &str, table: &str) -> Result<Vec<SourceRow>> {
+    use mysql_async::prelude::Queryable;
+    if table.is_empty() || table.contains('\0') {
+        return Err(Error::invalid(format!(
+            "the table name {table:?} is empty or holds a NUL byte"
+        )));
+    }
+    let (mut conn, errors) = crate::store::mysql::connect_mapped(from).await?;
+    let quoted = table
+        .split('.')
+        .map(|p| format!("`{}`", p.replace('`', "``")))
+        .collect::<Vec<_>>()
+        .join(".");
+    let sql = match format {
+        ImportFormat::Leaf => {
+            format!("SELECT biz_tag, max_id, step, 1, 0 FROM {quoted} ORDER BY biz_tag")
+        }
+        ImportFormat::Tinyid => format!(
+            "SELECT biz_type, max_id, step, delta, remainder FROM {quoted} ORDER BY biz_type"
+        ),
+    };
+    /// name, max_id, step, delta, remainder.
+    type Raw = (String, i64, Option<i64>, i64, i64);
+    let rows: std::result::Result<Vec<Raw>, _> = conn.query(sql).await;
+    let _ = conn.disconnect().await;
+    let rows = rows.map_err(|e| match &e {
+        mysql_async::Error::Server(s) if matches!(s.code, 1146 | 1054) => Error::invalid(format!(
+            "MySQL at {}: {}; is this {} table? ({} keeps its rows in {}; name another with --table)",
+            errors.target,
+            s.message,
+            match format {
+                ImportFormat::Leaf => "a Leaf leaf_alloc",
+                ImportFormat::Tinyid => "a Tinyid tiny_id_info",
+            },
+            match format {
+                ImportFormat::Leaf => "Leaf",
+                ImportFormat::Tinyid => "Tinyid",
+            },
+            format.default_table()
+        )),
+        _ => errors.map(&e),
+    })?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, max_id, step, delta, remainder)| SourceRow {
+            name,
+            max_id,
+            step,
+            delta,
+            remainder,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, max_id: i64, step: Option<i64>, delta: i64, remainder: i64) -> SourceRow {
+        SourceRow {
+            name: name.into(),
+            max_id,
+            step,
+            delta,
+            remainder,
+        }
+    }
+
+    #[test]
+    fn sequences_start_above_the_old_max_id_with_the_step_as_block() {
+        let s = plan(ImportFormat::Leaf, &row("orders", 5000, Some(1000), 1, 0)).unwrap();
+        assert_eq!((s.name.as_str(), s.start, s.block), ("orders", 5001, 1000));
+        let s = plan(ImportFormat::Tinyid, &row("t", 0, None, 1, 0)).unwrap();
+        assert_eq!((s.start, s.block), (DEFAULT_START, DEFAULT_BLOCK));
+        let s = plan(ImportFormat::Tinyid, &row("t", 9, Some(0), 1, 0)).unwrap();
+        assert_eq!((s.start, s.block), (10, DEFAULT_BLOCK));
+    }
+
+    #[test]
+    fn rows_keysmith_cannot_serve_are_refused_with_a_reason() {
+        let e = plan(ImportFormat::Tinyid, &row("odd", 1, Some(10), 2, 1)).unwrap_err();
+        assert!(e.contains("delta=2 remainder=1"), "{e}");
+        // Leaf has no delta: the columns are not read.
+        assert!(plan(ImportFormat::Leaf, &row("x", 1, Some(10), 1, 0)).is_ok());
+        let e = plan(ImportFormat::Leaf, &row("has space", 1, Some(10), 1, 0)).unwrap_err();
+        assert!(e.contains("whitespace"), "{e}");
+        let e = plan(
+            ImportFormat::Leaf,
+            &row("top", i64::MAX - 1, Some(10), 1, 0),
+        )
+        .unwrap_err();
+        assert!(e.contains("no value above"), "{e}");
+    }
+
+    #[test]
+    fn formats_parse() {
+        assert_eq!("leaf".parse::<ImportFormat>().unwrap(), ImportFormat::Leaf);
+        assert_eq!(
+            "tinyid".parse::<ImportFormat>().unwrap(),
+            ImportFormat::Tinyid
+        );
+        assert!("snowflake".parse::<ImportFormat>().is_err());
+    }
+}

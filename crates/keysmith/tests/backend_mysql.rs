@@ -1,0 +1,630 @@
+//! The conformance suite on MariaDB (the MySQL backend, feature `mysql`),
+//! plus what only a server can show: the tables, concurrent migration,
+//! logins with a password (in the URL and in a file), errors naming the
+//! server without the password, TLS modes against a server without TLS, and
+//! a server crash (SIGKILL) and restart in the middle of a run.
+//!
+//! The servers are real, started by `keysmith_testsupport::mariadb`. Where
+//! MariaDB is not installed every test prints why it skips (or fails, with
+//! `KEYSMITH_REQUIRE_BACKENDS=1`).
+#![cfg(feature = "mysql")]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use keysmith::Error;
+use keysmith::store::mysql::{MysqlStore, SCHEMA_VERSION};
+use keysmith::store::{PoolSpec, PoolStore, Put, SequenceSpec, SequenceStore, Store};
+use keysmith_testsupport::mariadb::TempMariaDb;
+
+/// One server per test binary; each call gets a database of its own, so
+/// each store starts empty.
+async fn fresh_store() -> Option<Arc<dyn Store>> {
+    let db = TempMariaDb::shared()?;
+    Some(Arc::new(MysqlStore::open(&db.fresh_url()).await.unwrap()))
+}
+
+keysmith::conformance_tests!(fresh_store);
+
+/// The database name of a URL from `fresh_url`.
+fn db_of(url: &str) -> &str {
+    let path = url.rsplit_once('/').unwrap().1;
+    path.split('?').next().unwrap()
+}
+
+#[tokio::test]
+async fn the_tables_are_in_the_urls_database_and_nowhere_else() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let (ua, ub) = (db.fresh_url(), db.fresh_url());
+    // Opened through the generic URL entry point, as the CLI does.
+    let a = keysmith::store::open(&ua).await.unwrap();
+    let b = keysmith::store::open(&ub).await.unwrap();
+    a.ping().await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(
+        b.read_sequence("s").await.unwrap(),
+        None,
+        "databases share rows"
+    );
+    b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    a.reserve_atomic("s", 50).await.unwrap();
+    assert_eq!(b.read_sequence("s").await.unwrap().unwrap().next, 1);
+
+    let tables = db.sql(&format!(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = '{}' ORDER BY BINARY table_name",
+        db_of(&ua)
+    ));
+    assert_eq!(
+        tables.lines().collect::<Vec<_>>(),
+        [
+            "keysmith_meta",
+            "keysmith_number_counters",
+            "keysmith_numbering",
+            "keysmith_pool_marks",
+            "keysmith_pool_members",
+            "keysmith_pools",
+            "keysmith_sequence_counts",
+            "keysmith_sequences",
+            "keysmith_tickets",
+            "keysmith_workers",
+        ]
+    );
+    let row = db.sql(&format!(
+        "SELECT next_value, version FROM {}.keysmith_sequences WHERE name = 's'",
+        db_of(&ua)
+    ));
+    assert_eq!(row.trim(), "51\t2");
+    let v = db.sql(&format!(
+        "SELECT schema_version FROM {}.keysmith_meta",
+        db_of(&ua)
+    ));
+    assert_eq!(v.trim(), SCHEMA_VERSION.to_string());
+    // The tables are InnoDB (transactions, row locks, crash recovery).
+    let engines = db.sql(&format!(
+        "SELECT DISTINCT engine FROM information_schema.tables WHERE table_schema = '{}'",
+        db_of(&ua)
+    ));
+    assert_eq!(engines.trim(), "InnoDB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_use_migrates_once() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let mut opens = Vec::new();
+    for _ in 0..12 {
+        let url = url.clone();
+        opens.push(tokio::spawn(async move { MysqlStore::open(&url).await }));
+    }
+    let mut stores = Vec::new();
+    for o in opens {
+        stores.push(o.await.unwrap().expect("a concurrent first open failed"));
+    }
+    stores[0]
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    for s in &stores {
+        assert!(s.read_sequence("s").await.unwrap().is_some());
+    }
+    let rows = db.sql(&format!(
+        "SELECT singleton, schema_version FROM {}.keysmith_meta",
+        db_of(&url)
+    ));
+    assert_eq!(rows.trim(), format!("1\t{SCHEMA_VERSION}"));
+    MysqlStore::open(&url).await.unwrap();
+    assert!(stores[3].read_sequence("s").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn tables_from_a_newer_keysmith_are_refused() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    drop(MysqlStore::open(&url).await.unwrap());
+    db.sql(&format!(
+        "UPDATE {}.keysmith_meta SET schema_version = 99",
+        db_of(&url)
+    ));
+    let e = MysqlStore::open(&url).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt(m) if m.contains("upgrade keysmith")),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_a_clear_error_that_never_shows_it() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.url().replace(db.password(), "not-the-password-1234");
+    let e = keysmith::store::open(&url).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("refused the login")),
+        "{e}"
+    );
+    assert!(!msg.contains("not-the-password-1234"), "{msg}");
+    assert!(!msg.contains(db.password()), "{msg}");
+}
+
+#[tokio::test]
+async fn the_password_can_come_from_a_file() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pw");
+    std::fs::write(&file, format!("{}\n", db.password())).unwrap();
+    let url = db.fresh_url().replace(&format!(":{}@", db.password()), "@")
+        + &format!("&password_file={}", file.display());
+    assert!(!url.contains(db.password()));
+    let store = keysmith::store::open(&url).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(store.reserve_atomic("s", 5).await.unwrap().end, 6);
+}
+
+#[tokio::test]
+async fn a_user_without_rights_is_told_what_to_grant() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let name = db_of(&url).to_owned();
+    db.sql(&format!(
+        "CREATE USER IF NOT EXISTS 'plain'@'127.0.0.1' IDENTIFIED BY 'plainpw';
+         GRANT SELECT ON {name}.* TO 'plain'@'127.0.0.1';"
+    ));
+    let plain = url.replace(&format!("keysmith:{}@", db.password()), "plain:plainpw@");
+    let e = MysqlStore::open(&plain).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("GRANT ALL")),
+        "{e}"
+    );
+    // Tables the DBA made are enough with data rights: keysmith creates
+    // nothing that exists.
+    drop(MysqlStore::open(&url).await.unwrap());
+    db.sql(&format!(
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON {name}.* TO 'plain'@'127.0.0.1'"
+    ));
+    let store = MysqlStore::open(&plain).await.unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(store.reserve_locked("s", 3).await.unwrap().end, 4);
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_there_is_unavailable_and_named() {
+    let port = keysmith_testsupport::free_port();
+    let url = format!("mysql://keysmith:hunter2@127.0.0.1:{port}/keysmith?timeout=5");
+    let e = MysqlStore::open(&url).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Unavailable(_)), "{e}");
+    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
+    assert!(!msg.contains("hunter2"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+}
+
+#[tokio::test]
+async fn a_missing_database_is_a_clear_error() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.url_for("no_such_db");
+    let e = MysqlStore::open(&url).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("no_such_db") && m.contains("CREATE DATABASE")),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn tls_modes_against_a_server_without_tls() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    // `preferred` (the default) falls back to plain TCP.
+    for preferred in [
+        url.replace("ssl-mode=disabled", "ssl-mode=preferred"),
+        url.replace("?ssl-mode=disabled", ""),
+    ] {
+        let store = MysqlStore::open(&preferred).await.unwrap();
+        store.ping().await.unwrap();
+    }
+    // Modes that insist on TLS fail, saying why, without the password.
+    for mode in ["required", "verify_ca", "verify_identity"] {
+        let strict = url.replace("ssl-mode=disabled", &format!("ssl-mode={mode}"));
+        let e = MysqlStore::open(&strict).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("offers no TLS")),
+            "{mode}: {e}"
+        );
+        assert!(!msg.contains(db.password()), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_strict_utc_and_read_committed_and_commits_are_flushed() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let store = MysqlStore::open(&db.fresh_url()).await.unwrap();
+    // A value that does not fit is refused, never clamped (strict mode).
+    let row = store
+        .create_sequence(&SequenceSpec {
+            max: 10,
+            ..SequenceSpec::new("s")
+        })
+        .await
+        .unwrap();
+    let e = store
+        .put_if_version("s", 12, row.version)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(store.read_sequence("s").await.unwrap(), Some(row));
+    // The store's clock is the server's, in UTC.
+    let server: i64 = db
+        .sql("SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)")
+        .trim()
+        .parse()
+        .unwrap();
+    let ours = keysmith::store::TicketStore::clock_ms(&store)
+        .await
+        .unwrap();
+    assert!((ours - server).abs() < 60_000, "{ours} vs {server}");
+    assert_eq!(
+        db.sql("SELECT @@innodb_flush_log_at_trx_commit").trim(),
+        "1"
+    );
+}
+
+#[tokio::test]
+async fn large_pools_give_distinct_members_and_follow_swaps() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    store
+        .create_pool(&PoolSpec {
+            start: 1000,
+            ..PoolSpec::new("big", 5000)
+        })
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    for _ in 0..20 {
+        let s = store.sample_members("big", 8).await.unwrap();
+        let set: BTreeSet<i64> = s.iter().copied().collect();
+        assert_eq!(set.len(), 8, "repeats: {s:?}");
+        assert!(s.iter().all(|v| (1000..6000).contains(v)), "{s:?}");
+        seen.insert(set);
+    }
+    assert!(seen.len() > 1, "every caller got the same sample");
+    assert_eq!(store.sample_members("big", 6000).await.unwrap().len(), 5000);
+    assert!(store.swap_member("big", 1000, 6000).await.unwrap());
+    let all: BTreeSet<i64> = store
+        .list_members("big")
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(all.len(), 5000);
+    assert!(all.contains(&6000) && !all.contains(&1000));
+}
+
+#[tokio::test]
+async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let a = MysqlStore::open(&url).await.unwrap();
+    let b = MysqlStore::open(&url).await.unwrap();
+    a.create_pool(&PoolSpec {
+        start: 0,
+        ..PoolSpec::new("p", 4)
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.sample_members("p", 10).await.unwrap().len(), 4);
+    b.drop_pool("p").await.unwrap();
+    b.create_pool(&PoolSpec {
+        start: 100,
+        ..PoolSpec::new("p", 10)
+    })
+    .await
+    .unwrap();
+    let mut s = a.sample_members("p", 10).await.unwrap();
+    s.sort();
+    assert_eq!(s, (100..110).collect::<Vec<_>>());
+    b.drop_pool("p").await.unwrap();
+    assert!(matches!(
+        a.sample_members("p", 1).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+/// Allocation across a crash of the server: tasks allocate with all three
+/// strategies; the server is killed (SIGKILL) while they run; they see
+/// `Unavailable` and wait; the server restarts (InnoDB crash recovery); the
+/// row then lies above every value handed out before the crash (each was
+/// committed, with the log flushed, before it was returned), and after the
+/// tasks resume no value has been handed out twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
+    let Some(db) = TempMariaDb::start() else {
+        return;
+    };
+    let url = format!("{}&timeout=5", db.url());
+    let store: Arc<dyn Store> = Arc::new(MysqlStore::open(&url).await.unwrap());
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+
+    const TASKS: usize = 6;
+    const AFTER: usize = 20;
+    let handed_out = Arc::new(Mutex::new(Vec::<(i64, i64)>::new()));
+    let done_before = Arc::new(AtomicUsize::new(0));
+    let paused = Arc::new(AtomicUsize::new(0));
+    let (up_tx, up_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let (store, handed_out, done_before, paused) = (
+            store.clone(),
+            handed_out.clone(),
+            done_before.clone(),
+            paused.clone(),
+        );
+        let mut up_rx = up_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut after = 0;
+            let mut unavailable = 0;
+            while after < AFTER {
+                match reserve(&*store, i % 3).await {
+                    Ok(r) => {
+                        handed_out.lock().unwrap().push(r);
+                        if *up_rx.borrow() {
+                            after += 1;
+                        } else {
+                            done_before.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    Err(Error::Unavailable(msg)) => {
+                        assert!(!msg.contains('\n'), "{msg}");
+                        unavailable += 1;
+                        if !*up_rx.borrow() {
+                            if unavailable == 1 {
+                                paused.fetch_add(1, Ordering::SeqCst);
+                            }
+                            up_rx.wait_for(|up| *up).await.unwrap();
+                        }
+                    }
+                    Err(e) => panic!("task {i}: unexpected error {e}"),
+                }
+            }
+            unavailable
+        }));
+    }
+
+    wait_until("60 reservations before the crash", || {
+        done_before.load(Ordering::SeqCst) >= 60
+    })
+    .await;
+    db.kill();
+    assert!(!db.is_running());
+
+    for e in [
+        store.read_sequence("s").await.unwrap_err(),
+        store.reserve_atomic("s", 1).await.unwrap_err(),
+        store.reserve_locked("s", 1).await.unwrap_err(),
+        store.put_if_version("s", 1, 1).await.unwrap_err(),
+        store.ping().await.unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Unavailable(_)), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&db.port().to_string()), "{msg}");
+        assert!(!msg.contains(db.password()), "{msg}");
+    }
+    wait_until("every task to see the server down", || {
+        paused.load(Ordering::SeqCst) == TASKS
+    })
+    .await;
+    let before: Vec<(i64, i64)> = handed_out.lock().unwrap().clone();
+
+    db.restart();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let row = loop {
+        match store.read_sequence("s").await {
+            Ok(row) => break row.unwrap(),
+            Err(Error::Unavailable(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("after restart: {e}"),
+        }
+    };
+    let top = before.iter().map(|r| r.1).max().unwrap();
+    assert!(
+        row.next >= top,
+        "crash lost a reservation: next is {} but {top} was handed out",
+        row.next
+    );
+
+    up_tx.send(true).unwrap();
+    let mut unavailable = 0;
+    for t in tasks {
+        unavailable += t.await.unwrap();
+    }
+    assert!(unavailable >= TASKS, "every task saw the server down");
+    let mut all = handed_out.lock().unwrap().clone();
+    assert_eq!(all.len(), before.len() + TASKS * AFTER);
+    all.sort();
+    for w in all.windows(2) {
+        assert!(w[0].1 <= w[1].0, "value handed out twice: {w:?}");
+    }
+}
+
+/// Many tasks on one sequence with every strategy at once: the ranges are
+/// disjoint and together cover exactly what the row says was reserved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn all_strategies_at_once_hand_out_disjoint_ranges() {
+    let Some(store) = fresh_store().await else {
+        return;
+    };
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..25 {
+                got.push(reserve(&*store, i % 3).await.unwrap());
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    assert_eq!(all.len(), 300);
+    assert_eq!(all[0].0, 1);
+    for w in all.windows(2) {
+        assert_eq!(w[0].1, w[1].0, "gap or overlap: {w:?}");
+    }
+    assert_eq!(
+        store.read_sequence("s").await.unwrap().unwrap().next,
+        1 + 300 * 7
+    );
+}
+
+/// One reservation of 7 values with strategy 0 (optimistic), 1 (locked) or
+/// 2 (atomic).
+async fn reserve(store: &dyn Store, strategy: usize) -> keysmith::Result<(i64, i64)> {
+    match strategy {
+        0 => loop {
+            let row = store.read_sequence("s").await?.unwrap();
+            let plan = row.plan(7)?;
+            if let Put::Done(_) = store.put_if_version("s", plan.end, row.version).await? {
+                return Ok((plan.start, plan.end));
+            }
+        },
+        1 => store.reserve_locked("s", 7).await.map(|r| (r.start, r.end)),
+        _ => store.reserve_atomic("s", 7).await.map(|r| (r.start, r.end)),
+    }
+}
+
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A server with TLS (certificates made by the test, for `localhost` only):
+/// every ssl-mode does what its name says, the session is encrypted, and a
+/// certificate that fails a check is a clear error without the password.
+#[tokio::test]
+async fn tls_modes_against_a_server_with_tls() {
+    use keysmith::store::mysql::mysql_async::prelude::Queryable;
+    use keysmith_testsupport::tls::Certs;
+    // The certificate names localhost, never 127.0.0.1: verify_identity
+    // must fail on the IP address and pass on the name.
+    let certs = Certs::generate(&["localhost"], "keysmith");
+    let Some(db) = TempMariaDb::start_tls(&certs) else {
+        return;
+    };
+    let plain = db.fresh_url();
+    let with = |mode: &str, host: &str, ca: Option<&std::path::Path>| {
+        let mut url = plain
+            .replace("ssl-mode=disabled", &format!("ssl-mode={mode}"))
+            .replace("@127.0.0.1:", &format!("@{host}:"));
+        if let Some(ca) = ca {
+            url.push_str(&format!("&ssl-ca={}", ca.display()));
+        }
+        url
+    };
+    let cipher = |url: String| async move {
+        let mut c = keysmith::store::mysql::connect(&url).await?;
+        let row: Option<(String, String)> = c
+            .query_first("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+            .await
+            .unwrap();
+        let _ = c.disconnect().await;
+        Ok::<String, Error>(row.map(|r| r.1).unwrap_or_default())
+    };
+    // Encrypted without checks, and plain when asked.
+    assert!(
+        !cipher(with("preferred", "127.0.0.1", None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !cipher(with("required", "127.0.0.1", None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(cipher(plain.clone()).await.unwrap().is_empty());
+    // The right CA: verify_ca passes on either host, verify_identity only
+    // on the name the certificate holds.
+    let ca = Some(certs.ca.as_path());
+    assert!(
+        !cipher(with("verify_ca", "127.0.0.1", ca))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        !cipher(with("verify_identity", "localhost", ca))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let store = MysqlStore::open(&with("verify_identity", "localhost", ca))
+        .await
+        .unwrap();
+    store
+        .create_sequence(&SequenceSpec::new("s"))
+        .await
+        .unwrap();
+    assert_eq!(store.reserve_atomic("s", 2).await.unwrap().end, 3);
+    for (url, why) in [
+        (with("verify_identity", "127.0.0.1", ca), "not the host"),
+        (
+            with("verify_ca", "localhost", Some(certs.other_ca.as_path())),
+            "wrong CA",
+        ),
+        (with("verify_identity", "localhost", None), "not a web root"),
+    ] {
+        let e = MysqlStore::open(&url).await.unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("TLS failed")),
+            "{why}: {e}"
+        );
+        assert!(!msg.contains(db.password()), "{msg}");
+    }
+}
