@@ -260,10 +260,21 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE {s}.pools ADD COLUMN generation text;
     ALTER TABLE {s}.workers ADD COLUMN generation text;
 
+    -- The system identifier is read from the control file once per session
+    -- (it is the server's, and a session stays on one server); the timeline
+    -- of the WAL being written, which promotion changes under a session,
+    -- every time.
     CREATE FUNCTION {s}.store_generation() RETURNS text
-    LANGUAGE sql VOLATILE AS $fn$
-        SELECT (SELECT system_identifier FROM pg_control_system())::text
-               || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+    LANGUAGE plpgsql VOLATILE AS $fn$
+    DECLARE
+        sys text := current_setting('keysmith.system_identifier', true);
+    BEGIN
+        IF sys IS NULL OR sys = '' THEN
+            SELECT system_identifier::text INTO sys FROM pg_control_system();
+            PERFORM set_config('keysmith.system_identifier', sys, false);
+        END IF;
+        RETURN sys || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8);
+    END
     $fn$;
 
     CREATE FUNCTION {s}.fence(seq text, g text) RETURNS bigint
