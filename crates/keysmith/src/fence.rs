@@ -25,7 +25,9 @@
 use serde::Serialize;
 
 use crate::backoff::Retries;
-use crate::store::{Alteration, CountsDelta, MAX_RESERVATION, Put, SequenceRow, Store};
+use crate::store::{
+    Alteration, CountsDelta, MAX_RESERVATION, Put, SequenceRow, Store, WORKER_FAILOVER_SKIP_MS,
+};
 use crate::{Error, Result};
 
 /// What to fence.
@@ -34,15 +36,17 @@ pub enum FenceTarget {
     /// One sequence, or a pool of that name when there is no such sequence.
     One(String),
     /// Every sequence and pool of the store (gap-free sequences are left
-    /// to be fenced by name).
+    /// to be fenced by name), and the time floor of every worker id, moved
+    /// by [`WORKER_FAILOVER_SKIP_MS`] (a holder starts that much later).
     All,
 }
 
 /// One object moved forward (or that would be, in a dry run).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FenceChange {
-    /// What it is: "sequence", or "numbered sequence" (its current period's
-    /// counter moved).
+    /// What it is: "sequence", "numbered sequence" (its current period's
+    /// counter moved), "pool", or "worker" (named `GROUP/ID`: its time floor,
+    /// in ms since the Unix epoch).
     pub kind: &'static str,
     /// Its name.
     pub name: String,
@@ -174,6 +178,22 @@ pub async fn fence(
             after: rounds.saturating_mul(pool.size),
             name: pool.name,
         });
+    }
+    if matches!(target, FenceTarget::All) {
+        if dry_run {
+            report.left_alone.push(format!(
+                "worker ids: every time floor would move {WORKER_FAILOVER_SKIP_MS} ms forward"
+            ));
+        } else {
+            for m in store.fence_workers(WORKER_FAILOVER_SKIP_MS).await? {
+                report.changes.push(FenceChange {
+                    kind: "worker",
+                    name: format!("{}/{}", m.group, m.worker),
+                    before: m.before,
+                    after: m.after,
+                });
+            }
+        }
     }
     Ok(report)
 }

@@ -475,6 +475,24 @@ impl WorkerStore for MemoryStore {
             }
         })
     }
+
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<super::WorkerFloorMove>> {
+        self.with(|s| {
+            Ok(s.workers
+                .iter_mut()
+                .map(|((group, worker), slot)| {
+                    let before = slot.until_ms;
+                    slot.until_ms = before.saturating_add(skip_ms);
+                    super::WorkerFloorMove {
+                        group: group.clone(),
+                        worker: *worker,
+                        before,
+                        after: slot.until_ms,
+                    }
+                })
+                .collect())
+        })
+    }
 }
 
 impl State {

@@ -186,6 +186,29 @@ pub trait WorkerStore: Send + Sync + std::fmt::Debug {
         fence: i64,
         floor_ms: i64,
     ) -> Result<bool>;
+
+    /// The operator's fence of worker ids: moves the time floor of every
+    /// worker id of every group forward by `skip_ms`, so that a holder
+    /// starts past every id issued before a restore the store cannot see.
+    /// Leases stay as they are. Returns each worker id moved: its group, id,
+    /// and floor before and after, ordered by group and id.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<WorkerFloorMove>>;
+}
+
+/// One worker id's floor moved by [`WorkerStore::fence_workers`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerFloorMove {
+    /// The group.
+    pub group: String,
+    /// The worker id.
+    pub worker: i64,
+    /// Its floor before (ms since the Unix epoch).
+    pub before: i64,
+    /// Its floor after.
+    pub after: i64,
 }
 
 /// The message of [`Error::IdsUnavailable`] when every worker id is held.

@@ -87,6 +87,7 @@ macro_rules! conformance_tests {
             handles::pool_describe_gives_a_rate_and_runway,
             handles::a_failed_pool_take_n_near_the_maximum_loses_nothing,
             workers::workers_are_leased_lowest_first,
+            workers::fence_workers_moves_every_floor,
             workers::all_worker_ids_taken_is_a_clear_error,
             workers::the_time_floor_outlives_holders,
             workers::a_stale_fence_is_refused,

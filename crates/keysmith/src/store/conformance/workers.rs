@@ -236,3 +236,33 @@ pub async fn racing_acquirers_never_share_a_worker_id(store: Arc<dyn Store>) {
     assert_eq!(got, (0..n).collect::<BTreeSet<i64>>());
     assert_eq!(refused, 1);
 }
+
+/// The operator's fence of worker ids moves every floor of every group
+/// forward and reports each; the next holder starts past it.
+pub async fn fence_workers_moves_every_floor(store: Arc<dyn Store>) {
+    let a = store
+        .acquire_worker(&claim("fw-a", 4, 10_000, 1000))
+        .await
+        .unwrap();
+    let b = store
+        .acquire_worker(&claim("fw-b", 4, 10_000, 1000))
+        .await
+        .unwrap();
+    assert_eq!((a.until_ms, b.until_ms), (11_000, 11_000));
+    let moved = store.fence_workers(500).await.unwrap();
+    let ours: Vec<_> = moved
+        .iter()
+        .filter(|m| m.group.starts_with("fw-"))
+        .map(|m| (m.group.as_str(), m.worker, m.before, m.after))
+        .collect();
+    assert_eq!(
+        ours,
+        [("fw-a", 0, 11_000, 11_500), ("fw-b", 0, 11_000, 11_500)]
+    );
+    // The holder keeps its lease; its floor is the moved one.
+    let renewed = store
+        .renew_worker("fw-a", 0, a.fence, Duration::from_secs(30), 0, 1)
+        .await
+        .unwrap();
+    assert_eq!(renewed, Some(11_500));
+}

@@ -387,4 +387,69 @@ impl WorkerStore for EtcdStore {
             attempts: ATTEMPTS,
         })
     }
+
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<crate::store::WorkerFloorMove>> {
+        let prefix = format!("{}workers/", self.prefix);
+        let p = prefix.clone();
+        let resp = self
+            .call("read worker floors", |mut c| {
+                let p = p.clone();
+                async move { c.get(p, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        let mut out = Vec::new();
+        for kv in resp.kvs() {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let Some(rest) = key
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix("/floor"))
+            else {
+                continue;
+            };
+            let Some((group, worker)) = rest.rsplit_once('/') else {
+                continue;
+            };
+            let worker: i64 = worker.parse().map_err(|_| {
+                Error::Corrupt(format!("etcd key {key} is not a keysmith worker floor"))
+            })?;
+            let (mut value, mut rev) = (kv.value().to_vec(), kv.mod_revision());
+            for attempt in 0..=ATTEMPTS {
+                let floor: Floor = serde_json::from_slice(&value).map_err(|e| {
+                    Error::Corrupt(format!(
+                        "etcd key {key} is not a keysmith worker floor: {e}"
+                    ))
+                })?;
+                let moved = Floor {
+                    until_ms: floor.until_ms.saturating_add(skip_ms),
+                    ..floor.clone()
+                };
+                let new = serde_json::to_vec(&moved).map_err(|e| Error::Corrupt(e.to_string()))?;
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(key.clone(), CompareOp::Equal, rev)])
+                    .and_then([TxnOp::put(key.clone(), new, None)])
+                    .or_else([TxnOp::get(key.clone(), None)]);
+                let resp = self.txn("move a worker's floor", txn).await?;
+                if resp.succeeded() {
+                    out.push(crate::store::WorkerFloorMove {
+                        group: group.to_owned(),
+                        worker,
+                        before: floor.until_ms,
+                        after: moved.until_ms,
+                    });
+                    break;
+                }
+                let Some(now) = first_kv(&resp.op_responses(), 0)? else {
+                    break; // gone meanwhile
+                };
+                if attempt == ATTEMPTS {
+                    return Err(Error::Contention {
+                        name: group.to_owned(),
+                        attempts: ATTEMPTS,
+                    });
+                }
+                (value, rev) = (now.value().to_vec(), now.mod_revision());
+            }
+        }
+        Ok(out)
+    }
 }

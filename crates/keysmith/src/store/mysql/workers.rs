@@ -206,4 +206,38 @@ impl WorkerStore for MysqlStore {
             .await;
         self.settle(c, out)
     }
+
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<crate::store::WorkerFloorMove>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let rows: Vec<(Vec<u8>, i64, i64)> = tx
+                    .query(
+                        "SELECT grp, worker, until_ms FROM keysmith_workers
+                         ORDER BY grp, worker FOR UPDATE",
+                    )
+                    .await
+                    .map_err(bad)?;
+                tx.exec_drop(
+                    "UPDATE keysmith_workers SET until_ms = until_ms + ?",
+                    (skip_ms,),
+                )
+                .await
+                .map_err(bad)?;
+                tx.commit().await.map_err(bad)?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(g, worker, before)| crate::store::WorkerFloorMove {
+                        group: String::from_utf8_lossy(&g).into_owned(),
+                        worker,
+                        before,
+                        after: before.saturating_add(skip_ms),
+                    })
+                    .collect())
+            })
+            .await;
+        self.settle(c, out)
+    }
 }

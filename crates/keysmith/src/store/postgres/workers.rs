@@ -176,4 +176,33 @@ impl WorkerStore for PostgresStore {
             .await;
         self.settle(c, out)
     }
+
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<crate::store::WorkerFloorMove>> {
+        let sql = format!(
+            "UPDATE {}.workers SET until_ms = until_ms + $1
+             RETURNING grp, worker, until_ms - $1, until_ms",
+            self.s()
+        );
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let rows = c.query(&sql, &[&skip_ms]).await.map_err(bad)?;
+                let mut out = rows
+                    .iter()
+                    .map(|r| {
+                        Ok(crate::store::WorkerFloorMove {
+                            group: r.try_get(0).map_err(bad)?,
+                            worker: r.try_get(1).map_err(bad)?,
+                            before: r.try_get(2).map_err(bad)?,
+                            after: r.try_get(3).map_err(bad)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
+                Ok(out)
+            })
+            .await;
+        self.settle(c, out)
+    }
 }

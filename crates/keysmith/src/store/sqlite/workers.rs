@@ -131,4 +131,29 @@ impl WorkerStore for SqliteStore {
         })
         .await
     }
+
+    async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<crate::store::WorkerFloorMove>> {
+        self.write(move |tx| {
+            let mut s = tx
+                .prepare(
+                    "UPDATE keysmith_workers SET until_ms = until_ms + ?1
+                     RETURNING grp, worker, until_ms - ?1, until_ms",
+                )
+                .map_err(db_err)?;
+            let mut out = s
+                .query_map([skip_ms], |r| {
+                    Ok(crate::store::WorkerFloorMove {
+                        group: r.get(0)?,
+                        worker: r.get(1)?,
+                        before: r.get(2)?,
+                        after: r.get(3)?,
+                    })
+                })
+                .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(db_err)?;
+            out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
+            Ok(out)
+        })
+        .await
+    }
 }
