@@ -109,7 +109,7 @@ async fn sqlite_mistakes_say_what_is_wrong_and_change_nothing() {
         (source(&db, "orders", "nope"), "no column \"nope\""),
         (source(&db, "loose", "id"), "not integers"),
         (source(&db, "orders", "id"), "max"),
-        (source("mysql://x/y", "orders", "id"), "scheme \"mysql\""),
+        (source("redis://x/y", "orders", "id"), "scheme \"redis\""),
         (
             source(
                 &format!("sqlite://{}", dir.path().join("missing.db").display()),
