@@ -7,8 +7,10 @@
 //! a fifth of the block is left (by default) the next block is reserved in
 //! the background, so `next` does not wait on the store in steady state.
 //!
-//! With block size 1 (strict mode) every value is its own round trip to the
-//! store, and values from all handles increase in the order they were taken.
+//! With block size 1 (strict mode) no value is cached: every value comes from
+//! a reservation committed before it is returned, and values from all handles
+//! increase in the order they were taken. Callers of one strict handle that
+//! wait at the same time share one reservation (`strict.rs`).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -30,6 +32,7 @@ mod cache;
 pub mod high_water;
 pub mod lease;
 mod strategy;
+mod strict;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
 pub use adopt::{AdoptReport, AdoptSource, adopt};
@@ -39,6 +42,7 @@ pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};
 use strategy::Allocator;
+use strict::StrictQueue;
 
 /// The most values one [`Sequence::next_n`] call returns.
 pub const MAX_BATCH: i64 = 1_000_000;
@@ -67,6 +71,8 @@ struct Inner {
     adaptive: Option<Adaptive>,
     /// Share of a block left when the next one is prefetched; 0 turns prefetch off.
     prefetch: f64,
+    /// Strict mode's callers waiting for a shared reservation.
+    strict: StrictQueue,
     runtime: tokio::runtime::Handle,
 }
 
@@ -382,6 +388,7 @@ impl SequenceBuilder {
                 block: AtomicI64::new(block),
                 adaptive,
                 prefetch,
+                strict: StrictQueue::default(),
                 runtime,
             }),
         })
@@ -536,26 +543,13 @@ impl Sequence {
         Ok(out)
     }
 
-    /// [`Self::next_n`] in strict mode: reservations of exactly what is
-    /// asked; on a failure the ones already made go back to the store if no
-    /// one reserved since.
+    /// [`Self::next_n`] in strict mode: the caller joins the queue of the
+    /// handle's callers and gets its values from the next shared reservation
+    /// (`strict.rs`); all or nothing: near the maximum it fails with
+    /// [`Error::Exhausted`] and what was reserved for it goes back to the
+    /// store if no one reserved since.
     async fn next_n_strict(&self, n: i64) -> Result<Vec<i64>> {
-        let alloc = &self.inner.alloc;
-        let mut got: Vec<Reservation> = Vec::new();
-        let mut have = 0;
-        while have < n {
-            match alloc.reserve(n - have).await {
-                Ok(r) => {
-                    have += r.len();
-                    got.push(r);
-                }
-                Err(e) => {
-                    self.hand_back(&got).await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(got.iter().flat_map(|r| r.start..r.end).collect())
+        Ok(self.take_strict(n).await?.collect())
     }
 
     /// Gives the reservations `got` (in order, none handed out) back to the
@@ -623,8 +617,7 @@ impl Sequence {
     async fn take(&self, n: i64) -> Result<Range<i64>> {
         let inner = &*self.inner;
         if self.is_strict() {
-            let r = inner.alloc.reserve(n).await?;
-            return Ok(r.start..r.end);
+            return self.take_strict(n).await;
         }
         loop {
             if let Some((r, mark)) = inner.cache.take(n) {
