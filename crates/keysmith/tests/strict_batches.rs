@@ -6,7 +6,8 @@
 //!
 //! On the in-memory store behind [`faulty::Faulty`], whose door holds
 //! reservations until the test lets them through (so a test knows which
-//! callers share a batch), and on SQLite for the order across handles.
+//! callers share a batch). Many tasks over several handles, on every store:
+//! the conformance check `strict_callers_sharing_reservations_keep_time_order`.
 //!
 //! What a dropped caller costs (the choice made in `sequence/strict.rs`):
 //! nothing if it was dropped before its batch was taken; if dropped after,
@@ -18,13 +19,12 @@ mod faulty;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::task::Poll;
 
 use faulty::Faulty;
 use keysmith::sequence::{self, Sequence, Strategy};
 use keysmith::store::{MAX_VALUE, SequenceSpec, SequenceStore, memory::MemoryStore};
-use keysmith::verify::{TimedCall, check_time_order};
 use keysmith::{Error, Result};
 
 type Call<'a> = Pin<Box<dyn Future<Output = Result<Vec<i64>>> + Send + 'a>>;
@@ -133,84 +133,6 @@ async fn callers_get_values_in_the_order_they_arrived() {
         assert!((1..=2).contains(&r), "{strategy}: {r} reservations");
         assert_eq!(next_free(&store).await, expect, "{strategy}: no gap");
     }
-}
-
-/// Many tasks on threads over three strict handles (one per strategy) of one
-/// SQLite file: every pair of calls where one returned before the other was
-/// sent is in order, and the values are gap-free.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn many_tasks_over_three_handles_keep_time_order_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("k.db").display());
-    let store = keysmith::store::open(&url).await.unwrap();
-    sequence::create(
-        &*store,
-        &SequenceSpec {
-            name: "s".into(),
-            start: 1,
-            max: MAX_VALUE,
-            block: 1,
-            failover_skip: None,
-        },
-    )
-    .await
-    .unwrap();
-    let mut handles = Vec::new();
-    for strategy in [Strategy::Atomic, Strategy::Locked, Strategy::Optimistic] {
-        handles.push(
-            Sequence::builder()
-                .store(store.clone())
-                .name("s")
-                .strategy(strategy)
-                .build()
-                .await
-                .unwrap(),
-        );
-    }
-    // A logical clock: every invoke and completion takes a tick.
-    let clock = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for t in 0..12 {
-        let seq = handles[t % 3].clone();
-        let clock = clock.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut calls = Vec::new();
-            for i in 0..25 {
-                let n = if (t + i) % 5 == 0 { 3 } else { 1 };
-                let invoked = clock.fetch_add(1, SeqCst);
-                let v = if n == 1 {
-                    vec![seq.next().await.unwrap()]
-                } else {
-                    seq.next_n(n).await.unwrap()
-                };
-                let completed = clock.fetch_add(1, SeqCst);
-                calls.push(TimedCall {
-                    invoked,
-                    completed,
-                    first: v[0],
-                    last: *v.last().unwrap(),
-                });
-            }
-            calls
-        }));
-    }
-    let mut calls = Vec::new();
-    for t in tasks {
-        calls.extend(t.await.unwrap());
-    }
-    let pairs = check_time_order(&calls).unwrap_or_else(|v| {
-        panic!(
-            "out of time order: {:?} then {:?}",
-            calls[v.earlier], calls[v.later]
-        )
-    });
-    assert!(pairs > 0);
-    let mut all: Vec<i64> = calls.iter().flat_map(|c| c.first..=c.last).collect();
-    all.sort_unstable();
-    let n = all.len() as i64;
-    assert_eq!(all, (1..=n).collect::<Vec<_>>(), "gap-free, none twice");
-    let reservations: u64 = handles.iter().map(|h| h.stats().reservations).sum();
-    eprintln!("{n} values in {} calls, {reservations} reservations", calls.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,9 +259,17 @@ async fn a_batch_near_the_maximum_serves_in_order_and_gives_the_rest_back() {
     store.let_through(2);
     finish(first).await;
     let got = finish(batch).await;
-    assert!(matches!(got[0], Err(Error::Exhausted { .. })), "{:?}", got[0]);
+    assert!(
+        matches!(got[0], Err(Error::Exhausted { .. })),
+        "{:?}",
+        got[0]
+    );
     assert_eq!(got[1].as_ref().unwrap(), &vec![2]);
-    assert!(matches!(got[2], Err(Error::Exhausted { .. })), "{:?}", got[2]);
+    assert!(
+        matches!(got[2], Err(Error::Exhausted { .. })),
+        "{:?}",
+        got[2]
+    );
     // 3 went back: another handle gets it.
     store.doored.store(false, SeqCst);
     let other = open(&store, Strategy::Atomic).await;

@@ -189,6 +189,7 @@ impl Sequence {
         let mut at = r.start;
         // The start of the run of values handed to no one that ends at `at`.
         let mut unused_from: Option<i64> = None;
+        let mut refused = Vec::new();
         for w in batch {
             if r.end - at >= w.n {
                 let g = Grant {
@@ -207,19 +208,20 @@ impl Sequence {
                 // Fewer came back than asked: the batch reached the maximum
                 // (its last value is the maximum). A smaller later count may
                 // still fit.
-                let _ = w.tx.send(Err(Error::Exhausted {
-                    name: self.name().to_owned(),
-                    max: r.end - 1,
-                }));
+                refused.push(w.tx);
             }
         }
         let from = unused_from.unwrap_or(at);
         if from < r.end {
-            self.hand_back(&[Reservation {
-                start: from,
-                ..r
-            }])
-            .await;
+            self.hand_back(&[Reservation { start: from, ..r }]).await;
+        }
+        // Told after the hand-back: a caller that fails near the maximum
+        // finds what was reserved for it back in the store.
+        for tx in refused {
+            let _ = tx.send(Err(Error::Exhausted {
+                name: self.name().to_owned(),
+                max: r.end - 1,
+            }));
         }
     }
 
