@@ -434,7 +434,10 @@ impl Sequence {
     /// returned before.
     ///
     /// A call that fails, or whose future is dropped before it is ready,
-    /// takes no value: the next call gets it.
+    /// takes no value: the next call gets it. In strict mode callers waiting
+    /// at once share one reservation, served in the order they called; one
+    /// dropped after that reservation was made hands its value back if it
+    /// ends the reservation and no one reserved since, else it is a gap.
     ///
     /// # Errors
     /// [`Error::Exhausted`] past the maximum, [`Error::Contention`],
