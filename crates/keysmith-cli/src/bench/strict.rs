@@ -1,6 +1,6 @@
-//! The strict rows of `bench compare` (issue 26): a strict sequence (block
-//! 1) over HTTP at 1, 4, 16 and 64 connections, beside the store's bare
-//! fsync loop, one durable write per value, measured in the same run.
+//! The strict rows of `bench compare` (issue 26): a strict sequence (block 1)
+//! over HTTP at 1, 4, 16 and 64 connections, beside the store's bare fsync
+//! loop, one durable write per value, measured in the same run.
 //!
 //! A strict handle groups the requests waiting at once into one reservation
 //! (`keysmith::sequence`, `strict.rs`), so with many connections it serves
