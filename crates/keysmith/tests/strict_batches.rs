@@ -299,3 +299,34 @@ async fn a_failed_batch_fails_every_caller_and_hands_nothing_out() {
     store.let_through(1);
     assert_eq!(seq.next_n(2).await.unwrap(), vec![2, 3], "no gap");
 }
+
+/// The handle's runtime stops while callers wait for a batch (its drain
+/// task is dropped): they fail with `Unavailable` instead of waiting for
+/// ever, and so does a caller after it.
+#[test]
+fn callers_fail_instead_of_hanging_when_the_handles_runtime_stops() {
+    let main = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (store, seq) = rt.block_on(setup(MAX_VALUE, Strategy::Atomic));
+    let mut waiting = vec![next(&seq), next_n(&seq, 2)];
+    main.block_on(async {
+        arrive(&mut waiting).await;
+        store.wait_at_door(1).await;
+    });
+    rt.shutdown_background();
+    main.block_on(async {
+        for r in finish(waiting).await {
+            assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+        }
+        let r = seq.next().await;
+        assert!(matches!(r, Err(Error::Unavailable(_))), "{r:?}");
+    });
+}

@@ -230,7 +230,8 @@ impl AdaptivePolicy {
 pub struct SequenceStats {
     /// Block size of this handle.
     pub block: i64,
-    /// Reservations made in the store (refills, prefetches, strict values).
+    /// Reservations made in the store (refills, prefetches, strict batches:
+    /// one per group of strict callers that waited at once).
     pub reservations: u64,
     /// Optimistic puts that lost to another writer and were retried.
     pub conflicts: u64,

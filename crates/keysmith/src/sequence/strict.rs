@@ -115,6 +115,53 @@ impl Drop for Wait<'_> {
     }
 }
 
+/// The drain task's state; if the task is dropped before the queue is empty
+/// (its runtime shut down), the callers still queued fail instead of waiting
+/// for a task that will not come, and the next caller starts a new one.
+/// Made before the task is spawned: a task dropped without ever running
+/// clears the queue too.
+struct Draining {
+    seq: Sequence,
+    done: bool,
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut s = self.seq.inner.strict.lock();
+            s.draining = false;
+            // Dropping their senders fails them (see `take_strict`).
+            s.waiting.clear();
+        }
+    }
+}
+
+/// Reserves and hands out batches until no caller waits.
+async fn drain(mut guard: Draining) {
+    let seq = guard.seq.clone();
+    loop {
+        let batch = {
+            let mut s = seq.inner.strict.lock();
+            let mut batch = Vec::new();
+            let mut total = 0i64;
+            while let Some(w) = s.waiting.front() {
+                if !batch.is_empty() && total + w.n > MAX_RESERVATION {
+                    break;
+                }
+                total += w.n;
+                batch.extend(s.waiting.pop_front());
+            }
+            if batch.is_empty() {
+                s.draining = false;
+                guard.done = true;
+                return;
+            }
+            batch
+        };
+        seq.serve(batch).await;
+    }
+}
+
 impl Sequence {
     /// `n` values of a strict handle, through the queue (see the module docs).
     pub(super) async fn take_strict(&self, n: i64) -> Result<Range<i64>> {
@@ -129,8 +176,11 @@ impl Sequence {
             (id, start)
         };
         if start {
-            let seq = self.clone();
-            self.inner.runtime.spawn(async move { seq.drain().await });
+            let guard = Draining {
+                seq: self.clone(),
+                done: false,
+            };
+            self.inner.runtime.spawn(drain(guard));
         }
         let mut wait = Wait {
             seq: self,
@@ -147,30 +197,6 @@ impl Sequence {
                 "sequence {:?}: the runtime stopped before the value was reserved",
                 self.name()
             ))),
-        }
-    }
-
-    /// Reserves and hands out batches until no caller waits.
-    async fn drain(&self) {
-        loop {
-            let batch = {
-                let mut s = self.inner.strict.lock();
-                let mut batch = Vec::new();
-                let mut total = 0i64;
-                while let Some(w) = s.waiting.front() {
-                    if !batch.is_empty() && total + w.n > MAX_RESERVATION {
-                        break;
-                    }
-                    total += w.n;
-                    batch.extend(s.waiting.pop_front());
-                }
-                if batch.is_empty() {
-                    s.draining = false;
-                    return;
-                }
-                batch
-            };
-            self.serve(batch).await;
         }
     }
 
