@@ -86,6 +86,9 @@ fn compare_writes_a_table_and_charts() {
         "GET /livez",
         "POST next, SQLite, block 1 ",
         "POST reserve?count=1000000, SQLite",
+        "bare fsync loop, SQLite",
+        "POST next, strict, SQLite, 1 connection(s)",
+        "POST next, strict, SQLite, 64 connection(s)",
     ] {
         let row = rows
             .iter()
@@ -101,6 +104,8 @@ fn compare_writes_a_table_and_charts() {
         "keysmith on etcd, block 100",
         "keysmith on MySQL, block 100, locked",
         "LAST_INSERT_ID(v + 1) per value",
+        "bare fsync loop, PostgreSQL",
+        "POST next, strict, etcd, 16 connection(s)",
     ] {
         let row = rows.iter().find(|r| r.contains(skipped)).unwrap();
         assert!(row.contains("skipped: "), "{row}");

@@ -27,7 +27,7 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: baselines (bare atomic, no-op route)",
+                    "values per second, log scale ({} s per row, one run); blue: durable before returned, orange: not, grey: baselines (bare atomic, no-op route, bare fsync loop)",
                     r.seconds
                 ),
                 ("sans-serif", 16),
@@ -64,7 +64,8 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
             match row.values_per_sec {
                 Some(v) if v > 1.0 => {
                     let baseline = (row.group == "limit" && !row.guarantees.durable)
-                        || row.name.starts_with("GET /livez");
+                        || row.name.starts_with("GET /livez")
+                        || row.name.starts_with("bare fsync loop");
                     let color = if baseline {
                         LIMIT
                     } else if row.guarantees.durable {

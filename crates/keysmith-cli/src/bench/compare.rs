@@ -160,7 +160,7 @@ pub struct Options {
 }
 
 const KS_DURABLE: Guarantees = Guarantees::new(true, Unique::Yes, Order::PerHandle);
-const KS_STRICT: Guarantees = Guarantees::new(true, Unique::Yes, Order::Global);
+pub(crate) const KS_STRICT: Guarantees = Guarantees::new(true, Unique::Yes, Order::Global);
 const LOCAL: Guarantees = Guarantees::new(false, Unique::No, Order::PerHandle);
 
 fn row(group: &str, name: impl Into<String>, g: Guarantees) -> Row {
@@ -176,14 +176,14 @@ fn row(group: &str, name: impl Into<String>, g: Guarantees) -> Row {
     }
 }
 
-fn skipped(group: &str, name: impl Into<String>, g: Guarantees, why: &str) -> Row {
+pub(crate) fn skipped(group: &str, name: impl Into<String>, g: Guarantees, why: &str) -> Row {
     Row {
         note: format!("skipped: {why}"),
         ..row(group, name, g)
     }
 }
 
-fn measured(group: &str, name: impl Into<String>, g: Guarantees, per_sec: f64) -> Row {
+pub(crate) fn measured(group: &str, name: impl Into<String>, g: Guarantees, per_sec: f64) -> Row {
     Row {
         values_per_sec: Some(per_sec),
         ..row(group, name, g)
@@ -290,7 +290,7 @@ where
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
-fn with_baseline(mut r: Row, base: &Row) -> Row {
+pub(crate) fn with_baseline(mut r: Row, base: &Row) -> Row {
     if let (Some(v), Some(b)) = (r.values_per_sec, base.values_per_sec) {
         r.baseline = Some((base.name.clone(), v / b));
     }
@@ -580,6 +580,20 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
                 push(r);
             }
             latency.extend(l);
+        }
+        // Strict over HTTP at 1 to 64 connections, beside each store's bare
+        // fsync loop (one durable write per value).
+        for (store_name, url, why) in &stores {
+            let usable = url
+                .as_ref()
+                .filter(|_| store_name != &"etcd" || cfg!(feature = "etcd"));
+            let rows = match usable {
+                Some(url) => super::strict::rows(store_name, url, &o.dir, d).await?,
+                None => super::strict::skipped_rows(store_name, why),
+            };
+            for r in rows {
+                push(r);
+            }
         }
     }
     for ext in ["", "-wal", "-shm"] {

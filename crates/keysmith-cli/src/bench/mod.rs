@@ -9,3 +9,4 @@ pub mod limit;
 pub mod rate;
 mod redis;
 pub mod stall;
+pub mod strict;

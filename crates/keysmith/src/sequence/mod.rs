@@ -7,8 +7,10 @@
 //! a fifth of the block is left (by default) the next block is reserved in
 //! the background, so `next` does not wait on the store in steady state.
 //!
-//! With block size 1 (strict mode) every value is its own round trip to the
-//! store, and values from all handles increase in the order they were taken.
+//! With block size 1 (strict mode) no value is cached: every value comes from
+//! a reservation committed before it is returned, and values from all handles
+//! increase in the order they were taken. Callers of one strict handle that
+//! wait at the same time share one reservation (`strict.rs`).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -31,6 +33,7 @@ pub mod high_water;
 mod import;
 pub mod lease;
 mod strategy;
+mod strict;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
 pub use adopt::{AdoptReport, AdoptSource, adopt};
@@ -41,6 +44,7 @@ pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};
 use strategy::Allocator;
+use strict::StrictQueue;
 
 /// The most values one [`Sequence::next_n`] call returns.
 pub const MAX_BATCH: i64 = 1_000_000;
@@ -69,6 +73,8 @@ struct Inner {
     adaptive: Option<Adaptive>,
     /// Share of a block left when the next one is prefetched; 0 turns prefetch off.
     prefetch: f64,
+    /// Strict mode's callers waiting for a shared reservation.
+    strict: StrictQueue,
     runtime: tokio::runtime::Handle,
 }
 
@@ -226,7 +232,8 @@ impl AdaptivePolicy {
 pub struct SequenceStats {
     /// Block size of this handle.
     pub block: i64,
-    /// Reservations made in the store (refills, prefetches, strict values).
+    /// Reservations made in the store (refills, prefetches, strict batches:
+    /// one per group of strict callers that waited at once).
     pub reservations: u64,
     /// Optimistic puts that lost to another writer and were retried.
     pub conflicts: u64,
@@ -384,6 +391,7 @@ impl SequenceBuilder {
                 block: AtomicI64::new(block),
                 adaptive,
                 prefetch,
+                strict: StrictQueue::default(),
                 runtime,
             }),
         })
@@ -429,7 +437,10 @@ impl Sequence {
     /// returned before.
     ///
     /// A call that fails, or whose future is dropped before it is ready,
-    /// takes no value: the next call gets it.
+    /// takes no value: the next call gets it. In strict mode callers waiting
+    /// at once share one reservation, served in the order they called; one
+    /// dropped after that reservation was made hands its value back if it
+    /// ends the reservation and no one reserved since, else it is a gap.
     ///
     /// # Errors
     /// [`Error::Exhausted`] past the maximum, [`Error::Contention`],
@@ -538,26 +549,13 @@ impl Sequence {
         Ok(out)
     }
 
-    /// [`Self::next_n`] in strict mode: reservations of exactly what is
-    /// asked; on a failure the ones already made go back to the store if no
-    /// one reserved since.
+    /// [`Self::next_n`] in strict mode: the caller joins the queue of the
+    /// handle's callers and gets its values from the next shared reservation
+    /// (`strict.rs`); all or nothing: near the maximum it fails with
+    /// [`Error::Exhausted`] and what was reserved for it goes back to the
+    /// store if no one reserved since.
     async fn next_n_strict(&self, n: i64) -> Result<Vec<i64>> {
-        let alloc = &self.inner.alloc;
-        let mut got: Vec<Reservation> = Vec::new();
-        let mut have = 0;
-        while have < n {
-            match alloc.reserve(n - have).await {
-                Ok(r) => {
-                    have += r.len();
-                    got.push(r);
-                }
-                Err(e) => {
-                    self.hand_back(&got).await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(got.iter().flat_map(|r| r.start..r.end).collect())
+        Ok(self.take_strict(n).await?.collect())
     }
 
     /// Gives the reservations `got` (in order, none handed out) back to the
@@ -625,8 +623,7 @@ impl Sequence {
     async fn take(&self, n: i64) -> Result<Range<i64>> {
         let inner = &*self.inner;
         if self.is_strict() {
-            let r = inner.alloc.reserve(n).await?;
-            return Ok(r.start..r.end);
+            return self.take_strict(n).await;
         }
         loop {
             if let Some((r, mark)) = inner.cache.take(n) {

@@ -652,6 +652,74 @@ fn first_seen(seen: &mut HashMap<i64, u32>, v: i64, process: u32) -> Option<u32>
     }
 }
 
+/// One call to a strict sequence as its caller saw it: when it was sent,
+/// when its answer came back (any clock all callers share, e.g. `Instant`s
+/// of one test process), and the lowest and highest value it got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TimedCall<T> {
+    /// When the call was sent.
+    pub invoked: T,
+    /// When its answer came back.
+    pub completed: T,
+    /// Its lowest value.
+    pub first: i64,
+    /// Its highest value.
+    pub last: i64,
+}
+
+/// Two calls out of time order: `earlier` completed before `later` was
+/// invoked, yet `later` got a value not above all of `earlier`'s. Indices
+/// into the slice given to [`check_time_order`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OrderViolation {
+    /// The call that completed first.
+    pub earlier: usize,
+    /// The call sent after it, with a value not above it.
+    pub later: usize,
+}
+
+/// Checks the strict column's time order over every pair of `calls`: a
+/// value returned before another call was sent is smaller than every value
+/// of that call. Returns how many ordered pairs (one completed before the
+/// other was sent) were checked, or the first violation found (the
+/// offending earlier call is the one with the highest value among those that
+/// completed before `later` was sent). Calls that overlap in time may come
+/// in any order. `O(n log n)`.
+///
+/// # Errors
+/// The violation, naming both calls.
+pub fn check_time_order<T: Ord + Copy>(
+    calls: &[TimedCall<T>],
+) -> std::result::Result<u64, OrderViolation> {
+    let mut by_completed: Vec<usize> = (0..calls.len()).collect();
+    by_completed.sort_by_key(|&i| calls[i].completed);
+    let mut by_invoked: Vec<usize> = (0..calls.len()).collect();
+    by_invoked.sort_by_key(|&i| calls[i].invoked);
+    let mut done = 0;
+    // The call with the highest value among those completed so far.
+    let mut highest: Option<usize> = None;
+    let mut pairs = 0u64;
+    for &b in &by_invoked {
+        while done < by_completed.len() && calls[by_completed[done]].completed < calls[b].invoked {
+            let a = by_completed[done];
+            if highest.is_none_or(|h| calls[a].last > calls[h].last) {
+                highest = Some(a);
+            }
+            done += 1;
+        }
+        pairs += done as u64;
+        if let Some(a) = highest
+            && calls[a].last >= calls[b].first
+        {
+            return Err(OrderViolation {
+                earlier: a,
+                later: b,
+            });
+        }
+    }
+    Ok(pairs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -917,5 +985,65 @@ mod tests {
         );
         assert!(sequence::list(&*store).await.unwrap().is_empty());
         assert!(pool::list(&*store).await.unwrap().is_empty());
+    }
+
+    fn call(invoked: u64, completed: u64, v: i64) -> TimedCall<u64> {
+        TimedCall {
+            invoked,
+            completed,
+            first: v,
+            last: v,
+        }
+    }
+
+    #[test]
+    fn time_order_passes_in_order_and_overlapping_calls() {
+        // 0 and 1 overlap (any order); 2 comes after both; 3 overlaps 2.
+        let calls = [
+            call(0, 10, 2),
+            call(1, 9, 1),
+            call(11, 20, 3),
+            call(12, 13, 4),
+        ];
+        assert_eq!(check_time_order(&calls), Ok(4));
+        assert_eq!(check_time_order::<u64>(&[]), Ok(0));
+    }
+
+    #[test]
+    fn time_order_catches_a_planted_inversion() {
+        // Call 1 was sent after call 0 returned 5, and got 4.
+        let calls = [call(0, 10, 5), call(11, 12, 4), call(13, 14, 6)];
+        assert_eq!(
+            check_time_order(&calls),
+            Err(OrderViolation {
+                earlier: 0,
+                later: 1
+            })
+        );
+        // An equal value is a violation too, and so is an overlap of ranges.
+        let calls = [call(0, 10, 5), call(11, 12, 5)];
+        assert!(check_time_order(&calls).is_err());
+        let ranges = [
+            TimedCall {
+                invoked: 0,
+                completed: 1,
+                first: 1,
+                last: 3,
+            },
+            TimedCall {
+                invoked: 2,
+                completed: 3,
+                first: 3,
+                last: 4,
+            },
+        ];
+        assert!(check_time_order(&ranges).is_err());
+        // Deep in a larger history, after many good pairs.
+        let mut calls: Vec<_> = (0..100).map(|i| call(2 * i, 2 * i + 1, i as i64)).collect();
+        calls[70].first = 10;
+        calls[70].last = 10;
+        let e = check_time_order(&calls).unwrap_err();
+        assert_eq!(e.later, 70);
+        assert_eq!(calls[e.earlier].last, 69);
     }
 }

@@ -25,6 +25,11 @@ pub struct Faulty {
     /// Reservations yield to the runtime once before they go through, so a
     /// task can be aborted there.
     pub yield_first: AtomicBool,
+    /// While set, reservations wait at a door for a permit
+    /// ([`Faulty::let_through`]); [`Faulty::wait_at_door`] awaits arrivals.
+    pub doored: AtomicBool,
+    door: tokio::sync::Semaphore,
+    arrived: tokio::sync::watch::Sender<u64>,
     calls: AtomicU64,
 }
 
@@ -36,11 +41,31 @@ impl Faulty {
             fail_every: AtomicU64::new(0),
             hold: AtomicBool::new(false),
             yield_first: AtomicBool::new(false),
+            doored: AtomicBool::new(false),
+            door: tokio::sync::Semaphore::new(0),
+            arrived: tokio::sync::watch::Sender::new(0),
             calls: AtomicU64::new(0),
         })
     }
 
+    /// Lets `n` more reservations through the door.
+    #[allow(dead_code)]
+    pub fn let_through(&self, n: usize) {
+        self.door.add_permits(n);
+    }
+
+    /// Waits until `k` reservations in all have come to the door.
+    #[allow(dead_code)]
+    pub async fn wait_at_door(&self, k: u64) {
+        let mut rx = self.arrived.subscribe();
+        rx.wait_for(|&n| n >= k).await.unwrap();
+    }
+
     async fn gate(&self) -> Result<()> {
+        if self.doored.load(SeqCst) {
+            self.arrived.send_modify(|n| *n += 1);
+            self.door.acquire().await.unwrap().forget();
+        }
         if self.hold.load(SeqCst) {
             // Never woken: the caller polls once and drops the future.
             std::future::pending::<()>().await;
@@ -101,6 +126,7 @@ impl SequenceStore for Faulty {
 
 /// Polls `f` once (with a waker that does nothing) and drops it if it is
 /// not ready: a caller that gives up on a call, as a timeout would.
+#[allow(dead_code)]
 pub fn poll_once<F: std::future::Future>(f: F) -> Option<F::Output> {
     let mut f = std::pin::pin!(f);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

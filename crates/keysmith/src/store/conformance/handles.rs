@@ -127,6 +127,71 @@ pub async fn strict_handles_increase_in_time_order(store: Arc<dyn Store>) {
     );
 }
 
+/// Many tasks over three strict handles (one per strategy): callers of one
+/// handle who wait at once share a reservation (`sequence/strict.rs`), and
+/// every pair of calls where one returned before the other was sent is in
+/// order (a logical clock ticks at every send and every answer); the values
+/// are gap-free and none comes twice.
+pub async fn strict_callers_sharing_reservations_keep_time_order(store: Arc<dyn Store>) {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+    use crate::verify::{TimedCall, check_time_order};
+
+    create(&store, "strict-many", 1, MAX_VALUE, 1).await;
+    let mut handles = Vec::new();
+    for strategy in STRATEGIES {
+        let b = Sequence::builder()
+            .store(store.clone())
+            .name("strict-many")
+            .strategy(strategy);
+        handles.push(b.build().await.unwrap());
+    }
+    let clock = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..12 {
+        let (seq, clock) = (handles[t % 3].clone(), clock.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut calls = Vec::new();
+            for i in 0..20 {
+                let n = if (t + i) % 5 == 0 { 3 } else { 1 };
+                let invoked = clock.fetch_add(1, SeqCst);
+                let v = if n == 1 {
+                    vec![seq.next().await.unwrap()]
+                } else {
+                    seq.next_n(n).await.unwrap()
+                };
+                let completed = clock.fetch_add(1, SeqCst);
+                calls.push(TimedCall {
+                    invoked,
+                    completed,
+                    first: v[0],
+                    last: v[v.len() - 1],
+                });
+            }
+            calls
+        }));
+    }
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.extend(t.await.unwrap());
+    }
+    if let Err(v) = check_time_order(&calls) {
+        panic!(
+            "out of time order: {:?} then {:?}",
+            calls[v.earlier], calls[v.later]
+        );
+    }
+    let mut all: Vec<i64> = calls.iter().flat_map(|c| c.first..=c.last).collect();
+    all.sort_unstable();
+    let n = all.len() as i64;
+    assert_eq!(all, (1..=n).collect::<Vec<_>>(), "gap-free, none twice");
+    let reservations: u64 = handles.iter().map(|h| h.stats().reservations).sum();
+    eprintln!(
+        "{n} values in {} calls, {reservations} reservations",
+        calls.len()
+    );
+}
+
 /// `close()` hands the tail back when nobody reserved since, else leaves a
 /// gap; a closed handle refuses to hand out more.
 pub async fn close_hands_back_the_tail_only_when_untouched(store: Arc<dyn Store>) {

@@ -70,6 +70,7 @@ macro_rules! conformance_tests {
             pools::fence_pool_moves_every_member_by_whole_rounds,
             handles::threads_and_handles_never_share_a_value,
             handles::strict_handles_increase_in_time_order,
+            handles::strict_callers_sharing_reservations_keep_time_order,
             handles::close_hands_back_the_tail_only_when_untouched,
             handles::close_with_a_spare_block_hands_back_both,
             handles::exhaustion_is_an_error_never_a_wrap,

@@ -1,0 +1,285 @@
+//! The strict rows of `bench compare` (issue 26): a strict sequence (block 1)
+//! over HTTP at 1, 4, 16 and 64 connections, beside the store's bare fsync
+//! loop, one durable write per value, measured in alternating slices with
+//! each row (the disk's fsync rate moves with the machine's other work).
+//!
+//! A strict handle groups the requests waiting at once into one reservation
+//! (`keysmith::sequence`, `strict.rs`), so with many connections it serves
+//! many values per commit; the bare loop pays one commit per value.
+
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::compare::{KS_STRICT, Row, measured, skipped};
+use super::http;
+
+/// Connections of the strict HTTP rows.
+pub const CONNS: [usize; 4] = [1, 4, 16, 64];
+
+/// The name of the baseline row of `store_name`.
+pub fn baseline_name(store_name: &str) -> String {
+    format!("bare fsync loop, {store_name}")
+}
+
+/// The row names of a store, for skipped stores.
+pub fn names(store_name: &str) -> Vec<String> {
+    let mut v = vec![baseline_name(store_name)];
+    v.extend(CONNS.iter().map(|c| row_name(store_name, *c)));
+    v
+}
+
+fn row_name(store_name: &str, conns: usize) -> String {
+    format!("POST next, strict, {store_name}, {conns} connection(s)")
+}
+
+/// The baseline and the strict rows of one store.
+///
+/// # Errors
+/// A store or server that fails mid-run.
+pub async fn rows(
+    store_name: &str,
+    url: &str,
+    dir: &Path,
+    d: Duration,
+) -> anyhow::Result<Vec<Row>> {
+    let config = keysmith_server::Config {
+        listen: "127.0.0.1:0".parse()?,
+        store_url: url.to_owned(),
+        ..keysmith_server::Config::default()
+    };
+    let server = keysmith_server::Server::bind(config).await?;
+    let addr = server.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stop_rx.await;
+    }));
+    let result = measure(addr, store_name, url, dir, d).await;
+    let _ = stop_tx.send(());
+    serving.await??;
+    result
+}
+
+/// Slices of the bare loop and of a strict row, in turn, per row: the
+/// disk's fsync rate changes with the machine's other work, and weighs on
+/// both alike.
+const SLICES: u32 = 6;
+
+/// The bare loop of `store_name` for `d`: values and seconds.
+async fn bare(store_name: &str, url: &str, dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
+    match store_name {
+        "SQLite" => sqlite_loop(dir, d).await,
+        "PostgreSQL" => postgres_loop(url, d).await,
+        _ => etcd_loop(url, d).await,
+    }
+}
+
+fn bare_note(store_name: &str) -> &'static str {
+    match store_name {
+        "SQLite" => {
+            "BEGIN IMMEDIATE; UPDATE; COMMIT per value on a WAL file with synchronous=FULL (keysmith's own settings), one connection; all its slices"
+        }
+        "PostgreSQL" => {
+            "one synchronously committed UPDATE per value, one connection; all its slices"
+        }
+        _ => "one put per value (a raft commit each), one client; all its slices",
+    }
+}
+
+/// The rows of a store without a URL.
+pub fn skipped_rows(store_name: &str, why: &str) -> Vec<Row> {
+    names(store_name)
+        .into_iter()
+        .map(|n| skipped("strict", n, KS_STRICT, why))
+        .collect()
+}
+
+async fn measure(
+    addr: SocketAddr,
+    store_name: &str,
+    url: &str,
+    dir: &Path,
+    d: Duration,
+) -> anyhow::Result<Vec<Row>> {
+    let name = format!("cmp-strict-{:08x}", rand::random::<u32>());
+    let (status, body) = http::Conn::open(addr)
+        .await?
+        .call(&http::json_request(
+            "POST",
+            "/v1/sequences",
+            &format!(r#"{{"name":"{name}","block":1}}"#),
+        ))
+        .await
+        .map(|(s, b)| (s, String::from_utf8_lossy(b).into_owned()))?;
+    if status != 201 {
+        anyhow::bail!("creating {name} over HTTP: {status} {body}");
+    }
+    let req = http::request("POST", &format!("/v1/sequences/{name}/next"));
+    let slice = d / SLICES;
+    let mut rows = Vec::new();
+    let (mut all_n, mut all_s) = (0u64, 0f64);
+    for conns in CONNS {
+        let before = row_of(addr, &name).await?;
+        let mut l = http::Load::default();
+        let (mut bn, mut bs) = (0u64, 0f64);
+        for _ in 0..SLICES {
+            let (n, s) = bare(store_name, url, dir, slice).await?;
+            bn += n;
+            bs += s;
+            let x = http::load(addr, &req, conns, slice, None).await?;
+            l.requests += x.requests;
+            l.seconds += x.seconds;
+            l.failed += x.failed;
+            l.latencies.extend(x.latencies);
+        }
+        l.latencies.sort_unstable();
+        let after = row_of(addr, &name).await?;
+        if l.failed > 0 {
+            anyhow::bail!("{name}: {} of {} requests failed", l.failed, l.requests);
+        }
+        all_n += bn;
+        all_s += bs;
+        let base_rate = bn as f64 / bs;
+        let reservations = after.1 - before.1;
+        let per = if reservations > 0 {
+            format!(
+                "{:.1} values per store reservation",
+                (after.0 - before.0) as f64 / reservations as f64
+            )
+        } else {
+            "no reservation".into()
+        };
+        rows.push(Row {
+            requests_per_sec: Some(l.per_sec()),
+            note: format!(
+                "count=1; {per}; p50 {:.0} us, p99.9 {:.0} us; the bare loop in the slices between: {}/s",
+                l.pct(0.5).unwrap_or(0) as f64 / 1000.0,
+                l.pct(0.999).unwrap_or(0) as f64 / 1000.0,
+                super::compare::human(base_rate),
+            ),
+            baseline: Some((
+                format!("{}, interleaved", baseline_name(store_name)),
+                l.per_sec() / base_rate,
+            )),
+            ..measured(
+                "strict",
+                row_name(store_name, conns),
+                KS_STRICT,
+                l.per_sec(),
+            )
+        });
+    }
+    http::Conn::open(addr)
+        .await?
+        .call(&http::request("DELETE", &format!("/v1/sequences/{name}")))
+        .await?;
+    let base = Row {
+        note: bare_note(store_name).into(),
+        ..measured(
+            "strict",
+            baseline_name(store_name),
+            KS_STRICT,
+            all_n as f64 / all_s,
+        )
+    };
+    rows.insert(0, base);
+    Ok(rows)
+}
+
+/// The sequence's next free value and row version, over HTTP.
+async fn row_of(addr: SocketAddr, name: &str) -> anyhow::Result<(i64, i64)> {
+    let mut c = http::Conn::open(addr).await?;
+    let (status, body) = c
+        .call(&http::request("GET", &format!("/v1/sequences/{name}")))
+        .await?;
+    if status != 200 {
+        anyhow::bail!("reading {name}: {status}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(body)?;
+    let field = |k: &str| {
+        v[k].as_i64()
+            .ok_or_else(|| anyhow::anyhow!("{name}: no {k} in {v}"))
+    };
+    Ok((field("next")?, field("version")?))
+}
+
+async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
+    let path = dir.join(format!("keysmith-fsync-{:016x}.db", rand::random::<u64>()));
+    let p = path.clone();
+    let rate = tokio::task::spawn_blocking(move || -> anyhow::Result<(u64, f64)> {
+        let c = rusqlite::Connection::open(&p)?;
+        let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "journal mode {mode}");
+        c.execute_batch(
+            "PRAGMA synchronous=FULL;
+             CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
+             INSERT INTO t VALUES (1, 0);",
+        )?;
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed() < d {
+            c.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = v + 1 WHERE id = 1; COMMIT;")?;
+            n += 1;
+        }
+        Ok((n, t.elapsed().as_secs_f64()))
+    })
+    .await?;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+    rate
+}
+
+async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<(u64, f64)> {
+    let client = keysmith::store::postgres::connect(url).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            keysmith::store::redact_url(url)
+        )
+    })?;
+    let t = format!("ks_cmp_fsync_{:016x}", rand::random::<u64>());
+    client
+        .batch_execute(&format!(
+            "SET synchronous_commit = on;
+             CREATE TABLE {t} (id int PRIMARY KEY, v bigint NOT NULL);
+             INSERT INTO {t} VALUES (1, 0);"
+        ))
+        .await?;
+    let stmt = client
+        .prepare(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
+        .await?;
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < d {
+        black_box(client.execute(&stmt, &[]).await?);
+        n += 1;
+    }
+    let rate = (n, start.elapsed().as_secs_f64());
+    client.batch_execute(&format!("DROP TABLE {t}")).await?;
+    Ok(rate)
+}
+
+#[cfg(feature = "etcd")]
+async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<(u64, f64)> {
+    let u = keysmith::store::etcd::EtcdUrl::parse(url)?;
+    if u.uses_tls() || u.user().is_some() {
+        anyhow::bail!("the bare etcd loop takes a plain etcd:// URL without a user");
+    }
+    let mut client = etcd_client::Client::connect(&u.endpoints, None).await?;
+    let key = format!("{}/keysmith-fsync-{:016x}", u.prefix, rand::random::<u64>());
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < d {
+        client.put(key.as_str(), n.to_string(), None).await?;
+        n += 1;
+    }
+    let rate = (n, start.elapsed().as_secs_f64());
+    client.delete(key.as_str(), None).await?;
+    Ok(rate)
+}
+
+#[cfg(not(feature = "etcd"))]
+async fn etcd_loop(_url: &str, _d: Duration) -> anyhow::Result<(u64, f64)> {
+    anyhow::bail!("built without the etcd feature")
+}

@@ -1,0 +1,274 @@
+//! Strict mode's group commit: many callers of one strict handle, one store
+//! reservation.
+//!
+//! A strict handle (block 1) has no cache: every value comes from a
+//! reservation committed in the store before it is returned. Callers that
+//! wait at the same time share one: each caller joins a queue (in the order
+//! it arrives at the handle) and, if no batch is being reserved, starts a
+//! drain task. The task takes every caller queued so far, reserves the sum of
+//! their counts in one [`Allocator::reserve`](super::strategy::Allocator)
+//! (so the [`HighWater`](super::HighWater) check applies to the batch), and
+//! hands the range out in arrival order, each caller its own sub-range. Who
+//! arrives while a batch is in flight waits for the next one; the task runs
+//! until the queue is empty. At most one batch of a handle is in flight.
+//!
+//! Why the strict guarantees still hold:
+//!
+//! - *Time order across every handle*: a caller B that asks after a caller A
+//!   got its value joins the queue after A's batch was committed, so B's
+//!   batch is reserved later: by the same handle after A's batch completed,
+//!   or by another handle in a store transaction that began after A's
+//!   committed; the store is linearizable, so B's values are larger.
+//!   Within a batch, a caller that arrived earlier gets smaller values.
+//! - *Durable before returned*: nothing is sent before the reservation
+//!   returned.
+//! - *No gap but what callers lose*: a caller whose future is dropped
+//!   before its batch is taken is removed from the queue and costs nothing.
+//!   One dropped after its batch was taken has its sub-range handed back
+//!   with a conditional put on the batch's version (the existing hand-back:
+//!   only if its values are the batch's tail and nobody reserved since);
+//!   otherwise those values are a gap, logged: the values the caller lost.
+//!   Values of a batch that hit the maximum and were not handed to anyone
+//!   go back the same way.
+//! - A failed reservation fails every caller of that batch with its error
+//!   and hands nothing out.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use super::Sequence;
+use crate::store::{MAX_RESERVATION, Reservation};
+use crate::{Error, Result};
+
+/// The queue of callers of one strict handle.
+#[derive(Debug, Default)]
+pub(crate) struct StrictQueue {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Callers not yet in a batch, in arrival order.
+    waiting: VecDeque<Waiter>,
+    /// A drain task is running (it will take everyone in `waiting`).
+    draining: bool,
+    next_id: u64,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    n: i64,
+    tx: oneshot::Sender<Result<Grant>>,
+}
+
+/// A caller's sub-range of a batch.
+#[derive(Debug, Clone)]
+struct Grant {
+    values: Range<i64>,
+    /// The row version the batch's reservation left behind.
+    version: u64,
+    /// The end of the batch's range.
+    batch_end: i64,
+}
+
+impl StrictQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A caller waiting for its grant; on drop (the caller's future was dropped)
+/// it leaves the queue, or gives its grant back.
+struct Wait<'a> {
+    seq: &'a Sequence,
+    id: u64,
+    rx: oneshot::Receiver<Result<Grant>>,
+    done: bool,
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        {
+            let mut s = self.seq.inner.strict.lock();
+            if let Some(i) = s.waiting.iter().position(|w| w.id == self.id) {
+                // Not in a batch yet: nothing was reserved for it.
+                s.waiting.remove(i);
+                return;
+            }
+        }
+        // In a batch: after `close` the drain task's send fails and it gives
+        // the values back itself; if it sent already, they are here.
+        self.rx.close();
+        if let Ok(Ok(g)) = self.rx.try_recv() {
+            let seq = self.seq.clone();
+            self.seq.inner.runtime.spawn(async move {
+                seq.give_back_grant(&g).await;
+            });
+        }
+    }
+}
+
+/// The drain task's state; if the task is dropped before the queue is empty
+/// (its runtime shut down), the callers still queued fail instead of waiting
+/// for a task that will not come, and the next caller starts a new one.
+/// Made before the task is spawned: a task dropped without ever running
+/// clears the queue too.
+struct Draining {
+    seq: Sequence,
+    done: bool,
+}
+
+impl Drop for Draining {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut s = self.seq.inner.strict.lock();
+            s.draining = false;
+            // Dropping their senders fails them (see `take_strict`).
+            s.waiting.clear();
+        }
+    }
+}
+
+/// Reserves and hands out batches until no caller waits.
+async fn drain(mut guard: Draining) {
+    let seq = guard.seq.clone();
+    loop {
+        let batch = {
+            let mut s = seq.inner.strict.lock();
+            let mut batch = Vec::new();
+            let mut total = 0i64;
+            while let Some(w) = s.waiting.front() {
+                if !batch.is_empty() && total + w.n > MAX_RESERVATION {
+                    break;
+                }
+                total += w.n;
+                batch.extend(s.waiting.pop_front());
+            }
+            if batch.is_empty() {
+                s.draining = false;
+                guard.done = true;
+                return;
+            }
+            batch
+        };
+        seq.serve(batch).await;
+    }
+}
+
+impl Sequence {
+    /// `n` values of a strict handle, through the queue (see the module docs).
+    pub(super) async fn take_strict(&self, n: i64) -> Result<Range<i64>> {
+        let (tx, rx) = oneshot::channel();
+        let (id, start) = {
+            let mut s = self.inner.strict.lock();
+            let id = s.next_id;
+            s.next_id += 1;
+            s.waiting.push_back(Waiter { id, n, tx });
+            let start = !s.draining;
+            s.draining = true;
+            (id, start)
+        };
+        if start {
+            let guard = Draining {
+                seq: self.clone(),
+                done: false,
+            };
+            self.inner.runtime.spawn(drain(guard));
+        }
+        let mut wait = Wait {
+            seq: self,
+            id,
+            rx,
+            done: false,
+        };
+        let got = (&mut wait.rx).await;
+        wait.done = true;
+        match got {
+            Ok(r) => r.map(|g| g.values),
+            // The drain task was dropped (its runtime shut down).
+            Err(_) => Err(Error::Unavailable(format!(
+                "sequence {:?}: the runtime stopped before the value was reserved",
+                self.name()
+            ))),
+        }
+    }
+
+    /// One batch: one reservation, handed out in arrival order.
+    async fn serve(&self, batch: Vec<Waiter>) {
+        let total: i64 = batch.iter().map(|w| w.n).sum();
+        let r = match self.inner.alloc.reserve(total).await {
+            Ok(r) => r,
+            Err(e) => {
+                for w in batch {
+                    let _ = w.tx.send(Err(e.clone()));
+                }
+                return;
+            }
+        };
+        let mut at = r.start;
+        // The start of the run of values handed to no one that ends at `at`.
+        let mut unused_from: Option<i64> = None;
+        let mut refused = Vec::new();
+        for w in batch {
+            if r.end - at >= w.n {
+                let g = Grant {
+                    values: at..at + w.n,
+                    version: r.version,
+                    batch_end: r.end,
+                };
+                if w.tx.send(Ok(g)).is_err() {
+                    // Dropped after the batch was taken.
+                    unused_from.get_or_insert(at);
+                } else {
+                    unused_from = None;
+                }
+                at += w.n;
+            } else {
+                // Fewer came back than asked: the batch reached the maximum
+                // (its last value is the maximum). A smaller later count may
+                // still fit.
+                refused.push(w.tx);
+            }
+        }
+        let from = unused_from.unwrap_or(at);
+        if from < r.end {
+            self.hand_back(&[Reservation { start: from, ..r }]).await;
+        }
+        // Told after the hand-back: a caller that fails near the maximum
+        // finds what was reserved for it back in the store.
+        for tx in refused {
+            let _ = tx.send(Err(Error::Exhausted {
+                name: self.name().to_owned(),
+                max: r.end - 1,
+            }));
+        }
+    }
+
+    /// A grant whose caller was dropped after it was sent: back to the store
+    /// if it is its batch's tail and nobody reserved since, else a gap.
+    async fn give_back_grant(&self, g: &Grant) {
+        if g.values.end == g.batch_end {
+            self.hand_back(&[Reservation {
+                start: g.values.start,
+                end: g.batch_end,
+                version: g.version,
+                fenced: 0,
+            }])
+            .await;
+        } else {
+            tracing::info!(
+                sequence = %self.name(),
+                "values {}..{} stay a gap: the caller was dropped and later values of its batch were handed out",
+                g.values.start,
+                g.values.end
+            );
+        }
+    }
+}
