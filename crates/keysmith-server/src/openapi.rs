@@ -139,15 +139,15 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                                        "end": {"oneOf": [{"type": "integer"}, {"type": "string"}]}}}},
                     "lease": {"type": "string", "description": "A signed token naming this reservation, for the release route."}}},
                 "AlterSequence": {"type": "object", "additionalProperties": false, "properties": {
-                    "next": {"type": "integer", "format": "int64"},
-                    "max": {"type": "integer", "format": "int64"},
-                    "block": {"type": "integer", "format": "int64"},
-                    "failover_skip": {"type": "integer", "format": "int64", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
+                    "next": {"type": ["integer", "null"], "format": "int64", "description": "null or absent keeps the current value (so for every field)."},
+                    "max": {"type": ["integer", "null"], "format": "int64"},
+                    "block": {"type": ["integer", "null"], "format": "int64"},
+                    "failover_skip": {"type": ["integer", "null"], "format": "int64", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
                         "description": "How far next moves forward when a reservation finds the store in a new generation; set by hand from now on."}}},
                 "Fence": {"type": "object", "required": ["skip"], "additionalProperties": false,
-                    "description": "Exactly one of name and all (true).",
+                    "description": "Exactly one of name and all (true); a null name is no name.",
                     "properties": {
-                    "name": name_schema.clone(),
+                    "name": {"anyOf": [name_schema.clone(), {"type": "null"}]},
                     "all": {"type": "boolean", "default": false},
                     "skip": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
                     "dry_run": {"type": "boolean", "default": false}}},
@@ -204,8 +204,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                     "max": {"type": "integer", "default": keysmith::store::MAX_VALUE, "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                     "block": {"type": "integer", "default": 100, "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
-                    "failover_skip": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
-                        "description": "How far next moves forward when a reservation finds the store in a new generation (a failover, a restore). Default: automatic."},
+                    "failover_skip": {"type": ["integer", "null"], "minimum": 0, "maximum": keysmith::store::MAX_RESERVATION,
+                        "description": "How far next moves forward when a reservation finds the store in a new generation (a failover, a restore). Default (absent or null): automatic."},
                     "bit_reversed": {"type": "boolean", "default": false,
                         "description": "Values are the bit reversal of an internal counter: positive, unique, spread over the whole range. \
                             Not with gapless, period or format; start at least 1."},
@@ -278,8 +278,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "children": {"type": "array", "maxItems": 3, "items": {"$ref": "#/components/schemas/Id"}}}},
                 "ShardKeyDecode": {"type": "object", "required": ["external"], "additionalProperties": false, "properties": {
                     "external": {"type": "string"},
-                    "origin": {"type": "string", "pattern": "^[A-Za-z0-9]$", "description": "Fail unless the key has this origin."},
-                    "record_type": {"type": "string", "description": "Fail unless the record id has this type (needs origin)."},
+                    "origin": {"type": ["string", "null"], "pattern": "^[A-Za-z0-9]$", "description": "Fail unless the key has this origin."},
+                    "record_type": {"type": ["string", "null"], "description": "Fail unless the record id has this type (needs origin)."},
                     "child_types": {"type": "array", "items": {"type": "string"}}}},
                 "ShardKey": {"type": "object", "properties": {
                     "external": {"type": "string"},

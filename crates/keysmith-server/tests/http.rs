@@ -911,6 +911,7 @@ async fn alter_by_patch() {
         json!({}),
         json!({"next": "x"}),
         json!({"nxt": 5}),
+        json!({"next": null, "failover_skip": null}),
     ] {
         let (st, v) = srv
             .call(Method::PATCH, "/v1/sequences/inv", Some(body.clone()))
@@ -944,5 +945,17 @@ async fn alter_by_patch() {
         metrics.contains("keysmith_sequence_unaccounted_values{name=\"inv\"}"),
         "{metrics}"
     );
+    // A null field is an absent one (the OpenAPI schema says so): it keeps
+    // the current value.
+    let (st, v) = srv
+        .call(
+            Method::PATCH,
+            "/v1/sequences/inv",
+            Some(json!({"next": null, "max": null, "block": 4})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!((&v["next"], &v["max"]), (&after["next"], &after["max"]));
+    assert_eq!(v["block"], 4, "{v}");
     srv.stop().await;
 }
