@@ -153,6 +153,17 @@ impl Error {
         )
     }
 
+    /// `self` with `prefix` in front of its message, for the variants that
+    /// carry a free message (the others already name their object).
+    pub(crate) fn context(self, prefix: &str) -> Self {
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(format!("{prefix}: {m}")),
+            Error::Unavailable(m) => Error::Unavailable(format!("{prefix}: {m}")),
+            Error::Corrupt(m) => Error::Corrupt(format!("{prefix}: {m}")),
+            other => other,
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }

@@ -5,7 +5,8 @@
 use serde::Serialize;
 
 use super::{AlterSpec, SequenceInfo, admin};
-use crate::shard_set::conn::{pg_connect, postgres_error, sqlite_error, sqlite_open};
+use crate::store::postgres::connect::{pg_connect, postgres_error};
+use crate::store::sqlite::connect::{sqlite_error, sqlite_open};
 use crate::store::{DEFAULT_START, SequenceSpec, SequenceStore};
 use crate::{Error, Result};
 

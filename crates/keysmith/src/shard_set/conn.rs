@@ -9,15 +9,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{OpenFlags, TransactionBehavior};
-use tokio_postgres::error::SqlState;
+use rusqlite::TransactionBehavior;
 
+use crate::store::postgres::connect::{ConnectConfig, pg_connect, postgres_error};
+use crate::store::sqlite::connect::{sqlite_error, sqlite_open};
 use crate::{Error, Result};
 
 /// The table that records a database's shard id.
 pub const IDENTITY_TABLE: &str = "keysmith_shard_identity";
 
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a shard's database is.
 #[derive(Debug, Clone)]
@@ -27,7 +27,7 @@ pub(super) enum Target {
         busy_timeout: Duration,
     },
     Postgres {
-        config: Box<crate::store::postgres::ConnectConfig>,
+        config: Box<ConnectConfig>,
         schema: String,
     },
 }
@@ -157,78 +157,6 @@ impl PostgresShard {
     /// identity is recorded.
     pub fn schema(&self) -> &str {
         &self.schema
-    }
-}
-
-/// A `rusqlite` error as a keysmith [`Error`]: a busy, locked or unopenable
-/// database is [`Error::Unavailable`] (retrying may help), a file that is
-/// not a database [`Error::Corrupt`], anything else (a bad statement, a
-/// constraint) [`Error::InvalidArgument`].
-pub fn sqlite_error(e: rusqlite::Error) -> Error {
-    use rusqlite::ErrorCode;
-    match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Unavailable(format!(
-            "database is locked by another process ({e}); retry, or stop the process holding it"
-        )),
-        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
-            Error::Unavailable(format!(
-                "cannot open or write the database ({e}); check the path and its permissions"
-            ))
-        }
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
-            Error::Corrupt(format!("{e}; check the path"))
-        }
-        _ => Error::invalid(format!("SQLite: {e}")),
-    }
-}
-
-/// A `tokio-postgres` error as a keysmith [`Error`]: a lost or refused
-/// connection, a server shutting down or short of resources, a
-/// serialization failure or deadlock is [`Error::Unavailable`] (retrying may
-/// help); any other server error (a bad statement, a constraint)
-/// [`Error::InvalidArgument`].
-pub fn postgres_error(e: tokio_postgres::Error) -> Error {
-    let text = one_line(&e);
-    match e.as_db_error() {
-        Some(db) => {
-            let code = db.code().code();
-            let retry = code.starts_with("08")
-                || code.starts_with("53")
-                || code.starts_with("57")
-                || *db.code() == SqlState::T_R_SERIALIZATION_FAILURE
-                || *db.code() == SqlState::T_R_DEADLOCK_DETECTED;
-            if retry {
-                Error::Unavailable(format!("PostgreSQL: {text}"))
-            } else {
-                Error::invalid(format!("PostgreSQL: {text} (SQLSTATE {code})"))
-            }
-        }
-        None => Error::Unavailable(format!("PostgreSQL: {text}")),
-    }
-}
-
-fn one_line(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        source = inner.source();
-    }
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `e` with `prefix` in front of its message (for the variants that carry
-/// one; the others already name their object).
-pub(super) fn context(e: Error, prefix: &str) -> Error {
-    match e {
-        Error::InvalidArgument(m) => Error::InvalidArgument(format!("{prefix}: {m}")),
-        Error::Unavailable(m) => Error::Unavailable(format!("{prefix}: {m}")),
-        Error::Corrupt(m) => Error::Corrupt(format!("{prefix}: {m}")),
-        other => other,
     }
 }
 
@@ -423,27 +351,6 @@ impl ShardConnection {
     }
 }
 
-pub(crate) fn sqlite_open(
-    path: &Path,
-    busy_timeout: Duration,
-    create: bool,
-) -> Result<rusqlite::Connection> {
-    if !create && !path.exists() {
-        return Err(Error::Unavailable(format!(
-            "there is no database file at {}; fix the url, or run `keysmith shard-set init` to create it",
-            path.display()
-        )));
-    }
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if create {
-        flags |= OpenFlags::SQLITE_OPEN_CREATE;
-    }
-    let conn = rusqlite::Connection::open_with_flags(path, flags)
-        .map_err(|e| context(sqlite_error(e), &path.display().to_string()))?;
-    conn.busy_timeout(busy_timeout).map_err(sqlite_error)?;
-    Ok(conn)
-}
-
 fn sqlite_read(conn: &rusqlite::Connection) -> Result<Recorded> {
     use rusqlite::OptionalExtension;
     let exists: bool = conn
@@ -476,31 +383,6 @@ fn recorded(id: Option<i64>) -> Result<Recorded> {
             ))
         }),
     }
-}
-
-/// Opens a connection with the store's TLS connector (the URL's `sslmode`,
-/// `sslrootcert`, ...), as every PostgreSQL connection keysmith opens.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for a TLS failure or a refused login (saying
-/// what to fix), else as [`postgres_error`].
-pub(crate) async fn pg_connect(
-    config: &crate::store::postgres::ConnectConfig,
-) -> Result<tokio_postgres::Client> {
-    let mut plain = config.config.clone();
-    if plain.get_connect_timeout().is_none() {
-        plain.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
-    }
-    let (client, _task) =
-        config
-            .tls
-            .connect(&plain)
-            .await
-            .map_err(|e| match config.tls.explain(&e) {
-                Some(why) => Error::invalid(format!("PostgreSQL: {why}")),
-                None => postgres_error(e),
-            })?;
-    Ok(client)
 }
 
 async fn pg_read(client: &tokio_postgres::Client, schema: &str) -> Result<Recorded> {

@@ -49,11 +49,10 @@ use crate::{Error, Result};
 
 pub(crate) mod conn;
 
-pub use conn::{
-    IDENTITY_TABLE, PostgresShard, ShardConnection, ShardDb, SqliteShard, postgres_error,
-    sqlite_error,
-};
-use conn::{Recorded, Target, context};
+pub use crate::store::postgres::connect::postgres_error;
+pub use crate::store::sqlite::connect::sqlite_error;
+pub use conn::{IDENTITY_TABLE, PostgresShard, ShardConnection, ShardDb, SqliteShard};
+use conn::{Recorded, Target};
 
 /// What a shard set's configuration file looks like, for error messages.
 const FORMAT_HELP: &str = "a shard set file is TOML with one [[shard]] table per shard, each with id (0 to 65535) and url (sqlite://PATH or postgres://...)";
@@ -256,7 +255,7 @@ impl ShardSet {
                 ))
             })?;
             set.add_relative_to(id, &s.url, base)
-                .map_err(|e| context(e, name))?;
+                .map_err(|e| e.context(name))?;
         }
         Ok(set)
     }
@@ -314,7 +313,7 @@ impl ShardSet {
             .target
             .open(shard, &s.url)
             .await
-            .map_err(|e| context(e, &format!("shard {shard} ({})", s.url)))?;
+            .map_err(|e| e.context(&format!("shard {shard} ({})", s.url)))?;
         let report = ShardReport {
             shard,
             url: s.url.clone(),
@@ -482,15 +481,12 @@ impl ShardSet {
                     found.insert(id, r);
                 }
                 Err(e) => {
-                    bad.insert(id, context(e, &format!("shard {id} ({})", s.url)));
+                    bad.insert(id, e.context(&format!("shard {id} ({})", s.url)));
                 }
             }
         }
         if !bad.is_empty() {
-            return Err(context(
-                combine(bad.into_values().collect()),
-                "nothing was recorded on any shard",
-            ));
+            return Err(combine(bad.into_values().collect()).context("nothing was recorded on any shard"));
         }
         let mut out = Vec::with_capacity(found.len());
         for (id, r) in found {
@@ -503,7 +499,7 @@ impl ShardSet {
                 .target
                 .record(id)
                 .await
-                .map_err(|e| context(e, &format!("shard {id} ({})", s.url)))?;
+                .map_err(|e| e.context(&format!("shard {id} ({})", s.url)))?;
             match before {
                 Recorded::Nothing => out.push((id, InitAction::Recorded)),
                 Recorded::Id(same) if same == id => out.push((id, InitAction::AlreadyRecorded)),
@@ -531,7 +527,7 @@ impl ShardSet {
         let s = self.shard(shard)?;
         crate::store::open(&s.store_url)
             .await
-            .map_err(|e| context(e, &format!("shard {shard} ({})", s.url)))
+            .map_err(|e| e.context(&format!("shard {shard} ({})", s.url)))
     }
 
     /// Runs `query` on every shard that `keys` touch, in parallel, and
@@ -629,7 +625,7 @@ impl ShardSet {
             let prefix = format!("shard {id} ({})", conn.url());
             tasks.spawn(async move {
                 let out = query(conn, shard_keys).await;
-                (id, out.map_err(|e| context(e, &prefix)))
+                (id, out.map_err(|e| e.context(&prefix)))
             });
         }
         let mut answers = BTreeMap::new();
@@ -641,7 +637,7 @@ impl ShardSet {
         for (id, mut records) in answers {
             records.sort_by(|a, b| key(a).cmp(key(b)));
             merged = merge_by_key(merged, records, &key, duplicates)
-                .map_err(|e| context(e, &format!("merging shard {id}'s answer")))?;
+                .map_err(|e| e.context(&format!("merging shard {id}'s answer")))?;
         }
         Ok(merged)
     }
@@ -718,7 +714,7 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
     match scheme {
         "sqlite" => {
             let (path, busy_timeout) = crate::store::sqlite::parse_url(rest)
-                .map_err(|e| context(e, &format!("shard {id}")))?;
+                .map_err(|e| e.context(&format!("shard {id}")))?;
             if path.as_os_str().is_empty() {
                 return Err(bad_scheme("has no path"));
             }
@@ -742,7 +738,7 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
         }
         "postgres" | "postgresql" => {
             let (config, schema) = crate::store::postgres::connect_config(url)
-                .map_err(|e| context(e, &format!("shard {id}")))?;
+                .map_err(|e| e.context(&format!("shard {id}")))?;
             let hosts: Vec<String> = config
                 .get_hosts()
                 .iter()

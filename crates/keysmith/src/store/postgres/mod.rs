@@ -46,7 +46,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,9 +53,7 @@ use deadpool_postgres::{
     ClientWrapper, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use rand::seq::SliceRandom;
-use tokio::task::JoinHandle;
 use tokio_postgres::Client;
-use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
 use super::size_cache::PoolMetaCache;
@@ -66,12 +63,20 @@ use super::{
 };
 use crate::{Error, Result};
 
+pub(crate) mod connect;
+mod migrations;
 mod pools;
 mod sequences;
 mod tickets;
 mod tls;
 mod workers;
 
+use connect::{
+    Connector, DEFAULT_CONNECT_TIMEOUT, describe_target, one_line, parse_url,
+};
+pub use connect::connect;
+pub(crate) use connect::connect_config;
+use migrations::MIGRATIONS;
 pub(crate) use tls::PgTls;
 #[cfg(feature = "etcd")]
 pub(crate) use tls::{certificates, private_key};
@@ -86,9 +91,6 @@ pub const SCHEMA_VERSION: i32 = 6;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const DEFAULT_POOL_SIZE: usize = 16;
 
 /// How often a statement whose fallback row contradicts its own outcome is
 /// run again before giving up with [`Error::Contention`]. With the row locks
@@ -97,311 +99,6 @@ const DEFAULT_POOL_SIZE: usize = 16;
 /// size changed under it (dropped and created again).
 const MAX_RERUNS: u32 = 3;
 
-/// Migrations, in order: migration `i` takes the schema from version `i` to
-/// `i + 1`. `{s}` stands for the quoted schema name.
-const MIGRATIONS: &[&str] = &[
-    // 1: sequences and pools.
-    //
-    // A pool has one member per slot: slot s starts as start + s, and a swap
-    // replaces `take` by `take + size` in the same slot, so sampling picks
-    // slots (uniform whatever the values) and swapping finds `take` by value.
-    //
-    // Names use the "C" collation so that ORDER BY name is byte order, the
-    // order Rust's String and every other backend use. `last_start` is written
-    // only by reserve_atomic: it carries the first value of the range that
-    // statement reserved into its RETURNING clause.
-    r#"
-    CREATE TABLE {s}.sequences (
-        name        text COLLATE "C" PRIMARY KEY,
-        next        bigint NOT NULL,
-        start_value bigint NOT NULL,
-        max_value   bigint NOT NULL,
-        block       bigint NOT NULL,
-        version     bigint NOT NULL,
-        last_start  bigint,
-        CONSTRAINT sequences_bounds CHECK (
-            start_value >= 0 AND start_value <= max_value
-            AND max_value <= 9223372036854775806
-            AND next >= 0 AND next - 1 <= max_value),
-        CONSTRAINT sequences_block CHECK (block BETWEEN 1 AND 1099511627776),
-        CONSTRAINT sequences_version CHECK (version >= 1)
-    );
-    CREATE TABLE {s}.pools (
-        name        text COLLATE "C" PRIMARY KEY,
-        start_value bigint NOT NULL,
-        size        bigint NOT NULL CHECK (size >= 0)
-    );
-    CREATE TABLE {s}.pool_members (
-        pool  text COLLATE "C" NOT NULL REFERENCES {s}.pools (name) ON DELETE CASCADE,
-        slot  bigint NOT NULL,
-        value bigint NOT NULL,
-        PRIMARY KEY (pool, slot),
-        UNIQUE (pool, value)
-    );
-    "#,
-    // 2: allocation as SQL functions, so that any SQL client allocates the
-    // way keysmith does, from the same rows. `reserve` is the one place the
-    // atomic reservation is written: the library's atomic strategy calls it
-    // too. A missing sequence raises P0002 (no_data_found), an exhausted one
-    // 2200H (sequence_generator_limit_exceeded), a bad count 22023
-    // (invalid_parameter_value); never a silent default.
-    r#"
-    CREATE FUNCTION {s}.reserve(seq text, n bigint,
-                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint)
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        cur_next bigint;
-        cur_max bigint;
-    BEGIN
-        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
-            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        LOOP
-            UPDATE {s}.sequences
-            SET last_start = next,
-                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
-                version = version + 1
-            WHERE name = seq AND next <= max_value
-            RETURNING last_start, next, version INTO first_value, next_free, row_version;
-            IF FOUND THEN
-                RETURN;
-            END IF;
-            SELECT s.next, s.max_value INTO cur_next, cur_max
-            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
-                    USING ERRCODE = 'no_data_found',
-                          HINT = 'create it first (keysmith create NAME); it is never created silently';
-            END IF;
-            IF cur_next > cur_max THEN
-                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
-                    USING ERRCODE = 'sequence_generator_limit_exceeded';
-            END IF;
-            -- Values were handed back between the update and the read: again.
-        END LOOP;
-    END
-    $fn$;
-
-    CREATE FUNCTION {s}.next_keys(seq text, n bigint) RETURNS SETOF bigint
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        r record;
-    BEGIN
-        SELECT * INTO r FROM {s}.reserve(seq, n);
-        IF r.next_free - r.first_value < n THEN
-            -- Raising rolls the short reservation back: nothing is lost.
-            RAISE EXCEPTION 'keysmith: sequence % has only % values left, % asked for', quote_literal(seq), r.next_free - r.first_value, n
-                USING ERRCODE = 'sequence_generator_limit_exceeded';
-        END IF;
-        RETURN QUERY SELECT generate_series(r.first_value, r.next_free - 1);
-    END
-    $fn$;
-
-    CREATE FUNCTION {s}.next_key(seq text) RETURNS bigint
-    LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
-    "#,
-    // 3: what clean closes and alterations reported of each sequence, and
-    // its rate marks (see SequenceCounts); the rate marks of each pool. Gone
-    // with their sequence or pool.
-    r#"
-    CREATE TABLE {s}.sequence_counts (
-        name          text COLLATE "C" PRIMARY KEY
-                      REFERENCES {s}.sequences (name) ON DELETE CASCADE,
-        handed_back   bigint NOT NULL,
-        handed_out    bigint NOT NULL,
-        abandoned     bigint NOT NULL,
-        skipped       bigint NOT NULL,
-        mark_at       bigint,
-        mark_reserved bigint,
-        prev_at       bigint,
-        prev_reserved bigint
-    );
-    CREATE TABLE {s}.pool_marks (
-        name       text COLLATE "C" PRIMARY KEY
-                   REFERENCES {s}.pools (name) ON DELETE CASCADE,
-        mark_at    bigint,
-        mark_value bigint,
-        prev_at    bigint,
-        prev_value bigint
-    );
-    "#,
-    // 4: worker-id leases of time-ordered ids (workers.rs). `until_ms` is
-    // the floor: every id issued under the worker id lies below it; it
-    // outlives the lease. Expiry is by the server's clock_timestamp().
-    r#"
-    CREATE TABLE {s}.workers (
-        grp        text COLLATE "C" NOT NULL,
-        worker     bigint NOT NULL CHECK (worker >= 0),
-        fence      bigint NOT NULL CHECK (fence >= 1),
-        holder     text NOT NULL,
-        until_ms   bigint NOT NULL,
-        expires_at timestamptz NOT NULL,
-        PRIMARY KEY (grp, worker)
-    );
-    "#,
-    // 5: numbered sequences: settings, counters per period, open tickets.
-    tickets::TICKETS_MIGRATION,
-    // 6: generations (store/sequences.rs, `SequenceRow::fence`). Every write
-    // of `next` records the generation it was written in: the cluster's
-    // system identifier and the timeline of the WAL being written, which
-    // promotion and point-in-time recovery change. `fence` is the SQL form
-    // of `SequenceRow::fence`: a row last written in another generation moves
-    // forward by its failover margin, once (a second caller re-evaluates the
-    // WHERE on the fenced row and finds the generation current). Every
-    // write path calls it first, inside one function: one round trip.
-    r#"
-    ALTER TABLE {s}.sequences
-        ADD COLUMN generation text,
-        ADD COLUMN failover_skip bigint NOT NULL DEFAULT 1000000
-            CONSTRAINT sequences_failover_skip CHECK (failover_skip BETWEEN 0 AND 1099511627776),
-        ADD COLUMN failover_skip_set boolean NOT NULL DEFAULT false,
-        ADD COLUMN failover_skipped bigint NOT NULL DEFAULT 0;
-    ALTER TABLE {s}.pools ADD COLUMN generation text;
-    ALTER TABLE {s}.workers ADD COLUMN generation text;
-
-    -- The system identifier is read from the control file once per session
-    -- (it is the server's, and a session stays on one server); the timeline
-    -- of the WAL being written, which promotion changes under a session,
-    -- every time.
-    CREATE FUNCTION {s}.store_generation() RETURNS text
-    LANGUAGE plpgsql VOLATILE AS $fn$
-    DECLARE
-        sys text := current_setting('keysmith.system_identifier', true);
-    BEGIN
-        IF sys IS NULL OR sys = '' THEN
-            SELECT system_identifier::text INTO sys FROM pg_control_system();
-            PERFORM set_config('keysmith.system_identifier', sys, false);
-        END IF;
-        RETURN sys || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8);
-    END
-    $fn$;
-
-    CREATE FUNCTION {s}.fence(seq text, g text) RETURNS bigint
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        skipped bigint;
-    BEGIN
-        UPDATE {s}.sequences
-        SET last_start = next,
-            next = next + LEAST(failover_skip, max_value + 1 - next),
-            failover_skipped = failover_skipped + LEAST(failover_skip, max_value + 1 - next),
-            generation = g,
-            version = version + 1
-        WHERE name = seq AND generation IS NOT NULL AND generation <> g
-        RETURNING next - last_start INTO skipped;
-        RETURN COALESCE(skipped, 0);
-    END
-    $fn$;
-
-    DROP FUNCTION {s}.reserve(text, bigint);
-    CREATE FUNCTION {s}.reserve(seq text, n bigint,
-                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint,
-                               OUT fenced bigint)
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        cur_next bigint;
-        cur_max bigint;
-        g text;
-    BEGIN
-        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
-            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        g := {s}.store_generation();
-        fenced := {s}.fence(seq, g);
-        LOOP
-            UPDATE {s}.sequences
-            SET last_start = next,
-                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
-                version = version + 1,
-                generation = g
-            WHERE name = seq AND next <= max_value
-            RETURNING last_start, next, version INTO first_value, next_free, row_version;
-            IF FOUND THEN
-                RETURN;
-            END IF;
-            SELECT s.next, s.max_value INTO cur_next, cur_max
-            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
-                    USING ERRCODE = 'no_data_found',
-                          HINT = 'create it first (keysmith create NAME); it is never created silently';
-            END IF;
-            IF cur_next > cur_max THEN
-                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
-                    USING ERRCODE = 'sequence_generator_limit_exceeded';
-            END IF;
-            -- Values were handed back between the update and the read: again.
-        END LOOP;
-    END
-    $fn$;
-
-    -- The conditional write of put_if_version and alter_if_version (NULL
-    -- keeps a column): fenced first, then written only if the version is
-    -- still `expected`; either way the row as it now is. Each statement of
-    -- the function reads a fresh snapshot, so the row after a lost race is
-    -- the one that won it.
-    CREATE FUNCTION {s}.write_if_version(seq text, expected bigint, new_next bigint,
-                                        new_max bigint, new_block bigint,
-                                        new_skip bigint, new_skip_set boolean,
-                                        OUT done boolean, OUT r_name text, OUT r_next bigint,
-                                        OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
-                                        OUT r_version bigint, OUT r_generation text,
-                                        OUT r_skip bigint, OUT r_skip_set boolean,
-                                        OUT r_skipped bigint)
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        g text := {s}.store_generation();
-    BEGIN
-        PERFORM {s}.fence(seq, g);
-        UPDATE {s}.sequences q
-        SET next = new_next,
-            max_value = COALESCE(new_max, q.max_value),
-            block = COALESCE(new_block, q.block),
-            failover_skip = COALESCE(new_skip, q.failover_skip),
-            failover_skip_set = COALESCE(new_skip_set, q.failover_skip_set),
-            version = q.version + 1,
-            generation = g
-        WHERE q.name = seq AND q.version = expected
-        RETURNING true, q.name, q.next, q.start_value, q.max_value, q.block, q.version,
-                  q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
-        INTO done, r_name, r_next, r_start, r_max, r_block, r_version,
-             r_generation, r_skip, r_skip_set, r_skipped;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        done := false;
-        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
-               q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
-        INTO r_name, r_next, r_start, r_max, r_block, r_version,
-             r_generation, r_skip, r_skip_set, r_skipped
-        FROM {s}.sequences q WHERE q.name = seq;
-    END
-    $fn$;
-
-    -- The locked strategy's first step: the row fenced, then locked until
-    -- the caller's transaction ends; `fenced` first, then the row.
-    CREATE FUNCTION {s}.lock_row(seq text,
-                                OUT fenced bigint, OUT r_name text, OUT r_next bigint,
-                                OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
-                                OUT r_version bigint, OUT r_generation text,
-                                OUT r_skip bigint, OUT r_skip_set boolean,
-                                OUT r_skipped bigint)
-    LANGUAGE plpgsql AS $fn$
-    DECLARE
-        g text := {s}.store_generation();
-    BEGIN
-        fenced := {s}.fence(seq, g);
-        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
-               g, q.failover_skip, q.failover_skip_set, q.failover_skipped
-        INTO r_name, r_next, r_start, r_max, r_block, r_version,
-             r_generation, r_skip, r_skip_set, r_skipped
-        FROM {s}.sequences q WHERE q.name = seq FOR UPDATE;
-    END
-    $fn$;
-    "#,
-];
 
 /// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool
 /// of connections that it opens as needed.
@@ -431,15 +128,6 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
-/// What keysmith takes from a store URL.
-#[derive(Debug, Clone)]
-struct Settings {
-    config: tokio_postgres::Config,
-    schema: String,
-    timeout: Duration,
-    pool_size: usize,
-    tls: PgTls,
-}
 
 impl PostgresStore {
     /// Connects to the database a `postgres://` or `postgresql://` URL names
@@ -950,175 +638,6 @@ impl Store for PostgresStore {
     }
 }
 
-/// Opens connections: connect, then set the session up explicitly rather
-/// than trusting the server's or the role's defaults.
-struct Connector {
-    timeout: Duration,
-    tls: PgTls,
-}
-
-type ConnectFuture<'a> = Pin<
-    Box<
-        dyn Future<Output = std::result::Result<(Client, JoinHandle<()>), tokio_postgres::Error>>
-            + Send
-            + 'a,
-    >,
->;
-
-impl deadpool_postgres::Connect for Connector {
-    fn connect(&self, config: &tokio_postgres::Config) -> ConnectFuture<'_> {
-        let config = config.clone();
-        let ms = self.timeout.as_millis().max(1);
-        let tls = self.tls.clone();
-        Box::pin(async move {
-            let (client, task) = tls.connect(&config).await?;
-            client
-                .batch_execute(&format!(
-                    "SET synchronous_commit = on; \
-                     SET statement_timeout = {ms}; \
-                     SET idle_in_transaction_session_timeout = {ms}"
-                ))
-                .await?;
-            Ok((client, task))
-        })
-    }
-}
-
-/// One connection to the database a `postgres://` store URL names, with the
-/// store's TLS settings and credentials (`sslmode`, `sslrootcert`,
-/// `password_file`, ...), for tools that run their own statements beside
-/// the store (benchmarks, checks). keysmith's own query parameters are
-/// understood and not sent to the server; the schema is not set.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for a bad URL, a TLS failure or a refused
-/// login (saying what to fix); [`Error::Unavailable`] when the server
-/// cannot be reached.
-pub async fn connect(url: &str) -> Result<Client> {
-    let (config, _schema) = connect_config(url)?;
-    crate::shard_set::conn::pg_connect(&config).await
-}
-
-/// The connection settings and schema a `postgres://` store URL names, for
-/// code that opens its own connections to a store's database (the shard
-/// set, `adopt`): the same TLS and credentials as the store's own.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] as [`PostgresStore::open`] for a bad URL.
-pub(crate) fn connect_config(url: &str) -> Result<(ConnectConfig, String)> {
-    let s = parse_url(url)?;
-    Ok((
-        ConnectConfig {
-            config: s.config,
-            tls: s.tls,
-        },
-        s.schema,
-    ))
-}
-
-/// What a connection of its own needs: the driver's settings (what this
-/// dereferences to, for reading them) and the TLS connector.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnectConfig {
-    pub(crate) config: tokio_postgres::Config,
-    pub(crate) tls: PgTls,
-}
-
-impl std::ops::Deref for ConnectConfig {
-    type Target = tokio_postgres::Config;
-
-    fn deref(&self) -> &tokio_postgres::Config {
-        &self.config
-    }
-}
-
-/// Splits keysmith's own parameters off the URL and parses the rest.
-fn parse_url(url: &str) -> Result<Settings> {
-    let shown = super::redact_url(url);
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, q),
-        None => (url, ""),
-    };
-    let mut schema = DEFAULT_SCHEMA.to_owned();
-    let mut timeout = DEFAULT_TIMEOUT;
-    let mut pool_size = DEFAULT_POOL_SIZE;
-    let mut tls = tls::TlsParams::default();
-    let mut rest = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if tls.take(key, value) {
-            continue;
-        }
-        match key {
-            "schema" => {
-                validate_schema(value)?;
-                value.clone_into(&mut schema);
-            }
-            "timeout" => {
-                timeout = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "store URL {shown}: timeout={value:?} must be a number of seconds above 0 and at most 86400, e.g. timeout=10"
-                        ))
-                    })?;
-            }
-            "pool_size" => {
-                pool_size = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "store URL {shown}: pool_size={value:?} must be a whole number from 1 to 1000, e.g. pool_size=16"
-                        ))
-                    })?;
-            }
-            _ => rest.push(pair),
-        }
-    }
-    let base = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    let mut config: tokio_postgres::Config = base.parse().map_err(|e: tokio_postgres::Error| {
-        Error::invalid(format!(
-            "store URL {shown} is not a PostgreSQL URL: {}; use postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?schema=NAME]",
-            one_line(&e.to_string())
-        ))
-    })?;
-    let tls = tls.apply(&mut config, &shown)?;
-    Ok(Settings {
-        config,
-        schema,
-        timeout,
-        pool_size,
-        tls,
-    })
-}
-
-/// Checks a schema name: what PostgreSQL would take unquoted, lower case,
-/// and not reserved for the system.
-fn validate_schema(name: &str) -> Result<()> {
-    let ok = (1..=63).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !name.as_bytes()[0].is_ascii_digit()
-        && !name.starts_with("pg_");
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "schema name {name:?} in the store URL: use 1 to 63 characters of a-z, 0-9 and _, not starting with a digit or pg_ (e.g. ?schema=keysmith)"
-        )))
-    }
-}
-
 /// `"name"`, for names [`validate_schema`] accepted (no quotes inside).
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -1133,25 +652,6 @@ fn advisory_key(schema: &str) -> i64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h as i64
-}
-
-fn describe_target(config: &tokio_postgres::Config) -> String {
-    let host = match config.get_hosts().first() {
-        Some(Host::Tcp(h)) => h.clone(),
-        #[cfg(unix)]
-        Some(Host::Unix(p)) => p.display().to_string(),
-        None => "localhost".to_owned(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let db = config
-        .get_dbname()
-        .or(config.get_user())
-        .unwrap_or("postgres");
-    format!("{host}:{port}/{db}")
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

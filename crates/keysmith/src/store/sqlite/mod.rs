@@ -20,6 +20,7 @@ use super::{
 };
 use crate::{Error, Result};
 
+pub(crate) mod connect;
 mod pools;
 mod sequences;
 mod tickets;

@@ -1,0 +1,307 @@
+//! The schema's migrations: the SQL that takes a store from each version to the next.
+
+/// Migrations, in order: migration `i` takes the schema from version `i` to
+/// `i + 1`. `{s}` stands for the quoted schema name.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: sequences and pools.
+    //
+    // A pool has one member per slot: slot s starts as start + s, and a swap
+    // replaces `take` by `take + size` in the same slot, so sampling picks
+    // slots (uniform whatever the values) and swapping finds `take` by value.
+    //
+    // Names use the "C" collation so that ORDER BY name is byte order, the
+    // order Rust's String and every other backend use. `last_start` is written
+    // only by reserve_atomic: it carries the first value of the range that
+    // statement reserved into its RETURNING clause.
+    r#"
+    CREATE TABLE {s}.sequences (
+        name        text COLLATE "C" PRIMARY KEY,
+        next        bigint NOT NULL,
+        start_value bigint NOT NULL,
+        max_value   bigint NOT NULL,
+        block       bigint NOT NULL,
+        version     bigint NOT NULL,
+        last_start  bigint,
+        CONSTRAINT sequences_bounds CHECK (
+            start_value >= 0 AND start_value <= max_value
+            AND max_value <= 9223372036854775806
+            AND next >= 0 AND next - 1 <= max_value),
+        CONSTRAINT sequences_block CHECK (block BETWEEN 1 AND 1099511627776),
+        CONSTRAINT sequences_version CHECK (version >= 1)
+    );
+    CREATE TABLE {s}.pools (
+        name        text COLLATE "C" PRIMARY KEY,
+        start_value bigint NOT NULL,
+        size        bigint NOT NULL CHECK (size >= 0)
+    );
+    CREATE TABLE {s}.pool_members (
+        pool  text COLLATE "C" NOT NULL REFERENCES {s}.pools (name) ON DELETE CASCADE,
+        slot  bigint NOT NULL,
+        value bigint NOT NULL,
+        PRIMARY KEY (pool, slot),
+        UNIQUE (pool, value)
+    );
+    "#,
+    // 2: allocation as SQL functions, so that any SQL client allocates the
+    // way keysmith does, from the same rows. `reserve` is the one place the
+    // atomic reservation is written: the library's atomic strategy calls it
+    // too. A missing sequence raises P0002 (no_data_found), an exhausted one
+    // 2200H (sequence_generator_limit_exceeded), a bad count 22023
+    // (invalid_parameter_value); never a silent default.
+    r#"
+    CREATE FUNCTION {s}.reserve(seq text, n bigint,
+                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur_next bigint;
+        cur_max bigint;
+    BEGIN
+        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
+            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        LOOP
+            UPDATE {s}.sequences
+            SET last_start = next,
+                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
+                version = version + 1
+            WHERE name = seq AND next <= max_value
+            RETURNING last_start, next, version INTO first_value, next_free, row_version;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+            SELECT s.next, s.max_value INTO cur_next, cur_max
+            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
+                    USING ERRCODE = 'no_data_found',
+                          HINT = 'create it first (keysmith create NAME); it is never created silently';
+            END IF;
+            IF cur_next > cur_max THEN
+                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
+                    USING ERRCODE = 'sequence_generator_limit_exceeded';
+            END IF;
+            -- Values were handed back between the update and the read: again.
+        END LOOP;
+    END
+    $fn$;
+
+    CREATE FUNCTION {s}.next_keys(seq text, n bigint) RETURNS SETOF bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        r record;
+    BEGIN
+        SELECT * INTO r FROM {s}.reserve(seq, n);
+        IF r.next_free - r.first_value < n THEN
+            -- Raising rolls the short reservation back: nothing is lost.
+            RAISE EXCEPTION 'keysmith: sequence % has only % values left, % asked for', quote_literal(seq), r.next_free - r.first_value, n
+                USING ERRCODE = 'sequence_generator_limit_exceeded';
+        END IF;
+        RETURN QUERY SELECT generate_series(r.first_value, r.next_free - 1);
+    END
+    $fn$;
+
+    CREATE FUNCTION {s}.next_key(seq text) RETURNS bigint
+    LANGUAGE sql AS $fn$ SELECT first_value FROM {s}.reserve(seq, 1) $fn$;
+    "#,
+    // 3: what clean closes and alterations reported of each sequence, and
+    // its rate marks (see SequenceCounts); the rate marks of each pool. Gone
+    // with their sequence or pool.
+    r#"
+    CREATE TABLE {s}.sequence_counts (
+        name          text COLLATE "C" PRIMARY KEY
+                      REFERENCES {s}.sequences (name) ON DELETE CASCADE,
+        handed_back   bigint NOT NULL,
+        handed_out    bigint NOT NULL,
+        abandoned     bigint NOT NULL,
+        skipped       bigint NOT NULL,
+        mark_at       bigint,
+        mark_reserved bigint,
+        prev_at       bigint,
+        prev_reserved bigint
+    );
+    CREATE TABLE {s}.pool_marks (
+        name       text COLLATE "C" PRIMARY KEY
+                   REFERENCES {s}.pools (name) ON DELETE CASCADE,
+        mark_at    bigint,
+        mark_value bigint,
+        prev_at    bigint,
+        prev_value bigint
+    );
+    "#,
+    // 4: worker-id leases of time-ordered ids (workers.rs). `until_ms` is
+    // the floor: every id issued under the worker id lies below it; it
+    // outlives the lease. Expiry is by the server's clock_timestamp().
+    r#"
+    CREATE TABLE {s}.workers (
+        grp        text COLLATE "C" NOT NULL,
+        worker     bigint NOT NULL CHECK (worker >= 0),
+        fence      bigint NOT NULL CHECK (fence >= 1),
+        holder     text NOT NULL,
+        until_ms   bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (grp, worker)
+    );
+    "#,
+    // 5: numbered sequences: settings, counters per period, open tickets.
+    super::tickets::TICKETS_MIGRATION,
+    // 6: generations (store/sequences.rs, `SequenceRow::fence`). Every write
+    // of `next` records the generation it was written in: the cluster's
+    // system identifier and the timeline of the WAL being written, which
+    // promotion and point-in-time recovery change. `fence` is the SQL form
+    // of `SequenceRow::fence`: a row last written in another generation moves
+    // forward by its failover margin, once (a second caller re-evaluates the
+    // WHERE on the fenced row and finds the generation current). Every
+    // write path calls it first, inside one function: one round trip.
+    r#"
+    ALTER TABLE {s}.sequences
+        ADD COLUMN generation text,
+        ADD COLUMN failover_skip bigint NOT NULL DEFAULT 1000000
+            CONSTRAINT sequences_failover_skip CHECK (failover_skip BETWEEN 0 AND 1099511627776),
+        ADD COLUMN failover_skip_set boolean NOT NULL DEFAULT false,
+        ADD COLUMN failover_skipped bigint NOT NULL DEFAULT 0;
+    ALTER TABLE {s}.pools ADD COLUMN generation text;
+    ALTER TABLE {s}.workers ADD COLUMN generation text;
+
+    -- The system identifier is read from the control file once per session
+    -- (it is the server's, and a session stays on one server); the timeline
+    -- of the WAL being written, which promotion changes under a session,
+    -- every time.
+    CREATE FUNCTION {s}.store_generation() RETURNS text
+    LANGUAGE plpgsql VOLATILE AS $fn$
+    DECLARE
+        sys text := current_setting('keysmith.system_identifier', true);
+    BEGIN
+        IF sys IS NULL OR sys = '' THEN
+            SELECT system_identifier::text INTO sys FROM pg_control_system();
+            PERFORM set_config('keysmith.system_identifier', sys, false);
+        END IF;
+        RETURN sys || '/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8);
+    END
+    $fn$;
+
+    CREATE FUNCTION {s}.fence(seq text, g text) RETURNS bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        skipped bigint;
+    BEGIN
+        UPDATE {s}.sequences
+        SET last_start = next,
+            next = next + LEAST(failover_skip, max_value + 1 - next),
+            failover_skipped = failover_skipped + LEAST(failover_skip, max_value + 1 - next),
+            generation = g,
+            version = version + 1
+        WHERE name = seq AND generation IS NOT NULL AND generation <> g
+        RETURNING next - last_start INTO skipped;
+        RETURN COALESCE(skipped, 0);
+    END
+    $fn$;
+
+    DROP FUNCTION {s}.reserve(text, bigint);
+    CREATE FUNCTION {s}.reserve(seq text, n bigint,
+                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint,
+                               OUT fenced bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur_next bigint;
+        cur_max bigint;
+        g text;
+    BEGIN
+        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
+            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        g := {s}.store_generation();
+        fenced := {s}.fence(seq, g);
+        LOOP
+            UPDATE {s}.sequences
+            SET last_start = next,
+                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
+                version = version + 1,
+                generation = g
+            WHERE name = seq AND next <= max_value
+            RETURNING last_start, next, version INTO first_value, next_free, row_version;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+            SELECT s.next, s.max_value INTO cur_next, cur_max
+            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
+                    USING ERRCODE = 'no_data_found',
+                          HINT = 'create it first (keysmith create NAME); it is never created silently';
+            END IF;
+            IF cur_next > cur_max THEN
+                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
+                    USING ERRCODE = 'sequence_generator_limit_exceeded';
+            END IF;
+            -- Values were handed back between the update and the read: again.
+        END LOOP;
+    END
+    $fn$;
+
+    -- The conditional write of put_if_version and alter_if_version (NULL
+    -- keeps a column): fenced first, then written only if the version is
+    -- still `expected`; either way the row as it now is. Each statement of
+    -- the function reads a fresh snapshot, so the row after a lost race is
+    -- the one that won it.
+    CREATE FUNCTION {s}.write_if_version(seq text, expected bigint, new_next bigint,
+                                        new_max bigint, new_block bigint,
+                                        new_skip bigint, new_skip_set boolean,
+                                        OUT done boolean, OUT r_name text, OUT r_next bigint,
+                                        OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                        OUT r_version bigint, OUT r_generation text,
+                                        OUT r_skip bigint, OUT r_skip_set boolean,
+                                        OUT r_skipped bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        PERFORM {s}.fence(seq, g);
+        UPDATE {s}.sequences q
+        SET next = new_next,
+            max_value = COALESCE(new_max, q.max_value),
+            block = COALESCE(new_block, q.block),
+            failover_skip = COALESCE(new_skip, q.failover_skip),
+            failover_skip_set = COALESCE(new_skip_set, q.failover_skip_set),
+            version = q.version + 1,
+            generation = g
+        WHERE q.name = seq AND q.version = expected
+        RETURNING true, q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+                  q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO done, r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        done := false;
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped
+        FROM {s}.sequences q WHERE q.name = seq;
+    END
+    $fn$;
+
+    -- The locked strategy's first step: the row fenced, then locked until
+    -- the caller's transaction ends; `fenced` first, then the row.
+    CREATE FUNCTION {s}.lock_row(seq text,
+                                OUT fenced bigint, OUT r_name text, OUT r_next bigint,
+                                OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                OUT r_version bigint, OUT r_generation text,
+                                OUT r_skip bigint, OUT r_skip_set boolean,
+                                OUT r_skipped bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        fenced := {s}.fence(seq, g);
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               g, q.failover_skip, q.failover_skip_set, q.failover_skipped
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped
+        FROM {s}.sequences q WHERE q.name = seq FOR UPDATE;
+    END
+    $fn$;
+    "#,
+];
