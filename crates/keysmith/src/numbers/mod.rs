@@ -96,32 +96,6 @@ pub async fn numbering(store: &dyn SequenceStore, name: &str) -> Result<Option<N
     }
 }
 
-/// The error for block-based use (a [`crate::sequence::Sequence`] handle, a
-/// reserve lease, alter, adopt) of a numbered sequence.
-pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
-    if numbering.gapless {
-        Error::WrongKind(format!(
-            "sequence {name:?} is gap-free: take its numbers with tickets (keysmith ticket take {name}, then keysmith ticket commit {name} TICKET; POST /v1/sequences/{name}/tickets), not in blocks"
-        ))
-    } else {
-        Error::WrongKind(format!(
-            "sequence {name:?} hands out numbered values (period or format): use keysmith next {name}, POST /v1/sequences/{name}/next or keysmith::numbers::Numbers; blocks of plain integers do not apply to it"
-        ))
-    }
-}
-
-/// Fails for a numbered sequence: what block-based uses (handles, reserve
-/// leases, alter, adopt) call after reading the row.
-///
-/// # Errors
-/// [`Error::WrongKind`] saying how to take its numbers instead.
-pub(crate) async fn refuse_numbered(store: &dyn SequenceStore, name: &str) -> Result<()> {
-    match store.read_numbering(name).await? {
-        Some(n) => Err(blocks_refused(name, &n)),
-        None => Ok(()),
-    }
-}
-
 /// A ticket: what a gap-free number's holder quotes to commit or release
 /// it. Written `PERIOD-VALUE-TOKEN` (period `0` without one), the token 32
 /// random hex digits (128 bits), so no one commits another's number by
@@ -347,7 +321,7 @@ impl Numbers {
     /// [`Error::NotFound`], [`Error::Unavailable`].
     pub async fn next_n(&self, n: i64) -> Result<Vec<Formatted>> {
         if self.numbering.gapless {
-            return Err(blocks_refused(&self.name, &self.numbering));
+            return Err(crate::sequence::blocks_refused(&self.name, &self.numbering));
         }
         crate::store::check_count("count", n)?;
         let period = self.period().await?;

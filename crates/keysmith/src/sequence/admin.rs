@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
+    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore,
+    check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 
@@ -189,7 +190,7 @@ pub async fn alter(
     spec: &AlterSpec,
 ) -> Result<SequenceInfo> {
     let mut row = describe(store, name).await?;
-    crate::numbers::refuse_numbered(store, name).await?;
+    super::refuse_numbered(store, name).await?;
     let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);
     loop {
         let change = spec.apply_to(&row)?;

@@ -70,7 +70,7 @@ pub async fn adopt(
     crate::validate_name(name)?;
     let existing = match admin::describe(store, name).await {
         Ok(row) => {
-            crate::numbers::refuse_numbered(store, name).await?;
+            super::refuse_numbered(store, name).await?;
             Some(row)
         }
         Err(Error::NotFound { .. }) if create => None,

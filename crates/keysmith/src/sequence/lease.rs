@@ -75,7 +75,7 @@ pub async fn lease_guarded(
 ) -> Result<Lease> {
     check_count("count", n)?;
     let row = describe(&*store, name).await?;
-    crate::numbers::refuse_numbered(&*store, name).await?;
+    super::refuse_numbered(&*store, name).await?;
     let alloc = Allocator::new(store.clone(), row, strategy, retry_budget, None, high_water);
     let r = alloc.reserve(n).await?;
     // The values leave this process: for the sequence's counts they are

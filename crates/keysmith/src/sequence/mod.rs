@@ -32,6 +32,7 @@ mod cache;
 pub mod high_water;
 mod import;
 pub mod lease;
+mod numbered;
 mod strategy;
 mod strict;
 
@@ -43,6 +44,7 @@ pub use import::{ImportFormat, ImportItem, ImportReport, SourceRow, import};
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};
+pub(crate) use numbered::{blocks_refused, refuse_numbered};
 use strategy::Allocator;
 use strict::StrictQueue;
 
@@ -365,7 +367,7 @@ impl SequenceBuilder {
             p.validate()?;
         }
         let row = describe(&*store, &name).await?;
-        crate::numbers::refuse_numbered(&*store, &name).await?;
+        refuse_numbered(&*store, &name).await?;
         let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
         let adaptive = match &self.adaptive_policy {

@@ -656,6 +656,7 @@ fn advisory_key(schema: &str) -> i64 {
 
 #[cfg(test)]
 mod tests {
+    use super::connect::{DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT};
     use super::*;
 
     #[test]

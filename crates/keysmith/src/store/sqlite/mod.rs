@@ -21,6 +21,7 @@ use super::{
 use crate::{Error, Result};
 
 pub(crate) mod connect;
+mod numbering;
 mod pools;
 mod sequences;
 mod tickets;

@@ -34,7 +34,7 @@ impl SequenceStore for SqliteStore {
 
     async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
         let name = name.to_owned();
-        self.run(move |conn| super::tickets::read_numbering_on(conn, &name))
+        self.run(move |conn| super::numbering::read_numbering_on(conn, &name))
             .await
     }
 

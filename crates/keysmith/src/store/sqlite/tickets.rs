@@ -42,17 +42,6 @@ CREATE TABLE IF NOT EXISTS keysmith_tickets (
 ) WITHOUT ROWID;
 ";
 
-/// The numbering of `name`, if it has one.
-pub(super) fn read_numbering_on(conn: &Connection, name: &str) -> Result<Option<Numbering>> {
-    let settings: Option<String> = conn
-        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
-        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
-        .map_err(db_err)?;
-    settings
-        .map(|s| crate::store::parse_numbering(name, &s))
-        .transpose()
-}
-
 /// The later of `period` and the current one, made current, with the
 /// sequence's row.
 fn current(tx: &rusqlite::Transaction<'_>, name: &str, period: i64) -> Result<(i64, SequenceRow)> {
