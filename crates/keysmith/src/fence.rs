@@ -217,7 +217,7 @@ async fn move_forward(store: &dyn Store, mut row: SequenceRow, skip: i64) -> Res
                     ..CountsDelta::default()
                 };
                 if let Err(e) = store
-                    .record_counts(&name, &delta, crate::sequence::now_ms())
+                    .record_counts(&name, &delta, crate::clock::now_ms())
                     .await
                 {
                     tracing::warn!(sequence = %name, "fenced, but the skipped values were not counted: {e}");

@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod backoff;
+mod clock;
 mod error;
 pub mod fence;
 pub mod ids;

@@ -43,7 +43,7 @@ impl Default for SystemClock {
 #[async_trait]
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
-        crate::store::system_ms()
+        crate::clock::now_ms()
     }
 
     fn mono(&self) -> Duration {

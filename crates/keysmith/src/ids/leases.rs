@@ -1,22 +1,4 @@
-//! Worker-id leases as a service, for generators other than keysmith's own
-//! (sonyflake, bwmarrin/snowflake, ...): lease a worker id of a group,
-//! renew it, release it, each answer with a signed token.
-//!
-//! A lease is [`crate::store::WorkerStore`]'s, unchanged: the worker id is
-//! the lowest of `0..max` without a live lease, its fence is bumped by every
-//! acquisition, and its time floor outlives holders. A [`HeldWorker`] says
-//! what the holder may do with it: use the worker id only for ids whose
-//! time lies in `not_before_ms..until_ms`, renew before `expires_ms` (a
-//! third of the TTL is a good period), and stop issuing ids when a renewal
-//! is refused or `until_ms` passes. Two holders of one worker id never have
-//! overlapping windows: a new holder's `not_before_ms` is at or above every
-//! `until_ms` an earlier holder was given.
-//!
-//! The token ([`HeldWorker::lease`]) names the group, worker id, fence,
-//! group size, TTL and expiry, signed with a [`LeaseKey`]: an edited or
-//! forged token is refused, and so is one made for another group. A renewal
-//! after the expiry the token carries, or after another holder acquired the
-//! worker id, is refused with [`Error::LeaseRefused`].
+//! Worker-id leases as a service: [`WorkerLeases`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,8 +92,27 @@ impl Token {
     }
 }
 
-/// Leases worker ids of groups to callers outside the process (see the
-/// [module documentation](self)).
+/// Leases worker ids of groups to callers outside the process.
+///
+/// Worker-id leases as a service, for generators other than keysmith's own
+/// (sonyflake, bwmarrin/snowflake, ...): lease a worker id of a group,
+/// renew it, release it, each answer with a signed token.
+///
+/// A lease is [`crate::store::WorkerStore`]'s, unchanged: the worker id is
+/// the lowest of `0..max` without a live lease, its fence is bumped by every
+/// acquisition, and its time floor outlives holders. A [`HeldWorker`] says
+/// what the holder may do with it: use the worker id only for ids whose
+/// time lies in `not_before_ms..until_ms`, renew before `expires_ms` (a
+/// third of the TTL is a good period), and stop issuing ids when a renewal
+/// is refused or `until_ms` passes. Two holders of one worker id never have
+/// overlapping windows: a new holder's `not_before_ms` is at or above every
+/// `until_ms` an earlier holder was given.
+///
+/// The token ([`HeldWorker::lease`]) names the group, worker id, fence,
+/// group size, TTL and expiry, signed with a [`LeaseKey`]: an edited or
+/// forged token is refused, and so is one made for another group. A renewal
+/// after the expiry the token carries, or after another holder acquired the
+/// worker id, is refused with [`Error::LeaseRefused`].
 #[derive(Debug, Clone)]
 pub struct WorkerLeases {
     store: Arc<dyn Store>,

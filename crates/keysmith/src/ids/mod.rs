@@ -64,7 +64,7 @@ pub use leases::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases
 
 /// The system clock's wall time, ms since the Unix epoch.
 pub fn wall_ms() -> i64 {
-    crate::store::system_ms()
+    crate::clock::now_ms()
 }
 
 /// The group ids are made in when none is given.

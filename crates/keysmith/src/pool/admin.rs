@@ -85,7 +85,7 @@ pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
     let mut info = info(row, &members)?;
     // The rate since the older mark, then the marks move: best effort, a
     // describe that cannot write still describes.
-    let now = crate::sequence::now_ms();
+    let now = crate::clock::now_ms();
     match store.read_pool_marks(name).await {
         Ok(marks) => {
             info.rate_per_second = marks.rate(now, info.taken);

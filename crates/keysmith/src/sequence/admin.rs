@@ -5,8 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore,
-    check_count,
+    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 

@@ -1,15 +1,4 @@
-//! Moving from another segment allocator: Meituan Leaf's `leaf_alloc` table
-//! or Didi Tinyid's `tiny_id_info`, read from their MySQL database, become
-//! one keysmith sequence per row.
-//!
-//! Each sequence starts above the row's `max_id`, so no value at or below
-//! the old `max_id` is ever handed out again, whatever the old service had
-//! cached: Leaf hands out values below `max_id` (its segment is
-//! `max_id - step .. max_id`), Tinyid up to `max_id` (`max_id - step ..=
-//! max_id`, by `delta`). The block is the row's `step`. A keysmith sequence
-//! that exists already is reported, never overwritten. Tinyid rows with
-//! residue classes (`delta` other than 1, or a `remainder`) are refused:
-//! keysmith sequences hand out consecutive values.
+//! Moving from Leaf or Tinyid: [`import`].
 
 use serde::Serialize;
 
@@ -117,7 +106,7 @@ impl ImportReport {
 /// Reads every row of the old allocator's table (`table`, default
 /// [`ImportFormat::default_table`]) from the database `from`
 /// (`mysql://USER[:PASSWORD]@HOST[:PORT]/DB`, as a store URL) and creates
-/// one sequence per row in `store` (see the [module documentation](self));
+/// one sequence per row in `store` (as below);
 /// with `dry_run` nothing is written. A row that cannot become a sequence
 /// (a name keysmith does not accept, Tinyid residue classes, a `max_id` at
 /// the top of the range) is refused with a note; the others go ahead.
@@ -127,6 +116,19 @@ impl ImportReport {
 /// table or column; [`Error::Unavailable`] when a database cannot be
 /// reached. Rows already created stay created when a later one fails on the
 /// store.
+///
+/// Moving from another segment allocator: Meituan Leaf's `leaf_alloc` table
+/// or Didi Tinyid's `tiny_id_info`, read from their MySQL database, become
+/// one keysmith sequence per row.
+///
+/// Each sequence starts above the row's `max_id`, so no value at or below
+/// the old `max_id` is ever handed out again, whatever the old service had
+/// cached: Leaf hands out values below `max_id` (its segment is
+/// `max_id - step .. max_id`), Tinyid up to `max_id` (`max_id - step ..=
+/// max_id`, by `delta`). The block is the row's `step`. A keysmith sequence
+/// that exists already is reported, never overwritten. Tinyid rows with
+/// residue classes (`delta` other than 1, or a `remainder`) are refused:
+/// keysmith sequences hand out consecutive values.
 pub async fn import(
     store: &dyn SequenceStore,
     format: ImportFormat,

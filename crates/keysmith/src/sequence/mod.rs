@@ -836,11 +836,7 @@ async fn follow_rate_with_failover_skip(store: &dyn SequenceStore, name: &str) {
 }
 
 /// Milliseconds since the Unix epoch by this process's clock (0 before 1970).
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub use crate::clock::now_ms;
 
 /// The row of a sequence as a caller sees it, for `show` and `list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]

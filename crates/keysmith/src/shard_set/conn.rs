@@ -18,7 +18,6 @@ use crate::{Error, Result};
 /// The table that records a database's shard id.
 pub const IDENTITY_TABLE: &str = "keysmith_shard_identity";
 
-
 /// Where a shard's database is.
 #[derive(Debug, Clone)]
 pub(super) enum Target {

@@ -486,7 +486,9 @@ impl ShardSet {
             }
         }
         if !bad.is_empty() {
-            return Err(combine(bad.into_values().collect()).context("nothing was recorded on any shard"));
+            return Err(
+                combine(bad.into_values().collect()).context("nothing was recorded on any shard")
+            );
         }
         let mut out = Vec::with_capacity(found.len());
         for (id, r) in found {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, WorkerClaim, WorkerLease,
-    WorkerStore, all_taken, lowest_free, system_ms,
+    WorkerStore, all_taken, lowest_free,
 };
 use super::{
     Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
@@ -381,7 +381,7 @@ impl WorkerStore for MemoryStore {
     async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
         claim.validate()?;
         self.with(|s| {
-            let now = system_ms();
+            let now = crate::clock::now_ms();
             let generation = s.generation();
             let live: Vec<i64> = s
                 .workers
@@ -441,7 +441,7 @@ impl WorkerStore for MemoryStore {
                         ) =>
                 {
                     slot.until_ms = slot.until_ms.max(from_ms + window_ms);
-                    slot.expires_ms = system_ms() + ttl_ms(ttl);
+                    slot.expires_ms = crate::clock::now_ms() + ttl_ms(ttl);
                     slot.generation = Some(generation);
                     Ok(Some(slot.until_ms))
                 }
@@ -580,7 +580,7 @@ impl TicketStore for MemoryStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        Ok(system_ms())
+        Ok(crate::clock::now_ms())
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
@@ -611,7 +611,7 @@ impl TicketStore for MemoryStore {
         check_ttl(ttl)?;
         self.with(|s| {
             let (period, row) = s.current_fenced(name, period, true)?;
-            let now = system_ms();
+            let now = crate::clock::now_ms();
             let expires = now.saturating_add(ticket_ttl_ms(ttl));
             let key = (name.to_owned(), period);
             let free = s

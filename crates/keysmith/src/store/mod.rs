@@ -61,7 +61,7 @@ pub use workers::{
     MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove, WorkerLease, WorkerStore,
 };
 pub(crate) use workers::{
-    acquisition_start, all_taken, check_times, lowest_free, same_worker_generation, system_ms,
+    acquisition_start, all_taken, check_times, lowest_free, same_worker_generation,
 };
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next

@@ -178,7 +178,7 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// so the member keeps its slot; backends may rely on that.
     ///
     /// Generations: a swap in a store generation other than the pool's
-    /// ([`pool_generation`]) first fences the pool
+    /// (as recorded in the pool's row) first fences the pool
     /// ([`Self::fence_pool`] with [`pool_fence_rounds`]) and swaps nothing:
     /// the member sampled from the old generation may have been handed out
     /// already. The caller samples again.

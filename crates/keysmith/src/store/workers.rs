@@ -232,14 +232,6 @@ pub(crate) fn lowest_free(live: &[i64], max: i64) -> Option<i64> {
     (want < max).then_some(want)
 }
 
-/// Milliseconds since the Unix epoch by the system clock.
-pub(crate) fn system_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

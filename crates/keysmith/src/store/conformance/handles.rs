@@ -37,7 +37,7 @@ fn assert_increasing(values: &[i64], what: &str) {
 /// to some moment between `since` and now: the bounds follow the clock, so
 /// a slow machine cannot fail the check.
 fn rate_between(values: i64, since: i64, rate: &f64) -> bool {
-    let longest = crate::sequence::now_ms() - since + 90_000;
+    let longest = crate::clock::now_ms() - since + 90_000;
     let slowest = values as f64 * 1000.0 / longest as f64;
     let fastest = values as f64 * 1000.0 / 90_000.0;
     (slowest..=fastest * (1.0 + 1e-9)).contains(rate)
@@ -714,7 +714,7 @@ pub async fn clean_closes_account_for_every_value(store: Arc<dyn Store>) {
         .usage
         .unwrap();
     assert_eq!((u.rate_per_second, u.runway_seconds), (None, None));
-    let now = crate::sequence::now_ms();
+    let now = crate::clock::now_ms();
     store
         .record_counts("rate", &CountsDelta::default(), now - 90_000)
         .await
@@ -742,7 +742,7 @@ pub async fn pool_describe_gives_a_rate_and_runway(store: Arc<dyn Store>) {
     let info = pool::describe(&*store, "r").await.unwrap();
     assert_eq!((info.rate_per_second, info.runway_seconds), (None, None));
     // A mark a minute and a half ago with nothing taken, then 30 takes.
-    let now = crate::sequence::now_ms();
+    let now = crate::clock::now_ms();
     store.drop_pool("r").await.unwrap();
     pool::create(&*store, &pool_spec("r", 1, 10)).await.unwrap();
     store.record_pool_mark("r", now - 90_000, 0).await.unwrap();

@@ -1,6 +1,6 @@
 //! The business-number half of the store contract
 //! ([`TicketStore`](crate::store::TicketStore)), and what
-//! [`Numbers`](crate::numbers::Numbers) does on top of it: numbering kept
+//! [`crate::numbers::Numbers`] does on top of it: numbering kept
 //! with the sequence, tickets taken lowest-free-first, refused commits and
 //! releases that change nothing, expiry, periods that only move forward,
 //! racing takers, formatted numbers across a period boundary.
@@ -555,7 +555,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
 /// The store's clock is close to this host's (all test stores run here).
 pub async fn the_store_clock_reads_now(store: Arc<dyn Store>) {
     let ms = store.clock_ms().await.unwrap();
-    let here = crate::store::system_ms();
+    let here = crate::clock::now_ms();
     assert!((ms - here).abs() < 60_000, "store clock {ms}, here {here}");
 }
 

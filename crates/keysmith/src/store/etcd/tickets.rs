@@ -35,7 +35,7 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused, system_ms,
+    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -371,7 +371,7 @@ impl TicketStore for EtcdStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        Ok(system_ms())
+        Ok(crate::clock::now_ms())
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {

@@ -11,8 +11,8 @@ use tokio_postgres::Client;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
-use super::tls::{self, PgTls};
 use super::DEFAULT_SCHEMA;
+use super::tls::{self, PgTls};
 use crate::{Error, Result};
 
 pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -198,8 +198,6 @@ pub(super) fn validate_schema(name: &str) -> Result<()> {
     }
 }
 
-
-
 pub(super) fn describe_target(config: &tokio_postgres::Config) -> String {
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(h)) => h.clone(),
@@ -219,16 +217,13 @@ pub(super) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-
 /// Opens a connection with the store's TLS connector (the URL's `sslmode`,
 /// `sslrootcert`, ...), as every PostgreSQL connection keysmith opens.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a TLS failure or a refused login (saying
 /// what to fix), else as [`postgres_error`].
-pub(crate) async fn pg_connect(
-    config: &ConnectConfig,
-) -> Result<tokio_postgres::Client> {
+pub(crate) async fn pg_connect(config: &ConnectConfig) -> Result<tokio_postgres::Client> {
     let mut plain = config.config.clone();
     if plain.get_connect_timeout().is_none() {
         plain.connect_timeout(DEFAULT_CONNECT_TIMEOUT);

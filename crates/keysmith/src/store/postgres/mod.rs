@@ -71,11 +71,9 @@ mod tickets;
 mod tls;
 mod workers;
 
-use connect::{
-    Connector, DEFAULT_CONNECT_TIMEOUT, describe_target, one_line, parse_url,
-};
 pub use connect::connect;
 pub(crate) use connect::connect_config;
+use connect::{Connector, DEFAULT_CONNECT_TIMEOUT, describe_target, one_line, parse_url};
 use migrations::MIGRATIONS;
 pub(crate) use tls::PgTls;
 #[cfg(feature = "etcd")]
@@ -91,14 +89,12 @@ pub const SCHEMA_VERSION: i32 = 6;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
-
 /// How often a statement whose fallback row contradicts its own outcome is
 /// run again before giving up with [`Error::Contention`]. With the row locks
 /// the statements take this does not happen; the bound keeps a bug from
 /// looping. Also how often a pool sample is drawn again because the pool's
 /// size changed under it (dropped and created again).
 const MAX_RERUNS: u32 = 3;
-
 
 /// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool
 /// of connections that it opens as needed.
@@ -127,7 +123,6 @@ impl fmt::Debug for PostgresStore {
             .finish_non_exhaustive()
     }
 }
-
 
 impl PostgresStore {
     /// Connects to the database a `postgres://` or `postgresql://` URL names

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused, system_ms,
+    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
@@ -172,7 +172,7 @@ impl TicketStore for SqliteStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        Ok(system_ms())
+        Ok(crate::clock::now_ms())
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
@@ -204,7 +204,7 @@ impl TicketStore for SqliteStore {
             (name.to_owned(), token.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let (period, row) = current_fenced(tx, &name, period, true, &generation)?;
-            let now = system_ms();
+            let now = crate::clock::now_ms();
             let expires = now.saturating_add(ticket_ttl_ms(ttl));
             let again: Option<i64> = tx
                 .query_row(

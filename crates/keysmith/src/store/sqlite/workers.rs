@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::*;
 use crate::store::{
     WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
-    system_ms,
 };
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -21,7 +20,7 @@ impl WorkerStore for SqliteStore {
         claim.validate()?;
         let (claim, generation) = (claim.clone(), self.generation.clone());
         self.write(move |tx| {
-            let now = system_ms();
+            let now = crate::clock::now_ms();
             let live: Vec<i64> = tx
                 .prepare_cached(
                     "SELECT worker FROM keysmith_workers
@@ -99,7 +98,7 @@ impl WorkerStore for SqliteStore {
                     worker,
                     fence,
                     from_ms + window_ms,
-                    system_ms() + ttl_ms(ttl),
+                    crate::clock::now_ms() + ttl_ms(ttl),
                     &*generation
                 ],
                 |r| r.get(0),
