@@ -1,0 +1,252 @@
+//! The import graph of `src/` has no circles: no two files reach each other
+//! through `crate::`, `super::` and `self::` paths (a parent module and its
+//! own submodules excepted, which is how Rust re-exports). ARCHITECTURE.md
+//! says data flows one way; this keeps it true.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A module path (`["store", "sqlite"]`) for a file path relative to `src/`.
+fn module_of(file: &str) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The source without line comments and without a trailing test module.
+fn code_of(src: &str) -> String {
+    let src = match src.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &src[..i],
+        None => src,
+    };
+    src.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths of a use tree at `s` (after `prefix::`): `a::b`, `{a, b::{c}}`.
+fn use_tree(s: &[char], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix.to_vec();
+    loop {
+        while i < s.len() && s[i].is_whitespace() {
+            i += 1;
+        }
+        if i < s.len() && s[i] == '{' {
+            i += 1;
+            loop {
+                i = use_tree(s, i, &path, out);
+                while i < s.len() && (s[i].is_whitespace() || s[i] == ',') {
+                    i += 1;
+                }
+                if i >= s.len() || s[i] == '}' {
+                    return i + 1;
+                }
+            }
+        }
+        let start = i;
+        while i < s.len() && is_ident(s[i]) {
+            i += 1;
+        }
+        if start == i {
+            out.push(path);
+            return i;
+        }
+        path.push(s[start..i].iter().collect());
+        if s.get(i..i + 2) == Some(&[':', ':']) {
+            i += 2;
+        } else {
+            out.push(path);
+            return i;
+        }
+    }
+}
+
+/// Which files each file imports, by module paths resolved to files.
+fn edges(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let by_module: BTreeMap<Vec<String>, &String> =
+        files.keys().map(|f| (module_of(f), f)).collect();
+    let resolve = |parts: &[String]| {
+        (0..=parts.len())
+            .rev()
+            .find_map(|n| by_module.get(&parts[..n]).map(|f| (*f).clone()))
+    };
+    let mut out = BTreeMap::new();
+    for (file, src) in files {
+        let me = module_of(file);
+        let code: Vec<char> = code_of(src).chars().collect();
+        let mut paths = Vec::new();
+        for (i, _) in code.iter().enumerate() {
+            if i > 0 && (is_ident(code[i - 1]) || code[i - 1] == ':') {
+                continue;
+            }
+            for (word, base) in [
+                ("crate::", Vec::new()),
+                ("self::", me.clone()),
+                ("super::", me[..me.len().saturating_sub(1)].to_vec()),
+            ] {
+                let w: Vec<char> = word.chars().collect();
+                if code[i..].starts_with(&w) {
+                    let mut found = Vec::new();
+                    use_tree(&code, i + w.len(), &base, &mut found);
+                    for mut p in found {
+                        // `super::super::x`
+                        let mut at = base.len();
+                        while at > 0 && p.len() > at && p[at] == "super" {
+                            p.remove(at);
+                            p.remove(at - 1);
+                            at -= 1;
+                        }
+                        paths.push(p);
+                    }
+                }
+            }
+        }
+        // A mod.rs naming its own submodules (`use sqlite::X`, `sqlite::f()`).
+        for (module, _) in by_module.iter() {
+            if module.len() == me.len() + 1 && module.starts_with(&me) {
+                let child: Vec<char> = format!("{}::", module[me.len()]).chars().collect();
+                let named = (0..code.len()).any(|i| {
+                    code[i..].starts_with(&child)
+                        && (i == 0 || !(is_ident(code[i - 1]) || code[i - 1] == ':'))
+                });
+                if named {
+                    paths.push(module.clone());
+                }
+            }
+        }
+        let targets: BTreeSet<String> = paths
+            .iter()
+            .filter_map(|p| resolve(p))
+            .filter(|t| {
+                let them = module_of(t);
+                // Parents and their own submodules: Rust's re-exports.
+                !(them.starts_with(&me) || me.starts_with(&them))
+            })
+            .collect();
+        out.insert(file.clone(), targets);
+    }
+    out
+}
+
+/// A circle, as the files along it, if there is one.
+fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        at: &String,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(at.clone(), 1);
+        stack.push(at.clone());
+        for next in edges.get(at).into_iter().flatten() {
+            match state.get(next) {
+                Some(1) => {
+                    let from = stack.iter().position(|f| f == next).unwrap_or(0);
+                    let mut circle = stack[from..].to_vec();
+                    circle.push(next.clone());
+                    return Some(circle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(c) = visit(next, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(at.clone(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for file in edges.keys() {
+        if !state.contains_key(file) {
+            if let Some(c) = visit(file, edges, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            read_tree(root, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(root).unwrap().to_string_lossy();
+            out.insert(rel.replace('\\', "/"), std::fs::read_to_string(&path).unwrap());
+        }
+    }
+}
+
+#[test]
+fn src_has_no_import_circles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = BTreeMap::new();
+    read_tree(&root, &root, &mut files);
+    assert!(files.len() > 50, "read only {} files", files.len());
+    let graph = edges(&files);
+    // The graph is real: the sequence module reaches the store contract.
+    assert!(graph["sequence/admin.rs"].contains("store/mod.rs"));
+    if let Some(circle) = find_circle(&graph) {
+        panic!("import circle: {}", circle.join(" -> "));
+    }
+}
+
+/// The checker finds the kinds of circle it is there for.
+#[test]
+fn the_checker_sees_circles() {
+    let files = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(f, s)| ((*f).to_owned(), (*s).to_owned()))
+            .collect()
+    };
+    // Two top-level modules, through a use group.
+    let two = files(&[
+        ("lib.rs", "mod a; mod b;"),
+        ("a/mod.rs", "use crate::{b::thing, x};"),
+        ("b/mod.rs", "fn f() { crate::a::g() }"),
+    ]);
+    assert!(find_circle(&edges(&two)).is_some());
+    // Siblings through super::, with a test module and comments ignored.
+    let siblings = files(&[
+        ("s/mod.rs", "mod x; mod y;"),
+        ("s/x.rs", "fn f() { super::y::g() }"),
+        (
+            "s/y.rs",
+            "// super::x::f\n#[cfg(test)]\nmod tests { use super::super::x; }",
+        ),
+    ]);
+    assert!(find_circle(&edges(&siblings)).is_none());
+    let mut closed = siblings.clone();
+    closed.insert("s/y.rs".into(), "use super::x::f;".into());
+    assert_eq!(
+        find_circle(&edges(&closed)).map(|c| c.len()),
+        Some(3),
+        "{:?}",
+        edges(&closed)
+    );
+    // A parent re-exporting its child is not a circle.
+    let parent = files(&[
+        ("p/mod.rs", "mod c; pub use c::C; fn f() -> C { todo!() }"),
+        ("p/c.rs", "use super::f;"),
+    ]);
+    assert!(find_circle(&edges(&parent)).is_none());
+}
