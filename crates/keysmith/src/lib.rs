@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod any_sequence;
 mod backoff;
 mod clock;
 mod error;
@@ -48,6 +49,7 @@ pub mod shard_set;
 pub mod store;
 pub mod verify;
 
+pub use any_sequence::{AnySequence, Taken};
 pub use backoff::DEFAULT_RETRY_BUDGET;
 pub(crate) use error::closest_names;
 pub use error::{Error, Result};

@@ -190,7 +190,10 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
             read_tree(root, &path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             let rel = path.strip_prefix(root).unwrap().to_string_lossy();
-            out.insert(rel.replace('\\', "/"), std::fs::read_to_string(&path).unwrap());
+            out.insert(
+                rel.replace('\\', "/"),
+                std::fs::read_to_string(&path).unwrap(),
+            );
         }
     }
 }

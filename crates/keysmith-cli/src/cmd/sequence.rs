@@ -4,13 +4,13 @@ use std::io::Write;
 
 use std::time::Duration;
 
-use keysmith::DEFAULT_RETRY_BUDGET;
 use keysmith::fence::{FenceTarget, fence};
 use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{
     self, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy,
 };
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
+use keysmith::{AnySequence, DEFAULT_RETRY_BUDGET};
 
 use crate::Global;
 
@@ -265,13 +265,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             retry_budget_ms,
             max_attempts,
         } => {
-            if numbers::numbering(&*store, &name).await?.is_some() {
-                let h = Numbers::open(store, &name).await?;
-                return print_numbers(&h, count, global.json).await;
-            }
             let mut b = Sequence::builder()
-                .store(store)
-                .name(name)
                 .strategy(strategy)
                 .retry_budget(Duration::from_millis(retry_budget_ms));
             if let Some(n) = max_attempts {
@@ -280,7 +274,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             if let Some(block) = block {
                 b = b.block(block);
             }
-            let seq = b.build().await?;
+            let seq = AnySequence::open(store, &name, b).await?;
             let result = print_values(&seq, count, global.json).await;
             // Hand the unused tail back, also after an error.
             let closed = seq.close().await;
@@ -386,10 +380,10 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
 
 /// Prints values as they are allocated, a batch at a time, so a large count
 /// streams and every printed value has been durably reserved.
-async fn print_values(seq: &Sequence, count: i64, json: bool) -> anyhow::Result<()> {
+async fn print_values(seq: &AnySequence, count: i64, json: bool) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let batch = seq.block().clamp(1, MAX_BATCH);
+    let batch = seq.batch(MAX_BATCH);
     let mut left = count;
     if json {
         write!(out, "{{\"values\":[")?;
@@ -397,17 +391,19 @@ async fn print_values(seq: &Sequence, count: i64, json: bool) -> anyhow::Result<
     let mut first = true;
     while left > 0 {
         let n = left.min(batch);
-        let values = seq.next_n(n).await?;
-        let mut buf = String::with_capacity(values.len() * 12);
-        for v in values {
-            if json {
+        let taken = seq.next_n(n).await?;
+        let mut buf = String::with_capacity(taken.len() * 12);
+        if json {
+            for v in taken.json_values(false) {
                 if !first {
                     buf.push(',');
                 }
                 first = false;
                 buf.push_str(&v.to_string());
-            } else {
-                buf.push_str(&v.to_string());
+            }
+        } else {
+            for t in taken.texts() {
+                buf.push_str(&t);
                 buf.push('\n');
             }
         }
@@ -489,45 +485,6 @@ fn numbering_of(
     };
     n.validate().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     Ok(Some(n))
-}
-
-/// Prints `count` numbers of a numbered sequence, one a line (or as JSON
-/// strings for a formatted sequence), a batch per store round trip.
-async fn print_numbers(h: &Numbers, count: i64, json: bool) -> anyhow::Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let mut left = count;
-    if json {
-        write!(out, "{{\"values\":[")?;
-    }
-    let mut first = true;
-    while left > 0 {
-        let n = left.min(MAX_BATCH);
-        let mut buf = String::new();
-        for f in h.next_n(n).await? {
-            if json {
-                if !first {
-                    buf.push(',');
-                }
-                first = false;
-                if h.is_formatted() {
-                    buf.push_str(&serde_json::to_string(&f.text)?);
-                } else {
-                    buf.push_str(&f.number.n.to_string());
-                }
-            } else {
-                buf.push_str(&f.text);
-                buf.push('\n');
-            }
-        }
-        out.write_all(buf.as_bytes())?;
-        out.flush()?;
-        left -= n;
-    }
-    if json {
-        writeln!(out, "]}}")?;
-    }
-    Ok(())
 }
 
 fn print_info(

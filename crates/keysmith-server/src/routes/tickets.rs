@@ -146,11 +146,9 @@ pub(crate) async fn numbered_next(
     as_strings: bool,
 ) -> ApiResult<Response> {
     let h = Numbers::with_numbering(state.shared().store.clone(), name, numbering)?;
-    let got = h.next_n(count).await?;
-    if h.is_formatted() {
-        let values: Vec<&str> = got.iter().map(|f| f.text.as_str()).collect();
-        return Ok(Json(serde_json::json!({ "values": values })).into_response());
-    }
-    let values: Vec<i64> = got.iter().map(|f| f.number.n).collect();
-    Ok(super::values_response(&values, as_strings, None))
+    let taken = keysmith::Taken::Numbers {
+        numbers: h.next_n(count).await?,
+        formatted: h.is_formatted(),
+    };
+    Ok(Json(serde_json::json!({ "values": taken.json_values(as_strings) })).into_response())
 }

@@ -344,6 +344,18 @@ impl SequenceBuilder {
     /// [`Error::NotFound`] (with similar names) when the sequence does not
     /// exist; what the store fails with.
     pub async fn build(self) -> Result<Sequence> {
+        match self.build_or_numbering().await? {
+            Ok(sequence) => Ok(sequence),
+            Err((name, numbering)) => Err(blocks_refused(&name, &numbering)),
+        }
+    }
+
+    /// [`Self::build`], but a numbered sequence is not an error: its name and
+    /// numbering come back instead, read in the same two store calls (the
+    /// row, the numbering) the handle needs anyway.
+    pub(crate) async fn build_or_numbering(
+        self,
+    ) -> Result<std::result::Result<Sequence, (String, crate::store::Numbering)>> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::invalid("Sequence::build needs a tokio runtime; use build_blocking without one")
         })?;
@@ -367,7 +379,9 @@ impl SequenceBuilder {
             p.validate()?;
         }
         let row = describe(&*store, &name).await?;
-        refuse_numbered(&*store, &name).await?;
+        if let Some(numbering) = store.read_numbering(&name).await? {
+            return Ok(Err((name, numbering)));
+        }
         let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
         let adaptive = match &self.adaptive_policy {
@@ -378,7 +392,7 @@ impl SequenceBuilder {
             a.validate()?;
             block = block.clamp(a.min, a.max);
         }
-        Ok(Sequence {
+        Ok(Ok(Sequence {
             inner: Arc::new(Inner {
                 alloc: Allocator::new(
                     store,
@@ -396,7 +410,7 @@ impl SequenceBuilder {
                 strict: StrictQueue::default(),
                 runtime,
             }),
-        })
+        }))
     }
 
     /// Opens a handle for code without an async runtime: it gets a small

@@ -27,6 +27,7 @@ use crate::{Error, Result};
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    calls: std::sync::atomic::AtomicU64,
 }
 
 /// A copy of a [`MemoryStore`]'s contents, as a backup holds them.
@@ -74,7 +75,20 @@ impl MemoryStore {
 
     /// A copy of everything the store holds now.
     pub fn snapshot(&self) -> MemorySnapshot {
-        MemorySnapshot(self.with(|s| Ok(s.clone())).unwrap_or_default())
+        MemorySnapshot(self.lock().clone())
+    }
+
+    /// How many contract methods this store has served: each one is a round
+    /// trip (or a transaction) on a store behind a network, so this is what
+    /// tests count to hold a call to the round trips its docs promise.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave State half-written: every
+        // closure checks before it writes.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Puts back what `snapshot` held, as a restore from backup does.
@@ -82,23 +96,21 @@ impl MemoryStore {
     /// copied SQLite file does), else the store starts a new one (as a
     /// promoted replica or a point-in-time recovery does).
     pub fn restore(&self, snapshot: &MemorySnapshot, same_generation: bool) {
-        let _ = self.with(|s| {
-            let generation = std::mem::take(&mut s.generation);
-            *s = snapshot.0.clone();
-            s.generation = if same_generation {
-                generation
-            } else {
-                String::new()
-            };
-            Ok(())
-        });
+        let mut s = self.lock();
+        let generation = std::mem::take(&mut s.generation);
+        *s = snapshot.0.clone();
+        s.generation = if same_generation {
+            generation
+        } else {
+            String::new()
+        };
     }
 
+    /// One contract method's work, counted in [`Self::calls`].
     fn with<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
-        // A panic while holding the lock cannot leave State half-written: every
-        // closure checks before it writes.
-        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f(&mut self.lock())
     }
 }
 
@@ -580,7 +592,7 @@ impl TicketStore for MemoryStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        Ok(crate::clock::now_ms())
+        self.with(|_| Ok(crate::clock::now_ms()))
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
@@ -690,7 +702,7 @@ impl TicketStore for MemoryStore {
 #[async_trait]
 impl Store for MemoryStore {
     async fn ping(&self) -> Result<()> {
-        Ok(())
+        self.with(|_| Ok(()))
     }
 
     async fn generation(&self) -> Result<String> {

@@ -1,0 +1,153 @@
+//! A sequence of either kind behind one name: the one place that decides
+//! whether `next` takes plain values from a [`Sequence`] handle's blocks or
+//! numbers from [`Numbers`], so the CLI and the server call one function.
+
+use std::sync::Arc;
+
+use crate::Result;
+use crate::numbers::{Formatted, Numbers};
+use crate::sequence::{Sequence, SequenceBuilder};
+use crate::store::Store;
+
+/// An open sequence of either kind.
+///
+/// # Round trips
+/// [`AnySequence::open`] costs two store calls whatever the kind (the row,
+/// the numbering). Then [`AnySequence::next_n`] costs, on a numbered
+/// sequence, one store call per call (two with a period: the store's clock,
+/// then the reservation); on a plain one, none while its block lasts, else
+/// one reservation (and its retries under contention).
+#[derive(Debug)]
+pub enum AnySequence {
+    /// An ordinary sequence: values from cached blocks.
+    Plain(Sequence),
+    /// A numbered sequence (period, format, bit-reversed, gap-free): numbers
+    /// from the store, one reservation per call.
+    Numbered(Numbers),
+}
+
+/// What [`AnySequence::next_n`] handed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// Plain values, increasing.
+    Plain(Vec<i64>),
+    /// Numbers, with their text; `formatted` when the sequence prints them
+    /// with a template (so they are text, not integers, to a caller).
+    Numbers {
+        /// The numbers, in the order handed out.
+        numbers: Vec<Formatted>,
+        /// Whether the numbers are text rather than integers.
+        formatted: bool,
+    },
+}
+
+impl AnySequence {
+    /// Opens `name` in `store` with `builder`'s settings for a plain
+    /// sequence (its store and name are set here); a numbered sequence
+    /// ignores them.
+    ///
+    /// # Errors
+    /// As [`SequenceBuilder::build`] and [`Numbers::with_numbering`]:
+    /// [`crate::Error::NotFound`] (with similar names),
+    /// [`crate::Error::InvalidName`], [`crate::Error::Unavailable`].
+    pub async fn open(
+        store: Arc<dyn Store>,
+        name: &str,
+        builder: SequenceBuilder,
+    ) -> Result<AnySequence> {
+        let opened = builder
+            .store(store.clone())
+            .name(name)
+            .build_or_numbering()
+            .await?;
+        match opened {
+            Ok(sequence) => Ok(AnySequence::Plain(sequence)),
+            Err((name, numbering)) => Ok(AnySequence::Numbered(Numbers::with_numbering(
+                store, &name, numbering,
+            )?)),
+        }
+    }
+
+    /// `n` values (`1..=MAX_RESERVATION`).
+    ///
+    /// # Errors
+    /// As [`Sequence::next_n`] or [`Numbers::next_n`]: a gap-free sequence
+    /// is [`crate::Error::WrongKind`] (take tickets).
+    pub async fn next_n(&self, n: i64) -> Result<Taken> {
+        match self {
+            AnySequence::Plain(s) => s.next_n(n).await.map(Taken::Plain),
+            AnySequence::Numbered(h) => Ok(Taken::Numbers {
+                numbers: h.next_n(n).await?,
+                formatted: h.is_formatted(),
+            }),
+        }
+    }
+
+    /// How many values one call should ask for at most, so that a long run
+    /// goes in batches: a plain sequence's block, else `max`.
+    pub fn batch(&self, max: i64) -> i64 {
+        match self {
+            AnySequence::Plain(s) => s.block().clamp(1, max),
+            AnySequence::Numbered(_) => max,
+        }
+    }
+
+    /// Hands a plain handle's unused values back (see [`Sequence::close`]);
+    /// nothing to do for a numbered one.
+    ///
+    /// # Errors
+    /// As [`Sequence::close`].
+    pub async fn close(self) -> Result<()> {
+        match self {
+            AnySequence::Plain(s) => s.close().await.map(drop),
+            AnySequence::Numbered(_) => Ok(()),
+        }
+    }
+}
+
+impl Taken {
+    /// How many values.
+    pub fn len(&self) -> usize {
+        match self {
+            Taken::Plain(v) => v.len(),
+            Taken::Numbers { numbers, .. } => numbers.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each value as JSON: an integer (a string with `as_strings`, for
+    /// JavaScript callers, whose numbers stop being exact above 2^53), or a
+    /// formatted number's text.
+    pub fn json_values(&self, as_strings: bool) -> Vec<serde_json::Value> {
+        let int = |v: i64| {
+            if as_strings {
+                serde_json::Value::from(v.to_string())
+            } else {
+                serde_json::Value::from(v)
+            }
+        };
+        match self {
+            Taken::Plain(v) => v.iter().map(|v| int(*v)).collect(),
+            Taken::Numbers {
+                numbers,
+                formatted: true,
+            } => numbers
+                .iter()
+                .map(|f| serde_json::Value::from(f.text.as_str()))
+                .collect(),
+            Taken::Numbers { numbers, .. } => numbers.iter().map(|f| int(f.number.n)).collect(),
+        }
+    }
+
+    /// Each value as text, as the CLI prints it, one per line.
+    pub fn texts(&self) -> Vec<String> {
+        match self {
+            Taken::Plain(v) => v.iter().map(i64::to_string).collect(),
+            Taken::Numbers { numbers, .. } => numbers.iter().map(|f| f.text.clone()).collect(),
+        }
+    }
+}
