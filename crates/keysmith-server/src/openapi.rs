@@ -325,7 +325,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Commit it or release it with the ticket; a holder that does neither loses it after `ttl` seconds.",
                     "parameters": [{"name": "ttl", "in": "query", "required": false,
                         "description": "Seconds the ticket lives, by the store's clock.",
-                        "schema": {"type": "integer", "minimum": 1, "maximum": 86400, "default": keysmith::numbers::DEFAULT_TICKET_TTL.as_secs()}}],
+                        "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_TICKET_TTL.as_secs(), "default": keysmith::numbers::DEFAULT_TICKET_TTL.as_secs()}}],
                     "responses": responses(vec![("201", ok("The number and its ticket.", "Ticket")), ("404", err("No such sequence.")),
                         ("409", err("The sequence is exhausted, or not gap-free (`wrong_kind`)."))])}
             },

@@ -48,11 +48,17 @@ pub enum WorkersCommand {
 }
 
 fn ttl(ms: i64) -> anyhow::Result<Duration> {
+    let max = keysmith::store::MAX_WORKER_TTL;
     u64::try_from(ms)
         .ok()
-        .filter(|m| (1..=86_400_000).contains(m))
         .map(Duration::from_millis)
-        .ok_or_else(|| anyhow::anyhow!("--ttl-ms must be 1 to 86400000 (a day), got {ms}"))
+        .filter(|t| !t.is_zero() && *t <= max)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--ttl-ms must be 1 to {} (a day), got {ms}",
+                max.as_millis()
+            )
+        })
 }
 
 fn key() -> anyhow::Result<LeaseKey> {

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use keysmith::numbers::{DEFAULT_TICKET_TTL, Formatted, Numbers};
+use keysmith::store::MAX_TICKET_TTL;
 use serde::Deserialize;
 
 use crate::AppState;
@@ -44,13 +45,14 @@ impl TakeQuery {
         let Some(raw) = &self.ttl else {
             return Ok(DEFAULT_TICKET_TTL);
         };
+        let max = MAX_TICKET_TTL.as_secs();
         raw.parse::<u64>()
             .ok()
-            .filter(|s| (1..=86_400).contains(s))
+            .filter(|s| (1..=max).contains(s))
             .map(Duration::from_secs)
             .ok_or_else(|| {
                 ApiError::bad_request(format!(
-                    "ttl must be a whole number of seconds from 1 to 86400, got {raw:?}"
+                    "ttl must be a whole number of seconds from 1 to {max}, got {raw:?}"
                 ))
             })
     }

@@ -18,7 +18,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{Name, QueryParams};
 
 /// The longest TTL, ms (a day).
-pub(crate) const MAX_TTL_MS: u64 = 86_400_000;
+pub(crate) const MAX_TTL_MS: u64 = keysmith::store::MAX_WORKER_TTL.as_millis() as u64;
 
 /// `{group}` and `{token}` of a lease's path.
 #[derive(Debug)]

@@ -58,7 +58,8 @@ pub(crate) use tickets::{
     check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };
 pub use workers::{
-    MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove, WorkerLease, WorkerStore,
+    MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove,
+    WorkerLease, WorkerStore,
 };
 pub(crate) use workers::{
     acquisition_start, all_taken, check_times, lowest_free, same_worker_generation,

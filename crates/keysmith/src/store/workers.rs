@@ -80,6 +80,9 @@ pub struct WorkerClaim {
     pub window_ms: i64,
 }
 
+/// The longest a worker lease may live between renewals: a day.
+pub const MAX_WORKER_TTL: Duration = Duration::from_secs(86_400);
+
 impl WorkerClaim {
     /// Checks the group name and the bounds: `1 <= max_workers <=
     /// MAX_WORKERS`, a TTL of at least a millisecond and at most a day,
@@ -100,7 +103,7 @@ impl WorkerClaim {
 }
 
 pub(crate) fn check_times(ttl: Duration, now_ms: i64, window_ms: i64) -> Result<()> {
-    if ttl < Duration::from_millis(1) || ttl > Duration::from_secs(86_400) {
+    if ttl < Duration::from_millis(1) || ttl > MAX_WORKER_TTL {
         return Err(Error::invalid(format!(
             "a worker lease's time to live must be between 1 ms and a day, got {ttl:?}"
         )));
