@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use keysmith::Error;
-use keysmith::sequence::{self, AdoptSource};
+use keysmith::sequence::{self, AdoptAction, AdoptSource};
 use keysmith::store::{SequenceSpec, Store, memory::MemoryStore};
 use keysmith_testsupport::postgres::TempPostgres;
 
@@ -60,19 +60,22 @@ async fn sqlite_tables_move_create_or_leave_the_sequence() {
         .unwrap();
     assert_eq!(
         (dry.largest, dry.next_before, dry.next_after, dry.action),
-        (Some(1042), Some(1), 1043, "moved")
+        (Some(1042), Some(1), 1043, AdoptAction::Moved)
     );
     assert_eq!(next_of(&store, "orders").await, Some(1), "a dry run wrote");
 
     let done = sequence::adopt(&*store, "orders", &orders, false, false)
         .await
         .unwrap();
-    assert_eq!((done.next_after, done.action), (1043, "moved"));
+    assert_eq!((done.next_after, done.action), (1043, AdoptAction::Moved));
     assert_eq!(next_of(&store, "orders").await, Some(1043));
     let again = sequence::adopt(&*store, "orders", &orders, false, false)
         .await
         .unwrap();
-    assert_eq!((again.next_after, again.action), (1043, "unchanged"));
+    assert_eq!(
+        (again.next_after, again.action),
+        (1043, AdoptAction::Unchanged)
+    );
 
     let made = sequence::adopt(
         &*store,
@@ -83,7 +86,7 @@ async fn sqlite_tables_move_create_or_leave_the_sequence() {
     )
     .await
     .unwrap();
-    assert_eq!((made.action, made.next_after), ("created", 56));
+    assert_eq!((made.action, made.next_after), (AdoptAction::Created, 56));
     assert_eq!(next_of(&store, "weird").await, Some(56));
     let empty = sequence::adopt(&*store, "fresh", &source(&db, "empty", "id"), true, false)
         .await
@@ -204,7 +207,10 @@ async fn postgres_tables_in_any_schema() {
     )
     .await
     .unwrap();
-    assert_eq!((r.action, r.next_after, r.dry_run), ("created", 13, true));
+    assert_eq!(
+        (r.action, r.next_after, r.dry_run),
+        (AdoptAction::Created, 13, true)
+    );
     assert_eq!(next_of(&store, "plain").await, None, "a dry run created it");
     for (src, says) in [
         (

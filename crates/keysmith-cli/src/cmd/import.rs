@@ -1,7 +1,7 @@
 //! `keysmith import leaf|tinyid --from mysql://...`: parses, calls
 //! [`keysmith::sequence::import`], prints a line per row.
 
-use keysmith::sequence::{self, ImportFormat, ImportItem, ImportReport};
+use keysmith::sequence::{self, ImportAction, ImportFormat, ImportItem, ImportReport};
 
 use crate::Global;
 
@@ -46,7 +46,7 @@ pub async fn run(args: ImportArgs, global: &Global) -> anyhow::Result<()> {
         }
         println!("{}", summary(&report));
     }
-    let refused = report.count("refused");
+    let refused = report.count(ImportAction::Refused);
     if refused > 0 {
         anyhow::bail!(
             "{refused} of {} rows of {} were refused (see above); the others were {}",
@@ -71,18 +71,18 @@ fn describe(i: &ImportItem, dry_run: bool) -> String {
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
     match i.action {
-        "created" => format!(
+        ImportAction::Created => format!(
             "{name}: {} starting at {} with block {} (old max_id {}){note}",
             if dry_run { "would create" } else { "created" },
             i.start.unwrap_or_default(),
             i.block.unwrap_or_default(),
             i.source.max_id
         ),
-        "exists" => format!(
+        ImportAction::Exists => format!(
             "{name}: a keysmith sequence of that name exists, next {}{note}",
             i.start.unwrap_or_default()
         ),
-        _ => format!("{name}: refused{note}"),
+        ImportAction::Refused => format!("{name}: refused{note}"),
     }
 }
 
@@ -91,10 +91,10 @@ fn summary(r: &ImportReport) -> String {
         "{} rows of {}: {} {}, {} existing, {} refused{}",
         r.items.len(),
         r.table,
-        r.count("created"),
+        r.count(ImportAction::Created),
         if r.dry_run { "to create" } else { "created" },
-        r.count("exists"),
-        r.count("refused"),
+        r.count(ImportAction::Exists),
+        r.count(ImportAction::Refused),
         if r.dry_run {
             "; nothing was written (--dry-run)"
         } else {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use keysmith::fence::{FenceTarget, fence};
 use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{
-    self, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo, Strategy,
+    self, AdoptAction, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo,
+    Strategy,
 };
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use keysmith::{AnySequence, DEFAULT_RETRY_BUDGET};
@@ -426,11 +427,11 @@ fn describe_adoption(r: &AdoptReport) -> String {
     };
     let would = if r.dry_run { "would " } else { "" };
     match (r.action, r.next_before) {
-        ("created", _) => format!(
+        (AdoptAction::Created, _) => format!(
             "{}: {would}create it starting at {} ({largest})",
             r.sequence, r.next_after
         ),
-        ("moved", Some(before)) => format!(
+        (AdoptAction::Moved, Some(before)) => format!(
             "{}: {would}move next from {before} to {} ({largest})",
             r.sequence, r.next_after
         ),

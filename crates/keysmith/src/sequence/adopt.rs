@@ -25,6 +25,19 @@ pub struct AdoptSource {
     pub column: String,
 }
 
+/// What [`adopt`] did to the sequence (in JSON: `"created"`, `"moved"`,
+/// `"unchanged"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdoptAction {
+    /// It did not exist and was created above the column's largest value.
+    Created,
+    /// Its next value moved above the column's largest value.
+    Moved,
+    /// It was above every value already.
+    Unchanged,
+}
+
 /// What [`adopt`] did, or with `dry_run` would do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdoptReport {
@@ -39,8 +52,8 @@ pub struct AdoptReport {
     pub next_before: Option<i64>,
     /// Its next value after (or that it would have).
     pub next_after: i64,
-    /// `"created"`, `"moved"` or `"unchanged"`.
-    pub action: &'static str,
+    /// What happened to the sequence.
+    pub action: AdoptAction,
     /// Whether nothing was written.
     pub dry_run: bool,
 }
@@ -98,7 +111,7 @@ pub async fn adopt(
     match existing {
         Some(row) => {
             let Some(target) = above.filter(|&t| t > row.next) else {
-                return Ok(report(Some(row.next), row.next, "unchanged"));
+                return Ok(report(Some(row.next), row.next, AdoptAction::Unchanged));
             };
             let spec = AlterSpec {
                 next: Some(target),
@@ -112,7 +125,7 @@ pub async fn adopt(
                 let info: SequenceInfo = admin::alter(store, name, &spec).await?;
                 info.row.next
             };
-            Ok(report(Some(row.next), after, "moved"))
+            Ok(report(Some(row.next), after, AdoptAction::Moved))
         }
         None => {
             let start = above.unwrap_or(DEFAULT_START).max(DEFAULT_START);
@@ -124,7 +137,7 @@ pub async fn adopt(
             if !dry_run {
                 admin::create(store, &spec).await?;
             }
-            Ok(report(None, start, "created"))
+            Ok(report(None, start, AdoptAction::Created))
         }
     }
 }

@@ -66,15 +66,27 @@ pub struct SourceRow {
     pub remainder: i64,
 }
 
+/// What [`import`] did with one row (in JSON: `"created"`, `"exists"`,
+/// `"refused"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImportAction {
+    /// A sequence was created (or with `dry_run` would be).
+    Created,
+    /// A keysmith sequence of that name is there: left as it is.
+    Exists,
+    /// The row cannot become a sequence (the item's note says why).
+    Refused,
+}
+
 /// What [`import`] did with one row (or with `dry_run` would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImportItem {
     /// The row read.
     #[serde(flatten)]
     pub source: SourceRow,
-    /// `"created"` (or would be), `"exists"` (a keysmith sequence of that
-    /// name is there: left as it is) or `"refused"`.
-    pub action: &'static str,
+    /// What became of the row.
+    pub action: ImportAction,
     /// The new sequence's first value, or the existing one's next value.
     pub start: Option<i64>,
     /// The new sequence's block.
@@ -98,7 +110,7 @@ pub struct ImportReport {
 
 impl ImportReport {
     /// How many items had `action`.
-    pub fn count(&self, action: &str) -> usize {
+    pub fn count(&self, action: ImportAction) -> usize {
         self.items.iter().filter(|i| i.action == action).count()
     }
 }
@@ -199,7 +211,7 @@ async fn import_row(
     };
     let spec = match plan(format, &source) {
         Ok(spec) => spec,
-        Err(why) => return Ok(item("refused", None, None, Some(why))),
+        Err(why) => return Ok(item(ImportAction::Refused, None, None, Some(why))),
     };
     let step_note = match source.step {
         Some(s) if s == spec.block => None,
@@ -218,7 +230,7 @@ async fn import_row(
         } else {
             "left as it is; it is above the old max_id".to_owned()
         };
-        item("exists", Some(next), None, Some(note))
+        item(ImportAction::Exists, Some(next), None, Some(note))
     };
     match admin::describe(store, &source.name).await {
         Ok(row) => return Ok(exists(row.next)),
@@ -237,7 +249,7 @@ async fn import_row(
         }
     }
     Ok(item(
-        "created",
+        ImportAction::Created,
         Some(spec.start),
         Some(spec.block),
         step_note,

@@ -37,10 +37,10 @@ mod strategy;
 mod strict;
 
 pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
-pub use adopt::{AdoptReport, AdoptSource, adopt};
+pub use adopt::{AdoptAction, AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use high_water::{HighWater, HighWaters};
-pub use import::{ImportFormat, ImportItem, ImportReport, SourceRow, import};
+pub use import::{ImportAction, ImportFormat, ImportItem, ImportReport, SourceRow, import};
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};

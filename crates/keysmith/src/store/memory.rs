@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, WorkerClaim, WorkerLease,
-    WorkerStore, all_taken, lowest_free,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Settle, Store, WorkerClaim,
+    WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
     Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
@@ -658,7 +658,7 @@ impl TicketStore for MemoryStore {
                     Ok(())
                 }
                 other => Err(refused(
-                    "commit",
+                    Settle::Commit,
                     name,
                     period,
                     value,
@@ -678,7 +678,7 @@ impl TicketStore for MemoryStore {
                     Ok(())
                 }
                 other => Err(refused(
-                    "release",
+                    Settle::Release,
                     name,
                     period,
                     value,

@@ -55,7 +55,7 @@ pub use tickets::{
     DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period, PeriodRange, TakenNumber, TicketStore,
 };
 pub(crate) use tickets::{
-    check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
+    Settle, check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };
 pub use workers::{
     MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove,

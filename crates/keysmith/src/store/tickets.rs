@@ -358,12 +358,30 @@ pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
     ttl.as_millis().min(i64::MAX as u128) as i64
 }
 
+/// What a ticket's holder does with its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// The number is used: it stays taken for good.
+    Commit,
+    /// The number goes back, to be taken again.
+    Release,
+}
+
+impl std::fmt::Display for Settle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Settle::Commit => "commit",
+            Settle::Release => "release",
+        })
+    }
+}
+
 /// The error of a commit or release whose ticket does not hold the number.
 /// `holder`: what the store holds for the number: `None` when the number is
 /// not open (committed, or never taken), `Some(None)` when it was released,
 /// `Some(Some(_))` when another ticket holds it.
 pub(crate) fn refused(
-    what: &str,
+    what: Settle,
     name: &str,
     period: i64,
     value: i64,

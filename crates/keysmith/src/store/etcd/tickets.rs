@@ -35,7 +35,7 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -313,7 +313,7 @@ impl EtcdStore {
     /// held by `token`, and let its lease go.
     async fn settle_ticket(
         &self,
-        what: &str,
+        what: Settle,
         name: &str,
         period: i64,
         value: i64,
@@ -324,7 +324,7 @@ impl EtcdStore {
             format!("{pp}open/{value:020}"),
             format!("{pp}held/{value:020}"),
         );
-        let change = if what == "commit" {
+        let change = if what == Settle::Commit {
             TxnOp::delete(open.clone(), None)
         } else {
             TxnOp::put(open.clone(), "", None)
@@ -490,12 +490,12 @@ impl TicketStore for EtcdStore {
     }
 
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("commit", name, period, value, token)
+        self.settle_ticket(Settle::Commit, name, period, value, token)
             .await
     }
 
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("release", name, period, value, token)
+        self.settle_ticket(Settle::Release, name, period, value, token)
             .await
     }
 

@@ -19,7 +19,7 @@ use mysql_async::Transaction;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
@@ -182,13 +182,13 @@ impl MysqlStore {
     /// not, says why.
     async fn settle_ticket(
         &self,
-        what: &str,
+        what: Settle,
         name: &str,
         period: i64,
         value: i64,
         token: &str,
     ) -> Result<()> {
-        let write = if what == "commit" {
+        let write = if what == Settle::Commit {
             "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
         } else {
             // expires_at 0: free to take at once.
@@ -361,12 +361,12 @@ impl TicketStore for MysqlStore {
     }
 
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("commit", name, period, value, token)
+        self.settle_ticket(Settle::Commit, name, period, value, token)
             .await
     }
 
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("release", name, period, value, token)
+        self.settle_ticket(Settle::Release, name, period, value, token)
             .await
     }
 

@@ -22,7 +22,7 @@ use tokio_postgres::Transaction;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
@@ -221,14 +221,14 @@ impl PostgresStore {
     /// not, says why.
     async fn settle_ticket(
         &self,
-        what: &str,
+        what: Settle,
         name: &str,
         period: i64,
         value: i64,
         token: &str,
     ) -> Result<()> {
         let s = quote_ident(&self.schema);
-        let write = if what == "commit" {
+        let write = if what == Settle::Commit {
             format!(
                 "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
             )
@@ -432,12 +432,12 @@ impl TicketStore for PostgresStore {
     }
 
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("commit", name, period, value, token)
+        self.settle_ticket(Settle::Commit, name, period, value, token)
             .await
     }
 
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("release", name, period, value, token)
+        self.settle_ticket(Settle::Release, name, period, value, token)
             .await
     }
 

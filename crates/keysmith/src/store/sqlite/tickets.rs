@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
@@ -237,12 +237,12 @@ impl TicketStore for SqliteStore {
     }
 
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("commit", name, period, value, token)
+        self.settle_ticket(Settle::Commit, name, period, value, token)
             .await
     }
 
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket("release", name, period, value, token)
+        self.settle_ticket(Settle::Release, name, period, value, token)
             .await
     }
 
@@ -263,13 +263,13 @@ impl SqliteStore {
     /// held by `token`; when it is not, says why.
     async fn settle_ticket(
         &self,
-        what: &'static str,
+        what: Settle,
         name: &str,
         period: i64,
         value: i64,
         token: &str,
     ) -> Result<()> {
-        let sql = if what == "commit" {
+        let sql = if what == Settle::Commit {
             "DELETE FROM keysmith_tickets
              WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
         } else {
