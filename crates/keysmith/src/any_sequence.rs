@@ -28,7 +28,7 @@ pub enum AnySequence {
 
 /// What [`AnySequence::next_n`] handed out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Taken {
+pub enum Values {
     /// Plain values, increasing.
     Plain(Vec<i64>),
     /// Numbers, with their text; `formatted` when the sequence prints them
@@ -73,10 +73,10 @@ impl AnySequence {
     /// # Errors
     /// As [`Sequence::next_n`] or [`Numbers::next_n`]: a gap-free sequence
     /// is [`crate::Error::WrongKind`] (take tickets).
-    pub async fn next_n(&self, n: i64) -> Result<Taken> {
+    pub async fn next_n(&self, n: i64) -> Result<Values> {
         match self {
-            AnySequence::Plain(s) => s.next_n(n).await.map(Taken::Plain),
-            AnySequence::Numbered(h) => Ok(Taken::Numbers {
+            AnySequence::Plain(s) => s.next_n(n).await.map(Values::Plain),
+            AnySequence::Numbered(h) => Ok(Values::Numbers {
                 numbers: h.next_n(n).await?,
                 formatted: h.is_formatted(),
             }),
@@ -105,12 +105,12 @@ impl AnySequence {
     }
 }
 
-impl Taken {
+impl Values {
     /// How many values.
     pub fn len(&self) -> usize {
         match self {
-            Taken::Plain(v) => v.len(),
-            Taken::Numbers { numbers, .. } => numbers.len(),
+            Values::Plain(v) => v.len(),
+            Values::Numbers { numbers, .. } => numbers.len(),
         }
     }
 
@@ -131,23 +131,23 @@ impl Taken {
             }
         };
         match self {
-            Taken::Plain(v) => v.iter().map(|v| int(*v)).collect(),
-            Taken::Numbers {
+            Values::Plain(v) => v.iter().map(|v| int(*v)).collect(),
+            Values::Numbers {
                 numbers,
                 formatted: true,
             } => numbers
                 .iter()
                 .map(|f| serde_json::Value::from(f.text.as_str()))
                 .collect(),
-            Taken::Numbers { numbers, .. } => numbers.iter().map(|f| int(f.number.n)).collect(),
+            Values::Numbers { numbers, .. } => numbers.iter().map(|f| int(f.number.n)).collect(),
         }
     }
 
     /// Each value as text, as the CLI prints it, one per line.
     pub fn texts(&self) -> Vec<String> {
         match self {
-            Taken::Plain(v) => v.iter().map(i64::to_string).collect(),
-            Taken::Numbers { numbers, .. } => numbers.iter().map(|f| f.text.clone()).collect(),
+            Values::Plain(v) => v.iter().map(i64::to_string).collect(),
+            Values::Numbers { numbers, .. } => numbers.iter().map(|f| f.text.clone()).collect(),
         }
     }
 }

@@ -49,7 +49,7 @@ pub mod shard_set;
 pub mod store;
 pub mod verify;
 
-pub use any_sequence::{AnySequence, Taken};
+pub use any_sequence::{AnySequence, Values};
 pub use backoff::DEFAULT_RETRY_BUDGET;
 pub(crate) use error::closest_names;
 pub use error::{Error, Result};

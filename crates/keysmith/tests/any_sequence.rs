@@ -9,7 +9,7 @@ use keysmith::numbers::{self, Numbering, Period};
 use keysmith::sequence::{self, Sequence};
 use keysmith::store::SequenceSpec;
 use keysmith::store::memory::MemoryStore;
-use keysmith::{AnySequence, Error, Taken};
+use keysmith::{AnySequence, Error, Values};
 
 fn spec(name: &str) -> SequenceSpec {
     SequenceSpec {
@@ -56,10 +56,10 @@ async fn round_trips_of_each_kind() {
     assert_eq!(n, 2, "opening a plain sequence");
     assert!(matches!(plain, AnySequence::Plain(_)));
     let (first, n) = calls(&mem, plain.next_n(3)).await;
-    assert_eq!(first.unwrap(), Taken::Plain(vec![1, 2, 3]));
+    assert_eq!(first.unwrap(), Values::Plain(vec![1, 2, 3]));
     assert_eq!(n, 1, "the first block");
     let (more, n) = calls(&mem, plain.next_n(5)).await;
-    assert_eq!(more.unwrap(), Taken::Plain(vec![4, 5, 6, 7, 8]));
+    assert_eq!(more.unwrap(), Values::Plain(vec![4, 5, 6, 7, 8]));
     assert_eq!(n, 0, "inside the block");
 
     // Formatted, no period: two to open, one per next.

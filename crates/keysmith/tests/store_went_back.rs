@@ -278,7 +278,7 @@ async fn numbered_sequences_skip_or_wait_for_the_operator() {
     assert_eq!(texts(inv.next_n(2).await.unwrap()), ["4", "5"]);
     let t2 = gf.take(ttl).await.unwrap();
     assert_eq!(t2.ticket.value, 2);
-    gf.commit(&t2.ticket.to_string()).await.unwrap();
+    gf.commit_ticket(&t2.ticket).await.unwrap();
     // A replica that lacks the last writes is promoted.
     mem.restore(&snap, false);
     assert_eq!(

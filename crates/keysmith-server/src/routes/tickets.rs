@@ -148,7 +148,7 @@ pub(crate) async fn numbered_next(
     as_strings: bool,
 ) -> ApiResult<Response> {
     let h = Numbers::with_numbering(state.shared().store.clone(), name, numbering)?;
-    let taken = keysmith::Taken::Numbers {
+    let taken = keysmith::Values::Numbers {
         numbers: h.next_n(count).await?,
         formatted: h.is_formatted(),
     };

@@ -432,13 +432,19 @@ impl Numbers {
     }
 
     fn ticket(&self, ticket: &str) -> Result<Ticket> {
-        if !self.numbering.gapless {
-            return Err(Error::WrongKind(format!(
+        self.has_tickets()?;
+        ticket.parse()
+    }
+
+    fn has_tickets(&self) -> Result<()> {
+        if self.numbering.gapless {
+            Ok(())
+        } else {
+            Err(Error::WrongKind(format!(
                 "sequence {:?} is not gap-free: it has no tickets",
                 self.name
-            )));
+            )))
         }
-        ticket.parse()
     }
 
     /// Makes the ticket's number final. Refused, changing nothing, when the
@@ -450,7 +456,16 @@ impl Numbers {
     /// that is not a ticket; [`Error::WrongKind`] for a sequence that is not
     /// gap-free; [`Error::NotFound`]; [`Error::Unavailable`].
     pub async fn commit(&self, ticket: &str) -> Result<Formatted> {
-        let t = self.ticket(ticket)?;
+        self.commit_ticket(&self.ticket(ticket)?).await
+    }
+
+    /// [`Self::commit`] for a [`Ticket`] already parsed (as [`Self::take`]
+    /// returns it).
+    ///
+    /// # Errors
+    /// As [`Self::commit`].
+    pub async fn commit_ticket(&self, t: &Ticket) -> Result<Formatted> {
+        self.has_tickets()?;
         self.store
             .commit_ticket(&self.name, t.period, t.value, &t.token)
             .await?;
@@ -467,7 +482,15 @@ impl Numbers {
     /// # Errors
     /// As [`Self::commit`].
     pub async fn release(&self, ticket: &str) -> Result<Formatted> {
-        let t = self.ticket(ticket)?;
+        self.release_ticket(&self.ticket(ticket)?).await
+    }
+
+    /// [`Self::release`] for a [`Ticket`] already parsed.
+    ///
+    /// # Errors
+    /// As [`Self::commit`].
+    pub async fn release_ticket(&self, t: &Ticket) -> Result<Formatted> {
+        self.has_tickets()?;
         self.store
             .release_ticket(&self.name, t.period, t.value, &t.token)
             .await?;
