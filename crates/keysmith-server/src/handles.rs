@@ -42,6 +42,11 @@ impl Handle for keysmith::sequence::Sequence {
     }
 }
 
+impl Handle for keysmith::numbers::Numbers {
+    /// A numbered sequence's handle holds no values: each call reserves its own.
+    async fn close(&self) {}
+}
+
 impl Handle for keysmith::pool::ValuePool {
     /// A pool handle holds nothing back: every number it took was handed out.
     async fn close(&self) {}

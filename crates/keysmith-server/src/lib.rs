@@ -340,6 +340,8 @@ pub(crate) struct Shared {
     pub(crate) options: Options,
     pub(crate) token: Option<[u8; 32]>,
     pub(crate) sequences: Handles<Sequence>,
+    /// Numbered sequences' handles: their settings, read once.
+    pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     pub(crate) shard_codec: Option<ShardKeyCodec>,
@@ -384,6 +386,7 @@ impl AppState {
                 },
                 token: config.token.as_ref().map(Token::digest),
                 sequences: Handles::new("sequence"),
+                numbered: Handles::new("sequence"),
                 high_waters: keysmith::sequence::HighWaters::new(),
                 pools: Handles::new("pool"),
                 counter: tokio::sync::OnceCell::new(),
@@ -442,9 +445,7 @@ impl AppState {
             }
             let mut pool_runways = Vec::new();
             for (name, e) in s.pools.snapshot() {
-                if let Ok(marks) = s.store.read_pool_marks(&name).await
-                    && let Some(r) = keysmith::pool::runway_from_marks(e.handle.row(), &marks)
-                {
+                if let Ok(Some(r)) = keysmith::pool::runway(&*s.store, e.handle.row()).await {
                     pool_runways.push((name, r));
                 }
             }
@@ -503,6 +504,7 @@ impl AppState {
     /// with [`keysmith::Error::Closed`] (a 503).
     pub async fn close(&self) {
         self.shared.sequences.close_all().await;
+        self.shared.numbered.close_all().await;
         self.shared.pools.close_all().await;
         if let Some(g) = self.shared.ids.get()
             && let Err(e) = g.close().await

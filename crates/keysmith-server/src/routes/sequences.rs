@@ -8,7 +8,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keysmith::numbers::{self, Numbering, Period};
+use keysmith::AnySequence;
+use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use serde::{Deserialize, Serialize};
@@ -172,7 +173,7 @@ pub(crate) async fn show(
     let store = &*state.shared().store;
     let info = sequence::show(store, &name).await?;
     let mut v = view(&state, info);
-    v.numbering = store.read_numbering(&name).await?;
+    v.numbering = numbers::numbering(store, &name).await?;
     Ok(Json(v))
 }
 
@@ -197,26 +198,52 @@ pub(crate) async fn drop(
     // After the store forgot it: a request racing with this one cannot
     // reopen a handle on it.
     s.sequences.remove(&name, &s.metrics).await;
+    s.numbered.remove(&name, &s.metrics).await;
     s.high_waters.forget(&name);
     Ok(Json(super::Dropped { dropped: name }))
 }
 
-async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<Sequence>>> {
+/// How the server opens a plain sequence's handle.
+fn builder(state: &AppState, name: &str) -> keysmith::sequence::SequenceBuilder {
     let s = state.shared();
-    s.sequences
-        .get_or_open(name, &s.metrics, || async {
-            let mut b = Sequence::builder()
-                .store(s.store.clone())
-                .name(name)
-                .strategy(s.options.strategy)
-                .retry_budget(s.options.retry_budget)
-                .high_water(s.high_waters.get(name));
-            if let Some(policy) = s.options.adaptive {
-                b = b.adaptive_policy(policy);
-            }
-            b.build().await
-        })
-        .await
+    let mut b = Sequence::builder()
+        .strategy(s.options.strategy)
+        .retry_budget(s.options.retry_budget)
+        .high_water(s.high_waters.get(name));
+    if let Some(policy) = s.options.adaptive {
+        b = b.adaptive_policy(policy);
+    }
+    b
+}
+
+/// The open handle of `name`, of either kind.
+enum Opened {
+    Plain(Arc<Entry<Sequence>>),
+    Numbered(Arc<Entry<Numbers>>),
+}
+
+/// The handle `next` uses: the one open already, else one opened by
+/// [`AnySequence::open`] (two store calls whatever the kind) and kept.
+async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
+    let s = state.shared();
+    if let Some(e) = s.sequences.get(name) {
+        return Ok(Opened::Plain(e));
+    }
+    if let Some(e) = s.numbered.get(name) {
+        return Ok(Opened::Numbered(e));
+    }
+    match AnySequence::open(s.store.clone(), name, builder(state, name)).await? {
+        AnySequence::Plain(seq) => s
+            .sequences
+            .get_or_open(name, &s.metrics, || async { Ok(seq) })
+            .await
+            .map(Opened::Plain),
+        AnySequence::Numbered(h) => s
+            .numbered
+            .get_or_open(name, &s.metrics, || async { Ok(h) })
+            .await
+            .map(Opened::Numbered),
+    }
 }
 
 /// `POST /v1/sequences/{name}/next`. The values come from one reservation
@@ -240,19 +267,28 @@ pub(crate) async fn next(
     // retried once with a fresh handle, which then says what happened.
     let mut retried = false;
     loop {
-        let entry = match handle(&state, &name).await {
-            Ok(e) => e,
-            // A numbered sequence has no handle: its numbers come from the
-            // store, one call per request.
-            Err(e @ keysmith::Error::WrongKind(_)) => {
-                return match s.store.read_numbering(&name).await? {
-                    Some(n) => {
-                        super::tickets::numbered_next(&state, &name, n, count, as_strings).await
+        let entry = match handle_any(&state, &name).await? {
+            Opened::Plain(e) => e,
+            // A numbered sequence's numbers come from the store, one call
+            // per request.
+            Opened::Numbered(e) => {
+                match super::tickets::numbered_next(&e, count, as_strings, started).await {
+                    // Dropped (or made plain) behind the server's back: forget
+                    // the handle, and open again once to say what is there now.
+                    Err(keysmith::Error::NotFound { .. }) if !retried => {
+                        s.numbered.evict(&name, &e, &s.metrics).await;
+                        retried = true;
+                        continue;
                     }
-                    None => Err(e.into()),
-                };
+                    Err(err) => {
+                        if matches!(err, keysmith::Error::NotFound { .. }) {
+                            s.numbered.evict(&name, &e, &s.metrics).await;
+                        }
+                        return Err(err.into());
+                    }
+                    Ok(response) => return Ok(response),
+                }
             }
-            Err(e) => return Err(e.into()),
         };
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
+use crate::handles::Entry;
 
 /// `{name}` and `{ticket}` of a ticket's path.
 #[derive(Debug)]
@@ -138,18 +139,21 @@ pub(crate) async fn parse(
     Ok(Json(n).into_response())
 }
 
-/// `next` on a numbered sequence: `count` numbers in one store call, as
-/// strings for a formatted sequence (`{"values":["INV-20261123-0042"]}`).
+/// `next` on a numbered sequence through the server's handle: `count`
+/// numbers in one store call (two with a period), as strings for a
+/// formatted sequence (`{"values":["INV-20261123-0042"]}`).
 pub(crate) async fn numbered_next(
-    state: &AppState,
-    name: &str,
-    numbering: keysmith::numbers::Numbering,
+    entry: &Entry<Numbers>,
     count: i64,
     as_strings: bool,
-) -> ApiResult<Response> {
-    let h = Numbers::with_numbering(state.shared().store.clone(), name, numbering)?;
+    started: std::time::Instant,
+) -> keysmith::Result<Response> {
+    let h = &entry.handle;
+    let numbers = h.next_n(count).await?;
+    let ns: Vec<i64> = numbers.iter().map(|f| f.number.n).collect();
+    entry.record(&ns, started);
     let taken = keysmith::Values::Numbers {
-        numbers: h.next_n(count).await?,
+        numbers,
         formatted: h.is_formatted(),
     };
     Ok(Json(serde_json::json!({ "values": taken.json_values(as_strings) })).into_response())

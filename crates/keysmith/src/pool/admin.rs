@@ -68,6 +68,16 @@ pub fn runway_from_marks(row: &PoolRow, marks: &RateMarks) -> Option<f64> {
     Some(left as f64 / rate)
 }
 
+/// The runway of a pool whose row the caller holds (its handle's), from
+/// one read of its rate marks: see [`runway_from_marks`].
+///
+/// # Errors
+/// What the store fails with.
+pub async fn runway(store: &dyn PoolStore, row: &PoolRow) -> Result<Option<f64>> {
+    let marks = store.read_pool_marks(&row.name).await?;
+    Ok(runway_from_marks(row, &marks))
+}
+
 /// The current state of a pool, after checking that its members are what
 /// takes alone can leave: `size` numbers, at least `start`, one of each
 /// residue modulo `size`.
