@@ -32,6 +32,12 @@
 //! Errors are one enum, [`Error`], whose variants say what the caller can do.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// A build without a driver (features `sqlite`, `postgres`) keeps helpers
+// only the drivers use: not dead in a full build, which CI checks strictly.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_imports, unused_variables)
+)]
 
 mod any_sequence;
 mod backoff;
@@ -45,6 +51,7 @@ pub mod numbers;
 pub mod pool;
 pub mod sequence;
 pub mod shard_key;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod shard_set;
 pub mod store;
 pub mod verify;

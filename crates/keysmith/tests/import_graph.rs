@@ -174,10 +174,10 @@ fn find_circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>
     }
     let mut state = BTreeMap::new();
     for file in edges.keys() {
-        if !state.contains_key(file) {
-            if let Some(c) = visit(file, edges, &mut state, &mut Vec::new()) {
-                return Some(c);
-            }
+        if !state.contains_key(file)
+            && let Some(c) = visit(file, edges, &mut state, &mut Vec::new())
+        {
+            return Some(c);
         }
     }
     None

@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use super::{AlterSpec, SequenceInfo, admin};
+#[cfg(feature = "postgres")]
 use crate::store::postgres::connect::{pg_connect, postgres_error};
+#[cfg(feature = "sqlite")]
 use crate::store::sqlite::connect::{sqlite_error, sqlite_open};
 use crate::store::{DEFAULT_START, SequenceSpec, SequenceStore};
 use crate::{Error, Result};
@@ -162,6 +164,7 @@ async fn largest_value(source: &AdoptSource) -> Result<Option<i64>> {
     check_ident("column", &source.column)?;
     let (scheme, rest) = source.database.split_once("://").unwrap_or(("", ""));
     match scheme {
+        #[cfg(feature = "sqlite")]
         "sqlite" => {
             let (path, timeout) = crate::store::sqlite::parse_url(rest)?;
             let (table, column) = (source.table.clone(), source.column.clone());
@@ -172,11 +175,20 @@ async fn largest_value(source: &AdoptSource) -> Result<Option<i64>> {
             .await
             .map_err(|e| Error::Unavailable(format!("reading the table: {e}")))?
         }
+        #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => {
             let (config, _schema) = crate::store::postgres::connect_config(&source.database)?;
             let client = pg_connect(&config).await?;
             postgres_largest(&client, &source.table, &source.column).await
         }
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(Error::invalid(
+            "this build of keysmith has no SQLite support; rebuild with `--features sqlite`",
+        )),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(Error::invalid(
+            "this build of keysmith has no PostgreSQL support; rebuild with `--features postgres`",
+        )),
         #[cfg(feature = "mysql")]
         "mysql" => {
             let (mut conn, errors) = crate::store::mysql::connect_mapped(&source.database).await?;
@@ -200,6 +212,7 @@ async fn largest_value(source: &AdoptSource) -> Result<Option<i64>> {
     }
 }
 
+#[cfg(feature = "sqlite")]
 fn sqlite_largest(conn: &rusqlite::Connection, table: &str, column: &str) -> Result<Option<i64>> {
     let columns: Vec<(String, String)> = conn
         .prepare("SELECT name, type FROM pragma_table_info(?1)")
@@ -240,6 +253,7 @@ fn sqlite_largest(conn: &rusqlite::Connection, table: &str, column: &str) -> Res
     Ok(max)
 }
 
+#[cfg(feature = "postgres")]
 async fn postgres_largest(
     client: &tokio_postgres::Client,
     table: &str,

@@ -239,6 +239,7 @@ impl ShardRanges {
             .await
     }
 
+    #[cfg(all(feature = "sqlite", feature = "postgres"))]
     /// [`open_sequence`](Self::open_sequence) in shard `shard`'s own
     /// database, taken from a shard set: the sequence lives beside the
     /// shard's data, and the database must record `shard` as its id (see

@@ -26,7 +26,10 @@
 //! out of range) is an error that names the column and its type.
 
 use bytes::BytesMut;
-use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
+use time::OffsetDateTime;
+#[cfg(feature = "postgres")]
+use time::{PrimitiveDateTime, UtcOffset};
+#[cfg(feature = "postgres")]
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use uuid::Uuid;
 
@@ -217,6 +220,7 @@ impl KeyMapping {
     /// a column type that cannot hold this id (naming the type), a shard id
     /// outside 0 to 65535, an id a key refuses, or a NULL in a required
     /// mapping.
+    #[cfg(feature = "postgres")]
     pub fn from_postgres_row(
         &self,
         row: &tokio_postgres::Row,
@@ -232,6 +236,7 @@ impl KeyMapping {
     ///
     /// # Errors
     /// As [`KeyMapping::from_postgres_row`].
+    #[cfg(feature = "sqlite")]
     pub fn from_sqlite_row(
         &self,
         row: &rusqlite::Row<'_>,
@@ -353,6 +358,7 @@ impl KeyParam {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 fn integer(id: &Id) -> Option<i128> {
     Some(match *id {
         Id::I8(v) => v.into(),
@@ -367,6 +373,7 @@ fn integer(id: &Id) -> Option<i128> {
     })
 }
 
+#[cfg(feature = "postgres")]
 fn is_pg_text(ty: &Type) -> bool {
     [
         Type::TEXT,
@@ -380,6 +387,7 @@ fn is_pg_text(ty: &Type) -> bool {
 
 type BoxError = Box<dyn std::error::Error + Sync + Send>;
 
+#[cfg(feature = "postgres")]
 impl ToSql for KeyParam {
     fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> std::result::Result<IsNull, BoxError> {
         let id = &self.0;
@@ -442,6 +450,7 @@ impl ToSql for KeyParam {
     to_sql_checked!();
 }
 
+#[cfg(feature = "sqlite")]
 impl rusqlite::ToSql for KeyParam {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
         use rusqlite::types::{ToSqlOutput, Value};
@@ -542,6 +551,7 @@ fn to_id(column: &Column, value: Typed) -> Result<Id> {
     Ok(id)
 }
 
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
 fn missing_column(name: &str, columns: Vec<&str>) -> Error {
     Error::invalid(format!(
         "the row has no column {name:?} (its columns: {}); select it or fix the key mapping",
@@ -549,6 +559,7 @@ fn missing_column(name: &str, columns: Vec<&str>) -> Error {
     ))
 }
 
+#[cfg(feature = "postgres")]
 fn pg_value(row: &tokio_postgres::Row, name: &str) -> Result<Option<Typed>> {
     let Some(idx) = row.columns().iter().position(|c| c.name() == name) else {
         return Err(missing_column(
@@ -615,6 +626,7 @@ fn pg_value(row: &tokio_postgres::Row, name: &str) -> Result<Option<Typed>> {
     Ok(raw.map(|raw| Typed { raw, sql_type }))
 }
 
+#[cfg(feature = "sqlite")]
 fn sqlite_value(row: &rusqlite::Row<'_>, name: &str) -> Result<Option<Typed>> {
     use rusqlite::types::ValueRef;
     let stmt = row.as_ref();
@@ -650,7 +662,7 @@ fn sqlite_value(row: &rusqlite::Row<'_>, name: &str) -> Result<Option<Typed>> {
     }))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres", feature = "sqlite"))]
 mod tests {
     use super::*;
 

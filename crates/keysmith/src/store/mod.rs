@@ -25,15 +25,20 @@ use crate::{Error, Result};
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(any(feature = "postgres", feature = "etcd", feature = "mysql"))]
+mod credentials;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 mod pools;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 mod sequences;
+#[cfg(any(feature = "postgres", feature = "etcd", feature = "mysql"))]
 mod size_cache;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod tickets;
 mod workers;
@@ -150,6 +155,8 @@ pub fn default_url() -> String {
 ///   `sqlite:///var/lib/k.db`),
 /// - `memory://` (a fresh in-memory store, for tests and examples),
 /// - `postgres://...`,
+/// - (`sqlite://` and `postgres://` with the default features `sqlite` and
+///   `postgres`),
 /// - `etcd://...` (`etcds://` over TLS) and `mysql://USER@HOST/DB` (MySQL 8,
 ///   MariaDB 10.6+) when those backends are built in (features `etcd`,
 ///   `mysql`).
@@ -164,8 +171,21 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))
     })?;
     match scheme {
+        #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::open_url(rest).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(Error::invalid(format!(
+            "store URL {url:?}: this build of keysmith has no SQLite support; \
+             rebuild with `--features sqlite` (a default feature)"
+        ))),
+        #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::open(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(Error::invalid(format!(
+            "store URL {}: this build of keysmith has no PostgreSQL support; \
+             rebuild with `--features postgres` (a default feature)",
+            redact_url(url)
+        ))),
         #[cfg(feature = "etcd")]
         "etcd" | "etcds" => Ok(Arc::new(etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]

@@ -360,7 +360,7 @@ impl EtcdUrl {
                     }
                     (Some(p), None) => p,
                     (None, Some(f)) => {
-                        super::postgres::read_password_file(Path::new(f), "password_file")?
+                        super::credentials::read_password_file(Path::new(f), "password_file")?
                     }
                     (None, None) => {
                         return Err(Error::invalid(format!(
@@ -375,7 +375,7 @@ impl EtcdUrl {
         let tls = if tls_scheme || cacert.is_some() || cert.is_some() || key.is_some() {
             let ca = match cacert {
                 Some(path) => {
-                    super::postgres::certificates(Path::new(&path), "cacert")?;
+                    super::credentials::certificates(Path::new(&path), "cacert")?;
                     let pem = read_file(&path, "cacert")?;
                     Some((path, pem))
                 }
@@ -384,8 +384,8 @@ impl EtcdUrl {
             let identity = match (cert, key) {
                 (None, None) => None,
                 (Some(cert), Some(key)) => {
-                    super::postgres::certificates(Path::new(&cert), "cert")?;
-                    super::postgres::private_key(Path::new(&key), "key")?;
+                    super::credentials::certificates(Path::new(&cert), "cert")?;
+                    super::credentials::private_key(Path::new(&key), "key")?;
                     Some((read_file(&cert, "cert")?, read_file(&key, "key")?))
                 }
                 _ => {
@@ -429,7 +429,7 @@ fn read_file(path: &str, param: &str) -> Result<Vec<u8>> {
 /// `%XX` escapes decoded (for user names, passwords and paths with `@`,
 /// `:`, `/`, `&` or `%`).
 fn percent_decode(s: &str) -> String {
-    super::postgres::percent_decode(s)
+    super::credentials::percent_decode(s)
 }
 
 impl EtcdStore {

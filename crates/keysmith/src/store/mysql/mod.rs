@@ -414,7 +414,7 @@ impl MysqlUrl {
                     "store URL {shown} has a password and a password_file; give one of them"
                 )));
             }
-            out.password = Some(super::postgres::read_password_file(
+            out.password = Some(super::credentials::read_password_file(
                 std::path::Path::new(&path),
                 "password_file",
             )?);
@@ -531,7 +531,7 @@ fn split_host_port(s: &str) -> Option<(String, u16)> {
 }
 
 fn decode(s: &str) -> String {
-    super::postgres::percent_decode(s)
+    super::credentials::percent_decode(s)
 }
 
 /// Checks a PEM file holds at least one certificate.

@@ -76,10 +76,6 @@ pub(crate) use connect::connect_config;
 use connect::{Connector, DEFAULT_CONNECT_TIMEOUT, describe_target, one_line, parse_url};
 use migrations::MIGRATIONS;
 pub(crate) use tls::PgTls;
-#[cfg(feature = "etcd")]
-pub(crate) use tls::{certificates, private_key};
-#[cfg(any(feature = "etcd", feature = "mysql"))]
-pub(crate) use tls::{percent_decode, read_password_file};
 
 /// The schema used when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "keysmith";

@@ -36,8 +36,7 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
 use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::ParsedCertificate;
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
@@ -46,6 +45,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
+use crate::store::credentials::{certificates, percent_decode, private_key, read_password_file};
 use crate::{Error, Result};
 
 /// How a connection uses TLS: libpq's `sslmode` values.
@@ -370,34 +370,6 @@ impl ServerCertVerifier for Verifier {
     }
 }
 
-/// The certificates of a PEM file, at least one.
-pub(crate) fn certificates(path: &Path, param: &str) -> Result<Vec<CertificateDer<'static>>> {
-    let shown = path.display();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<std::result::Result<_, _>>())
-        .map_err(|e| {
-            Error::invalid(format!(
-                "cannot read certificates (PEM) from {param}={shown}: {e}; check the path and that this user may read it"
-            ))
-        })?;
-    if certs.is_empty() {
-        return Err(Error::invalid(format!(
-            "{param}={shown} holds no certificate; give a PEM file with -----BEGIN CERTIFICATE----- blocks"
-        )));
-    }
-    Ok(certs)
-}
-
-/// The private key of a PEM file.
-pub(crate) fn private_key(path: &Path, param: &str) -> Result<PrivateKeyDer<'static>> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
-        Error::invalid(format!(
-            "cannot read a private key (PEM) from {param}={}: {e}; give the key file of the certificate, readable by this user",
-            path.display()
-        ))
-    })
-}
-
 /// The CA certificates of a PEM file, as trust anchors.
 fn ca_file(path: &Path) -> Result<RootCertStore> {
     let mut roots = RootCertStore::empty();
@@ -428,48 +400,6 @@ fn system_roots() -> Result<RootCertStore> {
         )));
     }
     Ok(roots)
-}
-
-/// The password a file holds: its text without one trailing newline.
-pub(crate) fn read_password_file(path: &Path, param: &str) -> Result<String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::invalid(format!(
-            "cannot read {param}={}: {e}; give a file that holds the password alone, readable by this user",
-            path.display()
-        ))
-    })?;
-    let password = text
-        .strip_suffix('\n')
-        .map(|t| t.strip_suffix('\r').unwrap_or(t))
-        .unwrap_or(&text);
-    if password.is_empty() {
-        return Err(Error::invalid(format!(
-            "{param}={} is empty; write the password into it",
-            path.display()
-        )));
-    }
-    Ok(password.to_owned())
-}
-
-/// `%XX` escapes decoded (a path may need them for `&`, `#` or `%`).
-pub(crate) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
