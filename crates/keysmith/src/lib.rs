@@ -47,6 +47,7 @@ pub mod fence;
 pub mod ids;
 mod name;
 pub mod names;
+mod numbering;
 pub mod numbers;
 pub mod pool;
 pub mod sequence;

@@ -1,4 +1,5 @@
-//! The import graph of `src/` has no circles: no two files reach each other
+//! The import graph of `src/` has no circles and the store imports nothing
+//! above it. No circles: no two files reach each other
 //! through `crate::`, `super::` and `self::` paths (a parent module and its
 //! own submodules excepted, which is how Rust re-exports). ARCHITECTURE.md
 //! says data flows one way; this keeps it true.
@@ -210,6 +211,39 @@ fn src_has_no_import_circles() {
     if let Some(circle) = find_circle(&graph) {
         panic!("import circle: {}", circle.join(" -> "));
     }
+}
+
+/// The store contract and its backends sit below everything that uses
+/// them: a file under `store/` imports only the store, the plain data of
+/// numbered sequences (`numbering/`) and the crate's base (errors, the
+/// clock, names, retries). The conformance suite is the exception: a test
+/// harness of handles over any store, kept beside the stores it checks.
+#[test]
+fn the_store_imports_nothing_above_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = BTreeMap::new();
+    read_tree(&root, &root, &mut files);
+    let below = |t: &str| {
+        ["store/", "numbering/"].iter().any(|p| t.starts_with(p))
+            || ["error.rs", "clock.rs", "name.rs", "backoff.rs"].contains(&t)
+    };
+    let mut upward = Vec::new();
+    for (file, targets) in edges(&files) {
+        let layered = (file.starts_with("store/") && !file.starts_with("store/conformance/"))
+            || file.starts_with("numbering/");
+        for t in targets.iter().filter(|t| layered && !below(t)) {
+            upward.push(format!("{file} -> {t}"));
+        }
+        if file.starts_with("numbering/") {
+            for t in targets
+                .iter()
+                .filter(|t| !t.starts_with("numbering/") && *t != "error.rs")
+            {
+                upward.push(format!("{file} -> {t}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that run up: {upward:#?}");
 }
 
 /// The checker finds the kinds of circle it is there for.

@@ -53,12 +53,11 @@ use crate::sequence::SequenceInfo;
 use crate::store::{SequenceSpec, SequenceStore, Store, TakenNumber, check_ttl};
 use crate::{Error, Result, validate_name};
 
-mod reversed;
-mod template;
-
+pub use crate::numbering::{
+    BitReversal, BitReversed, DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number,
+    SkipRange, Template, VALUE_BITS,
+};
 pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
-pub use reversed::{BitReversal, BitReversed, SkipRange, VALUE_BITS};
-pub use template::{DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number, Template};
 
 /// Creates a numbered sequence: its row and its numbering in one write.
 /// Both are checked first, so a bad template, period or bound creates

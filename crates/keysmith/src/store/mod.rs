@@ -43,6 +43,7 @@ pub mod sqlite;
 mod tickets;
 mod workers;
 
+pub use crate::numbering::{Numbering, Period};
 pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
 };
@@ -56,9 +57,7 @@ pub use sequences::{
     FAILOVER_SKIP_FLOOR, MARK_INTERVAL_MS, MAX_RESERVATION, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip,
 };
-pub use tickets::{
-    DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period, PeriodRange, TakenNumber, TicketStore,
-};
+pub use tickets::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, PeriodRange, TakenNumber, TicketStore};
 pub(crate) use tickets::{
     Settle, check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };

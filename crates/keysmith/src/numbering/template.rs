@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::store::{Numbering, Period};
+use super::{Numbering, Period};
 use crate::{Error, Result};
 
 /// The longest template, in bytes.
