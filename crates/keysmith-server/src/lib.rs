@@ -11,23 +11,26 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?, "gapless"?, "period"?, "format"?, "bit_reversed"?, "skip_range"?}` | create a sequence (201); `bit_reversed` with `skip_range` `{"start", "end"}`: values the bit reversal of a counter |
-//! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?}` | alter: next only forward, max never below what was reserved |
+//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?, "gapless"?, "period"?, "format"?, "failover_skip"?, "bit_reversed"?, "skip_range"?}` | create a sequence (201); `bit_reversed` with `skip_range` `{"start", "end"}`: values the bit reversal of a counter |
+//! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?, "failover_skip"?}` | alter: next only forward, max never below what was reserved |
 //! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
 //! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
-//! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending |
+//! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending; numbers (strings when formatted) for a numbered sequence |
+//! | `POST /v1/sequences/{name}/tickets?ttl=SECS` | a gap-free number with its ticket: `{"value", "ticket", "period", "n"}` |
+//! | `POST /v1/sequences/{name}/tickets/{ticket}/commit`, `POST /v1/sequences/{name}/tickets/{ticket}/release` | make the number final, or free it; 409 when the ticket no longer holds it |
+//! | `POST /v1/sequences/{name}/parse` `{"value"}` | a number of the sequence taken apart: `{"period", "n"}` |
 //! | `POST /v1/sequences/{name}/reserve?count=N&as=string` | a block for the caller to hand out itself: `{"ranges": [{"start", "end"}], "lease"}` (half-open) |
 //! | `POST /v1/sequences/{name}/release` `{"lease", "from"}` | hands `from..end` of a lease back if no one reserved since: `{"released": {"start", "end"} \| null}` |
-//! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET`, `DELETE`, `.../next` | the same for value pools (numbers in no order) |
+//! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET /v1/pools`, `GET /v1/pools/{name}`, `DELETE /v1/pools/{name}`, `POST /v1/pools/{name}/next` | the same for value pools (numbers in no order) |
 //! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
 //! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}` |
 //! | `POST /v1/ids/next?count=N`, `GET /v1/ids/{id}` | time-ordered ids, an id taken apart |
 //! | `GET /v1/ids/bounds?from=T&to=T` | the smallest and largest id of a time window (RFC 3339 or ms): `{"from_ms", "to_ms", "from", "to", "min_id", "max_id"}` |
 //! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held |
-//! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `.../release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
-//! | `POST /v1/shard-keys/encode`, `/decode` | external strings signed with the server's secret |
+//! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `POST /v1/workers/{group}/lease/{token}/release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
+//! | `POST /v1/shard-keys/encode`, `POST /v1/shard-keys/decode` | external strings signed with the server's secret |
 //! | `GET /healthz` | checks the store; the only route that needs no token |
-//! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /` | no-op, Prometheus, the API, the status page |
+//! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /`, `GET /v1/status` | no-op, Prometheus, the API, the status page and its JSON |
 //!
 //! Errors are `{"error": {"code", "message"}}`, also for request heads
 //! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
