@@ -57,6 +57,7 @@ async fn allocator(
     strategy: Strategy,
     stop: Arc<AtomicBool>,
     count: Arc<AtomicUsize>,
+    mine: Arc<AtomicUsize>,
 ) -> (Vec<i64>, usize) {
     let store = loop {
         match keysmith::store::open(&url).await {
@@ -80,6 +81,7 @@ async fn allocator(
             Ok(v) => {
                 got.push(v);
                 count.fetch_add(1, SeqCst);
+                mine.fetch_add(1, SeqCst);
             }
             Err(e) if e.is_retryable() => {
                 errors += 1;
@@ -153,13 +155,17 @@ async fn allocation_survives_a_killed_and_restarted_node() {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
+    let mut each = Vec::new();
     for strategy in [Strategy::Optimistic, Strategy::Locked, Strategy::Atomic] {
         for _ in 0..2 {
+            let mine = Arc::new(AtomicUsize::new(0));
+            each.push(mine.clone());
             tasks.push(tokio::spawn(allocator(
                 url.clone(),
                 strategy,
                 stop.clone(),
                 count.clone(),
+                mine,
             )));
         }
     }
@@ -193,6 +199,13 @@ async fn allocation_survives_a_killed_and_restarted_node() {
         "allocation goes on after the second restart",
         progressed(300),
     )
+    .await;
+    // Each allocator, not only all of them together, goes on after both
+    // faults (on a loaded machine one may be far behind the others).
+    let after: Vec<usize> = each.iter().map(|c| c.load(SeqCst)).collect();
+    wait_until("every allocator goes on after the faults", || {
+        each.iter().zip(&after).all(|(c, a)| c.load(SeqCst) > *a)
+    })
     .await;
     stop.store(true, SeqCst);
 
