@@ -29,6 +29,29 @@
 //! # }
 //! ```
 //!
+//! A front end that serves any sequence by name, plain or numbered (a
+//! period, a format, bit-reversed values: see [`numbers`]), opens it with
+//! [`AnySequence::open`], which reads the kind with the row: two store calls
+//! either way.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> keysmith::Result<()> {
+//! use keysmith::numbers::{self, Numbering};
+//! use keysmith::sequence::Sequence;
+//! use keysmith::store::{self, SequenceSpec};
+//! use keysmith::AnySequence;
+//!
+//! let store = store::open("memory://").await?;
+//! let invoices = Numbering { template: Some("INV-{n:04}".into()), ..Numbering::default() };
+//! numbers::create(&*store, &SequenceSpec::new("invoices"), &invoices).await?;
+//!
+//! let any = AnySequence::open(store, "invoices", Sequence::builder()).await?;
+//! assert_eq!(any.next_n(2).await?.texts(), ["INV-0001", "INV-0002"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Errors are one enum, [`Error`], whose variants say what the caller can do.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
