@@ -198,6 +198,22 @@ impl fmt::Display for Suggest<'_> {
 }
 
 /// Existing names that look like `wanted`, closest first, at most three.
+/// An error and the errors it wraps, in one line (a TLS failure is often
+/// only visible deep in the chain), each text once.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        source = s.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 pub(crate) fn closest_names<'a>(
     wanted: &str,
     existing: impl IntoIterator<Item = &'a str>,

@@ -275,7 +275,7 @@ impl EtcdStore {
                     "etcd endpoint {ep}: no answer to the login within {REQUEST_TIMEOUT:?}; check that etcd is up and reachable"
                 ))
             })?
-            .map_err(|e| hints.explain(Error::invalid(format!("etcd endpoint {ep}: {}", chain(&e)))))?;
+            .map_err(|e| hints.explain(Error::invalid(format!("etcd endpoint {ep}: {}", crate::error_chain(&e)))))?;
             clients.push(client);
         }
         Ok(EtcdStore {
@@ -389,7 +389,7 @@ impl EtcdStore {
                 Ok(Err(etcd_client::Error::GRpcStatus(s))) => {
                     format!("{:?}: {}", s.code(), s.message())
                 }
-                Ok(Err(e)) => chain(&e),
+                Ok(Err(e)) => crate::error_chain(&e),
                 Err(_) => format!("no answer within {deadline:?}"),
             };
             failures.push(format!("{}: {why}", self.endpoints[i]));
@@ -424,22 +424,6 @@ impl EtcdStore {
         })
         .await
     }
-}
-
-/// An error and the errors it wraps, in one line (a TLS failure is only
-/// visible deep in the chain).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let t = s.to_string();
-        if !text.contains(&t) {
-            text.push_str(": ");
-            text.push_str(&t);
-        }
-        source = s.source();
-    }
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// What a URL says about TLS and login, to turn a failed connection into an

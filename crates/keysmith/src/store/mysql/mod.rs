@@ -897,7 +897,7 @@ impl Errors {
             E::Io(IoError::Tls(tls)) => Error::InvalidArgument(format!(
                 "MySQL at {t}: TLS failed with ssl-mode={}: {}; check ssl-ca (the CA that signed the server's certificate) and that the host in the URL is the one the certificate names, or choose another ssl-mode",
                 self.ssl_mode.as_str(),
-                one_line(&chain(tls))
+                crate::error_chain(tls)
             )),
             E::Io(IoError::Io(io))
                 if io
@@ -907,12 +907,12 @@ impl Errors {
                 Error::InvalidArgument(format!(
                     "MySQL at {t}: TLS failed with ssl-mode={}: {}; check ssl-ca (the CA that signed the server's certificate) and that the host in the URL is the one the certificate names, or choose another ssl-mode",
                     self.ssl_mode.as_str(),
-                    one_line(&chain(io))
+                    crate::error_chain(io)
                 ))
             }
             E::Io(IoError::Io(io)) => Error::Unavailable(format!(
                 "MySQL at {t}: {}; check that the server is running and reachable, then retry",
-                one_line(&chain(io))
+                crate::error_chain(io)
             )),
             E::Driver(DriverError::NoClientSslFlagFromServer) => Error::InvalidArgument(format!(
                 "MySQL at {t}: the server offers no TLS, and ssl-mode={} requires it; configure TLS on the server (ssl_cert, ssl_key) or use ssl-mode=preferred or disabled",
@@ -936,7 +936,7 @@ impl Errors {
             }
             other => Error::Unavailable(format!(
                 "MySQL at {t}: {}; check that the server is running and reachable, then retry",
-                one_line(&chain(other))
+                crate::error_chain(other)
             )),
         }
     }
@@ -989,21 +989,6 @@ async fn connect_once(
                 u.timeout.as_secs_f64()
             ))
         })
-}
-
-/// An error and its sources, joined.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !msg.contains(&s_text) {
-            msg.push_str(": ");
-            msg.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    msg
 }
 
 fn one_line(s: &str) -> String {

@@ -246,7 +246,7 @@ pub(crate) async fn pg_connect(config: &ConnectConfig) -> Result<tokio_postgres:
 /// help); any other server error (a bad statement, a constraint)
 /// [`Error::InvalidArgument`].
 pub fn postgres_error(e: tokio_postgres::Error) -> Error {
-    let text = error_chain(&e);
+    let text = crate::error_chain(&e);
     match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
@@ -263,18 +263,4 @@ pub fn postgres_error(e: tokio_postgres::Error) -> Error {
         }
         None => Error::Unavailable(format!("PostgreSQL: {text}")),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        source = inner.source();
-    }
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -362,14 +362,7 @@ impl PostgresStore {
             return Error::InvalidArgument(format!("PostgreSQL at {t}: {why}"));
         }
         let Some(db) = e.as_db_error() else {
-            let mut msg = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                msg.push_str(": ");
-                msg.push_str(&s.to_string());
-                source = s.source();
-            }
-            let msg = one_line(&msg);
+            let msg = crate::error_chain(e);
             return if msg.starts_with("error deserializing")
                 || msg.starts_with("query returned an unexpected number")
                 || msg.starts_with("invalid column")
