@@ -1,0 +1,124 @@
+//! The schema's migrations: the statements that take a store from each
+//! version to the next.
+
+/// Migrations, in order: migration `i` takes the schema from version `i` to
+/// `i + 1`; each is a list of statements, every one safe to run twice.
+///
+/// Names are `VARBINARY(512)` (a name is at most 512 bytes): compared and
+/// ordered byte by byte, with no collation or trailing-space rules. `CHECK`
+/// constraints are enforced by MySQL 8.0.16+ and MariaDB 10.2+; their
+/// names are unique per database, so they carry the table's.
+pub(super) const MIGRATIONS: &[&[&str]] = &[
+    &[
+        // Sequences. `last_start` is written only by reserve_atomic: the first
+        // value of the range its UPDATE reserved, read back in its transaction.
+        "CREATE TABLE IF NOT EXISTS keysmith_sequences (
+        name        VARBINARY(512) NOT NULL PRIMARY KEY,
+        next_value  BIGINT NOT NULL,
+        start_value BIGINT NOT NULL,
+        max_value   BIGINT NOT NULL,
+        block       BIGINT NOT NULL,
+        version     BIGINT NOT NULL,
+        last_start  BIGINT NULL,
+        CONSTRAINT keysmith_sequences_bounds CHECK (
+            start_value >= 0 AND start_value <= max_value
+            AND max_value <= 9223372036854775806
+            AND next_value >= 0 AND next_value - 1 <= max_value),
+        CONSTRAINT keysmith_sequences_block CHECK (block BETWEEN 1 AND 1099511627776),
+        CONSTRAINT keysmith_sequences_version CHECK (version >= 1)
+    ) ENGINE=InnoDB",
+        // What clean closes and alterations reported (see SequenceCounts).
+        "CREATE TABLE IF NOT EXISTS keysmith_sequence_counts (
+        name          VARBINARY(512) NOT NULL PRIMARY KEY,
+        handed_back   BIGINT NOT NULL,
+        handed_out    BIGINT NOT NULL,
+        abandoned     BIGINT NOT NULL,
+        skipped       BIGINT NOT NULL,
+        mark_at       BIGINT NULL,
+        mark_reserved BIGINT NULL,
+        prev_at       BIGINT NULL,
+        prev_reserved BIGINT NULL,
+        CONSTRAINT keysmith_sequence_counts_seq FOREIGN KEY (name)
+            REFERENCES keysmith_sequences (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+        // Pools: one member per slot; slot s starts as start + s, and a swap
+        // replaces `take` by `take + size` in the same slot.
+        "CREATE TABLE IF NOT EXISTS keysmith_pools (
+        name        VARBINARY(512) NOT NULL PRIMARY KEY,
+        start_value BIGINT NOT NULL,
+        size        BIGINT NOT NULL,
+        CONSTRAINT keysmith_pools_size CHECK (size >= 0)
+    ) ENGINE=InnoDB",
+        "CREATE TABLE IF NOT EXISTS keysmith_pool_members (
+        pool  VARBINARY(512) NOT NULL,
+        slot  BIGINT NOT NULL,
+        value BIGINT NOT NULL,
+        PRIMARY KEY (pool, slot),
+        UNIQUE KEY keysmith_pool_members_value (pool, value),
+        CONSTRAINT keysmith_pool_members_pool FOREIGN KEY (pool)
+            REFERENCES keysmith_pools (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+        "CREATE TABLE IF NOT EXISTS keysmith_pool_marks (
+        name       VARBINARY(512) NOT NULL PRIMARY KEY,
+        mark_at    BIGINT NULL,
+        mark_value BIGINT NULL,
+        prev_at    BIGINT NULL,
+        prev_value BIGINT NULL,
+        CONSTRAINT keysmith_pool_marks_pool FOREIGN KEY (name)
+            REFERENCES keysmith_pools (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+        // Worker-id leases (workers.rs). `until_ms` is the floor and outlives
+        // the lease; `expires_at` is in ms by the server's clock.
+        "CREATE TABLE IF NOT EXISTS keysmith_workers (
+        grp        VARBINARY(512) NOT NULL,
+        worker     BIGINT NOT NULL,
+        fence      BIGINT NOT NULL,
+        holder     VARCHAR(1024) NOT NULL,
+        until_ms   BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        PRIMARY KEY (grp, worker),
+        CONSTRAINT keysmith_workers_worker CHECK (worker >= 0),
+        CONSTRAINT keysmith_workers_fence CHECK (fence >= 1)
+    ) ENGINE=InnoDB",
+        // Numbered sequences (tickets.rs): settings, counters per period, open
+        // tickets (token NULL once released; expires_at in ms, server clock).
+        "CREATE TABLE IF NOT EXISTS keysmith_numbering (
+        name           VARBINARY(512) NOT NULL PRIMARY KEY,
+        settings       TEXT NOT NULL,
+        current_period BIGINT NOT NULL,
+        CONSTRAINT keysmith_numbering_seq FOREIGN KEY (name)
+            REFERENCES keysmith_sequences (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+        "CREATE TABLE IF NOT EXISTS keysmith_number_counters (
+        name       VARBINARY(512) NOT NULL,
+        period     BIGINT NOT NULL,
+        next_value BIGINT NOT NULL,
+        PRIMARY KEY (name, period),
+        CONSTRAINT keysmith_number_counters_seq FOREIGN KEY (name)
+            REFERENCES keysmith_numbering (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+        "CREATE TABLE IF NOT EXISTS keysmith_tickets (
+        name       VARBINARY(512) NOT NULL,
+        period     BIGINT NOT NULL,
+        value      BIGINT NOT NULL,
+        token      VARBINARY(512) NULL,
+        expires_at BIGINT NOT NULL,
+        PRIMARY KEY (name, period, value),
+        CONSTRAINT keysmith_tickets_seq FOREIGN KEY (name)
+            REFERENCES keysmith_numbering (name) ON DELETE CASCADE
+    ) ENGINE=InnoDB",
+    ],
+    // 2: generations (store/sequences.rs, `SequenceRow::fence`): the server a
+    // row was last written on (MySQL `@@server_uuid`, MariaDB `@@server_id` and
+    // `@@gtid_domain_id`), each sequence's failover margin and what was skipped
+    // at generation changes; pools and worker ids record theirs too.
+    &[
+        "ALTER TABLE keysmith_sequences
+         ADD COLUMN generation VARCHAR(255) NULL,
+         ADD COLUMN failover_skip BIGINT NOT NULL DEFAULT 1000000,
+         ADD COLUMN failover_skip_set BOOLEAN NOT NULL DEFAULT FALSE,
+         ADD COLUMN failover_skipped BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE keysmith_pools ADD COLUMN generation VARCHAR(255) NULL",
+        "ALTER TABLE keysmith_workers ADD COLUMN generation VARCHAR(255) NULL",
+    ],
+];
