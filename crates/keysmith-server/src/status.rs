@@ -135,11 +135,10 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     {
         // The marks cost a read per pool: the first hundred get them.
         let runway = if i < USAGE_ROWS {
-            s.store
-                .read_pool_marks(&row.name)
+            keysmith::pool::runway(&*s.store, &row)
                 .await
                 .ok()
-                .and_then(|m| keysmith::pool::runway_from_marks(&row, &m))
+                .flatten()
         } else {
             None
         };
