@@ -135,10 +135,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     {
         // The marks cost a read per pool: the first hundred get them.
         let runway = if i < USAGE_ROWS {
-            keysmith::pool::runway(&*s.store, &row)
-                .await
-                .ok()
-                .flatten()
+            keysmith::pool::runway(&*s.store, &row).await.ok().flatten()
         } else {
             None
         };
