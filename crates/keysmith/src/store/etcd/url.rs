@@ -45,7 +45,7 @@ pub(super) struct EtcdTls {
 
 impl EtcdUrl {
     /// Parses `etcd[s]://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][/PREFIX][?PARAMS]`
-    /// (see the [module documentation](self) for the parameters `cacert`,
+    /// (see the [module documentation](crate::store::etcd) for the parameters `cacert`,
     /// `cert`, `key` and `password_file`). IPv6 hosts go in brackets
     /// (`[::1]:2379`). Without a prefix, [`DEFAULT_PREFIX`] is used. The
     /// files the URL names are read here.
