@@ -1,6 +1,6 @@
 //! Worker-id leases for other generators (`/v1/workers/...`, `keysmith
 //! workers`), on the real binary: several `keysmith serve` processes over
-//! one SQLite file and over one PostgreSQL, clients leasing, renewing,
+//! one SQLite file, one PostgreSQL, one etcd and one MariaDB, clients leasing, renewing,
 //! releasing and abandoning leases through all of them at once. Two leases
 //! of one worker id never have overlapping validity windows
 //! (`not_before_ms..until_ms`, the last renewal's `until_ms`); a renewal
@@ -181,6 +181,25 @@ async fn postgres_servers_never_share_a_worker_id_in_overlapping_windows() {
         return;
     };
     leases_never_overlap(&format!("{}?schema=worker_leases", pg.url()), "sonyflakes").await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_servers_never_share_a_worker_id_in_overlapping_windows() {
+    let Some(etcd) = keysmith_testsupport::etcd::TempEtcd::shared() else {
+        return;
+    };
+    let url = etcd.url_with_prefix(&format!("leases-{:016x}", rand::random::<u64>()));
+    leases_never_overlap(&url, "sonyflakes").await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_servers_never_share_a_worker_id_in_overlapping_windows() {
+    let Some(server) = keysmith_testsupport::mariadb::TempMariaDb::shared() else {
+        return;
+    };
+    leases_never_overlap(&server.fresh_url(), "sonyflakes").await;
 }
 
 /// Expiry, take-over, exhaustion and bad input over HTTP.
