@@ -22,7 +22,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -509,21 +508,7 @@ pub(crate) fn spawn_tied_to_process(cmd: Command) -> std::io::Result<Child> {
                 // Never returns while the process lives: the sender sits in a
                 // static, so recv only fails at process exit.
                 while let Ok((mut cmd, reply)) = rx.recv() {
-                    let parent = std::process::id() as libc::pid_t;
-                    // SAFETY: the closure runs in the forked child before exec and
-                    // only calls async-signal-safe functions (prctl, getppid).
-                    unsafe {
-                        cmd.pre_exec(move || {
-                            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                                return Err(std::io::Error::last_os_error());
-                            }
-                            // The parent may have died before prctl took effect.
-                            if libc::getppid() != parent {
-                                return Err(std::io::Error::other("parent exited"));
-                            }
-                            Ok(())
-                        });
-                    }
+                    crate::die_with_parent(&mut cmd, libc::SIGKILL);
                     let _ = reply.send(cmd.spawn());
                 }
             })

@@ -78,3 +78,27 @@ pub fn pool_holes(start: i64, size: i64, taken: &[i64], members: &[i64]) -> Vec<
     );
     holes
 }
+
+/// Makes the process `cmd` starts receive `signal` when the process that
+/// started it dies (`PR_SET_PDEATHSIG`), and refuse to start if that one is
+/// gone already. Call it after any `pre_exec` that changes the user (which
+/// clears the setting). The death signal fires when the starting *thread*
+/// ends, so spawn from a thread that lasts ([`postgres::spawn_from_lasting_thread`]).
+pub(crate) fn die_with_parent(cmd: &mut std::process::Command, signal: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls async-signal-safe functions (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("parent exited"));
+            }
+            Ok(())
+        });
+    }
+}

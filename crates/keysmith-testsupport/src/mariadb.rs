@@ -385,21 +385,7 @@ impl TempMariaDb {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("cannot duplicate the log file"))
             .stderr(log);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: only async-signal-safe calls (prctl, getppid) after fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                // After the uid change (which clears PDEATHSIG): this closure
-                // is registered after the one in `command`.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    return Err(io::Error::other("parent exited"));
-                }
-                Ok(())
-            });
-        }
+        crate::die_with_parent(&mut cmd, libc::SIGKILL);
         let mut child = spawn_from_lasting_thread(cmd).expect("cannot start mariadbd");
         let deadline = Instant::now() + READY_DEADLINE;
         loop {

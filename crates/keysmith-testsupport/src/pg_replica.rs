@@ -34,9 +34,8 @@
 //! servers and removes everything (also when the test panics: it is a drop).
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -624,34 +623,8 @@ impl PgReplicaSet {
             .expect("cannot open the PostgreSQL log file");
         let log_start = log.seek(SeekFrom::End(0)).unwrap_or(0);
         let mut cmd = self.command("postgres");
-        cmd.arg("-D")
-            .arg(&node.data)
-            .arg("-p")
-            .arg(node.port.to_string())
-            .arg("-k")
-            .arg(self.dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "fsync=on"])
-            .args(["-c", "synchronous_commit=on"])
-            .args(["-c", "full_page_writes=on"])
-            .args(["-c", "max_connections=200"])
-            .args(["-c", "shared_buffers=32MB"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("cannot duplicate the log file"))
-            .stderr(log);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: only async-signal-safe calls (prctl, getppid) after fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT as libc::c_ulong) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    return Err(io::Error::other("parent exited"));
-                }
-                Ok(())
-            });
-        }
+        crate::postgres::server_args(&mut cmd, &node.data, node.port, self.dir.path(), log);
+        crate::die_with_parent(&mut cmd, libc::SIGQUIT);
         let mut child = spawn_from_lasting_thread(cmd).expect("cannot start postgres");
         let pid = child.id();
         let pid_file = node.data.join("postmaster.pid");

@@ -306,37 +306,8 @@ impl TempPostgres {
             .expect("cannot open the PostgreSQL log file");
         let log_start = log.seek(SeekFrom::End(0)).unwrap_or(0);
         let mut cmd = self.command("postgres");
-        cmd.arg("-D")
-            .arg(self.data_dir())
-            .arg("-p")
-            .arg(self.port.to_string())
-            .arg("-k")
-            .arg(self.dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "fsync=on"])
-            .args(["-c", "synchronous_commit=on"])
-            .args(["-c", "full_page_writes=on"])
-            .args(["-c", "max_connections=200"])
-            .args(["-c", "shared_buffers=32MB"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("cannot duplicate the log file"))
-            .stderr(log);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: only async-signal-safe calls (prctl, getppid) after fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                // After the uid change (which clears PDEATHSIG): this closure
-                // is registered after the one in `command`.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGQUIT as libc::c_ulong) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    // The test process died before prctl took effect.
-                    return Err(io::Error::other("parent exited"));
-                }
-                Ok(())
-            });
-        }
+        server_args(&mut cmd, &self.data_dir(), self.port, self.dir.path(), log);
+        crate::die_with_parent(&mut cmd, libc::SIGQUIT);
         let mut child = spawn_from_lasting_thread(cmd).expect("cannot start postgres");
         let pid = child.id();
         let pid_file = self.data_dir().join("postmaster.pid");
@@ -480,6 +451,33 @@ pub(crate) fn read_from(path: &Path, offset: u64) -> String {
 
 /// Spawns `cmd` from a thread that lives as long as the process, so that
 /// `PR_SET_PDEATHSIG` fires when the process dies, not when a test's thread ends.
+/// The arguments and output of a `postgres` server process: data in `data`,
+/// TCP on 127.0.0.1:`port`, its socket in `socket_dir`, durable commits (as
+/// keysmith's guarantees need), output appended to `log`.
+pub(crate) fn server_args(
+    cmd: &mut Command,
+    data: &std::path::Path,
+    port: u16,
+    socket_dir: &std::path::Path,
+    log: std::fs::File,
+) {
+    cmd.arg("-D")
+        .arg(data)
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("-k")
+        .arg(socket_dir)
+        .args(["-c", "listen_addresses=127.0.0.1"])
+        .args(["-c", "fsync=on"])
+        .args(["-c", "synchronous_commit=on"])
+        .args(["-c", "full_page_writes=on"])
+        .args(["-c", "max_connections=200"])
+        .args(["-c", "shared_buffers=32MB"])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("cannot duplicate the log file"))
+        .stderr(log);
+}
+
 pub(crate) fn spawn_from_lasting_thread(cmd: Command) -> io::Result<Child> {
     type Request = (Command, mpsc::Sender<io::Result<Child>>);
     static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
