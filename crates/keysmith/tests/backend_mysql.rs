@@ -285,7 +285,7 @@ async fn sessions_are_strict_utc_and_read_committed_and_commits_are_flushed() {
         .trim()
         .parse()
         .unwrap();
-    let ours = keysmith::store::TicketStore::clock_ms(&store)
+    let ours = keysmith::store::NumberStore::clock_ms(&store)
         .await
         .unwrap();
     assert!((ours - server).abs() < 60_000, "{ours} vs {server}");

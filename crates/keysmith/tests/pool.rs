@@ -15,6 +15,9 @@ use keysmith::store::{
 };
 use keysmith_testsupport::pool_holes;
 
+#[macro_use]
+mod pass_through;
+
 fn memory() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
 }
@@ -387,8 +390,8 @@ impl RivalFirst {
     }
 }
 
-/// Each half of the contract alone: a `Sequence` needs only the one, a
-/// `ValuePool` only the other.
+/// Sequences and pools get the rival; the other concerns go straight
+/// through (a `Sequence` reads the numbering, to refuse a numbered one).
 #[async_trait]
 impl SequenceStore for RivalFirst {
     async fn create_sequence(&self, spec: &SequenceSpec) -> keysmith::Result<SequenceRow> {
@@ -432,12 +435,6 @@ impl SequenceStore for RivalFirst {
     async fn read_counts(&self, name: &str) -> keysmith::Result<(SequenceRow, SequenceCounts)> {
         self.inner.read_counts(name).await
     }
-    async fn read_numbering(
-        &self,
-        name: &str,
-    ) -> keysmith::Result<Option<keysmith::store::Numbering>> {
-        self.inner.read_numbering(name).await
-    }
     async fn list_sequences(&self) -> keysmith::Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await
     }
@@ -445,6 +442,8 @@ impl SequenceStore for RivalFirst {
         self.inner.drop_sequence(name).await
     }
 }
+
+pass_through!(RivalFirst: numbers, workers, store);
 
 #[async_trait]
 impl PoolStore for RivalFirst {

@@ -6,6 +6,7 @@
 //! which fails or holds reservations on demand.
 
 mod faulty;
+mod pass_through;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,10 +15,10 @@ use std::sync::atomic::Ordering::SeqCst;
 use faulty::{Faulty, poll_once};
 use keysmith::Error;
 use keysmith::sequence::{self, Sequence};
-use keysmith::store::{MAX_VALUE, SequenceSpec, SequenceStore, memory::MemoryStore};
+use keysmith::store::{MAX_VALUE, SequenceSpec, Store, memory::MemoryStore};
 
 async fn setup(block: i64) -> (Arc<Faulty>, Sequence) {
-    let inner: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let spec = SequenceSpec {
         name: "s".into(),
         start: 1,

@@ -11,6 +11,7 @@
 //! demand). Prefetch is off so the model is deterministic.
 
 mod faulty;
+mod pass_through;
 
 use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use faulty::{Faulty, poll_once};
 use keysmith::Error;
 use keysmith::sequence::{self, Sequence};
-use keysmith::store::{SequenceSpec, SequenceStore, Store, memory::MemoryStore};
+use keysmith::store::{SequenceSpec, Store, memory::MemoryStore};
 use proptest::prelude::*;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -192,7 +193,7 @@ proptest! {
             let max = start + len - 1;
             let spec = SequenceSpec { start, max, block: 10, ..SequenceSpec::new("m") };
             sequence::create(&*store, &spec).await.unwrap();
-            let inner: Arc<dyn SequenceStore> = store.clone();
+            let inner: Arc<dyn Store> = store.clone();
             let faulty = Faulty::new(inner);
             let open = |block: i64| {
                 Sequence::builder().store(faulty.clone()).name("m").block(block).prefetch(0.0).build()

@@ -15,6 +15,7 @@
 //! nobody reserved since, and are a gap otherwise.
 
 mod faulty;
+mod pass_through;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,13 +25,13 @@ use std::task::Poll;
 
 use faulty::Faulty;
 use keysmith::sequence::{self, Sequence, Strategy};
-use keysmith::store::{MAX_VALUE, SequenceSpec, SequenceStore, memory::MemoryStore};
+use keysmith::store::{MAX_VALUE, SequenceSpec, Store, memory::MemoryStore};
 use keysmith::{Error, Result};
 
 type Call<'a> = Pin<Box<dyn Future<Output = Result<Vec<i64>>> + Send + 'a>>;
 
 async fn setup(max: i64, strategy: Strategy) -> (Arc<Faulty>, Sequence) {
-    let inner: Arc<dyn SequenceStore> = Arc::new(MemoryStore::new());
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let spec = SequenceSpec {
         name: "s".into(),
         start: 1,

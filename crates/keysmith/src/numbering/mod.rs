@@ -118,7 +118,7 @@ impl std::str::FromStr for Period {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Numbering {
     /// Gap-free: numbers are taken with a ticket and committed or released
-    /// ([`crate::store::TicketStore::take_ticket`]); `next` is refused.
+    /// ([`crate::store::NumberStore::take_ticket`]); `next` is refused.
     pub gapless: bool,
     /// Numbers restart every period, decided by the store's clock.
     pub period: Option<Period>,

@@ -13,7 +13,7 @@
 //!   the current period. Gaps are possible as for any sequence (a caller
 //!   that loses its numbers); duplicates never.
 //! - [`Numbers::take`], then [`Numbers::commit`] or [`Numbers::release`] (a
-//!   gap-free sequence): see [`crate::store::TicketStore`]. *Gap-free* means:
+//!   gap-free sequence): see [`crate::store::NumberStore`]. *Gap-free* means:
 //!   within a period, the committed numbers are `start..start+k` with no
 //!   hole once every ticket taken was committed, released (its number is
 //!   taken again, first) or expired (likewise). A number released or
@@ -50,7 +50,7 @@ use serde::Serialize;
 
 use crate::ids::Clock;
 use crate::sequence::SequenceInfo;
-use crate::store::{SequenceSpec, SequenceStore, Store, TakenNumber, check_ttl};
+use crate::store::{SequenceSpec, Store, TakenNumber, check_ttl};
 use crate::{Error, Result, validate_name};
 
 pub use crate::numbering::{
@@ -87,7 +87,7 @@ pub async fn create(
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] (with similar names) when
 /// there is no such sequence.
-pub async fn numbering(store: &dyn SequenceStore, name: &str) -> Result<Option<Numbering>> {
+pub async fn numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering>> {
     validate_name(name)?;
     match store.read_numbering(name).await? {
         Some(n) => Ok(Some(n)),
@@ -211,7 +211,7 @@ impl Numbers {
     }
 
     /// A handle from settings already read (with
-    /// [`SequenceStore::read_numbering`]): saves a read.
+    /// [`NumberStore::read_numbering`](crate::store::NumberStore::read_numbering)): saves a read.
     ///
     /// # Errors
     /// [`Error::Corrupt`] for settings this keysmith cannot read.

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, check_count,
+    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, Store,
+    check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 
@@ -183,11 +184,7 @@ impl AlterSpec {
 /// [`Error::Contention`] if reservations keep winning for
 /// [`crate::DEFAULT_RETRY_BUDGET`]; what the store fails with. Nothing is
 /// written on error.
-pub async fn alter(
-    store: &dyn SequenceStore,
-    name: &str,
-    spec: &AlterSpec,
-) -> Result<SequenceInfo> {
+pub async fn alter(store: &dyn Store, name: &str, spec: &AlterSpec) -> Result<SequenceInfo> {
     let mut row = describe(store, name).await?;
     super::refuse_numbered(store, name).await?;
     let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);

@@ -9,7 +9,7 @@ use super::{AlterSpec, SequenceInfo, admin};
 use crate::store::postgres::connect::{pg_connect, postgres_error};
 #[cfg(feature = "sqlite")]
 use crate::store::sqlite::connect::{sqlite_error, sqlite_open};
-use crate::store::{DEFAULT_START, SequenceSpec, SequenceStore};
+use crate::store::{DEFAULT_START, SequenceSpec, Store};
 use crate::{Error, Result};
 
 /// The column whose largest value a sequence must stay above.
@@ -76,7 +76,7 @@ pub struct AdoptReport {
 /// database cannot be reached; as [`super::alter`] and [`super::create`].
 /// Nothing is written on error.
 pub async fn adopt(
-    store: &dyn SequenceStore,
+    store: &dyn Store,
     name: &str,
     source: &AdoptSource,
     create: bool,

@@ -24,7 +24,7 @@ use sha2::Sha256;
 use super::high_water::HighWater;
 use super::strategy::Allocator;
 use super::{Strategy, describe};
-use crate::store::{CountsDelta, Put, SequenceStore, check_count};
+use crate::store::{CountsDelta, Put, SequenceStore, Store, check_count};
 use crate::{Error, Result};
 
 /// One reservation held by a caller outside this process: the values
@@ -50,7 +50,7 @@ pub struct Lease {
 /// similar names); [`Error::Exhausted`]; [`Error::Contention`] when the
 /// budget is spent; what the store fails with.
 pub async fn lease(
-    store: Arc<dyn SequenceStore>,
+    store: Arc<dyn Store>,
     name: &str,
     n: i64,
     strategy: Strategy,
@@ -66,7 +66,7 @@ pub async fn lease(
 /// # Errors
 /// As [`lease`], and [`Error::StoreWentBack`].
 pub async fn lease_guarded(
-    store: Arc<dyn SequenceStore>,
+    store: Arc<dyn Store>,
     name: &str,
     n: i64,
     strategy: Strategy,
@@ -394,7 +394,7 @@ mod tests {
 
     #[tokio::test]
     async fn release_hands_the_tail_back_only_if_no_one_reserved_since() {
-        let store: Arc<dyn SequenceStore> = Arc::new(crate::store::memory::MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(crate::store::memory::MemoryStore::new());
         crate::sequence::create(&*store, &crate::store::SequenceSpec::new("s"))
             .await
             .unwrap();

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::store::{
-    CountsDelta, MARK_INTERVAL_MS, Put, Reservation, SequenceRow, SequenceStore, check_count,
+    CountsDelta, MARK_INTERVAL_MS, Put, Reservation, SequenceRow, SequenceStore, Store, check_count,
 };
 use crate::{Error, Result};
 
@@ -251,7 +251,7 @@ pub struct SequenceStats {
 #[derive(Debug, Default)]
 #[must_use]
 pub struct SequenceBuilder {
-    store: Option<Arc<dyn SequenceStore>>,
+    store: Option<Arc<dyn Store>>,
     name: Option<String>,
     block: Option<i64>,
     strategy: Strategy,
@@ -274,7 +274,7 @@ impl SequenceBuilder {
     }
 
     /// The store holding the sequence (required).
-    pub fn store(mut self, store: Arc<dyn SequenceStore>) -> Self {
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
         self
     }

@@ -3,7 +3,7 @@
 
 use crate::Error;
 use crate::Result;
-use crate::store::{Numbering, SequenceStore};
+use crate::store::{NumberStore, Numbering};
 
 /// The error for block-based use (a [`crate::sequence::Sequence`] handle, a
 /// reserve lease, alter, adopt) of a numbered sequence.
@@ -24,7 +24,7 @@ pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
 ///
 /// # Errors
 /// [`Error::WrongKind`] saying how to take its numbers instead.
-pub(crate) async fn refuse_numbered(store: &dyn SequenceStore, name: &str) -> Result<()> {
+pub(crate) async fn refuse_numbered(store: &dyn NumberStore, name: &str) -> Result<()> {
     match store.read_numbering(name).await? {
         Some(n) => Err(blocks_refused(name, &n)),
         None => Ok(()),

@@ -14,7 +14,7 @@ use super::{
     WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
-    Numbering, PeriodRange, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, TakenNumber, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 use crate::{Error, Result};
@@ -266,10 +266,6 @@ impl SequenceStore for MemoryStore {
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.with(|s| Ok(s.sequences.values().cloned().collect()))
-    }
-
-    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
-        self.with(|s| Ok(s.numbering.get(name).map(|(n, _)| n.clone())))
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
@@ -527,7 +523,7 @@ impl State {
     }
 
     /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`super::tickets::numbers_fence`]).
+    /// applied first ([`super::numbers::numbers_fence`]).
     fn current_fenced(
         &mut self,
         name: &str,
@@ -536,9 +532,9 @@ impl State {
     ) -> Result<(i64, SequenceRow)> {
         let generation = self.generation();
         let (period, row) = self.current(name, period)?;
-        let rule = super::tickets::numbers_fence(&row, gapless, &generation);
+        let rule = super::numbers::numbers_fence(&row, gapless, &generation);
         rule.check(name)?;
-        if let super::tickets::NumbersFence::Skip(skip) = rule {
+        if let super::numbers::NumbersFence::Skip(skip) = rule {
             self.skip_numbers(name, period, skip, &row);
         }
         let row = self.row(name)?;
@@ -559,7 +555,7 @@ impl State {
             .entry((name.to_owned(), period))
             .or_insert(row.start);
         let before = *next;
-        *next = super::tickets::skip_counter(before, row.max, skip);
+        *next = super::numbers::skip_counter(before, row.max, skip);
         let after = *next;
         if let Ok(r) = self.row(name) {
             r.failover_skipped = r.failover_skipped.saturating_add(after - before);
@@ -569,7 +565,11 @@ impl State {
 }
 
 #[async_trait]
-impl TicketStore for MemoryStore {
+impl NumberStore for MemoryStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        self.with(|s| Ok(s.numbering.get(name).map(|(n, _)| n.clone())))
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

@@ -3,8 +3,8 @@
 //! The contract is one trait per concern, each in its own file:
 //! [`SequenceStore`] (`sequences.rs`: rows, versions, reservations) and
 //! [`PoolStore`] (`pools.rs`: pool members and swaps), [`WorkerStore`]
-//! (`workers.rs`: worker-id leases of time-ordered ids), [`TicketStore`]
-//! (`tickets.rs`: numbered sequences: per-period counters, gap-free
+//! (`workers.rs`: worker-id leases of time-ordered ids), [`NumberStore`]
+//! (`numbers.rs`: numbered sequences: per-period counters, gap-free
 //! numbers with tickets, the store's clock). [`Store`] is their sum
 //! plus what every store has ([`Store::ping`]); it is object-safe, so an
 //! `Arc<dyn Store>` is chosen at run time from a URL with [`open`].
@@ -32,6 +32,7 @@ pub mod etcd;
 pub mod memory;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+mod numbers;
 mod pools;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -40,10 +41,18 @@ mod sequences;
 mod size_cache;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-mod tickets;
 mod workers;
 
 pub use crate::numbering::{Numbering, Period};
+/// The name [`NumberStore`] had before numbered sequences became one concern
+/// with one name. Deprecated: use [`NumberStore`]; this alias will go in a
+/// later release.
+#[deprecated(note = "renamed NumberStore")]
+pub use numbers::NumberStore as TicketStore;
+pub use numbers::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, NumberStore, PeriodRange, TakenNumber};
+pub(crate) use numbers::{
+    Settle, check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
+};
 pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
 };
@@ -56,10 +65,6 @@ pub use sequences::{
     Alteration, CountsDelta, DEFAULT_BLOCK, DEFAULT_START, FAILOVER_LAG_ALLOWANCE_SECS,
     FAILOVER_SKIP_FLOOR, MARK_INTERVAL_MS, MAX_RESERVATION, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip,
-};
-pub use tickets::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, PeriodRange, TakenNumber, TicketStore};
-pub(crate) use tickets::{
-    Settle, check_ttl, not_numbered, parse_numbering, refused, ttl_ms as ticket_ttl_ms,
 };
 pub use workers::{
     MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove,
@@ -78,7 +83,7 @@ pub const MAX_VALUE: i64 = i64::MAX - 1;
 /// with [`open`]; an `Arc<dyn Store>` coerces to `Arc<dyn SequenceStore>` or
 /// `Arc<dyn PoolStore>` where only one concern is needed.
 #[async_trait]
-pub trait Store: SequenceStore + PoolStore + WorkerStore + TicketStore {
+pub trait Store: SequenceStore + PoolStore + WorkerStore + NumberStore {
     /// Checks that the store answers.
     ///
     /// # Errors

@@ -562,13 +562,6 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`] if there is no such sequence.
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)>;
 
-    /// The numbering of a sequence created with
-    /// [`TicketStore::create_numbered`](super::TicketStore::create_numbered):
-    /// `None` for an ordinary sequence, and for one that does not exist.
-    /// [`crate::sequence::Sequence`] handles and every other block-based use
-    /// refuse a numbered sequence.
-    async fn read_numbering(&self, name: &str) -> Result<Option<super::Numbering>>;
-
     /// Every sequence, ordered by name.
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;
 

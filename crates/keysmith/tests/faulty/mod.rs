@@ -1,6 +1,7 @@
-//! A real store (any `SequenceStore`) whose reservations can be made to fail
-//! or to wait, on demand: for checks that a call which fails or is dropped
-//! at a block boundary loses nothing. Everything else goes straight through.
+//! A real store (any `Store`) whose sequence reservations can be made to
+//! fail or to wait, on demand: for checks that a call which fails or is
+//! dropped at a block boundary loses nothing. Everything else goes straight
+//! through.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -8,14 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use async_trait::async_trait;
 use keysmith::store::{
     Alteration, CountsDelta, Put, Reservation, SequenceCounts, SequenceRow, SequenceSpec,
-    SequenceStore,
+    SequenceStore, Store,
 };
 use keysmith::{Error, Result};
 
 /// The wrapper; see the module comment.
 #[derive(Debug)]
 pub struct Faulty {
-    pub inner: Arc<dyn SequenceStore>,
+    pub inner: Arc<dyn Store>,
     /// Every reservation fails with `Unavailable` while set.
     pub fail: AtomicBool,
     /// Every `n`-th reservation fails (0: none).
@@ -34,7 +35,7 @@ pub struct Faulty {
 }
 
 impl Faulty {
-    pub fn new(inner: Arc<dyn SequenceStore>) -> Arc<Faulty> {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Faulty> {
         Arc::new(Faulty {
             inner,
             fail: AtomicBool::new(false),
@@ -113,9 +114,6 @@ impl SequenceStore for Faulty {
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
         self.inner.read_counts(name).await
     }
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith::store::Numbering>> {
-        self.inner.read_numbering(name).await
-    }
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await
     }
@@ -123,6 +121,9 @@ impl SequenceStore for Faulty {
         self.inner.drop_sequence(name).await
     }
 }
+
+// The other concerns go straight through.
+crate::pass_through!(Faulty: pools, numbers, workers, store);
 
 /// Polls `f` once (with a waker that does nothing) and drops it if it is
 /// not ready: a caller that gives up on a call, as a timeout would.

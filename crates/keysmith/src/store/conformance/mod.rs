@@ -4,7 +4,7 @@
 //!
 //! Each check takes a fresh, empty store and panics (an assertion) on
 //! failure. The checks are split by concern: [`sequences`], [`pools`],
-//! [`workers`] and [`tickets`] hold
+//! [`workers`] and [`numbers`] hold
 //! the store contract itself, [`handles`] what [`Sequence`](crate::sequence::Sequence)
 //! and [`ValuePool`](crate::pool::ValuePool) must do on top of any store
 //! (close hand-back, strict order, contention, prefetch, failures that lose
@@ -33,9 +33,12 @@
 use super::{PoolSpec, SequenceSpec};
 
 pub mod handles;
+pub mod numbers;
 pub mod pools;
 pub mod sequences;
-pub mod tickets;
+/// The old name of [`numbers`]. Deprecated: use [`numbers`].
+#[doc(hidden)]
+pub use numbers as tickets;
 pub mod workers;
 
 /// Generates one `#[tokio::test]` per conformance check, each calling
@@ -94,16 +97,16 @@ macro_rules! conformance_tests {
             workers::a_stale_fence_is_refused,
             workers::an_expired_lease_is_recycled,
             workers::racing_acquirers_never_share_a_worker_id,
-            tickets::numbering_is_kept_with_the_sequence,
-            tickets::fence_numbers_moves_the_current_counter,
-            tickets::tickets_take_the_lowest_free_number,
-            tickets::refused_commits_and_releases_change_nothing,
-            tickets::an_expired_ticket_is_taken_again,
-            tickets::periods_only_move_forward,
-            tickets::numbers_exhaust_at_the_maximum,
-            tickets::racing_takers_commit_exactly_one_to_n,
-            tickets::numbers_cross_a_period_boundary,
-            tickets::the_store_clock_reads_now
+            numbers::numbering_is_kept_with_the_sequence,
+            numbers::fence_numbers_moves_the_current_counter,
+            numbers::tickets_take_the_lowest_free_number,
+            numbers::refused_commits_and_releases_change_nothing,
+            numbers::an_expired_ticket_is_taken_again,
+            numbers::periods_only_move_forward,
+            numbers::numbers_exhaust_at_the_maximum,
+            numbers::racing_takers_commit_exactly_one_to_n,
+            numbers::numbers_cross_a_period_boundary,
+            numbers::the_store_clock_reads_now
         );
     };
     (@each $factory:path; $($group:ident :: $check:ident),* $(,)?) => {

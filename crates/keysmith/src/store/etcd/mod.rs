@@ -51,7 +51,7 @@
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`SequenceStore::reserve_locked`] |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/lease` | a worker id's lease (on an etcd lease), its fence |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/floor` | its fence and time floor, JSON; outlives leases |
-//! | `PREFIX/numbers/ENAME/...` | a numbered sequence's settings, current period, counters and tickets (`tickets.rs`) |
+//! | `PREFIX/numbers/ENAME/...` | a numbered sequence's settings, current period, counters and tickets (`numbers.rs`) |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
 //! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
@@ -154,8 +154,8 @@ mod pools;
 mod url;
 use pools::PoolMeta;
 pub use url::EtcdUrl;
+mod numbers;
 mod sequences;
-mod tickets;
 mod workers;
 
 /// Deadline of one request to etcd.

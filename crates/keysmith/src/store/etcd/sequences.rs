@@ -446,10 +446,6 @@ impl SequenceStore for EtcdStore {
             .await
     }
 
-    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
-        self.numbering_of(name).await
-    }
-
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
         self.read_row(name).await
     }

@@ -80,7 +80,7 @@ pub(super) const MIGRATIONS: &[&[&str]] = &[
         CONSTRAINT keysmith_workers_worker CHECK (worker >= 0),
         CONSTRAINT keysmith_workers_fence CHECK (fence >= 1)
     ) ENGINE=InnoDB",
-        // Numbered sequences (tickets.rs): settings, counters per period, open
+        // Numbered sequences (numbers.rs): settings, counters per period, open
         // tickets (token NULL once released; expires_at in ms, server clock).
         "CREATE TABLE IF NOT EXISTS keysmith_numbering (
         name           VARBINARY(512) NOT NULL PRIMARY KEY,

@@ -320,10 +320,6 @@ impl SequenceStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
-        self.numbering_of(name).await
-    }
-
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         let mut c = self.conn().await?;
         let out = self

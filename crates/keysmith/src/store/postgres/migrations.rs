@@ -144,7 +144,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     "#,
     // 5: numbered sequences: settings, counters per period, open tickets.
-    super::tickets::TICKETS_MIGRATION,
+    super::numbers::TICKETS_MIGRATION,
     // 6: generations (store/sequences.rs, `SequenceRow::fence`). Every write
     // of `next` records the generation it was written in: the cluster's
     // system identifier and the timeline of the WAL being written, which

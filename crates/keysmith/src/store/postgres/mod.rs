@@ -65,9 +65,9 @@ use crate::{Error, Result};
 
 pub(crate) mod connect;
 mod migrations;
+mod numbers;
 mod pools;
 mod sequences;
-mod tickets;
 mod tls;
 mod workers;
 

@@ -129,10 +129,6 @@ impl SequenceStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
-        self.numbering_of(name).await
-    }
-
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
         let c = self.client().await?;
         let out = self.deadline(self.read_on(&c, name)).await;

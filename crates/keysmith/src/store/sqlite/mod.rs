@@ -21,10 +21,9 @@ use super::{
 use crate::{Error, Result};
 
 pub(crate) mod connect;
-mod numbering;
+mod numbers;
 mod pools;
 mod sequences;
-mod tickets;
 mod workers;
 
 /// How long a writer waits for another process's write lock, by default.
@@ -276,7 +275,7 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<(Connection, S
 fn migrate(conn: &Connection) -> Result<String> {
     conn.execute_batch(&format!(
         "BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA} {}",
-        tickets::TICKETS_SCHEMA
+        numbers::TICKETS_SCHEMA
     ))
     .map_err(db_err)?;
     let result = (|| {

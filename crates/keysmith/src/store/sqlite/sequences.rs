@@ -32,12 +32,6 @@ impl SequenceStore for SqliteStore {
         self.write(move |tx| insert(tx, &spec, &generation)).await
     }
 
-    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
-        let name = name.to_owned();
-        self.run(move |conn| super::numbering::read_numbering_on(conn, &name))
-            .await
-    }
-
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
         let name = name.to_owned();
         self.run(move |conn| read_row(conn, &name)).await

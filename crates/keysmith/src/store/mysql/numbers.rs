@@ -1,5 +1,5 @@
-//! MySQL: the [`TicketStore`] half of the contract. The clock is the
-//! server's ([`NOW_MS`]): periods ([`TicketStore::clock_ms`]) and ticket
+//! MySQL: the [`NumberStore`] half of the contract. The clock is the
+//! server's ([`NOW_MS`]): periods ([`NumberStore::clock_ms`]) and ticket
 //! expiry are decided by one clock whatever the hosts' clocks say.
 //!
 //! Tables: `keysmith_numbering` (the settings as JSON and the current
@@ -19,13 +19,13 @@ use mysql_async::Transaction;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
 impl MysqlStore {
     /// The numbering of `name`, if it has one.
-    pub(super) async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
+    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
@@ -91,7 +91,7 @@ impl MysqlStore {
     }
 
     /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`crate::store::tickets::numbers_fence`]) in `tx`.
+    /// applied first ([`crate::store::numbers::numbers_fence`]) in `tx`.
     async fn current_fenced(
         &self,
         tx: &mut Transaction<'_>,
@@ -99,7 +99,7 @@ impl MysqlStore {
         period: i64,
         gapless: bool,
     ) -> Result<(i64, SequenceRow)> {
-        use crate::store::tickets::{NumbersFence, numbers_fence};
+        use crate::store::numbers::{NumbersFence, numbers_fence};
         let (period, row, generation) = self.current(tx, name, period).await?;
         let rule = numbers_fence(&row, gapless, &generation);
         rule.check(name)?;
@@ -124,7 +124,7 @@ impl MysqlStore {
         skip: i64,
     ) -> Result<(i64, i64)> {
         let before = self.next_of(tx, &row.name, period, row.start).await?;
-        let after = crate::store::tickets::skip_counter(before, row.max, skip);
+        let after = crate::store::numbers::skip_counter(before, row.max, skip);
         self.set_next(tx, &row.name, period, after).await?;
         Ok((before, after))
     }
@@ -233,7 +233,11 @@ impl MysqlStore {
 }
 
 #[async_trait]
-impl TicketStore for MysqlStore {
+impl NumberStore for MysqlStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        self.numbering_of(name).await
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

@@ -1,4 +1,4 @@
-//! SQLite: the [`TicketStore`] half of the contract. Every call is one
+//! SQLite: the [`NumberStore`] half of the contract. Every call is one
 //! `BEGIN IMMEDIATE` transaction, so takes, commits and releases in any
 //! number of processes run one after the other. The clock (periods, ticket
 //! expiry) is the system clock: the file is on this machine, and so is
@@ -14,9 +14,20 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
+
+/// The numbering of `name`, if it has one.
+fn read_numbering_on(conn: &Connection, name: &str) -> Result<Option<Numbering>> {
+    let settings: Option<String> = conn
+        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
+        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
+        .map_err(db_err)?;
+    settings
+        .map(|s| crate::store::parse_numbering(name, &s))
+        .transpose()
+}
 
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
 /// runs on older files.
@@ -59,7 +70,7 @@ fn current(tx: &rusqlite::Transaction<'_>, name: &str, period: i64) -> Result<(i
 }
 
 /// [`current`], with the generation rule of numbered sequences applied
-/// first ([`crate::store::tickets::numbers_fence`]), in the same transaction.
+/// first ([`crate::store::numbers::numbers_fence`]), in the same transaction.
 fn current_fenced(
     tx: &rusqlite::Transaction<'_>,
     name: &str,
@@ -68,14 +79,14 @@ fn current_fenced(
     generation: &str,
 ) -> Result<(i64, SequenceRow)> {
     let (period, row) = current(tx, name, period)?;
-    let rule = crate::store::tickets::numbers_fence(&row, gapless, generation);
+    let rule = crate::store::numbers::numbers_fence(&row, gapless, generation);
     rule.check(name)?;
     let mut skipped = 0;
-    if let crate::store::tickets::NumbersFence::Skip(skip) = rule {
+    if let crate::store::numbers::NumbersFence::Skip(skip) = rule {
         let (before, after) = skip_numbers(tx, &row, period, skip)?;
         skipped = after - before;
     }
-    if rule != crate::store::tickets::NumbersFence::Current {
+    if rule != crate::store::numbers::NumbersFence::Current {
         record_generation(tx, name, generation, skipped)?;
     }
     Ok((period, row))
@@ -89,7 +100,7 @@ fn skip_numbers(
     skip: i64,
 ) -> Result<(i64, i64)> {
     let before = next_of(tx, &row.name, period, row.start)?;
-    let after = crate::store::tickets::skip_counter(before, row.max, skip);
+    let after = crate::store::numbers::skip_counter(before, row.max, skip);
     set_next(tx, &row.name, period, after)?;
     Ok((before, after))
 }
@@ -150,7 +161,12 @@ fn holder(
 }
 
 #[async_trait]
-impl TicketStore for SqliteStore {
+impl NumberStore for SqliteStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        let name = name.to_owned();
+        self.run(move |conn| read_numbering_on(conn, &name)).await
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

@@ -1,5 +1,5 @@
 //! The business-number half of the store contract
-//! ([`TicketStore`](crate::store::TicketStore)), and what
+//! ([`NumberStore`](crate::store::NumberStore)), and what
 //! [`crate::numbers::Numbers`] does on top of it: numbering kept
 //! with the sequence, tickets taken lowest-free-first, refused commits and
 //! releases that change nothing, expiry, periods that only move forward,

@@ -1,4 +1,4 @@
-//! etcd: the [`TicketStore`] half of the contract.
+//! etcd: the [`NumberStore`] half of the contract.
 //!
 //! Keys under `PREFIX/numbers/ENAME/` (gone with the sequence):
 //!
@@ -15,7 +15,7 @@
 //! etcd's minimum of about 2 s) holds the `held` key, and etcd deletes the key
 //! when the lease runs out, whichever client holds it. An open number
 //! without its `held` key is free to take again. Periods are read from the
-//! caller's system clock ([`TicketStore::clock_ms`]); the `current` key makes
+//! caller's system clock ([`NumberStore::clock_ms`]); the `current` key makes
 //! them agree: a call uses the later of its own period and `current`, and
 //! moves `current` forward, so once any process has started a period no
 //! process hands out numbers of an earlier one, and a restart never misses a
@@ -35,7 +35,7 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -95,7 +95,7 @@ impl EtcdStore {
     }
 
     /// The numbering of `name`: `None` without one or without the sequence.
-    pub(super) async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
+    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
         let txn = Txn::new().and_then([
             TxnOp::get(self.seq_key(name), None),
             TxnOp::get(self.settings_key(name), None),
@@ -232,11 +232,11 @@ impl EtcdStore {
     }
 
     /// Applies the generation rule of numbered sequences
-    /// ([`crate::store::tickets::numbers_fence`]) to a snapshot: `Ok(true)`
+    /// ([`crate::store::numbers::numbers_fence`]) to a snapshot: `Ok(true)`
     /// when nothing needed doing, `Ok(false)` when a fence was written (or
     /// lost a race): the caller reads again.
     async fn numbers_current(&self, name: &str, snap: &Snapshot, gapless: bool) -> Result<bool> {
-        use crate::store::tickets::{NumbersFence, numbers_fence};
+        use crate::store::numbers::{NumbersFence, numbers_fence};
         let generation = self.current_generation().await?;
         let rule = numbers_fence(&snap.row, gapless, &generation);
         rule.check(name)?;
@@ -261,7 +261,7 @@ impl EtcdStore {
         generation: &str,
     ) -> Result<Option<(i64, i64)>> {
         let before = snap.next.0;
-        let after = crate::store::tickets::skip_counter(before, snap.row.max, skip);
+        let after = crate::store::numbers::skip_counter(before, snap.row.max, skip);
         let epoch = self.epoch().await?;
         let row = SequenceRow {
             generation: Some(generation.to_owned()),
@@ -360,7 +360,11 @@ impl EtcdStore {
 }
 
 #[async_trait]
-impl TicketStore for EtcdStore {
+impl NumberStore for EtcdStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        self.numbering_of(name).await
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

@@ -1,5 +1,5 @@
-//! PostgreSQL: the [`TicketStore`] half of the contract. The clock is the
-//! server's `clock_timestamp()`: periods ([`TicketStore::clock_ms`]) and
+//! PostgreSQL: the [`NumberStore`] half of the contract. The clock is the
+//! server's `clock_timestamp()`: periods ([`NumberStore::clock_ms`]) and
 //! ticket expiry are decided by one clock whatever the hosts' clocks say.
 //!
 //! Tables (migration 5): `numbering` (the settings as JSON and the current
@@ -22,11 +22,11 @@ use tokio_postgres::Transaction;
 
 use super::*;
 use crate::store::{
-    Numbering, PeriodRange, Settle, TakenNumber, TicketStore, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
     ticket_ttl_ms,
 };
 
-/// Migration 5: numbered sequences (tickets.rs).
+/// Migration 5: numbered sequences (numbers.rs).
 pub(super) const TICKETS_MIGRATION: &str = r#"
     CREATE TABLE {s}.numbering (
         name           text COLLATE "C" PRIMARY KEY
@@ -52,7 +52,7 @@ pub(super) const TICKETS_MIGRATION: &str = r#"
 
 impl PostgresStore {
     /// The numbering of `name`, if it has one.
-    pub(super) async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
+    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
         let s = quote_ident(&self.schema);
         let c = self.client().await?;
         let out = self
@@ -117,7 +117,7 @@ impl PostgresStore {
     }
 
     /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`crate::store::tickets::numbers_fence`]), in `tx`:
+    /// applied first ([`crate::store::numbers::numbers_fence`]), in `tx`:
     /// extra statements only in the rare case the rule asks for a write.
     async fn current_fenced(
         &self,
@@ -126,7 +126,7 @@ impl PostgresStore {
         period: i64,
         gapless: bool,
     ) -> Result<(i64, SequenceRow)> {
-        use crate::store::tickets::{NumbersFence, numbers_fence};
+        use crate::store::numbers::{NumbersFence, numbers_fence};
         let (period, row, generation) = self.current(tx, name, period).await?;
         let rule = numbers_fence(&row, gapless, &generation);
         rule.check(name)?;
@@ -151,7 +151,7 @@ impl PostgresStore {
         skip: i64,
     ) -> Result<(i64, i64)> {
         let before = self.next_of(tx, &row.name, period, row.start).await?;
-        let after = crate::store::tickets::skip_counter(before, row.max, skip);
+        let after = crate::store::numbers::skip_counter(before, row.max, skip);
         self.set_next(tx, &row.name, period, after).await?;
         Ok((before, after))
     }
@@ -282,7 +282,11 @@ impl PostgresStore {
 }
 
 #[async_trait]
-impl TicketStore for PostgresStore {
+impl NumberStore for PostgresStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<crate::store::Numbering>> {
+        self.numbering_of(name).await
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

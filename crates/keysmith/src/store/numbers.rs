@@ -1,4 +1,4 @@
-//! The business-number half of the store contract: [`TicketStore`], for
+//! The business-number half of the store contract: [`NumberStore`], for
 //! sequences created with [`Numbering`] settings (gap-free numbers with
 //! tickets, numbers per day, month or year, formatted numbers; the library
 //! side is [`crate::numbers`]).
@@ -15,7 +15,7 @@
 //!
 //! Gap-free numbers (a [`Numbering::gapless`] sequence) are handed out with a
 //! ticket each: the number is *open* until its holder commits it (final) or
-//! releases it. [`TicketStore::take_ticket`] hands out the lowest open number
+//! releases it. [`NumberStore::take_ticket`] hands out the lowest open number
 //! of the current period that was released or whose ticket expired (its
 //! holder died), else the next new one. A ticket stays valid until it is
 //! committed, released or its number is taken again after it expired: the
@@ -54,7 +54,7 @@ pub struct PeriodRange {
     pub end: i64,
 }
 
-/// A number taken with a ticket: [`TicketStore::take_ticket`].
+/// A number taken with a ticket: [`NumberStore::take_ticket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TakenNumber {
     /// Its period key (0 without a period).
@@ -68,7 +68,7 @@ pub struct TakenNumber {
 /// caller's random strings. Every write is durable when the method returns,
 /// and every method is safe to race with any other, in any process.
 #[async_trait]
-pub trait TicketStore: Send + Sync + std::fmt::Debug {
+pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// Creates the sequence's row (as [`super::SequenceStore::create_sequence`])
     /// and its numbering, in one write: both or neither.
     ///
@@ -79,6 +79,12 @@ pub trait TicketStore: Send + Sync + std::fmt::Debug {
         spec: &SequenceSpec,
         numbering: &Numbering,
     ) -> Result<SequenceRow>;
+
+    /// The numbering of a sequence created with [`Self::create_numbered`]:
+    /// `None` for an ordinary sequence, and for one that does not exist.
+    /// [`crate::sequence::Sequence`] handles and every other block-based use
+    /// read it to refuse a numbered sequence.
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>>;
 
     /// The store's clock, milliseconds since the Unix epoch: what periods
     /// are decided by. PostgreSQL's `clock_timestamp()`; the system clock for
