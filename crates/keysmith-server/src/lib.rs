@@ -40,7 +40,9 @@
 //!
 //! A `next` route is never cut off once it takes values: a pool request
 //! stops a little before the request timeout and answers with what it took
-//! (`"partial"`); a sequence request is one reservation. Connections are
+//! (`"partial"`); a sequence request is one reservation, and one the store
+//! does not finish by then is answered with a 503 `timeout` while it goes
+//! on in the background (its values are skipped, a gap). Connections are
 //! capped ([`Config::max_connections`]) and closed when a client is too
 //! slow to send headers or idle ([`Config::header_read_timeout`],
 //! [`Config::idle_timeout`]).
@@ -519,7 +521,8 @@ impl AppState {
 
 /// Answers a request that runs past the timeout with a 503. Not on the
 /// `next` routes of sequences and pools, which keep their own deadline
-/// ([`routes::deadline`]) so that no value they took is dropped.
+/// ([`routes::deadline`]) so that no reservation the store committed is
+/// cut off.
 async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let limit = state.shared().options.request_timeout;
     match tokio::time::timeout(limit, next.run(req)).await {

@@ -247,10 +247,12 @@ async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
 }
 
 /// `POST /v1/sequences/{name}/next`. The values come from one reservation
-/// (or the handle's cache), taken by [`detached`]: neither the request
-/// timeout (this route has none) nor a client that hangs up can cut a
-/// reservation off after the store committed it, which would drop a
-/// block.
+/// (or the handle's cache), taken by [`detached_until`]: a client that
+/// hangs up cannot cut a reservation off after the store committed it
+/// (which would drop a block), and a store that does not answer (cut off,
+/// paused) gets a 503 `timeout` by the route's [`super::deadline`], a
+/// little before the request timeout, while the reservation goes on in the
+/// background and fills the handle for the requests after it.
 pub(crate) async fn next(
     State(state): State<AppState>,
     Name(name): Name,
@@ -292,20 +294,33 @@ pub(crate) async fn next(
         };
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.
-        let (entry, result) = if count == 1 {
-            detached(async move {
-                let r = entry.handle.next().await.map(|v| vec![v]);
-                (entry, r)
-            })
+        let deadline = super::deadline(started, s.options.request_timeout);
+        let late = late_values(name.clone());
+        let taken = if count == 1 {
+            detached_until(
+                deadline,
+                async move {
+                    let r = entry.handle.next().await.map(|v| vec![v]);
+                    (entry, r)
+                },
+                late,
+            )
             .await
         } else {
-            detached(async move {
-                let r = entry.handle.next_n(count).await;
-                (entry, r)
-            })
+            detached_until(
+                deadline,
+                async move {
+                    let r = entry.handle.next_n(count).await;
+                    (entry, r)
+                },
+                late,
+            )
             .await
         }
         .map_err(|e| keysmith::Error::Unavailable(format!("the task taking values failed: {e}")))?;
+        let Some((entry, result)) = taken else {
+            return Err(ApiError::timeout(s.options.request_timeout));
+        };
         match result {
             Ok(values) => {
                 entry.record(&values, started);
@@ -326,19 +341,52 @@ pub(crate) async fn next(
     }
 }
 
-/// Runs `fut` to the end even if the caller is dropped. Polled here first:
-/// most calls are served from the handle's block at once and cost no task.
-/// One that has to wait (for the store, or the refill mutex) moves to a task
-/// of its own before the caller can be dropped (no await in between), so
-/// neither the request timeout nor a client that hangs up can cut a
-/// reservation off after the store committed it, which would drop a block.
-async fn detached<T: Send + 'static>(
+/// What becomes of values a `next` took after its request gave up at the
+/// deadline: skipped, never handed out (a gap, as a crash leaves), and
+/// said in the log.
+fn late_values<E>(name: String) -> impl FnOnce((E, keysmith::Result<Vec<i64>>)) + Send + 'static {
+    move |(_, r)| match r {
+        Ok(values) => tracing::warn!(
+            sequence = %name,
+            skipped = values.len(),
+            "values taken after their request timed out are skipped"
+        ),
+        Err(e) => tracing::debug!(sequence = %name, "a next that timed out failed later: {e}"),
+    }
+}
+
+/// Runs `fut` to the end even if the caller is dropped, and waits for it
+/// until `deadline`: `None` past it. Polled here first: most calls are
+/// served from the handle's block at once and cost no task. One that has to
+/// wait (for the store, or the refill mutex) moves to a task of its own
+/// before the caller can be dropped (no await in between), so neither the
+/// deadline nor a client that hangs up can cut a reservation off after the
+/// store committed it. What the task returns after the deadline goes to
+/// `late`; what it returned before is never lost to the race (the channel
+/// is closed, then read once more).
+async fn detached_until<T: Send + 'static>(
+    deadline: Instant,
     fut: impl Future<Output = T> + Send + 'static,
-) -> Result<T, tokio::task::JoinError> {
+    late: impl FnOnce(T) + Send + 'static,
+) -> Result<Option<T>, tokio::task::JoinError> {
     let mut fut = Box::pin(fut);
-    match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-        Poll::Ready(v) => Ok(v),
-        Poll::Pending => tokio::spawn(fut).await,
+    if let Poll::Ready(v) = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+        return Ok(Some(v));
+    }
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        if let Err(v) = tx.send(fut.await) {
+            late(v);
+        }
+    });
+    match tokio::time::timeout_at(deadline.into(), &mut rx).await {
+        Ok(Ok(v)) => Ok(Some(v)),
+        // The sender went without sending: the task panicked.
+        Ok(Err(_)) => task.await.map(|()| None),
+        Err(_) => {
+            rx.close();
+            Ok(rx.try_recv().ok())
+        }
     }
 }
 
