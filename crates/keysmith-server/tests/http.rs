@@ -563,6 +563,14 @@ async fn bad_input_gets_its_status_and_changes_nothing() {
     assert_eq!(srv.next("s", 50).await.len(), 50);
 }
 
+/// A 503 with Retry-After and error `code`.
+async fn assert_503(res: reqwest::Response, code: &str) {
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "1");
+    let (_, v) = json_of(res).await;
+    assert_eq!(v["error"]["code"], code, "{v}");
+}
+
 /// A write lock held by another process: past the store's busy timeout the
 /// store is unavailable (503, Retry-After); a route that takes no values
 /// held up past the request timeout gets a 503 `timeout`; so does a `next`,
@@ -588,10 +596,7 @@ async fn store_unavailable_and_timeout_are_503_with_retry_after() {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-            assert_eq!(res.headers()["retry-after"], "1");
-            let (_, v) = json_of(res).await;
-            assert_eq!(v["error"]["code"], "unavailable", "{v}");
+            assert_503(res, "unavailable").await;
             lock.execute_batch("ROLLBACK").unwrap();
             // The failed reservation took nothing.
             assert_eq!(srv.next("s", 1).await, vec![2]);
@@ -602,10 +607,7 @@ async fn store_unavailable_and_timeout_are_503_with_retry_after() {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-            assert_eq!(res.headers()["retry-after"], "1");
-            let (_, v) = json_of(res).await;
-            assert_eq!(v["error"]["code"], "timeout", "{v}");
+            assert_503(res, "timeout").await;
 
             // A `next` waiting on the lock answers at its deadline too; its
             // reservation goes on in the background.
@@ -614,10 +616,7 @@ async fn store_unavailable_and_timeout_are_503_with_retry_after() {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-            assert_eq!(res.headers()["retry-after"], "1");
-            let (_, v) = json_of(res).await;
-            assert_eq!(v["error"]["code"], "timeout", "{v}");
+            assert_503(res, "timeout").await;
             lock.execute_batch("ROLLBACK").unwrap();
             // The next request waits for that reservation (or makes its
             // own): one of the two values is skipped, never handed out, and
