@@ -130,6 +130,6 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Name(group): Name,
 ) -> ApiResult<Json<WorkerList>> {
-    let store = state.shared().store.clone();
-    Ok(Json(keysmith::ids::list_workers(&*store, &group).await?))
+    let store = &*state.shared().store;
+    Ok(Json(keysmith::ids::list_workers(store, &group).await?))
 }
