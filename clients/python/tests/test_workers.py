@@ -11,7 +11,16 @@ from typing import Iterator, List
 
 import pytest
 
-from keysmith_client import AsyncClient, BadRequest, Client, Conflict, KeysmithError, WorkerLease, WorkerLeaseInfo
+from keysmith_client import (
+    AsyncClient,
+    BadRequest,
+    Client,
+    Conflict,
+    KeysmithError,
+    WorkerInfo,
+    WorkerLease,
+    WorkerLeaseInfo,
+)
 
 from .conftest import Server
 
@@ -141,5 +150,37 @@ def test_async_client_leases_workers(server: Server, group: str) -> None:
             r = await c.renew_worker(group, got[0].token)
             assert r.fence == got[0].fence
             assert await c.release_worker(group, r.token)
+
+    asyncio.run(main())
+
+
+def test_list_workers_shows_held_and_free_worker_ids_without_tokens(client: Client, group: str) -> None:
+    assert client.list_workers(group) == []
+    a = client.lease_worker(group, ttl_ms=60_000, max=4)
+    b = client.lease_worker(group, ttl_ms=60_000, max=4)
+    assert client.release_worker(group, a.token)
+    listed = client.list_workers(group)
+    assert [w.worker for w in listed] == [0, 1]
+    free, held = listed
+    assert isinstance(free, WorkerInfo)
+    assert (free.held, free.holder, free.fence, free.until_ms) == (False, None, a.fence, a.until_ms)
+    assert (free.expires_ms, free.expires_in_ms) == (None, None)
+    assert (held.held, held.fence, held.until_ms) == (True, b.fence, b.until_ms)
+    assert held.holder is not None and held.holder.startswith("lease/")
+    assert held.expires_in_ms is not None and 0 < held.expires_in_ms <= 60_000
+    assert held.expires_ms is not None
+    for w in listed:
+        assert a.token not in str(w.raw) and b.token not in str(w.raw)
+    with pytest.raises(BadRequest):
+        client.list_workers("a b")
+
+
+def test_async_client_lists_workers(server: Server, group: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as c:
+            assert await c.list_workers(group) == []
+            got = await c.lease_worker(group, ttl_ms=60_000, max=4)
+            listed = await c.list_workers(group)
+            assert [(w.worker, w.held, w.fence) for w in listed] == [(got.worker, True, got.fence)]
 
     asyncio.run(main())

@@ -1,5 +1,14 @@
 import { KeysmithError } from "./errors.js";
-import { leaseWorker, releaseWorker, renewWorker, WorkerLease, type WorkerLeaseInfo, type WorkerLeaseOptions } from "./workers.js";
+import {
+  leaseWorker,
+  listWorkers,
+  releaseWorker,
+  renewWorker,
+  WorkerLease,
+  type WorkerInfo,
+  type WorkerLeaseInfo,
+  type WorkerLeaseOptions,
+} from "./workers.js";
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
 import { Transport, type TransportStats } from "./transport.js";
@@ -572,6 +581,11 @@ export class Client implements LeaseSource {
   /** Releases a worker lease; `false` when it was lost already. */
   async releaseWorker(group: string, token: string): Promise<boolean> {
     return releaseWorker((m, p, d) => this.call(m, p, undefined, false, d), group, token);
+  }
+
+  /** The worker ids of `group` ever leased, by worker id: held or free, by whom, until when, fence and time floor (never a token); `[]` for an unknown group. */
+  async listWorkers(group: string): Promise<WorkerInfo[]> {
+    return listWorkers((m, p, d) => this.call(m, p, undefined, false, d), group);
   }
 
   /** A worker id of `group` held and renewed in the background (see `WorkerLease`). */

@@ -1,7 +1,8 @@
 // Worker-id leases for other generators (sonyflake, bwmarrin/snowflake).
 //
 // `client.leaseWorker(group)` leases the lowest free worker id of a group;
-// `renewWorker` and `releaseWorker` take its token. A `WorkerLease`
+// `renewWorker` and `releaseWorker` take its token; `listWorkers` shows the
+// group's worker ids (held or free, never a token). A `WorkerLease`
 // (`await client.workerLease(group)`) holds one: it renews every third of the
 // TTL and tells its owner when the lease is lost (a renewal refused, or no
 // renewal succeeded before the lease expired): the `lost` property, the
@@ -28,6 +29,23 @@ export interface WorkerLeaseInfo {
   ttlMs: number;
   /** The token that renews and releases the lease. */
   token: string;
+}
+
+/** One worker id of a group, as `Client.listWorkers` lists it (no token). */
+export interface WorkerInfo {
+  worker: number;
+  /** A live lease holds it (by the store's clock): a lease of the group passes it over. */
+  held: boolean;
+  /** While held: HOST/PID of a keysmith id generator, or lease/HOST/PID of the server that leased it. */
+  holder: string | null;
+  /** The fence of its last acquisition. */
+  fence: number;
+  /** Its time floor (ms since 1970): ids made with it lie below; the next holder starts at or above it. */
+  untilMs: number;
+  /** While held: when the lease expires unless renewed (the server's clock). */
+  expiresMs: number | null;
+  /** While held: the time the lease has left by the store's clock, ms. */
+  expiresInMs: number | null;
 }
 
 /** Options of `Client.workerLease`. */
@@ -98,6 +116,32 @@ export async function renewWorker(
 export async function releaseWorker(call: Caller, group: string, token: string): Promise<boolean> {
   const j = await call("POST", `/v1/workers/${seg(group)}/lease/${seg(token)}/release`);
   return j !== null && typeof j === "object" && !Array.isArray(j) && j.released === true;
+}
+
+const optNum = (o: { [k: string]: Json }, k: string): number | null => (o[k] === null ? null : num(o, k));
+
+function workerInfo(j: Json): WorkerInfo {
+  if (j === null || typeof j !== "object" || Array.isArray(j)) {
+    throw new KeysmithError("bad_response", "a worker id in the server's list is not a JSON object", 0);
+  }
+  return {
+    worker: num(j, "worker"),
+    held: j.held === true,
+    holder: j.holder === null || j.holder === undefined ? null : String(j.holder),
+    fence: num(j, "fence"),
+    untilMs: num(j, "until_ms"),
+    expiresMs: optNum(j, "expires_ms"),
+    expiresInMs: optNum(j, "expires_in_ms"),
+  };
+}
+
+export async function listWorkers(call: Caller, group: string): Promise<WorkerInfo[]> {
+  const j = await call("GET", `/v1/workers/${seg(group)}`);
+  const ws = j !== null && typeof j === "object" && !Array.isArray(j) ? j.workers : undefined;
+  if (!Array.isArray(ws)) {
+    throw new KeysmithError("bad_response", "the server's list of worker ids has no workers array", 0);
+  }
+  return ws.map(workerInfo);
 }
 
 /** What `WorkerLease` needs of a client. */

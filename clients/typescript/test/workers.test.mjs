@@ -59,6 +59,33 @@ describe("worker leases", () => {
     await assert.rejects(client.leaseWorker(g, { max: 0 }), fails("bad_request", 400));
   });
 
+  test("listWorkers: held and free worker ids, no tokens", async () => {
+    const g = group();
+    assert.deepEqual(await client.listWorkers(g), []);
+    const a = await client.leaseWorker(g, { ttlMs: 60_000, max: 4 });
+    const b = await client.leaseWorker(g, { ttlMs: 60_000, max: 4 });
+    assert.equal(await client.releaseWorker(g, a.token), true);
+    const listed = await client.listWorkers(g);
+    assert.deepEqual(listed.map((w) => w.worker), [0, 1]);
+    const [free, held] = listed;
+    assert.deepEqual(free, {
+      worker: 0,
+      held: false,
+      holder: null,
+      fence: a.fence,
+      untilMs: a.untilMs,
+      expiresMs: null,
+      expiresInMs: null,
+    });
+    assert.deepEqual([held.held, held.fence, held.untilMs], [true, b.fence, b.untilMs]);
+    assert.ok(held.holder.startsWith("lease/"), held.holder);
+    assert.ok(held.expiresInMs > 0 && held.expiresInMs <= 60_000, String(held.expiresInMs));
+    assert.equal(typeof held.expiresMs, "number");
+    const text = JSON.stringify(listed);
+    assert.ok(!text.includes(a.token) && !text.includes(b.token), text);
+    await assert.rejects(client.listWorkers("a b"), fails("invalid_name", 400));
+  });
+
   test("WorkerLeases renew in the background and never share a worker id", async () => {
     const g = group();
     const leases = await Promise.all(Array.from({ length: 6 }, () => client.workerLease(g, { ttlMs: 1500, max: 8 })));

@@ -320,6 +320,104 @@ fn cli_leases_renews_and_releases() {
     }
 }
 
+/// `keysmith workers list`: a group's worker ids, held or free, in both
+/// forms, never a token; an unknown group is empty; bad input fails.
+#[test]
+fn cli_lists_a_groups_worker_ids() {
+    let db = Db::new();
+    let lease = || -> Value {
+        serde_json::from_str(&db.ok(&["--json", "workers", "lease", "g/1", "--max", "4"])).unwrap()
+    };
+    let (a, b) = (lease(), lease());
+    let out = db.ok(&[
+        "--json",
+        "workers",
+        "release",
+        "g/1",
+        a["lease"].as_str().unwrap(),
+    ]);
+    assert!(out.contains("\"released\":true"), "{out}");
+
+    let before = keysmith::ids::wall_ms();
+    let json = db.ok(&["--json", "workers", "list", "g/1"]);
+    let after = keysmith::ids::wall_ms();
+    let tokens = [a["lease"].as_str().unwrap(), b["lease"].as_str().unwrap()];
+    assert!(tokens.iter().all(|t| !json.contains(t)), "{json}");
+    let l: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(l["group"], "g/1");
+    let w = l["workers"].as_array().unwrap();
+    assert_eq!(w.len(), 2, "{l}");
+    // Released: free, with its fence and floor.
+    assert_eq!(w[0]["worker"], 0);
+    assert_eq!(w[0]["held"], false);
+    assert_eq!(w[0]["fence"], a["fence"]);
+    assert_eq!(w[0]["until_ms"], a["until_ms"]);
+    for k in ["holder", "expires_ms", "expires_in_ms"] {
+        assert!(w[0][k].is_null(), "{k} of a free worker id: {l}");
+    }
+    // Held: by the command that leased it, until about when its lease said.
+    assert_eq!(w[1]["worker"], 1);
+    assert_eq!(w[1]["held"], true);
+    assert_eq!(w[1]["fence"], b["fence"]);
+    assert_eq!(w[1]["until_ms"], b["until_ms"]);
+    assert!(
+        w[1]["holder"].as_str().unwrap().starts_with("lease/"),
+        "{l}"
+    );
+    let left = w[1]["expires_in_ms"].as_i64().unwrap();
+    assert!(0 < left && left <= 10_000, "{l}");
+    // expires_ms: the command's clock while it ran, plus the time left.
+    let read_at = w[1]["expires_ms"].as_i64().unwrap() - left;
+    assert!(before <= read_at && read_at <= after, "{l}");
+
+    let text = db.ok(&["workers", "list", "g/1"]);
+    assert!(tokens.iter().all(|t| !text.contains(t)), "{text}");
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "worker",
+            "held",
+            "fence",
+            "until_ms",
+            "expires_ms",
+            "expires_in_ms",
+            "holder"
+        ]
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    let fence = |v: &Value| v["fence"].to_string();
+    let until = |v: &Value| v["until_ms"].to_string();
+    assert_eq!(
+        lines[1],
+        ["0", "no", &fence(&a), &until(&a), "-", "-", "-"],
+        "{text}"
+    );
+    assert_eq!(
+        lines[2][..4],
+        ["1", "yes", &fence(&b), &until(&b)],
+        "{text}"
+    );
+
+    // An unknown group: empty, not an error.
+    let l: Value = serde_json::from_str(&db.ok(&["--json", "workers", "list", "none"])).unwrap();
+    assert_eq!(l, serde_json::json!({"group": "none", "workers": []}));
+    let text = db.ok(&["workers", "list", "none"]);
+    assert!(text.contains("no worker id of group \"none\""), "{text}");
+
+    // Bad input.
+    let (code, err) = db.fails(&["workers", "list", "a b"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("invalid name"), "{err}");
+    let (code, _) = db.fails(&["workers", "list"]);
+    assert_eq!(code, 2, "a missing group is a usage error");
+    let (code, _) = db.fails(&["workers", "list", "g", "extra"]);
+    assert_eq!(code, 2);
+}
+
 /// `keysmith ids bounds` and `GET /v1/ids/bounds` agree, and the ids of a
 /// server made in a window lie within its bounds and decode into it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

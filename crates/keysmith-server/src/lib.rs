@@ -28,6 +28,7 @@
 //! | `GET /v1/ids/bounds?from=T&to=T` | the smallest and largest id of a time window (RFC 3339 or ms): `{"from_ms", "to_ms", "from", "to", "min_id", "max_id"}` |
 //! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held |
 //! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `POST /v1/workers/{group}/lease/{token}/release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
+//! | `GET /v1/workers/{group}` | the group's worker ids, held or free: `{"group", "workers": [{"worker", "held", "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"}]}` (no tokens; an unknown group is empty) |
 //! | `POST /v1/shard-keys/encode`, `POST /v1/shard-keys/decode` | external strings signed with the server's secret |
 //! | `GET /healthz` | checks the store; the only route that needs no token |
 //! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /`, `GET /v1/status` | no-op, Prometheus, the API, the status page and its JSON |
@@ -577,6 +578,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ids/next", post(routes::ids::next))
         .route("/v1/ids/bounds", get(routes::ids::bounds))
         .route("/v1/ids/{id}", get(routes::ids::decode))
+        .route("/v1/workers/{group}", get(routes::workers::list))
         .route("/v1/workers/{group}/lease", post(routes::workers::lease))
         .route(
             "/v1/workers/{group}/lease/{token}/renew",

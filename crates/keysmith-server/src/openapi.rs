@@ -182,6 +182,18 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "expires_ms": {"type": "integer", "format": "int64", "description": "The lease expires then unless renewed; a renewal after it is a 409."},
                     "ttl_ms": {"type": "integer"},
                     "lease": {"type": "string", "description": "The signed token that renews and releases the lease; a renewal returns a new one."}}},
+                "WorkerList": {"type": "object", "required": ["group", "workers"], "properties": {
+                    "group": {"type": "string"},
+                    "workers": {"type": "array", "description": "Every worker id of the group ever leased, ordered by worker id, held or not; \
+                        empty for a group no one leased from. No lease tokens.",
+                        "items": {"type": "object", "required": ["worker", "held", "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"], "properties": {
+                        "worker": {"type": "integer", "minimum": 0},
+                        "held": {"type": "boolean", "description": "A live lease holds it, by the store's clock: a lease of the group passes it over."},
+                        "holder": {"type": ["string", "null"], "description": "While held: HOST/PID of a keysmith id generator, or lease/HOST/PID of the server or command that leased it."},
+                        "fence": {"type": "integer", "description": "The fence of its last acquisition."},
+                        "until_ms": {"type": "integer", "format": "int64", "description": "Its time floor (ms since 1970): ids made with it lie below; the next holder starts at or above it."},
+                        "expires_ms": {"type": ["integer", "null"], "format": "int64", "description": "While held: when the lease expires unless renewed (this server's clock)."},
+                        "expires_in_ms": {"type": ["integer", "null"], "minimum": 0, "description": "While held: the time the lease has left by the store's clock (etcd: whole seconds)."}}}}}},
                 "WorkerReleased": {"type": "object", "required": ["released"], "properties": {
                     "released": {"type": "boolean", "description": "false: the lease was lost already (another holder leased the worker id)."}}},
                 "DecodedId": {"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
@@ -402,6 +414,11 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         {"name": "to", "in": "query", "required": true, "description": "The window's end (included): RFC 3339 or ms since 1970, at or after from.",
                          "schema": {"type": "string", "pattern": "^(-?[0-9]{1,19}|[0-9]{4}-[0-9]{2}-[0-9]{2}T.+)$"}}],
                     "responses": responses(vec![("200", ok("The bounds.", "IdBounds")), ("400", err("A missing or bad time, or a window with no id of the layout."))])}
+            },
+            "/v1/workers/{group}": {
+                "parameters": [group.clone()],
+                "get": {"summary": "List a group's worker ids: held or free, by whom, until when, fence and time floor",
+                    "responses": responses(vec![("200", ok("The group's worker ids (never a lease token).", "WorkerList"))])}
             },
             "/v1/workers/{group}/lease": {
                 "parameters": [group.clone()],

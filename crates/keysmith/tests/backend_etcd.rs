@@ -482,3 +482,57 @@ async fn a_lapsed_worker_lease_no_one_took_is_renewed_under_its_fence() {
     let e = store.acquire_worker(&claim).await.unwrap_err();
     assert!(matches!(e, Error::IdsUnavailable(_)), "{e}");
 }
+
+/// A floor written before holders were recorded (no `holder`, no
+/// `generation`) still lists: held while its `lease` key lives, with no
+/// holder, its fence and floor; a renewal keeps it so.
+#[tokio::test]
+async fn a_floor_from_before_holders_were_recorded_lists_without_a_holder() {
+    use keysmith::store::{WorkerClaim, WorkerStore};
+    use std::time::Duration;
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    let claim = WorkerClaim {
+        group: "g".into(),
+        max_workers: 4,
+        holder: "t".into(),
+        ttl: Duration::from_secs(60),
+        now_ms: 1_000,
+        window_ms: 100,
+    };
+    let a = store.acquire_worker(&claim).await.unwrap();
+    let listed = store.list_workers("g").await.unwrap();
+    assert_eq!(listed[0].holder.as_deref(), Some("t"), "{listed:?}");
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    let floor = format!("{prefix}/workers/g/{:020}/floor", 0);
+    raw.put(
+        floor,
+        format!(r#"{{"fence":{},"until_ms":1100}}"#, a.fence),
+        None,
+    )
+    .await
+    .unwrap();
+    let listed = store.list_workers("g").await.unwrap();
+    let e = &listed[0];
+    assert_eq!(
+        (e.worker, e.fence, e.until_ms, e.holder.as_deref()),
+        (0, a.fence, 1_100, None)
+    );
+    let left = e.expires_in_ms.unwrap();
+    assert!((0..=60_000).contains(&left), "{e:?}");
+    let until = store
+        .renew_worker("g", 0, a.fence, Duration::from_secs(60), 2_000, 100)
+        .await
+        .unwrap();
+    assert_eq!(until, Some(2_100));
+    let e = &store.list_workers("g").await.unwrap()[0];
+    assert_eq!((e.until_ms, e.holder.as_deref()), (2_100, None));
+    assert!(e.expires_in_ms.is_some(), "{e:?}");
+}

@@ -40,7 +40,7 @@ from ._models import (
     Ticket,
 )
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Client, Sequence
-from ._workers import WorkerLease, WorkerLeaseInfo
+from ._workers import WorkerInfo, WorkerLease, WorkerLeaseInfo
 
 __version__ = "0.1.0"
 
@@ -76,6 +76,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "WrongKind",
+    "WorkerInfo",
     "WorkerLease",
     "WorkerLeaseInfo",
 ]

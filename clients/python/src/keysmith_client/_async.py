@@ -28,7 +28,7 @@ from ._models import (
     ShardKeyView,
     Ticket,
 )
-from ._workers import WorkerLeaseInfo
+from ._workers import WorkerInfo, WorkerLeaseInfo
 from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _log, _urls
 
 T = TypeVar("T")
@@ -225,6 +225,10 @@ class AsyncClient:
     async def release_worker(self, group: str, token: str) -> bool:
         """As :meth:`Client.release_worker`."""
         return await self._call(_workers.release_req(group, token))
+
+    async def list_workers(self, group: str) -> List[WorkerInfo]:
+        """As :meth:`Client.list_workers`."""
+        return await self._call(_workers.list_req(group))
 
     async def close(self) -> None:
         """Closes every AsyncSequence of this client (handing tails back), then the connections."""

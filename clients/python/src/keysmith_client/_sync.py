@@ -29,7 +29,7 @@ from ._models import (
     ShardKeyView,
     Ticket,
 )
-from ._workers import WorkerLease, WorkerLeaseInfo
+from ._workers import WorkerInfo, WorkerLease, WorkerLeaseInfo
 
 T = TypeVar("T")
 _log = logging.getLogger("keysmith_client")
@@ -265,6 +265,12 @@ class Client:
     def release_worker(self, group: str, token: str) -> bool:
         """Releases a worker lease; ``False`` when it was lost already."""
         return self._call(_workers.release_req(group, token))
+
+    def list_workers(self, group: str) -> List[WorkerInfo]:
+        """The worker ids of ``group`` ever leased, by worker id: held or free,
+        by whom, until when, fence and time floor (never a token). An unknown
+        group is an empty list."""
+        return self._call(_workers.list_req(group))
 
     def worker_lease(
         self,

@@ -1,7 +1,8 @@
 """Worker-id leases for other generators (sonyflake, bwmarrin/snowflake).
 
 ``client.lease_worker(group)`` leases the lowest free worker id of a group;
-``renew_worker`` and ``release_worker`` take its token. :class:`WorkerLease`
+``renew_worker`` and ``release_worker`` take its token; ``list_workers``
+shows the group's worker ids (held or free, never a token). :class:`WorkerLease`
 (``client.worker_lease(group)``) holds one: it renews in a background thread
 every third of the TTL and tells its owner when the lease is lost (a
 renewal refused, or no renewal succeeded before the lease expired): the
@@ -17,12 +18,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ._api import Req
 from ._errors import Conflict, KeysmithError
 from ._failover import seg
-from ._models import Json, _int
+from ._models import Json, _int, _opt_int
 
 if TYPE_CHECKING:
     from ._sync import Client
@@ -64,6 +65,40 @@ class WorkerLeaseInfo:
         )
 
 
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker id of a group, as :meth:`Client.list_workers` lists it (no token).
+
+    ``held``: a live lease holds it (by the store's clock). ``holder``,
+    ``expires_ms`` (the server's clock) and ``expires_in_ms`` (the time left
+    by the store's clock) are ``None`` unless held. ``until_ms`` is its time
+    floor: ids made with it lie below, the next holder starts at or above.
+    """
+
+    worker: int
+    held: bool
+    holder: Optional[str]
+    fence: int
+    until_ms: int
+    expires_ms: Optional[int]
+    expires_in_ms: Optional[int]
+    raw: Json
+
+    @classmethod
+    def from_json(cls, j: Json) -> WorkerInfo:
+        holder = j["holder"]
+        return cls(
+            _int(j["worker"]),
+            bool(j["held"]),
+            None if holder is None else str(holder),
+            _int(j["fence"]),
+            _int(j["until_ms"]),
+            _opt_int(j["expires_ms"]),
+            _opt_int(j["expires_in_ms"]),
+            dict(j),
+        )
+
+
 def _check_int(what: str, v: Optional[int]) -> None:
     if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
         raise TypeError(f"{what} must be an int, got {v!r}")
@@ -94,6 +129,14 @@ def _released(j: Any) -> bool:
 
 def release_req(group: str, token: str) -> Req[bool]:
     return Req("POST", f"/v1/workers/{seg(group)}/lease/{seg(token)}/release", _released)
+
+
+def _workers(j: Any) -> List[WorkerInfo]:
+    return [WorkerInfo.from_json(w) for w in j["workers"]]
+
+
+def list_req(group: str) -> Req[List[WorkerInfo]]:
+    return Req("GET", f"/v1/workers/{seg(group)}", _workers)
 
 
 def _now_ms() -> int:

@@ -1,6 +1,8 @@
-//! `workers lease|renew|release GROUP`: worker-id leases for generators
-//! other than keysmith's own. The library does the work
-//! ([`keysmith::ids::WorkerLeases`]); this parses and prints.
+//! `workers lease|renew|release|list GROUP`: worker-id leases for
+//! generators other than keysmith's own, and what a group's worker ids look
+//! like in the store. The library does the work
+//! ([`keysmith::ids::WorkerLeases`], [`keysmith::ids::list_workers`]); this
+//! parses and prints.
 //!
 //! Tokens are signed with `KEYSMITH_LEASE_SECRET` when it is set (then a
 //! token of the CLI opens at a server with the same secret, and the other
@@ -9,7 +11,7 @@
 
 use std::time::Duration;
 
-use keysmith::ids::{DEFAULT_GROUP_SIZE, HeldWorker, WorkerLeases};
+use keysmith::ids::{DEFAULT_GROUP_SIZE, HeldWorker, WorkerLeases, WorkerList};
 use keysmith::sequence::lease::LeaseKey;
 
 use crate::Global;
@@ -44,6 +46,12 @@ pub enum WorkersCommand {
         group: String,
         /// The token the last lease or renewal printed.
         token: String,
+    },
+    /// Lists the worker ids of GROUP: held or free, by whom, until when,
+    /// fence and time floor (never a lease token).
+    List {
+        /// The group.
+        group: String,
     },
 }
 
@@ -82,12 +90,42 @@ fn print(h: &HeldWorker, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn print_list(l: &WorkerList, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(l)?);
+        return Ok(());
+    }
+    if l.workers.is_empty() {
+        println!("no worker id of group {:?} was ever leased", l.group);
+        return Ok(());
+    }
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    println!(
+        "{:<8} {:<5} {:<6} {:<15} {:<15} {:<13} holder",
+        "worker", "held", "fence", "until_ms", "expires_ms", "expires_in_ms"
+    );
+    for w in &l.workers {
+        println!(
+            "{:<8} {:<5} {:<6} {:<15} {:<15} {:<13} {}",
+            w.worker,
+            if w.held { "yes" } else { "no" },
+            w.fence,
+            w.until_ms,
+            or_dash(w.expires_ms.map(|v| v.to_string())),
+            or_dash(w.expires_in_ms.map(|v| v.to_string())),
+            or_dash(w.holder.clone()),
+        );
+    }
+    Ok(())
+}
+
 /// Runs a workers command.
 pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
-    // Check the input before touching the store.
-    let key = key()?;
+    // Check the input (and the lease key, but a listing signs nothing)
+    // before touching the store.
     match cmd {
         WorkersCommand::Lease { group, ttl_ms, max } => {
+            let key = key()?;
             let ttl = ttl(ttl_ms)?;
             keysmith::validate_name(&group)?;
             let most = keysmith::store::MAX_WORKERS;
@@ -102,12 +140,14 @@ pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
             token,
             ttl_ms,
         } => {
+            let key = key()?;
             let ttl = ttl_ms.map(ttl).transpose()?;
             keysmith::validate_name(&group)?;
             let leases = WorkerLeases::new(global.open().await?, key);
             print(&leases.renew(&group, &token, ttl).await?, global.json)
         }
         WorkersCommand::Release { group, token } => {
+            let key = key()?;
             keysmith::validate_name(&group)?;
             let leases = WorkerLeases::new(global.open().await?, key);
             let released = leases.release(&group, &token).await?;
@@ -121,6 +161,14 @@ pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
                 );
             }
             Ok(())
+        }
+        WorkersCommand::List { group } => {
+            keysmith::validate_name(&group)?;
+            let store = global.open().await?;
+            print_list(
+                &keysmith::ids::list_workers(&*store, &group).await?,
+                global.json,
+            )
         }
     }
 }

@@ -1,16 +1,17 @@
 //! `/v1/workers/{group}/lease...`: worker-id leases for generators other
-//! than keysmith's own (sonyflake, bwmarrin/snowflake). The library does the
-//! work ([`keysmith::ids::WorkerLeases`]); tokens are signed with the
-//! server's lease key (`KEYSMITH_LEASE_SECRET`, shared by the servers of one
-//! store). There is no list route: the store contract has no listing of
-//! worker leases.
+//! than keysmith's own (sonyflake, bwmarrin/snowflake), and `GET
+//! /v1/workers/{group}`, the group's worker ids as the store holds them. The
+//! library does the work ([`keysmith::ids::WorkerLeases`],
+//! [`keysmith::ids::list_workers`]); tokens are signed with the server's
+//! lease key (`KEYSMITH_LEASE_SECRET`, shared by the servers of one store),
+//! and a listing shows none.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
-use keysmith::ids::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases};
+use keysmith::ids::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases, WorkerList};
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -119,4 +120,16 @@ pub(crate) async fn release(
 ) -> ApiResult<Json<Released>> {
     let released = leases(&state).release(&group, &token).await?;
     Ok(Json(Released { released }))
+}
+
+/// `GET /v1/workers/{group}` -> `{"group", "workers": [{"worker", "held",
+/// "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"}]}`, ordered
+/// by worker id; a group no one leased from is an empty list, not a 404
+/// (groups are not created: a lease of any group succeeds).
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Name(group): Name,
+) -> ApiResult<Json<WorkerList>> {
+    let store = &*state.shared().store;
+    Ok(Json(keysmith::ids::list_workers(store, &group).await?))
 }

@@ -1,4 +1,5 @@
-//! Worker-id leases as a service: [`WorkerLeases`].
+//! Worker-id leases as a service: [`WorkerLeases`], and what a group's
+//! worker ids look like in the store: [`list_workers`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -278,6 +279,80 @@ impl WorkerLeases {
     }
 }
 
+/// One worker id of a group, as [`list_workers`] found it in the store. No
+/// lease token: the store keeps none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedWorker {
+    /// The worker id.
+    pub worker: i64,
+    /// Whether a live lease holds it (by the store's clock, as an
+    /// acquisition decides it): a lease of the group would pass it over.
+    pub held: bool,
+    /// Who holds it, while held: `HOST/PID` of a keysmith id generator, or
+    /// `lease/HOST/PID` of the keysmith server or command that leased it for
+    /// another generator. `null` when not held (or not recorded).
+    pub holder: Option<String>,
+    /// The fence of its last acquisition; a renewal or release quoting an
+    /// older one is refused.
+    pub fence: i64,
+    /// Its time floor (ms since the Unix epoch): every id made with the
+    /// worker id lies below it, and its next holder starts at or above it.
+    /// Kept when the worker id is released or its lease expires.
+    pub until_ms: i64,
+    /// While held: when the lease expires unless renewed (ms since the Unix
+    /// epoch): this process's clock before the store was asked, plus
+    /// `expires_in_ms`.
+    pub expires_ms: Option<i64>,
+    /// While held: how long the lease has left by the store's clock, ms
+    /// (etcd: whole seconds, rounded down).
+    pub expires_in_ms: Option<i64>,
+}
+
+/// The worker ids of a group: what [`list_workers`] returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerList {
+    /// The group.
+    pub group: String,
+    /// Every worker id of the group ever acquired, ordered by worker id,
+    /// held or not (a free one keeps its fence and time floor).
+    pub workers: Vec<ListedWorker>,
+}
+
+/// Lists the worker ids of `group` as the store holds them: which are held,
+/// by whom, until when, with what fence, and each one's time floor
+/// ([`crate::store::WorkerStore::list_workers`]). Tokens are not in it.
+/// Reads only.
+///
+/// A group no one ever leased a worker id of gives an empty list, not
+/// [`Error::NotFound`]: groups are not created, a lease of any valid group
+/// name succeeds, so a group exists only by its worker ids. Worker ids
+/// leased by keysmith's own id generators (group `ids` by default) are
+/// listed too.
+///
+/// # Errors
+/// [`Error::InvalidName`] for a bad group name (as [`WorkerLeases::lease`]
+/// checks it); what the store fails with.
+pub async fn list_workers(store: &dyn Store, group: &str) -> Result<WorkerList> {
+    crate::validate_name(group)?;
+    let now = wall_ms();
+    let entries = store.list_workers(group).await?;
+    Ok(WorkerList {
+        group: group.to_owned(),
+        workers: entries
+            .into_iter()
+            .map(|e| ListedWorker {
+                worker: e.worker,
+                held: e.expires_in_ms.is_some(),
+                holder: e.holder,
+                fence: e.fence,
+                until_ms: e.until_ms,
+                expires_ms: e.expires_in_ms.map(|left| now.saturating_add(left)),
+                expires_in_ms: e.expires_in_ms,
+            })
+            .collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +391,49 @@ mod tests {
             "{e}"
         );
         assert!(!l.release("g", &a2.lease).await.unwrap(), "lost already");
+    }
+
+    #[tokio::test]
+    async fn a_list_shows_holders_fences_and_floors_but_no_token() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let l = WorkerLeases::new(store.clone(), LeaseKey::random());
+        let empty = list_workers(&*store, "g").await.unwrap();
+        assert_eq!((empty.group.as_str(), empty.workers.len()), ("g", 0));
+        let ttl = Duration::from_secs(60);
+        let before = wall_ms();
+        let a = l.lease("g", ttl, 4).await.unwrap();
+        let b = l.lease("g", ttl, 4).await.unwrap();
+        assert!(l.release("g", &a.lease).await.unwrap());
+        let list = list_workers(&*store, "g").await.unwrap();
+        let after = wall_ms();
+        let [free, held] = list.workers.as_slice() else {
+            panic!("{list:?}");
+        };
+        assert_eq!(
+            (
+                free.worker,
+                free.held,
+                &free.holder,
+                free.fence,
+                free.until_ms
+            ),
+            (0, false, &None, a.fence, a.until_ms)
+        );
+        assert_eq!((free.expires_ms, free.expires_in_ms), (None, None));
+        assert_eq!((held.worker, held.held, held.fence), (1, true, b.fence));
+        assert_eq!(held.until_ms, b.until_ms);
+        assert!(held.holder.as_deref().unwrap().starts_with("lease/"));
+        let left = held.expires_in_ms.unwrap();
+        assert!(0 < left && left <= 60_000, "{held:?}");
+        let at = held.expires_ms.unwrap();
+        assert!(before + left <= at && at <= after + left, "{held:?}");
+        let json = serde_json::to_string(&list).unwrap();
+        assert!(
+            !json.contains(&b.lease) && !json.contains(&a.lease),
+            "{json}"
+        );
+        let e = list_workers(&*store, "a b").await.unwrap_err();
+        assert!(matches!(e, Error::InvalidName { .. }), "{e}");
     }
 
     #[tokio::test]

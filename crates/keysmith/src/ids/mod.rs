@@ -60,7 +60,10 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use layout::{
     DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, MIN_LIFETIME_YEARS, parse_time_ms,
 };
-pub use leases::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases};
+pub use leases::{
+    DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, ListedWorker, WorkerLeases, WorkerList,
+    list_workers,
+};
 
 /// The system clock's wall time, ms since the Unix epoch.
 pub fn wall_ms() -> i64 {

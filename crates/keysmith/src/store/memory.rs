@@ -56,6 +56,8 @@ struct State {
 #[derive(Debug, Clone)]
 struct WorkerSlot {
     fence: i64,
+    /// Who acquired it last.
+    holder: String,
     until_ms: i64,
     /// System-clock ms at which the lease expires; 0 when released.
     expires_ms: i64,
@@ -394,7 +396,7 @@ impl WorkerStore for MemoryStore {
             let live: Vec<i64> = s
                 .workers
                 .range((claim.group.clone(), 0)..(claim.group.clone(), claim.max_workers))
-                .filter(|(_, w)| w.expires_ms > now)
+                .filter(|(_, w)| super::worker_live(w.expires_ms, now))
                 .map(|((_, w), _)| *w)
                 .collect();
             let worker = lowest_free(&live, claim.max_workers)
@@ -404,6 +406,7 @@ impl WorkerStore for MemoryStore {
                 .entry((claim.group.clone(), worker))
                 .or_insert(WorkerSlot {
                     fence: 0,
+                    holder: String::new(),
                     until_ms: 0,
                     expires_ms: 0,
                     generation: None,
@@ -416,6 +419,7 @@ impl WorkerStore for MemoryStore {
             );
             slot.generation = Some(generation);
             slot.fence += 1;
+            slot.holder.clone_from(&claim.holder);
             slot.until_ms = start_ms + claim.window_ms;
             slot.expires_ms = now + ttl_ms(claim.ttl);
             Ok(WorkerLease {
@@ -497,6 +501,25 @@ impl WorkerStore for MemoryStore {
                         before,
                         after: slot.until_ms,
                     }
+                })
+                .collect())
+        })
+    }
+
+    async fn list_workers(&self, group: &str) -> Result<Vec<super::WorkerEntry>> {
+        self.with(|s| {
+            let now = crate::clock::now_ms();
+            Ok(s.workers
+                .range((group.to_owned(), 0)..=(group.to_owned(), i64::MAX))
+                .map(|((_, worker), slot)| {
+                    super::worker_entry(
+                        *worker,
+                        slot.fence,
+                        slot.until_ms,
+                        slot.holder.clone(),
+                        slot.expires_ms,
+                        now,
+                    )
                 })
                 .collect())
         })

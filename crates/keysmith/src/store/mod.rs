@@ -67,11 +67,12 @@ pub use sequences::{
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip,
 };
 pub use workers::{
-    MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerFloorMove,
-    WorkerLease, WorkerStore,
+    MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerEntry,
+    WorkerFloorMove, WorkerLease, WorkerStore,
 };
 pub(crate) use workers::{
-    acquisition_start, all_taken, check_times, lowest_free, same_worker_generation,
+    acquisition_start, all_taken, check_times, lowest_free, same_worker_generation, worker_entry,
+    worker_live,
 };
 
 /// The largest value a sequence may hand out: `i64::MAX - 1`, so that the next

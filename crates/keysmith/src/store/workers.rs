@@ -199,6 +199,79 @@ pub trait WorkerStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::Unavailable`] when the store does not answer.
     async fn fence_workers(&self, skip_ms: i64) -> Result<Vec<WorkerFloorMove>>;
+
+    /// Every worker id of `group` the store has a row for (every one ever
+    /// acquired), ordered by worker id: its fence, its time floor, and,
+    /// while a live lease holds it, its holder and how long the lease has
+    /// left. A worker id is live exactly when an acquisition at the same
+    /// moment would pass it over (the same rule, by the store's clock). A
+    /// group no one ever acquired a worker id of is an empty list: groups
+    /// are not created, they exist by their worker ids. Reads only; one
+    /// consistent read of the group (etcd: plus one call per live lease for
+    /// its time left).
+    ///
+    /// The group name has been checked ([`crate::validate_name`]).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer;
+    /// [`Error::Corrupt`] when a row is not a worker lease keysmith wrote.
+    async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>>;
+}
+
+/// One worker id of a group as the store holds it: what
+/// [`WorkerStore::list_workers`] returns. No lease token is kept in the
+/// store, so none is here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerEntry {
+    /// The worker id.
+    pub worker: i64,
+    /// The fence of its last acquisition (bumped by every acquisition).
+    pub fence: i64,
+    /// Its time floor (ms since the Unix epoch): every id issued under the
+    /// worker id lies below it, and the next holder starts at or above it.
+    /// It outlives holders: a worker id no one holds still has one.
+    pub until_ms: i64,
+    /// While a live lease holds the worker id (live as an acquisition
+    /// decides it, by the store's clock): how long the lease has left, in
+    /// ms by the store's clock, at least 0 (etcd: whole seconds, rounded
+    /// down). `None`: no live lease (expired or released); an acquisition
+    /// may take the worker id.
+    pub expires_in_ms: Option<i64>,
+    /// Who holds it ([`WorkerClaim::holder`]) while a live lease does;
+    /// `None` when none does, or when the store did not record it (etcd
+    /// leases made before holders were recorded).
+    pub holder: Option<String>,
+}
+
+/// The entry of a worker row whose lease expires at `expires_ms` when the
+/// store's clock reads `now_ms` (both ms, by that clock): held while
+/// [`worker_live`]. For the backends that keep the expiry as a number and
+/// read the clock beside it (memory, SQLite, MySQL); PostgreSQL says the
+/// same in its statement, etcd's leases expire by themselves.
+pub(crate) fn worker_entry(
+    worker: i64,
+    fence: i64,
+    until_ms: i64,
+    holder: String,
+    expires_ms: i64,
+    now_ms: i64,
+) -> WorkerEntry {
+    let live = worker_live(expires_ms, now_ms);
+    WorkerEntry {
+        worker,
+        fence,
+        until_ms,
+        expires_in_ms: live.then(|| expires_ms.saturating_sub(now_ms)),
+        holder: live.then_some(holder),
+    }
+}
+
+/// Whether a lease expiring at `expires_ms` is live when the store's clock
+/// reads `now_ms`: what memory's and MySQL's acquisitions pass over and
+/// what listings call held. SQLite's and PostgreSQL's acquisitions say the
+/// same in SQL (`expires > now`).
+pub(crate) fn worker_live(expires_ms: i64, now_ms: i64) -> bool {
+    expires_ms > now_ms
 }
 
 /// One worker id's floor moved by [`WorkerStore::fence_workers`].

@@ -119,6 +119,9 @@ macro_rules! pass_through {
             async fn fence_workers(&self, skip_ms: i64) -> keysmith::Result<Vec<keysmith::store::WorkerFloorMove>> {
                 self.inner.fence_workers(skip_ms).await
             }
+            async fn list_workers(&self, group: &str) -> keysmith::Result<Vec<keysmith::store::WorkerEntry>> {
+                self.inner.list_workers(group).await
+            }
         }
         };
     };

@@ -97,6 +97,7 @@ macro_rules! conformance_tests {
             workers::a_stale_fence_is_refused,
             workers::an_expired_lease_is_recycled,
             workers::racing_acquirers_never_share_a_worker_id,
+            workers::a_group_lists_its_worker_ids,
             numbers::numbering_is_kept_with_the_sequence,
             numbers::fence_numbers_moves_the_current_counter,
             numbers::tickets_take_the_lowest_free_number,

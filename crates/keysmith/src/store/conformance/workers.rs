@@ -266,3 +266,115 @@ pub async fn fence_workers_moves_every_floor(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(renewed, Some(11_500));
 }
+
+/// A group's listing: every worker id ever acquired, ordered by id, with its
+/// fence and floor; the holder and the time left only while a live lease
+/// holds it. A released worker id and one whose lease expired (awaited by
+/// listing again) are listed free, keep their floors, and are the ones the
+/// next acquisitions take; other groups and unknown ones stay apart.
+pub async fn a_group_lists_its_worker_ids(store: Arc<dyn Store>) {
+    // A group's name may hold a `/`; "ls" is another group.
+    let group = "ls/a";
+    assert!(store.list_workers(group).await.unwrap().is_empty());
+    let held = |holder: &str, ttl: Duration| WorkerClaim {
+        holder: holder.into(),
+        ttl,
+        ..claim(group, 8, 1_000, 500)
+    };
+    let long = Duration::from_secs(60);
+    let a = store.acquire_worker(&held("a", long)).await.unwrap();
+    let b = store
+        .acquire_worker(&held("b", Duration::from_millis(200)))
+        .await
+        .unwrap();
+    let c = store.acquire_worker(&held("c", long)).await.unwrap();
+    assert_eq!((a.worker, b.worker, c.worker), (0, 1, 2));
+    store
+        .acquire_worker(&claim("ls", 8, 1_000, 500))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .release_worker(group, 0, a.fence, 1_200)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .renew_worker(group, 2, c.fence, long, 5_000, 500)
+            .await
+            .unwrap(),
+        Some(5_500)
+    );
+
+    // Await b's expiry by the store's clock: listed held until then.
+    let give_up = Instant::now() + Duration::from_secs(60);
+    let list = loop {
+        let list = store.list_workers(group).await.unwrap();
+        assert_eq!(
+            list.iter().map(|e| e.worker).collect::<Vec<_>>(),
+            [0, 1, 2],
+            "{list:?}"
+        );
+        let b_now = &list[1];
+        assert_eq!((b_now.fence, b_now.until_ms), (b.fence, b.until_ms));
+        match (&b_now.holder, b_now.expires_in_ms) {
+            (None, None) => break list,
+            (Some(h), Some(left)) if h == "b" && left >= 0 => {
+                assert!(Instant::now() < give_up, "the lease never expired");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => panic!("held without holder or time left: {other:?}"),
+        }
+    };
+    // Released: free, its floor lowered to what the holder said.
+    let e = &list[0];
+    assert_eq!(
+        (e.worker, e.fence, e.until_ms, &e.holder, e.expires_in_ms),
+        (0, a.fence, 1_200, &None, None)
+    );
+    // Held and renewed: the holder, the renewal's floor, time left within the TTL.
+    let e = &list[2];
+    assert_eq!(
+        (e.worker, e.fence, e.until_ms, e.holder.as_deref()),
+        (2, c.fence, 5_500, Some("c"))
+    );
+    let left = e.expires_in_ms.unwrap();
+    assert!(0 < left && left <= 60_000, "{e:?}");
+
+    // The free ones are what acquisitions take next, above their floors.
+    let d = store.acquire_worker(&held("d", long)).await.unwrap();
+    let f = store.acquire_worker(&held("f", long)).await.unwrap();
+    assert_eq!(
+        (d.worker, d.fence, d.start_ms),
+        (0, a.fence + 1, 1_200),
+        "{d:?}"
+    );
+    assert_eq!(
+        (f.worker, f.fence, f.start_ms),
+        (1, b.fence + 1, b.until_ms),
+        "{f:?}"
+    );
+    let list = store.list_workers(group).await.unwrap();
+    let holders: Vec<_> = list
+        .iter()
+        .map(|e| (e.worker, e.fence, e.holder.as_deref()))
+        .collect();
+    assert_eq!(
+        holders,
+        [(0, 2, Some("d")), (1, 2, Some("f")), (2, 1, Some("c"))]
+    );
+    assert!(list.iter().all(|e| e.expires_in_ms.is_some()), "{list:?}");
+
+    // Groups stay apart; a group never acquired is empty.
+    let other = store.list_workers("ls").await.unwrap();
+    assert_eq!(
+        other
+            .iter()
+            .map(|e| (e.worker, e.holder.as_deref()))
+            .collect::<Vec<_>>(),
+        [(0, Some("conformance"))]
+    );
+    assert!(store.list_workers("ls/").await.unwrap().is_empty());
+    assert!(store.list_workers("nobody").await.unwrap().is_empty());
+}

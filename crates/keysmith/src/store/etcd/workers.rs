@@ -4,8 +4,9 @@
 //!
 //! - `lease`: the fence, decimal, attached to an etcd lease: it exists while
 //!   the worker id is held, and etcd deletes it when the lease expires;
-//! - `floor`: JSON `{"fence":F,"until_ms":U}`, attached to no lease, so the
-//!   fence and the time floor outlive every holder.
+//! - `floor`: JSON `{"fence":F,"until_ms":U,"generation":G,"holder":H}`,
+//!   attached to no lease, so the fence and the time floor outlive every
+//!   holder (`holder`: who acquired it last, for listings).
 //!
 //! An acquisition reads the group's keys, picks the lowest worker id without
 //! a `lease` key, and writes both keys in one transaction that compares the
@@ -24,12 +25,15 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use crate::store::{
-    WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
-    same_worker_generation,
+    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    lowest_free, same_worker_generation,
 };
 
 /// How often a call reads again after losing a race.
 const ATTEMPTS: u32 = 32;
+
+/// How many leases' time left a listing asks etcd for at once.
+const LIST_PARALLEL: usize = 32;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Floor {
@@ -39,6 +43,10 @@ struct Floor {
     /// floors from before generations were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     generation: Option<String>,
+    /// Who acquired the worker id last (absent in floors from before
+    /// holders were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder: Option<String>,
 }
 
 /// What the store holds of one worker id.
@@ -274,6 +282,7 @@ impl WorkerStore for EtcdStore {
                 fence: fence + 1,
                 until_ms: start_ms + claim.window_ms,
                 generation: Some(generation),
+                holder: Some(claim.holder.clone()),
             };
             let (fence, until_ms) = (floor.fence, floor.until_ms);
             match self.take_slot(&claim.group, worker, &slot, id, floor).await {
@@ -325,6 +334,7 @@ impl WorkerStore for EtcdStore {
                 fence,
                 until_ms: floor.until_ms.max(from_ms + window_ms),
                 generation: Some(generation),
+                holder: floor.holder.clone(),
             };
             let until_ms = new.until_ms;
             match slot.lease {
@@ -374,6 +384,7 @@ impl WorkerStore for EtcdStore {
                 fence,
                 until_ms: floor.until_ms.min(floor_ms),
                 generation: floor.generation.clone(),
+                holder: floor.holder.clone(),
             };
             if self.put_floor(group, worker, rev, new, true).await? {
                 if let Some((id, _)) = slot.lease {
@@ -448,6 +459,51 @@ impl WorkerStore for EtcdStore {
                     });
                 }
                 (value, rev) = (now.value().to_vec(), now.mod_revision());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
+        // One read of the group's keys (one revision): a worker id is live
+        // while its `lease` key exists, as an acquisition decides it.
+        let slots = self.read_slots(&self.group_prefix(group)).await?;
+        let mut out: Vec<WorkerEntry> = slots
+            .iter()
+            .map(|(&worker, slot)| {
+                // A floor is written with every lease key; without one the
+                // worker id counts as new, as an acquisition counts it.
+                let (fence, until_ms, holder) = slot
+                    .floor
+                    .as_ref()
+                    .map(|(f, _)| (f.fence, f.until_ms, f.holder.clone()))
+                    .unwrap_or((0, 0, None));
+                let live = slot.lease.is_some();
+                WorkerEntry {
+                    worker,
+                    fence,
+                    until_ms,
+                    expires_in_ms: live.then_some(0),
+                    holder: holder.filter(|_| live),
+                }
+            })
+            .collect();
+        // The time each live lease has left, from etcd's lease: a few calls
+        // at a time.
+        let live: Vec<(usize, i64)> = slots
+            .values()
+            .enumerate()
+            .filter_map(|(i, slot)| slot.lease.map(|(id, _)| (i, id)))
+            .collect();
+        for wave in live.chunks(LIST_PARALLEL) {
+            let asks = wave.iter().map(|&(_, id)| {
+                self.call("read a worker lease's time left", move |mut c| async move {
+                    c.lease_time_to_live(id, None).await
+                })
+            });
+            for (&(i, _), resp) in wave.iter().zip(futures_util::future::join_all(asks).await) {
+                // -1: the lease ended since the read; it was live then.
+                out[i].expires_in_ms = Some(resp?.ttl().max(0).saturating_mul(1000));
             }
         }
         Ok(out)

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
-    ticket_ttl_ms,
+    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    lowest_free, ticket_ttl_ms, worker_entry, worker_live,
 };
 
 /// How often an acquisition tries again after losing a new worker id to
@@ -50,7 +50,7 @@ impl WorkerStore for MysqlStore {
                         .ok_or_else(|| self.corrupt("the server's clock gave no answer"))?;
                     let live: Vec<i64> = rows
                         .iter()
-                        .filter(|r| r.3 > now)
+                        .filter(|r| worker_live(r.3, now))
                         .map(|r| r.0)
                         .collect();
                     let Some(worker) = lowest_free(&live, claim.max_workers) else {
@@ -234,6 +234,33 @@ impl WorkerStore for MysqlStore {
                         worker,
                         before,
                         after: before.saturating_add(skip_ms),
+                    })
+                    .collect())
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                // One statement: one snapshot of the group, and the server's
+                // clock as an acquisition reads it.
+                let rows: Vec<(i64, i64, i64, String, i64, i64)> = c
+                    .exec(
+                        format!(
+                            "SELECT worker, fence, until_ms, holder, expires_at, {NOW_MS}
+                             FROM keysmith_workers WHERE grp = ? ORDER BY worker"
+                        ),
+                        (group,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(worker, fence, until_ms, holder, expires_at, now)| {
+                        worker_entry(worker, fence, until_ms, holder, expires_at, now)
                     })
                     .collect())
             })

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::store::{WorkerClaim, WorkerLease, WorkerStore, all_taken, check_times};
+use crate::store::{WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken, check_times};
 
 /// How often an acquisition reads again after losing its pick to another.
 const ACQUIRE_ATTEMPTS: u32 = 32;
@@ -201,6 +201,42 @@ impl WorkerStore for PostgresStore {
                     .collect::<Result<Vec<_>>>()?;
                 out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
                 Ok(out)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
+        // Live as an acquisition decides it (`expires_at >
+        // clock_timestamp()`), against one reading of the clock (a
+        // materialized CTE is evaluated once); the time left rounded up, so
+        // that a live lease has at least 1 ms.
+        let sql = format!(
+            "WITH n AS MATERIALIZED (SELECT clock_timestamp() AS now)
+             SELECT w.worker, w.fence, w.until_ms,
+                    CASE WHEN w.expires_at > n.now THEN w.holder END,
+                    CASE WHEN w.expires_at > n.now
+                         THEN ceil(extract(epoch FROM w.expires_at - n.now) * 1000)::bigint END
+             FROM {}.workers w CROSS JOIN n
+             WHERE w.grp = $1 ORDER BY w.worker",
+            self.s()
+        );
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let rows = c.query(&sql, &[&group]).await.map_err(bad)?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(WorkerEntry {
+                            worker: r.try_get(0).map_err(bad)?,
+                            fence: r.try_get(1).map_err(bad)?,
+                            until_ms: r.try_get(2).map_err(bad)?,
+                            holder: r.try_get(3).map_err(bad)?,
+                            expires_in_ms: r.try_get(4).map_err(bad)?,
+                        })
+                    })
+                    .collect()
             })
             .await;
         self.settle(c, out)

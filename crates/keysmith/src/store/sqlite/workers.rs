@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::{
-    WorkerClaim, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times, lowest_free,
+    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    lowest_free, worker_entry,
 };
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -152,6 +153,34 @@ impl WorkerStore for SqliteStore {
                 .map_err(db_err)?;
             out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
             Ok(out)
+        })
+        .await
+    }
+
+    async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
+        let group = group.to_owned();
+        self.run(move |conn| {
+            // One statement: one snapshot of the group. The clock is read
+            // as an acquisition reads it, before its SELECT.
+            let now = crate::clock::now_ms();
+            let mut s = conn
+                .prepare_cached(
+                    "SELECT worker, fence, until_ms, holder, expires_ms FROM keysmith_workers
+                     WHERE grp = ?1 ORDER BY worker",
+                )
+                .map_err(db_err)?;
+            s.query_map(params![group], |r| {
+                Ok(worker_entry(
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    now,
+                ))
+            })
+            .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(db_err)
         })
         .await
     }
