@@ -10,12 +10,26 @@ use crate::{Error, Result};
 
 /// The certificates of a PEM file, at least one.
 pub(crate) fn certificates(path: &Path, param: &str) -> Result<Vec<CertificateDer<'static>>> {
-    let shown = path.display();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .and_then(|it| it.collect::<std::result::Result<_, _>>())
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::invalid(format!(
+            "cannot read certificates (PEM) from {param}={shown}: {e}; check the path and that this user may read it"
+        ))
+    })?;
+    pem_certificates(&bytes, param, &shown)
+}
+
+/// The certificates of PEM text read from `param=shown`, at least one.
+pub(crate) fn pem_certificates(
+    bytes: &[u8],
+    param: &str,
+    shown: &str,
+) -> Result<Vec<CertificateDer<'static>>> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(bytes)
+        .collect::<std::result::Result<_, _>>()
         .map_err(|e| {
             Error::invalid(format!(
-                "cannot read certificates (PEM) from {param}={shown}: {e}; check the path and that this user may read it"
+                "cannot read certificates (PEM) from {param}={shown}: {e}; give a PEM file of certificates"
             ))
         })?;
     if certs.is_empty() {

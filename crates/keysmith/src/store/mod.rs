@@ -41,6 +41,8 @@ mod sequences;
 mod size_cache;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod tls;
 mod workers;
 
 pub use crate::numbering::{Numbering, Period};

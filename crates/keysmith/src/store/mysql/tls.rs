@@ -14,17 +14,14 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::verify_server_cert_signed_by_trust_anchor;
-use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::server::ParsedCertificate;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::ClientConfig;
+use rustls::pki_types::{CertificateDer, ServerName};
 
 use super::MysqlUrl;
+use crate::store::credentials::pem_certificates;
+use crate::store::tls::{Check, Verifier, ca_roots, system_roots};
 use crate::{Error, Result};
 
 const CLIENT_LONG_PASSWORD: u32 = 0x0001;
@@ -78,11 +75,15 @@ fn handshake(u: &MysqlUrl) -> Result<Option<String>> {
     sock.write_all(&request).map_err(down)?;
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(ChainOnly {
-        roots: Arc::new(roots(u)?),
-        algorithms: provider.signature_verification_algorithms,
-        seen: Mutex::new(None),
-    });
+    let roots = match &u.ssl_ca {
+        Some((bytes, path)) => ca_roots(pem_certificates(bytes, "ssl-ca", path)?, "ssl-ca", path)?,
+        None => system_roots("ssl-ca")?,
+    };
+    let verifier = Arc::new(Verifier::new(
+        Check::Chain,
+        roots,
+        provider.signature_verification_algorithms,
+    ));
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::invalid(format!("TLS setup failed: {e}")))?
@@ -104,10 +105,7 @@ fn handshake(u: &MysqlUrl) -> Result<Option<String>> {
         }
     }
     let der = verifier
-        .seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
+        .seen()
         .ok_or_else(|| Error::invalid(format!("MySQL at {t}: the server sent no certificate")))?;
     let der = CertificateDer::from(der.as_slice());
     let cert = webpki::EndEntityCert::try_from(&der)
@@ -136,85 +134,4 @@ fn read_packet(sock: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     let mut payload = vec![0u8; len];
     sock.read_exact(&mut payload)?;
     Ok(payload)
-}
-
-/// `ssl-ca`'s certificates, else the system's.
-fn roots(u: &MysqlUrl) -> Result<RootCertStore> {
-    let mut roots = RootCertStore::empty();
-    match &u.ssl_ca {
-        Some((bytes, path)) => {
-            for cert in CertificateDer::pem_slice_iter(bytes) {
-                let cert = cert.map_err(|e| {
-                    Error::invalid(format!("cannot read certificates from ssl-ca={path}: {e}"))
-                })?;
-                roots.add(cert).map_err(|e| {
-                    Error::invalid(format!(
-                        "ssl-ca={path} holds a certificate that is not a usable CA: {e}"
-                    ))
-                })?;
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err(Error::invalid(
-                    "no system CA certificates found; give the CA file with ssl-ca=PATH, or install the ca-certificates package",
-                ));
-            }
-        }
-    }
-    Ok(roots)
-}
-
-/// Checks the chain only, and keeps the certificate it checked.
-#[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    algorithms: WebPkiSupportedAlgorithms,
-    seen: Mutex<Option<Vec<u8>>>,
-}
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.algorithms.all,
-        )?;
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(end_entity.to_vec());
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
 }

@@ -149,7 +149,7 @@ impl MysqlUrl {
                             "store URL {shown}: cannot read ssl-ca={value}: {e}; give a PEM file of CA certificates readable by this user"
                         ))
                     })?;
-                    check_pem_certificates(&bytes, &value)?;
+                    crate::store::credentials::pem_certificates(&bytes, "ssl-ca", &value)?;
                     out.ssl_ca = Some((bytes, value));
                 }
                 "password_file" | "password-file" => password_file = Some(value),
@@ -307,20 +307,4 @@ pub(super) fn split_host_port(s: &str) -> Option<(String, u16)> {
 
 pub(super) fn decode(s: &str) -> String {
     crate::store::credentials::percent_decode(s)
-}
-
-/// Checks a PEM file holds at least one certificate.
-pub(super) fn check_pem_certificates(bytes: &[u8], path: &str) -> Result<()> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let certs: std::result::Result<Vec<_>, _> = CertificateDer::pem_slice_iter(bytes).collect();
-    match certs {
-        Ok(c) if !c.is_empty() => Ok(()),
-        Ok(_) => Err(Error::invalid(format!(
-            "ssl-ca={path} holds no certificate; give a PEM file with -----BEGIN CERTIFICATE----- blocks"
-        ))),
-        Err(e) => Err(Error::invalid(format!(
-            "cannot read certificates (PEM) from ssl-ca={path}: {e}"
-        ))),
-    }
 }

@@ -33,19 +33,13 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
-use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::server::ParsedCertificate;
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::{CertificateError, ClientConfig, RootCertStore};
 use tokio::task::JoinHandle;
 use tokio_postgres::Client;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::store::credentials::{certificates, percent_decode, private_key, read_password_file};
+use crate::store::tls::{Check, Verifier, ca_roots, system_roots};
 use crate::{Error, Result};
 
 /// How a connection uses TLS: libpq's `sslmode` values.
@@ -83,17 +77,6 @@ impl SslMode {
             SslMode::VerifyFull => "verify-full",
         }
     }
-}
-
-/// What the client checks of the server's certificate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Check {
-    /// Nothing: the connection is encrypted but the server is not known.
-    Nothing,
-    /// That it chains to a trusted CA.
-    Chain,
-    /// That it chains to a trusted CA and names the host.
-    ChainAndName,
 }
 
 /// The TLS and credential parameters of a PostgreSQL URL, as given.
@@ -158,16 +141,23 @@ impl TlsParams {
         let (roots, trusted) = match (&self.sslrootcert, check) {
             (_, Check::Nothing) => (RootCertStore::empty(), String::new()),
             (Some(path), _) if path != "system" => (
-                ca_file(Path::new(path))?,
+                ca_roots(
+                    certificates(Path::new(path), "sslrootcert")?,
+                    "sslrootcert",
+                    path,
+                )?,
                 format!("the CA in sslrootcert={path}"),
             ),
-            _ => (system_roots()?, "the system's CA certificates".to_owned()),
+            _ => (
+                system_roots("sslrootcert")?,
+                "the system's CA certificates".to_owned(),
+            ),
         };
-        let verifier = Arc::new(Verifier {
+        let verifier = Arc::new(Verifier::new(
             check,
-            roots: Arc::new(roots),
-            algorithms: provider.signature_verification_algorithms,
-        });
+            roots,
+            provider.signature_verification_algorithms,
+        ));
         let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::invalid(format!("TLS setup failed: {e}")))?
@@ -309,97 +299,6 @@ impl PgTls {
             None => format!("{text} (sslmode={mode}); check the server's TLS setup"),
         })
     }
-}
-
-/// Checks the server's certificate as [`Check`] says, and its handshake
-/// signatures always (so that even `require` talks to the holder of the
-/// certificate's key).
-#[derive(Debug)]
-struct Verifier {
-    check: Check,
-    roots: Arc<RootCertStore>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Verifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        if self.check == Check::Nothing {
-            return Ok(ServerCertVerified::assertion());
-        }
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.algorithms.all,
-        )?;
-        if self.check == Check::ChainAndName {
-            verify_server_name(&cert, server_name)?;
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// The CA certificates of a PEM file, as trust anchors.
-fn ca_file(path: &Path) -> Result<RootCertStore> {
-    let mut roots = RootCertStore::empty();
-    for cert in certificates(path, "sslrootcert")? {
-        roots.add(cert).map_err(|e| {
-            Error::invalid(format!(
-                "sslrootcert={} holds a certificate that is not a usable CA: {e}; give the PEM file of the CA that signed the server's certificate",
-                path.display()
-            ))
-        })?;
-    }
-    Ok(roots)
-}
-
-/// The CA certificates this system trusts.
-fn system_roots() -> Result<RootCertStore> {
-    let found = rustls_native_certs::load_native_certs();
-    let mut roots = RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(found.certs);
-    if added == 0 {
-        let why = found
-            .errors
-            .first()
-            .map(|e| format!(" ({e})"))
-            .unwrap_or_default();
-        return Err(Error::invalid(format!(
-            "no system CA certificates found{why}; give the CA file with sslrootcert=PATH, or install the ca-certificates package"
-        )));
-    }
-    Ok(roots)
 }
 
 #[cfg(test)]
