@@ -205,6 +205,9 @@ impl Report {
         } else {
             "FAILED"
         };
+        if self.violation.is_some() {
+            println!("  the checker stops at the first violation (on stderr)");
+        }
         println!(
             "duplicates {} order violations {} {verdict}",
             self.duplicates, self.order_violations
@@ -238,4 +241,72 @@ fn check(
         }
     }
     Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(client: u32, server: usize, at_ms: u64, values: Vec<i64>) -> Call {
+        let t0 = Instant::now();
+        Call {
+            client,
+            server,
+            sent: t0 + Duration::from_millis(at_ms),
+            done: t0 + Duration::from_millis(at_ms + 1),
+            status: 200,
+            values,
+            error: String::new(),
+        }
+    }
+
+    /// A value answered twice (by two servers) fails the run, and the
+    /// report names it with both operations.
+    #[test]
+    fn a_duplicate_is_reported_with_both_operations() {
+        let start = Instant::now();
+        let run = CutRun {
+            start,
+            cut: start,
+            heal: start,
+            seq: vec![call(0, 0, 0, vec![1, 2]), call(2, 1, 5, vec![2, 3])],
+            ids: Vec::new(),
+            strict: Vec::new(),
+            others_during: 0,
+        };
+        let report = Report::of(&run, Duration::from_secs(1));
+        assert_eq!((report.duplicates, report.order_violations), (1, 0));
+        let v = report.violation.expect("a violation");
+        assert!(
+            v.starts_with("sequence s: duplicate: 2 handed out twice"),
+            "{v}"
+        );
+        assert!(v.contains("client 0") && v.contains("client 2"), "{v}");
+    }
+
+    /// The strict sequence's values go back in real time: an order
+    /// violation.
+    #[test]
+    fn strict_values_out_of_real_time_order_are_a_violation() {
+        let start = Instant::now();
+        let run = CutRun {
+            start,
+            cut: start,
+            heal: start,
+            seq: Vec::new(),
+            ids: Vec::new(),
+            strict: vec![call(200, 0, 0, vec![5]), call(201, 1, 10, vec![4])],
+            others_during: 0,
+        };
+        let report = Report::of(&run, Duration::from_secs(1));
+        assert_eq!((report.duplicates, report.order_violations), (0, 1));
+        assert!(
+            report
+                .violation
+                .as_deref()
+                .is_some_and(|v| v.starts_with("strict sequence t: real-time order")),
+            "{:?}",
+            report.violation
+        );
+    }
 }
