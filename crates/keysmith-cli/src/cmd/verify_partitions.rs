@@ -41,10 +41,24 @@ pub async fn run(seconds: f64, json: bool) -> anyhow::Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| anyhow::anyhow!("cannot find the keysmith binary to start servers: {e}"))?;
     let partition = Duration::from_secs_f64(seconds);
+    // ctrl-c or SIGTERM: the scenario stops at its next wait, and the
+    // network is torn down as it returns.
     let on_ctrl_c = tokio::spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            partitions::interrupt();
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let terminated = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => if r.is_err() { std::future::pending::<()>().await },
+            () = terminated => {}
         }
+        partitions::interrupt();
     });
     eprintln!(
         "verify --partitions: starting PostgreSQL and 3 servers in network namespaces; \
