@@ -12,6 +12,11 @@
 //! `keysmith::verify::history::check` (uniqueness, per-client order, and
 //! real-time order of the clients of one server).
 //!
+//! The servers, the load clients and their calls, and the PostgreSQL
+//! scenario are `keysmith_testsupport::partitions`, shared with `keysmith
+//! verify --partitions`, which runs that scenario by hand; what each test
+//! asserts is here.
+//!
 //! Needs root and `ip netns` (CI runs as root): elsewhere each test says
 //! why and skips, or fails under `KEYSMITH_REQUIRE_BACKENDS=1`. The scenarios
 //! run one at a time (the machine may have two cores); each prints one
@@ -22,6 +27,7 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -30,6 +36,10 @@ use std::time::{Duration, Instant};
 use keysmith::ids::Layout;
 use keysmith::verify::history::{History, Order};
 use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
+use keysmith_testsupport::partitions::{
+    self, Call, DEADLINE, HANG, Load, MAX_CALLS, REQUEST_TIMEOUT_MS, Server, Timing, http,
+    in_client, post,
+};
 use rand::RngExt;
 use serde_json::Value;
 
@@ -37,15 +47,6 @@ use common::KEYSMITH;
 
 /// One scenario at a time: each starts a store and servers of its own.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// The port every server listens on, in its own namespace.
-const PORT: u16 = 8080;
-
-/// The servers' request timeout: every call is answered within it.
-const REQUEST_TIMEOUT_MS: u64 = 3_000;
-
-/// The client's own bound on a call: past it the call hung.
-const HANG: Duration = Duration::from_secs(40);
 
 /// How long a partition lasts: the scenario, not a synchronisation.
 const PARTITION: Duration = Duration::from_secs(8);
@@ -63,16 +64,6 @@ const ETCD_PARTITION: Duration = Duration::from_secs(20);
 /// statement deadline.
 const PG_PARTITION: Duration = Duration::from_secs(20);
 
-/// A bound on waiting for a condition (a server to answer again, a leader).
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Between two calls of one load client: a rate limit, so that a loaded
-/// 2-core machine still runs etcd's elections on time.
-const PACE: Duration = Duration::from_millis(4);
-
-/// The most calls one load client makes.
-const MAX_CALLS: usize = 20_000;
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -85,232 +76,14 @@ fn network() -> Option<(Net, Host)> {
     Some((net, client))
 }
 
-/// Runs `body` on a runtime whose threads live in `client`'s namespace.
-fn in_client<F: std::future::Future<Output = ()>>(
-    net: &Net,
-    client: &Host,
-    body: impl FnOnce() -> F + Send,
-) {
-    net.run_in(client, || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(3)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(body())
-    });
-}
-
 /// `keysmith --store URL ARGS` in `host`; panics unless it succeeds.
 fn cli(net: &Net, host: &Host, url: &str, args: &[&str]) -> String {
-    let out = net
-        .command(host, KEYSMITH)
-        .arg("--store")
-        .arg(url)
-        .args(args)
-        .env_remove("KEYSMITH_STORE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "keysmith {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    partitions::keysmith(net, host, Path::new(KEYSMITH), url, args).unwrap()
 }
 
-/// A `keysmith serve` in a namespace of its own.
-struct Server {
-    host: Host,
-    pid: u32,
-    base: String,
-    log: std::path::PathBuf,
-}
-
-impl Server {
-    /// Starts `keysmith --store URL serve` on `host` (not waiting for it).
-    fn start(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
-        let log = net.dir().join(format!("serve-{}.log", host.label));
-        let file = std::fs::File::create(&log).unwrap();
-        let mut cmd = net.command(&host, KEYSMITH);
-        cmd.arg("--store")
-            .arg(url)
-            .args(["serve", "--listen", &format!("{}:{PORT}", host.ip)])
-            .args(["--insecure-no-auth"])
-            .args(["--request-timeout-ms", &REQUEST_TIMEOUT_MS.to_string()])
-            .args(args)
-            .env_remove("KEYSMITH_STORE")
-            .env_remove("KEYSMITH_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file.try_clone().unwrap());
-        let pid = net.spawn(cmd).pid;
-        Server {
-            base: format!("http://{}:{PORT}", host.ip),
-            host,
-            pid,
-            log,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until `/healthz` answers 200.
-    async fn healthy(&self, http: &reqwest::Client) {
-        let until = Instant::now() + DEADLINE;
-        loop {
-            if let Ok(r) = http.get(self.url("/healthz")).send().await
-                && r.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                Instant::now() < until,
-                "server {} never became healthy; log:\n{}",
-                self.host.label,
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(HANG)
-        .pool_max_idle_per_host(64)
-        .build()
-        .unwrap()
-}
-
-/// One call a load client made.
-#[derive(Debug, Clone)]
-struct Call {
-    client: u32,
-    server: usize,
-    sent: Instant,
-    done: Instant,
-    /// 0: no answer (connection error).
-    status: u16,
-    values: Vec<i64>,
-    error: String,
-}
-
-/// `POST url` and what came back; `key` names the array of values.
-async fn post(http: &reqwest::Client, url: &str, key: &str) -> (u16, Vec<i64>, String) {
-    match http.post(url).send().await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            let values = body[key]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_i64).collect())
-                .unwrap_or_default();
-            let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
-            (status, values, error)
-        }
-        Err(e) => (0, Vec::new(), e.to_string()),
-    }
-}
-
-/// Load clients, each bound to one server, calling one route back to back.
-struct Load {
-    stop: Arc<AtomicBool>,
-    calls: Arc<Mutex<Vec<Call>>>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    /// `per_server` clients for each of `servers` (index, base URL), calling
-    /// `POST {base}{path}` and reading the array `key`; client ids from
-    /// `first_client`.
-    fn start(
-        http: &reqwest::Client,
-        servers: &[(usize, String)],
-        per_server: usize,
-        path: &str,
-        key: &'static str,
-        first_client: u32,
-    ) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let calls = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        let mut client = first_client;
-        for (server, base) in servers {
-            for _ in 0..per_server {
-                let (http, url, stop, calls) = (
-                    http.clone(),
-                    format!("{base}{path}"),
-                    stop.clone(),
-                    calls.clone(),
-                );
-                let (server, me) = (*server, client);
-                client += 1;
-                tasks.push(tokio::spawn(async move {
-                    for _ in 0..MAX_CALLS {
-                        if stop.load(SeqCst) {
-                            break;
-                        }
-                        let sent = Instant::now();
-                        let (status, values, error) = post(&http, &url, key).await;
-                        let done = Instant::now();
-                        let failed = status != 200;
-                        calls.lock().unwrap().push(Call {
-                            client: me,
-                            server,
-                            sent,
-                            done,
-                            status,
-                            values,
-                            error,
-                        });
-                        // A refused call is retried a little later, as a
-                        // client honouring Retry-After would.
-                        let pause = if failed { PACE * 25 } else { PACE };
-                        tokio::time::sleep(pause).await;
-                    }
-                }));
-            }
-        }
-        Load { stop, calls, tasks }
-    }
-
-    fn ok_from(&self, server: usize, since: Instant) -> usize {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| c.server == server && c.status == 200 && c.sent >= since)
-            .count()
-    }
-
-    /// Waits until `server` answered `n` calls with values that were sent
-    /// at or after `since`.
-    async fn until_ok(&self, server: usize, since: Instant, n: usize, what: &str) {
-        let until = Instant::now() + DEADLINE;
-        while self.ok_from(server, since) < n {
-            assert!(
-                Instant::now() < until,
-                "{what}: server {server} answered {} of {n} calls",
-                self.ok_from(server, since)
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    async fn stop(self) -> Vec<Call> {
-        self.stop.store(true, SeqCst);
-        for t in self.tasks {
-            t.await.unwrap();
-        }
-        std::mem::take(&mut *self.calls.lock().unwrap())
-    }
+/// A `keysmith serve` (the built binary) in `host`, not waited for.
+fn server(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
+    Server::start(net, Path::new(KEYSMITH), host, url, args)
 }
 
 /// Feeds `calls` to the history checker: unique across all, in order per
@@ -397,78 +170,6 @@ fn check_within_request_timeout(what: &str, calls: &[Call]) -> Duration {
     slowest.done - slowest.sent
 }
 
-/// What a partitioned server did: from the cut to its first 503, its slowest
-/// 503, and from the heal to its first value.
-struct Timing {
-    /// `None`: no 503 at all (the partition ended first).
-    to_503: Option<Duration>,
-    slowest_503: Duration,
-    to_value: Duration,
-    served_while_cut: usize,
-    /// The error codes of its 503s.
-    codes: BTreeSet<String>,
-}
-
-impl Timing {
-    fn of(calls: &[Call], server: usize, cut: Instant, heal: Instant) -> Timing {
-        let mine: Vec<&Call> = calls.iter().filter(|c| c.server == server).collect();
-        let first_503 = mine
-            .iter()
-            .filter(|c| c.status == 503 && c.sent >= cut)
-            .map(|c| c.done)
-            .min();
-        let slowest_503 = mine
-            .iter()
-            .filter(|c| c.status == 503)
-            .map(|c| c.done - c.sent)
-            .max()
-            .unwrap_or_default();
-        let first_value = mine
-            .iter()
-            .filter(|c| c.status == 200 && c.sent >= heal)
-            .map(|c| c.done)
-            .min()
-            .unwrap_or_else(|| panic!("server {server} never answered again after the heal"));
-        let served_while_cut = mine
-            .iter()
-            .filter(|c| c.status == 200 && c.sent >= cut && c.done < heal)
-            .count();
-        let codes = mine
-            .iter()
-            .filter(|c| c.status == 503)
-            .map(|c| c.error.clone())
-            .collect();
-        Timing {
-            codes,
-            to_503: first_503.map(|t| t - cut),
-            slowest_503,
-            to_value: first_value - heal,
-            served_while_cut,
-        }
-    }
-
-    /// The first 503, which must have come.
-    fn to_503(&self, server: usize) -> Duration {
-        self.to_503
-            .unwrap_or_else(|| panic!("server {server} never answered 503 while cut off"))
-    }
-
-    fn line(&self) -> String {
-        let first_503 = match self.to_503 {
-            Some(t) => format!("first 503 {:.2} s after the cut", t.as_secs_f64()),
-            None => "no 503 before the heal".to_owned(),
-        };
-        format!(
-            "{first_503} (slowest 503 {:.2} s, codes {:?}, {} values served from the cache \
-             meanwhile); first value {:.2} s after the heal",
-            self.slowest_503.as_secs_f64(),
-            self.codes,
-            self.served_while_cut,
-            self.to_value.as_secs_f64()
-        )
-    }
-}
-
 /// Ids unique, and no (worker, time unit) issued by two issuers: a worker id
 /// is never held by two at once. Returns the workers each issuer used.
 fn check_workers(
@@ -513,7 +214,7 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     let servers: Vec<Server> = (0..2)
         .map(|i| {
-            Server::start(
+            server(
                 &net,
                 net.add_host(&format!("s{i}")),
                 &url,
@@ -524,7 +225,7 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
-            s.healthy(&http).await;
+            s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
         let targets: Vec<(usize, String)> = servers
@@ -533,7 +234,9 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
             .map(|(i, s)| (i, s.base.clone()))
             .collect();
         let load = Load::start(&http, &targets, 3, "/v1/sequences/s/next", "values", 0);
-        load.until_ok(0, start, 200, "before the cut").await;
+        load.until_ok(0, start, 200, "before the cut")
+            .await
+            .unwrap();
         // s0 and e2 on one side: s0 reaches only a member that cannot
         // commit; e0, e1 and s1 go on.
         let (minority, majority) = (
@@ -547,7 +250,7 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
         let s1_during = load.ok_from(1, cut) - s1_before;
         let heal = Instant::now();
         net.heal_partition(&minority, &majority);
-        load.until_ok(0, heal, 100, "after the heal").await;
+        load.until_ok(0, heal, 100, "after the heal").await.unwrap();
         let calls = load.stop().await;
         check_statuses("etcd minority", &calls);
         let values = check_history("etcd minority", &calls, start, true);
@@ -594,7 +297,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     cli(&net, &client, &url, &["create", "t", "--block", "1"]);
     let servers: Vec<Server> = (0..3)
         .map(|i| {
-            Server::start(
+            server(
                 &net,
                 net.add_host(&format!("s{i}")),
                 &url,
@@ -609,7 +312,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
-            s.healthy(&http).await;
+            s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
         let targets: Vec<(usize, String)> = servers
@@ -621,8 +324,10 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
         let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
         for i in 0..3 {
-            seq.until_ok(i, start, 50, "before the cut").await;
-            ids.until_ok(i, start, 20, "ids before the cut").await;
+            seq.until_ok(i, start, 50, "before the cut").await.unwrap();
+            ids.until_ok(i, start, 20, "ids before the cut")
+                .await
+                .unwrap();
         }
         // The leader and s0 on one side; the followers, s1 and s2 on the
         // other.
@@ -652,8 +357,10 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         tokio::time::sleep(PARTITION.saturating_sub(cut.elapsed())).await;
         let heal = Instant::now();
         net.heal_partition(&left, &right);
-        seq.until_ok(0, heal, 50, "after the heal").await;
-        ids.until_ok(0, heal, 10, "ids after the heal").await;
+        seq.until_ok(0, heal, 50, "after the heal").await.unwrap();
+        ids.until_ok(0, heal, 10, "ids after the heal")
+            .await
+            .unwrap();
         let seq_calls = seq.stop().await;
         let id_calls = ids.stop().await;
         let strict_calls = strict.stop().await;
@@ -708,94 +415,63 @@ fn postgres_cut_off_from_one_of_three_servers() {
     let Some(pg) = PostgresNet::start(&net, "pg") else {
         return;
     };
-    let url = pg.url();
-    cli(&net, &client, &url, &["create", "s", "--block", "20"]);
-    cli(&net, &client, &url, &["create", "t", "--block", "1"]);
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            Server::start(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
+    // The scenario `keysmith verify --partitions` runs, with its figures
+    // asserted here.
+    let run = partitions::postgres_cut_off_from_one_of_three(
+        &net,
+        &client,
+        &pg,
+        Path::new(KEYSMITH),
+        PG_PARTITION,
+    )
+    .unwrap();
+    let (start, cut, heal) = (run.start, run.cut, run.heal);
+    let (seq_calls, id_calls, strict_calls) = (run.seq, run.ids, run.strict);
+    let others_during = run.others_during;
+    check_statuses("postgres cut strict", &strict_calls);
+    let strict_values = check_strict("postgres cut strict", &strict_calls, start);
+    check_statuses("postgres cut", &seq_calls);
+    check_statuses("postgres cut ids", &id_calls);
+    let values = check_history("postgres cut", &seq_calls, start, true);
+    let n_ids = check_history("postgres cut ids", &id_calls, start, true);
+    let issued: Vec<(usize, i64)> = id_calls
+        .iter()
+        .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
         .collect();
-    in_client(&net, &client, || async {
-        let http = http();
-        for s in &servers {
-            s.healthy(&http).await;
-        }
-        let start = Instant::now();
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
-        let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
-        let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
-        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
-        for i in 0..3 {
-            seq.until_ok(i, start, 50, "before the cut").await;
-            ids.until_ok(i, start, 20, "ids before the cut").await;
-        }
-        let cut = Instant::now();
-        net.cut_pair(&pg.host, &servers[0].host);
-        let others_before = seq.ok_from(1, cut) + seq.ok_from(2, cut);
-        tokio::time::sleep(PG_PARTITION).await;
-        let others_during = seq.ok_from(1, cut) + seq.ok_from(2, cut) - others_before;
-        let heal = Instant::now();
-        net.heal_pair(&pg.host, &servers[0].host);
-        seq.until_ok(0, heal, 50, "after the heal").await;
-        ids.until_ok(0, heal, 10, "ids after the heal").await;
-        let seq_calls = seq.stop().await;
-        let id_calls = ids.stop().await;
-        let strict_calls = strict.stop().await;
-        check_statuses("postgres cut strict", &strict_calls);
-        let strict_values = check_strict("postgres cut strict", &strict_calls, start);
-        check_statuses("postgres cut", &seq_calls);
-        check_statuses("postgres cut ids", &id_calls);
-        let values = check_history("postgres cut", &seq_calls, start, true);
-        let n_ids = check_history("postgres cut ids", &id_calls, start, true);
-        let issued: Vec<(usize, i64)> = id_calls
-            .iter()
-            .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
-            .collect();
-        let workers = check_workers(
-            "postgres cut ids",
-            &Layout::preset("snowflake").unwrap(),
-            &issued,
-        );
-        assert!(
-            others_during > 0,
-            "the other servers served nothing during the cut"
-        );
-        let t = Timing::of(&seq_calls, 0, cut, heal);
-        // The store's statement deadline is longer than the request
-        // timeout: the 503s come at the request deadline.
-        let to_503 = t.to_503(0);
-        assert!(
-            to_503 < within_request_timeout() * 2,
-            "the first 503 came {to_503:?} after the cut"
-        );
-        let slowest = check_within_request_timeout("postgres cut", &seq_calls);
-        let ids_slowest = check_within_request_timeout("postgres cut ids", &id_calls);
-        let ids_503 = id_calls
-            .iter()
-            .filter(|c| c.server == 0 && c.status == 503)
-            .count();
-        println!(
-            "partition: postgres cut off from s0 for {:.0} s: s0 {}; slowest next {:.2} s, \
-             slowest ids/next {:.2} s ({ids_503} ids 503s from s0; server request timeout \
-             {REQUEST_TIMEOUT_MS} ms); the other two served {others_during} calls meanwhile; \
-             {values} values, {strict_values} of a strict sequence (block 1, in real-time \
-             order across servers) and {n_ids} ids, none twice; worker ids per server {workers:?}",
-            PG_PARTITION.as_secs_f64(),
-            t.line(),
-            slowest.as_secs_f64(),
-            ids_slowest.as_secs_f64()
-        );
-    });
+    let workers = check_workers(
+        "postgres cut ids",
+        &Layout::preset("snowflake").unwrap(),
+        &issued,
+    );
+    assert!(
+        others_during > 0,
+        "the other servers served nothing during the cut"
+    );
+    let t = Timing::of(&seq_calls, 0, cut, heal);
+    // The store's statement deadline is longer than the request
+    // timeout: the 503s come at the request deadline.
+    let to_503 = t.to_503(0);
+    assert!(
+        to_503 < within_request_timeout() * 2,
+        "the first 503 came {to_503:?} after the cut"
+    );
+    let slowest = check_within_request_timeout("postgres cut", &seq_calls);
+    let ids_slowest = check_within_request_timeout("postgres cut ids", &id_calls);
+    let ids_503 = id_calls
+        .iter()
+        .filter(|c| c.server == 0 && c.status == 503)
+        .count();
+    println!(
+        "partition: postgres cut off from s0 for {:.0} s: s0 {}; slowest next {:.2} s, \
+         slowest ids/next {:.2} s ({ids_503} ids 503s from s0; server request timeout \
+         {REQUEST_TIMEOUT_MS} ms); the other two served {others_during} calls meanwhile; \
+         {values} values, {strict_values} of a strict sequence (block 1, in real-time \
+         order across servers) and {n_ids} ids, none twice; worker ids per server {workers:?}",
+        PG_PARTITION.as_secs_f64(),
+        t.line(),
+        slowest.as_secs_f64(),
+        ids_slowest.as_secs_f64()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1065,12 +741,12 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
     let url = pg.url();
     cli(&net, &client, &url, &["create", "g", "--gapless"]);
     let servers: Vec<Server> = (0..2)
-        .map(|i| Server::start(&net, net.add_host(&format!("s{i}")), &url, &[]))
+        .map(|i| server(&net, net.add_host(&format!("s{i}")), &url, &[]))
         .collect();
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
-            s.healthy(&http).await;
+            s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
         // Other holders, through s1: take and commit at once.
@@ -1236,7 +912,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
     cli(&net, &client, &url, &["create", "r", "--block", "5"]);
     let servers: Vec<Server> = (0..3)
         .map(|i| {
-            Server::start(
+            server(
                 &net,
                 net.add_host(&format!("s{i}")),
                 &url,
@@ -1247,7 +923,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
-            s.healthy(&http).await;
+            s.healthy(&http).await.unwrap();
         }
         // s0's link is slow: each of its round trips to the store takes
         // long, so a reservation is in flight for a while.

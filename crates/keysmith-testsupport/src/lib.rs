@@ -8,6 +8,7 @@ pub mod etcd;
 pub mod etcd_restore;
 pub mod mariadb;
 pub mod netns;
+pub mod partitions;
 pub mod pg_replica;
 pub mod postgres;
 pub mod tls;

@@ -63,8 +63,17 @@ const NOWHERE_MAC: &str = "02:00:5e:00:00:01";
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Why partition tests cannot run here, or `None` when they can: root and a
-/// working `ip netns`.
+/// working `ip netns`, and `KEYSMITH_NETNS` not `off` (which says "not
+/// here" on a machine that would allow it: for a run that must not touch
+/// namespaces, and to test what `keysmith verify --partitions` says then).
 pub fn unavailable() -> Option<String> {
+    if std::env::var("KEYSMITH_NETNS").as_deref() == Ok("off") {
+        return Some(
+            "not available here: network namespaces are switched off (KEYSMITH_NETNS=off); \
+             unset it"
+                .to_owned(),
+        );
+    }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not available here: needs root and ip netns (not root)".to_owned());
@@ -817,24 +826,12 @@ impl PostgresNet {
     /// # Panics
     /// When initdb fails or the server is not ready within 90 s.
     pub fn start(net: &Net, label: &str) -> Option<PostgresNet> {
-        let bin = match pg_bin_dir() {
-            Some(b) => b,
-            None => {
-                crate::skip_or_fail(
-                    "PostgreSQL",
-                    "no initdb and postgres in $KEYSMITH_PG_BIN or /usr/lib/postgresql/*/bin",
-                );
+        let (bin, uid, gid) = match postgres_binaries() {
+            Ok(found) => found,
+            Err(why) => {
+                crate::skip_or_fail("PostgreSQL", &why);
                 return None;
             }
-        };
-        let user = std::env::var("KEYSMITH_PG_USER").unwrap_or_else(|_| "postgres".into());
-        let ids = (id_of(&user, "-u"), id_of(&user, "-g"));
-        let (Some(uid), Some(gid)) = ids else {
-            crate::skip_or_fail(
-                "PostgreSQL",
-                &format!("no user {user:?} to run PostgreSQL as (set KEYSMITH_PG_USER)"),
-            );
-            return None;
         };
         let host = net.add_host(label);
         use std::os::unix::fs::PermissionsExt;
@@ -940,6 +937,28 @@ impl PostgresNet {
     /// Its log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("postgres.log")).unwrap_or_default()
+    }
+}
+
+/// Why [`PostgresNet::start`] cannot start a server here, or `None` when it
+/// can: the server binaries and an unprivileged user to run them.
+pub fn postgres_unavailable() -> Option<String> {
+    postgres_binaries().err()
+}
+
+/// PostgreSQL's bin directory and the uid and gid to run it as, or why not.
+fn postgres_binaries() -> Result<(PathBuf, u32, u32), String> {
+    let bin = pg_bin_dir().ok_or_else(|| {
+        "no initdb and postgres in $KEYSMITH_PG_BIN or /usr/lib/postgresql/*/bin \
+         (Debian: apt-get install postgresql)"
+            .to_owned()
+    })?;
+    let user = std::env::var("KEYSMITH_PG_USER").unwrap_or_else(|_| "postgres".into());
+    match (id_of(&user, "-u"), id_of(&user, "-g")) {
+        (Some(uid), Some(gid)) => Ok((bin, uid, gid)),
+        _ => Err(format!(
+            "no user {user:?} to run PostgreSQL as (set KEYSMITH_PG_USER to a user other than root)"
+        )),
     }
 }
 

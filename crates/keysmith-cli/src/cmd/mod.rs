@@ -13,4 +13,5 @@ pub mod shard_key;
 pub mod shard_set;
 pub mod ticket;
 pub mod verify;
+pub mod verify_partitions;
 pub mod workers;
