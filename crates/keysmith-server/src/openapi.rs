@@ -132,7 +132,9 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "message": {"type": "string"},
                         "similar": {"type": "array", "items": {"type": "string"}, "description": "Existing names that look alike (404 only)."}
                     }}}},
-                "Lease": {"type": "object", "required": ["ranges", "lease"], "properties": {
+                "Lease": {"type": "object", "required": ["ranges", "step", "lease"], "properties": {
+                    "step": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_INCREMENT,
+                        "description": "The distance between two values of a range: 1, or a residue class's increment (values start, start + step, ... below end)."},
                     "ranges": {"type": "array", "minItems": 1, "items": {"type": "object", "required": ["start", "end"],
                         "description": "Half-open: start is the first value, end one past the last.",
                         "properties": {"start": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
@@ -225,6 +227,12 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         "description": "With bit_reversed: values start..end (end excluded) are never handed out; 0 <= start < end, at most 2^62 values.",
                         "properties": {"start": {"type": "integer", "minimum": 0, "maximum": keysmith::store::MAX_VALUE},
                                        "end": {"type": "integer", "minimum": 1, "maximum": i64::MAX}}},
+                    "increment": {"type": ["integer", "null"], "minimum": 2, "maximum": keysmith::store::MAX_INCREMENT,
+                        "description": "Values are all offset modulo increment (a residue class: one per region, each with its own store, and no two regions ever \
+                            hand out the same value). Handed out in blocks like any sequence; not with gapless, period, format or bit_reversed. \
+                            start and max are rounded into the class; none of its values between them is a 400."},
+                    "offset": {"type": ["integer", "null"], "minimum": 0, "maximum": keysmith::store::MAX_INCREMENT - 1,
+                        "description": "With increment: every value's remainder, 0 <= offset < increment (default 0). Without increment: a 400."},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
                     "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
@@ -234,7 +242,10 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                             with a period (never without), e.g. INV-{period}-{n:04}; no whitespace, no other braces. A bad template is a 400 and creates nothing. \
                             Default with a period: {period}-{n}. Formatted sequences answer `next` with strings."}}},
                 "Numbering": {"type": "object", "properties": {
-                    "gapless": {"type": "boolean"}, "period": {"type": ["string", "null"]}, "template": {"type": ["string", "null"]}}},
+                    "gapless": {"type": "boolean"}, "period": {"type": ["string", "null"]}, "template": {"type": ["string", "null"]},
+                    "residue": {"$ref": "#/components/schemas/Residue"}}},
+                "Residue": {"type": "object", "required": ["increment", "offset"], "properties": {
+                    "increment": {"type": "integer"}, "offset": {"type": "integer"}}},
                 "Ticket": {"type": "object", "required": ["value", "ticket", "period", "n"], "properties": {
                     "value": {"oneOf": [{"type": "integer"}, {"type": "string"}], "description": "The number: a string for a formatted sequence."},
                     "ticket": {"type": "string", "description": "PERIOD-VALUE-TOKEN: commits or releases the number."},
@@ -255,6 +266,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "generation": {"type": ["string", "null"], "description": "The store generation of the row's last write."},
                     "failover_skip": {"type": "integer"}, "failover_skip_set": {"type": "boolean"},
                     "skipped_at_failover": {"type": "integer", "description": "Values skipped at generation changes so far."},
+                    "increment": {"type": "integer", "description": "Of a residue class: every value is offset modulo increment (next, start and max are values of it)."},
+                    "offset": {"type": "integer"},
                     "server": {"description": "This server's handle, null until it handed out a value.",
                         "oneOf": [{"type": "null"}, {"type": "object", "properties": {
                             "block": {"type": "integer", "description": "Current (adaptive) block size."},

@@ -119,7 +119,11 @@ pub async fn fence(
     };
     let alone = matches!(target, FenceTarget::One(_));
     for row in rows {
-        if let Some(numbering) = store.read_numbering(&row.name).await? {
+        let numbering = store.read_numbering(&row.name).await?;
+        // A residue class is allocated in blocks like an ordinary sequence:
+        // its row moves, and the report says it in values.
+        let residue = numbering.as_ref().and_then(|n| n.residue);
+        if let Some(numbering) = numbering.filter(|n| n.residue.is_none()) {
             if numbering.gapless && !alone {
                 report.left_alone.push(format!(
                     "gap-free sequence {:?}: fence it by name once its committed numbers are checked",
@@ -148,7 +152,7 @@ pub async fn fence(
                 "--skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
             )));
         }
-        let change = if dry_run {
+        let mut change = if dry_run {
             FenceChange {
                 kind: "sequence",
                 name: row.name.clone(),
@@ -158,6 +162,9 @@ pub async fn fence(
         } else {
             move_forward(store, row, skip).await?
         };
+        if let Some(r) = residue {
+            (change.before, change.after) = (r.value(change.before), r.value(change.after));
+        }
         report.changes.push(change);
     }
     for pool in pools {

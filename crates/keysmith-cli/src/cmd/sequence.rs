@@ -55,6 +55,20 @@ pub enum SequenceCommand {
         /// With --bit-reversed: values A..B (B excluded) are never handed out.
         #[arg(long, value_name = "A..B", requires = "bit_reversed")]
         skip_range: Option<String>,
+        /// Every value is --offset modulo K (2 to 1000000): a residue class,
+        /// one per region with a store of its own, so that no two regions
+        /// ever hand out the same value. Handed out in blocks as usual;
+        /// --start and --max are rounded into the class.
+        #[arg(long, value_name = "K", allow_negative_numbers = true)]
+        increment: Option<i64>,
+        /// With --increment: every value's remainder, 0 <= R < K (default 0).
+        #[arg(
+            long,
+            value_name = "R",
+            requires = "increment",
+            allow_negative_numbers = true
+        )]
+        offset: Option<i64>,
         /// How far next moves forward when a reservation finds the store in a
         /// new generation (a failover to a replica, a restore). Default:
         /// automatic, the larger of 1 000 000, 100 blocks and ten minutes at
@@ -190,6 +204,8 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             format,
             bit_reversed,
             skip_range,
+            increment,
+            offset,
             ..
         } => numbering_of(
             *gapless,
@@ -197,6 +213,10 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             format.clone(),
             *bit_reversed,
             skip_range.as_deref(),
+            increment.map(|increment| keysmith::store::Residue {
+                increment,
+                offset: offset.unwrap_or(0),
+            }),
         )?,
         _ => None,
     };
@@ -450,41 +470,34 @@ fn numbering_of(
     format: Option<String>,
     bit_reversed: bool,
     skip_range: Option<&str>,
+    residue: Option<keysmith::store::Residue>,
 ) -> anyhow::Result<Option<Numbering>> {
-    if bit_reversed {
-        let skip = skip_range
-            .map(str::parse::<numbers::SkipRange>)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--skip-range: {e}"))?;
-        let n = Numbering {
-            gapless,
-            period: period
-                .map(|p| p.parse::<Period>())
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--period: {e}"))?,
-            template: format,
-            bit_reversed: Some(numbers::BitReversed { skip }),
-        };
-        n.validate()?;
-        return Ok(Some(n));
-    }
-    if !gapless && period.is_none() && format.is_none() {
+    if !gapless && period.is_none() && format.is_none() && !bit_reversed && residue.is_none() {
         return Ok(None);
     }
-    let period = match period {
-        Some(p) => Some(
-            p.parse::<Period>()
-                .map_err(|e| anyhow::anyhow!("--period: {e}"))?,
-        ),
-        None => None,
-    };
+    let skip = skip_range
+        .map(str::parse::<numbers::SkipRange>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--skip-range: {e}"))?;
+    let period = period
+        .map(|p| p.parse::<Period>())
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--period: {e}"))?;
+    let has_format = format.is_some();
     let n = Numbering {
         gapless,
         period,
         template: format,
-        bit_reversed: None,
+        bit_reversed: bit_reversed.then_some(numbers::BitReversed { skip }),
+        residue,
     };
-    n.validate().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    n.validate().map_err(|e| {
+        if has_format {
+            anyhow::anyhow!("--format: {e}")
+        } else {
+            e.into()
+        }
+    })?;
     Ok(Some(n))
 }
 
@@ -519,7 +532,13 @@ fn print_info(
             r.failover_skipped,
             r.generation.as_deref().unwrap_or("-")
         );
-        if let Some(n) = numbering {
+        if let Some(r) = &info.residue {
+            println!(
+                "values:    {} modulo {} (--increment {} --offset {})",
+                r.offset, r.increment, r.increment, r.offset
+            );
+        }
+        if let Some(n) = numbering.filter(|n| n.residue.is_none()) {
             if let Some(b) = &n.bit_reversed {
                 match &b.skip {
                     Some(s) => println!("reversed:  yes (skipping {}..{})", s.start, s.end),

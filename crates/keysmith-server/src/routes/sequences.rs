@@ -49,6 +49,12 @@ pub(crate) struct CreateBody {
     /// With `bit_reversed`: values never handed out, `{"start", "end"}` (half-open).
     #[serde(default)]
     skip_range: Option<numbers::SkipRange>,
+    /// Values are all `offset` modulo `increment`.
+    #[serde(default)]
+    increment: Option<i64>,
+    /// With `increment`: every value's remainder (default 0).
+    #[serde(default)]
+    offset: Option<i64>,
 }
 
 fn default_start() -> i64 {
@@ -136,7 +142,17 @@ pub(crate) async fn create(
             "skip_range goes with bit_reversed: true",
         ));
     }
-    if b.gapless || b.period.is_some() || b.format.is_some() || b.bit_reversed {
+    if b.offset.is_some() && b.increment.is_none() {
+        return Err(ApiError::bad_request(
+            "offset goes with increment: give both (values are offset modulo increment)",
+        ));
+    }
+    let residue = b.increment.map(|increment| keysmith::store::Residue {
+        increment,
+        offset: b.offset.unwrap_or(0),
+    });
+    if b.gapless || b.period.is_some() || b.format.is_some() || b.bit_reversed || residue.is_some()
+    {
         let numbering = Numbering {
             gapless: b.gapless,
             period: b.period.as_deref().map(str::parse::<Period>).transpose()?,
@@ -144,6 +160,7 @@ pub(crate) async fn create(
             bit_reversed: b
                 .bit_reversed
                 .then_some(numbers::BitReversed { skip: b.skip_range }),
+            residue,
         };
         let info = numbers::create(store, &spec, &numbering).await?;
         let mut v = view(&state, info);
@@ -425,6 +442,7 @@ pub(crate) async fn reserve(
     };
     Ok(Json(serde_json::json!({
         "ranges": [{"start": bound(lease.start), "end": bound(lease.end)}],
+        "step": lease.step,
         "lease": token,
     }))
     .into_response())

@@ -478,6 +478,7 @@ mod tests {
             start: 1,
             end: 2,
             version: 1,
+            step: 1,
         };
         assert!(l.renew("g", &l.key.seal(&seq), None).await.is_err());
     }

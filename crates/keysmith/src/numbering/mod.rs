@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod residue;
 mod reversed;
 mod template;
 
+pub use residue::{MAX_INCREMENT, Residue};
 pub use reversed::{BitReversal, BitReversed, SkipRange, VALUE_BITS};
 pub use template::{DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number, Template};
 
@@ -131,6 +133,11 @@ pub struct Numbering {
     /// period, a template or gap-free numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bit_reversed: Option<BitReversed>,
+    /// Values are all `offset` modulo `increment` (see [`Residue`]);
+    /// plain integers in blocks like an ordinary sequence's, never with a
+    /// period, a template, gap-free numbers or bit reversal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residue: Option<Residue>,
 }
 
 impl Numbering {
@@ -141,6 +148,18 @@ impl Numbering {
     /// # Errors
     /// [`Error::InvalidArgument`] naming what is wrong and how to fix it.
     pub fn validate(&self) -> Result<()> {
+        if let Some(r) = &self.residue {
+            if self.gapless
+                || self.period.is_some()
+                || self.template.is_some()
+                || self.bit_reversed.is_some()
+            {
+                return Err(Error::invalid(
+                    "a sequence with an increment and offset hands out plain integers in blocks: no gap-free numbers, period, format or bit reversal with it",
+                ));
+            }
+            r.validate()?;
+        }
         if let Some(b) = &self.bit_reversed {
             if self.gapless || self.period.is_some() || self.template.is_some() {
                 return Err(Error::invalid(

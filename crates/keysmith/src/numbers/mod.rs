@@ -31,7 +31,7 @@
 //!     gapless: true,
 //!     period: Some(Period::Year),
 //!     template: Some("INV-{period}-{n:04}".into()),
-//!     bit_reversed: None,
+//!     ..Numbering::default()
 //! };
 //! numbers::create(&*store, &SequenceSpec::new("invoices"), &invoices).await?;
 //! let h = Numbers::open(store, "invoices").await?;
@@ -79,7 +79,13 @@ pub async fn create(
             spec.start
         )));
     }
-    Ok(store.create_numbered(spec, numbering).await?.into())
+    // A residue class is kept in slots (see `Residue`), and shown in values.
+    let slots = match &numbering.residue {
+        Some(r) => crate::sequence::spec_in_slots(r, spec)?,
+        None => spec.clone(),
+    };
+    let row = store.create_numbered(&slots, numbering).await?;
+    Ok(SequenceInfo::of(row, numbering.residue))
 }
 
 /// The numbering of a sequence: `None` for an ordinary one.
@@ -214,12 +220,20 @@ impl Numbers {
     /// [`NumberStore::read_numbering`](crate::store::NumberStore::read_numbering)): saves a read.
     ///
     /// # Errors
+    /// [`Error::WrongKind`] for a sequence whose values are a residue class
+    /// (they come in blocks: open a [`crate::sequence::Sequence`]);
     /// [`Error::Corrupt`] for settings this keysmith cannot read.
     pub fn with_numbering(
         store: Arc<dyn Store>,
         name: &str,
         numbering: Numbering,
     ) -> Result<Numbers> {
+        if let Some(r) = numbering.residue {
+            return Err(Error::WrongKind(format!(
+                "sequence {name:?} hands out plain integers {} modulo {} in blocks: use keysmith next {name} or a keysmith::sequence::Sequence",
+                r.offset, r.increment
+            )));
+        }
         let template = Template::for_numbering(&numbering)
             .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
         Ok(Numbers {

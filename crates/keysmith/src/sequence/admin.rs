@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, CountsDelta, MAX_VALUE, Put, SequenceRow, SequenceSpec, SequenceStore, Store,
-    check_count,
+    Alteration, CountsDelta, MAX_VALUE, Put, Residue, SequenceRow, SequenceSpec, SequenceStore,
+    Store, check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 
@@ -60,12 +60,13 @@ pub async fn describe(store: &dyn SequenceStore, name: &str) -> Result<SequenceR
 ///
 /// # Errors
 /// As [`describe`].
-pub async fn show(store: &dyn SequenceStore, name: &str) -> Result<SequenceInfo> {
+pub async fn show(store: &dyn Store, name: &str) -> Result<SequenceInfo> {
     validate_name(name)?;
     let (row, counts) = match store.read_counts(name).await {
         Err(Error::NotFound { .. }) => return Err(not_found(store, name).await),
         other => other?,
     };
+    let residue = residue_of(store, name).await?;
     let now = super::now_ms();
     let usage = super::SequenceUsage {
         reserved: counts.reserved(&row),
@@ -79,21 +80,30 @@ pub async fn show(store: &dyn SequenceStore, name: &str) -> Result<SequenceInfo>
     };
     Ok(SequenceInfo {
         usage: Some(usage),
-        ..row.into()
+        ..SequenceInfo::of(row, residue)
     })
 }
 
-/// Every sequence, by name.
+/// The residue class of a sequence whose values are one (any other
+/// numbering, or none: `None`).
+async fn residue_of(store: &dyn Store, name: &str) -> Result<Option<Residue>> {
+    Ok(store.read_numbering(name).await?.and_then(|n| n.residue))
+}
+
+/// Every sequence, by name. Reads each one's numbering too, to show the
+/// values of one that is a residue class: one store call per sequence
+/// after the listing.
 ///
 /// # Errors
 /// What the store fails with.
-pub async fn list(store: &dyn SequenceStore) -> Result<Vec<SequenceInfo>> {
-    Ok(store
-        .list_sequences()
-        .await?
-        .into_iter()
-        .map(Into::into)
-        .collect())
+pub async fn list(store: &dyn Store) -> Result<Vec<SequenceInfo>> {
+    let rows = store.list_sequences().await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let residue = residue_of(store, &row.name).await?;
+        out.push(SequenceInfo::of(row, residue));
+    }
+    Ok(out)
 }
 
 /// What [`alter`] changes in a sequence; `None` keeps the current value.
@@ -186,10 +196,22 @@ impl AlterSpec {
 /// written on error.
 pub async fn alter(store: &dyn Store, name: &str, spec: &AlterSpec) -> Result<SequenceInfo> {
     let mut row = describe(store, name).await?;
-    super::refuse_numbered(store, name).await?;
+    let residue = super::blocks_of(store, name).await?;
     let mut retries = Retries::new(crate::DEFAULT_RETRY_BUDGET, None);
     loop {
-        let change = spec.apply_to(&row)?;
+        // Checked in values, so that what is refused is said in values;
+        // written in slots.
+        let change = match &residue {
+            None => spec.apply_to(&row)?,
+            Some(r) => {
+                let c = spec.apply_to(&super::row_in_values(r, row.clone()))?;
+                Alteration {
+                    next: r.slot_at_or_above(c.next),
+                    max: r.slot_at_or_below(c.max),
+                    ..c
+                }
+            }
+        };
         match store.alter_if_version(name, &change, row.version).await? {
             Put::Done(done) => {
                 let skipped = done.next - row.next;
@@ -204,7 +226,7 @@ pub async fn alter(store: &dyn Store, name: &str, spec: &AlterSpec) -> Result<Se
                         tracing::warn!(sequence = %name, "altered, but the {skipped} values skipped were not counted: {e}");
                     }
                 }
-                return Ok(done.into());
+                return Ok(SequenceInfo::of(done, residue));
             }
             Put::Conflict(current) => {
                 row = current;

@@ -83,10 +83,15 @@ pub async fn adopt(
     dry_run: bool,
 ) -> Result<AdoptReport> {
     crate::validate_name(name)?;
+    // In values: a residue class's row is shown as its values.
+    let mut residue = None;
     let existing = match admin::describe(store, name).await {
         Ok(row) => {
-            super::refuse_numbered(store, name).await?;
-            Some(row)
+            residue = super::blocks_of(store, name).await?;
+            Some(match &residue {
+                Some(r) => super::row_in_values(r, row),
+                None => row,
+            })
         }
         Err(Error::NotFound { .. }) if create => None,
         Err(e) => return Err(e),
@@ -122,7 +127,8 @@ pub async fn adopt(
             // Checked in full even for a dry run, so it says what would fail.
             spec.apply_to(&row)?;
             let after = if dry_run {
-                target
+                // The first value of the class at or above the target.
+                residue.map_or(target, |r| r.value(r.slot_at_or_above(target)))
             } else {
                 let info: SequenceInfo = admin::alter(store, name, &spec).await?;
                 info.row.next

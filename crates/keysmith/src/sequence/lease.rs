@@ -28,7 +28,9 @@ use crate::store::{CountsDelta, Put, SequenceStore, Store, check_count};
 use crate::{Error, Result};
 
 /// One reservation held by a caller outside this process: the values
-/// `start..end` of sequence `name`, and the row version it left behind.
+/// `start, start + step, ...` below `end` of sequence `name`, and the row
+/// version it left behind. `step` is 1 but for a sequence whose values are
+/// a residue class, where it is the class's increment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The sequence.
@@ -39,6 +41,26 @@ pub struct Lease {
     pub end: i64,
     /// The row's version right after the reservation.
     pub version: u64,
+    /// The distance between two values of the lease.
+    pub step: i64,
+}
+
+impl Lease {
+    /// How many values the lease holds.
+    pub fn len(&self) -> i64 {
+        self.slot(self.end - 1) + 1 - self.slot(self.start)
+    }
+
+    /// Whether it holds none (never, for a lease [`lease`] made).
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// The slot (the store's counter) of value `v` of the lease.
+    fn slot(&self, v: i64) -> i64 {
+        let step = self.step.max(1);
+        (v - self.start.rem_euclid(step)).div_euclid(step)
+    }
 }
 
 /// Reserves up to `n` values of `name` for a caller outside this process
@@ -75,7 +97,7 @@ pub async fn lease_guarded(
 ) -> Result<Lease> {
     check_count("count", n)?;
     let row = describe(&*store, name).await?;
-    super::refuse_numbered(&*store, name).await?;
+    let residue = super::blocks_of(&*store, name).await?;
     let alloc = Allocator::new(store.clone(), row, strategy, retry_budget, None, high_water);
     let r = alloc.reserve(n).await?;
     // The values leave this process: for the sequence's counts they are
@@ -88,11 +110,22 @@ pub async fn lease_guarded(
             ..CountsDelta::default()
         },
     );
-    Ok(Lease {
-        name: name.to_owned(),
-        start: r.start,
-        end: r.end,
-        version: r.version,
+    Ok(match residue {
+        None => Lease {
+            name: name.to_owned(),
+            start: r.start,
+            end: r.end,
+            version: r.version,
+            step: 1,
+        },
+        // A reservation holds at least one value.
+        Some(c) => Lease {
+            name: name.to_owned(),
+            start: c.value(r.start),
+            end: c.value(r.end - 1) + 1,
+            version: r.version,
+            step: c.increment,
+        },
     })
 }
 
@@ -129,13 +162,21 @@ pub async fn release_guarded(
             lease.start, lease.end, lease.name
         )));
     }
+    if (from - lease.start).rem_euclid(lease.step.max(1)) != 0 {
+        return Err(Error::invalid(format!(
+            "from must be a value of the lease {}..{} of {:?} (every {}th from {}), got {from}",
+            lease.start, lease.end, lease.name, lease.step, lease.start
+        )));
+    }
+    // The store counts slots; a lease of step 1 is its own slots.
+    let (slot_from, slot_end) = (lease.slot(from), lease.slot(lease.end - 1) + 1);
     match store
-        .put_if_version(&lease.name, from, lease.version)
+        .put_if_version(&lease.name, slot_from, lease.version)
         .await?
     {
         Put::Done(_) => {
-            high_water.handed_back(from);
-            let back = lease.end - from;
+            high_water.handed_back(slot_from);
+            let back = slot_end - slot_from;
             let delta = CountsDelta {
                 handed_back: back,
                 handed_out: -back,
@@ -145,7 +186,7 @@ pub async fn release_guarded(
             Ok(Some(from..lease.end))
         }
         Put::Conflict(_) => {
-            let gap = lease.end - from;
+            let gap = slot_end - slot_from;
             let delta = CountsDelta {
                 abandoned: gap,
                 handed_out: -gap,
@@ -236,10 +277,14 @@ impl LeaseKey {
     /// The token of `lease`: URL-safe base64 of its fields and a 128-bit
     /// signature.
     pub fn seal(&self, lease: &Lease) -> String {
-        let body = format!(
+        let mut body = format!(
             "{}\n{}\n{}\n{}",
             lease.name, lease.start, lease.end, lease.version
         );
+        // Tokens of ordinary leases stay as they were.
+        if lease.step != 1 {
+            body.push_str(&format!("\n{}", lease.step));
+        }
         let tag = self.tag(body.as_bytes());
         format!(
             "{}.{}",
@@ -268,7 +313,8 @@ impl LeaseKey {
         }
         let text = String::from_utf8(body).map_err(|_| bad())?;
         let mut parts = text.split('\n');
-        let (Some(n), Some(s), Some(e), Some(v), None) = (
+        let (Some(n), Some(s), Some(e), Some(v), step, None) = (
+            parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
@@ -276,6 +322,10 @@ impl LeaseKey {
             parts.next(),
         ) else {
             return Err(bad());
+        };
+        let step = match step {
+            None => 1,
+            Some(t) => t.parse().ok().filter(|t: &i64| *t >= 2).ok_or_else(bad)?,
         };
         if n != name {
             return Err(Error::invalid(format!(
@@ -287,6 +337,7 @@ impl LeaseKey {
             start: s.parse().map_err(|_| bad())?,
             end: e.parse().map_err(|_| bad())?,
             version: v.parse().map_err(|_| bad())?,
+            step,
         })
     }
 
@@ -348,6 +399,7 @@ mod tests {
             start: 100,
             end: 200,
             version: 7,
+            step: 1,
         }
     }
 

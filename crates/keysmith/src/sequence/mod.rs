@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::store::{
-    CountsDelta, MARK_INTERVAL_MS, Put, Reservation, SequenceRow, SequenceStore, Store, check_count,
+    CountsDelta, MARK_INTERVAL_MS, Put, Reservation, Residue, SequenceRow, SequenceStore, Store,
+    check_count,
 };
 use crate::{Error, Result};
 
@@ -44,7 +45,7 @@ pub use import::{ImportAction, ImportFormat, ImportItem, ImportReport, SourceRow
 pub use strategy::Strategy;
 
 use cache::{BlockCache, Next};
-pub(crate) use numbered::{blocks_refused, refuse_numbered};
+pub(crate) use numbered::{blocks_of, blocks_refused, row_in_values, spec_in_slots};
 use strategy::Allocator;
 use strict::StrictQueue;
 
@@ -78,6 +79,10 @@ struct Inner {
     /// Strict mode's callers waiting for a shared reservation.
     strict: StrictQueue,
     runtime: tokio::runtime::Handle,
+    /// The residue class of a sequence whose values are one: the cache,
+    /// the store and everything in between count slots, made values as
+    /// they leave ([`Sequence::value`]).
+    residue: Option<Residue>,
 }
 
 /// Values a [`Sequence::next_n`] took from the cache and has not handed out
@@ -379,9 +384,13 @@ impl SequenceBuilder {
             p.validate()?;
         }
         let row = describe(&*store, &name).await?;
-        if let Some(numbering) = store.read_numbering(&name).await? {
-            return Ok(Err((name, numbering)));
-        }
+        let residue = match store.read_numbering(&name).await? {
+            None => None,
+            Some(numbering) => match numbering.residue {
+                Some(r) => Some(r),
+                None => return Ok(Err((name, numbering))),
+            },
+        };
         let mut block = self.block.unwrap_or(row.block);
         check_count("block", block)?;
         let adaptive = match &self.adaptive_policy {
@@ -409,6 +418,7 @@ impl SequenceBuilder {
                 prefetch,
                 strict: StrictQueue::default(),
                 runtime,
+                residue,
             }),
         }))
     }
@@ -464,12 +474,29 @@ impl Sequence {
     /// [`Error::Closed`] after [`Self::close`].
     #[inline]
     pub async fn next(&self) -> Result<i64> {
-        match self.try_next_cached() {
-            Some(v) => Ok(v),
+        let slot = match self.try_next_cached() {
+            Some(v) => v,
             // Boxed: keeps this future one pointer plus the handle, and the
             // slow path's state off the hot path.
-            None => Box::pin(self.next_slow()).await,
+            None => Box::pin(self.next_slow()).await?,
+        };
+        Ok(self.value(slot))
+    }
+
+    /// The value of `slot`: itself, or its value in the sequence's residue
+    /// class.
+    #[inline]
+    fn value(&self, slot: i64) -> i64 {
+        match &self.inner.residue {
+            None => slot,
+            Some(r) => r.value(slot),
         }
+    }
+
+    /// The residue class of the sequence's values, for one created with an
+    /// increment and offset: every value is `offset` modulo `increment`.
+    pub fn residue(&self) -> Option<Residue> {
+        self.inner.residue
     }
 
     /// `n` values (1 to [`MAX_BATCH`]), ascending, each unique and greater
@@ -488,6 +515,17 @@ impl Sequence {
     /// [`Error::Exhausted`] when fewer than `n` values are left (a smaller
     /// count may still succeed).
     pub async fn next_n(&self, n: i64) -> Result<Vec<i64>> {
+        let mut values = self.next_n_slots(n).await?;
+        if let Some(r) = &self.inner.residue {
+            for v in &mut values {
+                *v = r.value(*v);
+            }
+        }
+        Ok(values)
+    }
+
+    /// [`Self::next_n`] in slots.
+    async fn next_n_slots(&self, n: i64) -> Result<Vec<i64>> {
         if !(1..=MAX_BATCH).contains(&n) {
             return Err(Error::invalid(format!(
                 "count must be between 1 and {MAX_BATCH}, got {n}"
@@ -745,11 +783,19 @@ impl Sequence {
     /// Closes the handle (and its clones). The values it reserved but never
     /// handed out go back to the sequence if nobody reserved since (the row
     /// version is unchanged); otherwise they stay a gap, never reused.
-    /// Returns the range handed back, if any. Idempotent.
+    /// Returns the range handed back, if any (for a residue class, its
+    /// values are every `increment`-th from the start on). Idempotent.
     ///
     /// # Errors
     /// What the store fails with; the handle is closed all the same.
     pub async fn close(&self) -> Result<Option<Range<i64>>> {
+        let back = self.close_slots().await?;
+        // One past the last value: exact also at the top of the range.
+        Ok(back.map(|r| self.value(r.start)..self.value(r.end - 1) + 1))
+    }
+
+    /// [`Self::close`] in slots.
+    async fn close_slots(&self) -> Result<Option<Range<i64>>> {
         let inner = &*self.inner;
         let mut st = inner.refill.lock().await;
         if st.closed {
@@ -863,14 +909,32 @@ pub struct SequenceInfo {
     /// Its rate, runway and where its values went; only from [`show`].
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub usage: Option<SequenceUsage>,
+    /// For a sequence whose values are a residue class, the class
+    /// (`increment` and `offset` in JSON); `row`'s `next`, `start` and
+    /// `max` are then values of it (the store counts slots: see
+    /// [`Residue`]).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub residue: Option<Residue>,
 }
 
 impl From<SequenceRow> for SequenceInfo {
     fn from(row: SequenceRow) -> Self {
+        SequenceInfo::of(row, None)
+    }
+}
+
+impl SequenceInfo {
+    /// A stored row as callers see it: in values of `residue`, if given.
+    pub fn of(row: SequenceRow, residue: Option<Residue>) -> SequenceInfo {
+        let remaining = row.remaining();
         SequenceInfo {
-            remaining: row.remaining(),
-            row,
+            remaining,
+            row: match &residue {
+                Some(r) => row_in_values(r, row),
+                None => row,
+            },
             usage: None,
+            residue,
         }
     }
 }

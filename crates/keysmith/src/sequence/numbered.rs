@@ -1,9 +1,11 @@
 //! What block-based uses (handles, reserve leases, alter, adopt) say to a
-//! numbered sequence, whose numbers come from [`crate::numbers`] instead.
+//! numbered sequence, whose numbers come from [`crate::numbers`] instead,
+//! and how they take one whose values are a residue class: in slots, made
+//! values at the edge ([`Residue`]).
 
 use crate::Error;
 use crate::Result;
-use crate::store::{NumberStore, Numbering};
+use crate::store::{NumberStore, Numbering, Residue, SequenceRow, SequenceSpec};
 
 /// The error for block-based use (a [`crate::sequence::Sequence`] handle, a
 /// reserve lease, alter, adopt) of a numbered sequence.
@@ -19,14 +21,52 @@ pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
     }
 }
 
-/// Fails for a numbered sequence: what block-based uses (handles, reserve
-/// leases, alter, adopt) call after reading the row.
+/// What block-based uses (handles, reserve leases, alter, adopt) call after
+/// reading the row: `None` for an ordinary sequence, its [`Residue`] for
+/// one whose values are a residue class (still handed out in blocks).
 ///
 /// # Errors
-/// [`Error::WrongKind`] saying how to take its numbers instead.
-pub(crate) async fn refuse_numbered(store: &dyn NumberStore, name: &str) -> Result<()> {
+/// [`Error::WrongKind`] for any other numbered sequence, saying how to take
+/// its numbers instead.
+pub(crate) async fn blocks_of(store: &dyn NumberStore, name: &str) -> Result<Option<Residue>> {
     match store.read_numbering(name).await? {
-        Some(n) => Err(blocks_refused(name, &n)),
-        None => Ok(()),
+        None => Ok(None),
+        Some(n) => match n.residue {
+            Some(r) => Ok(Some(r)),
+            None => Err(blocks_refused(name, &n)),
+        },
+    }
+}
+
+/// `spec` (in values) as the row the store keeps for residue class `r` (in
+/// slots): the first slot at or above `start`, the last at or below `max`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when no value of the class lies between
+/// `start` and `max`.
+pub(crate) fn spec_in_slots(r: &Residue, spec: &SequenceSpec) -> Result<SequenceSpec> {
+    let (start, max) = (r.slot_at_or_above(spec.start), r.slot_at_or_below(spec.max));
+    if start > max {
+        return Err(Error::invalid(format!(
+            "no value {} modulo {} lies between start {} and max {}; widen the range",
+            r.offset, r.increment, spec.start, spec.max
+        )));
+    }
+    Ok(SequenceSpec {
+        start,
+        max,
+        ..spec.clone()
+    })
+}
+
+/// A stored row of residue class `r` (in slots) as callers see it: `next`,
+/// `start` and `max` in values. Block, version and the failover margin stay
+/// counts of slots, which are counts of values.
+pub(crate) fn row_in_values(r: &Residue, row: SequenceRow) -> SequenceRow {
+    SequenceRow {
+        next: r.value(row.next),
+        start: r.value(row.start),
+        max: r.value(row.max),
+        ..row
     }
 }

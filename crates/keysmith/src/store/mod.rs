@@ -45,7 +45,7 @@ pub mod sqlite;
 mod tls;
 mod workers;
 
-pub use crate::numbering::{Numbering, Period};
+pub use crate::numbering::{MAX_INCREMENT, Numbering, Period, Residue};
 /// The name [`NumberStore`] had before numbered sequences became one concern
 /// with one name. Deprecated: use [`NumberStore`]; this alias will go in a
 /// later release.

@@ -25,6 +25,7 @@ fn gapless(period: Option<Period>, template: Option<&str>) -> Numbering {
         period,
         template: template.map(str::to_owned),
         bit_reversed: None,
+        residue: None,
     }
 }
 
@@ -296,6 +297,7 @@ pub async fn periods_only_move_forward(store: Arc<dyn Store>) {
         period: Some(Period::Day),
         template: None,
         bit_reversed: None,
+        residue: None,
     };
     store
         .create_numbered(&spec("d", 5, 1000), &n)
@@ -441,6 +443,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         period: Some(Period::Day),
         template: Some("INV-{period}-{n:04}".into()),
         bit_reversed: None,
+        residue: None,
     };
     numbers::create(&*store, &SequenceSpec::new("inv"), &inv)
         .await
@@ -524,12 +527,14 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             period: Some(Period::Day),
             gapless: false,
             bit_reversed: None,
+            residue: None,
         },
         Numbering {
             template: Some("{period}{n}".into()),
             period: None,
             gapless: true,
             bit_reversed: None,
+            residue: None,
         },
     ] {
         assert!(matches!(
