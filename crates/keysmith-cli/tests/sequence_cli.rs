@@ -384,3 +384,91 @@ fn failover_skip_and_fence() {
         "failed commands change nothing"
     );
 }
+
+/// `--increment K --offset R`: every value `next` prints, in any process,
+/// is R modulo K; `show` and `list` give values and the class; `alter`
+/// rounds into the class; bad classes are refused and create nothing.
+#[test]
+fn residue_classes_from_the_command_line() {
+    let db = Db::new();
+    db.ok(&[
+        "create",
+        "eu",
+        "--increment",
+        "4",
+        "--offset",
+        "3",
+        "--start",
+        "1",
+        "--block",
+        "5",
+    ]);
+    let first: Vec<i64> = db
+        .ok(&["next", "eu", "--count", "3"])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(first, [3, 7, 11]);
+    // Another process: the tail came back, so it continues at 15.
+    assert_eq!(db.ok(&["next", "eu"]), "15\n");
+    let show: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "show", "eu"])).unwrap();
+    assert_eq!(
+        (
+            &show["next"],
+            &show["start"],
+            &show["increment"],
+            &show["offset"]
+        ),
+        (
+            &serde_json::json!(19),
+            &serde_json::json!(3),
+            &serde_json::json!(4),
+            &serde_json::json!(3)
+        ),
+        "{show}"
+    );
+    assert!(db.ok(&["show", "eu"]).contains("values:    3 modulo 4"));
+    db.ok(&["alter", "eu", "--next", "100"]);
+    assert_eq!(
+        db.ok(&["next", "eu"]),
+        "103\n",
+        "100 rounded up into the class"
+    );
+    let list: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "list"])).unwrap();
+    assert_eq!(list[0]["next"], 107);
+
+    for args in [
+        vec!["create", "a", "--increment", "4", "--offset", "4"],
+        vec!["create", "b", "--increment", "1"],
+        vec!["create", "c", "--increment", "4", "--offset", "-1"],
+        vec!["create", "d", "--increment", "4", "--gapless"],
+        vec!["create", "e", "--offset", "1"],
+        vec![
+            "create",
+            "f",
+            "--increment",
+            "10",
+            "--offset",
+            "9",
+            "--start",
+            "0",
+            "--max",
+            "8",
+        ],
+    ] {
+        let (code, err) = db.fails(&args);
+        assert!(code == 1 || code == 2, "{args:?}: exit {code}");
+        assert!(err.starts_with("error:"), "{args:?}: {err}");
+    }
+    let (_, err) = db.fails(&["create", "a", "--increment", "4", "--offset", "4"]);
+    assert!(
+        err.contains("offset must be between 0 and increment - 1 = 3"),
+        "{err}"
+    );
+    let list: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "list"])).unwrap();
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "a refused class created a sequence"
+    );
+}

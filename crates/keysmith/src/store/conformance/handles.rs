@@ -765,3 +765,149 @@ pub async fn pool_describe_gives_a_rate_and_runway(store: Arc<dyn Store>) {
         "{from_marks} {runway}"
     );
 }
+
+/// A residue class (values `2 mod 3`, between 10 and 100): handles, strict
+/// handles, leases and their release, `alter`, `show` and `close` all deal
+/// in values of the class, none is handed out twice, and the last value is
+/// the largest of the class at or below the maximum.
+pub async fn residue_class_values_stay_in_their_class(store: Arc<dyn Store>) {
+    use crate::numbers::{self, Numbering};
+    use crate::store::Residue;
+    let class = Residue {
+        increment: 3,
+        offset: 2,
+    };
+    let in_class = |v: i64| v.rem_euclid(3) == 2;
+    let numbering = Numbering {
+        residue: Some(class),
+        ..Numbering::default()
+    };
+    let info = numbers::create(
+        &*store,
+        &SequenceSpec {
+            block: 4,
+            ..spec("r", 10, 100)
+        },
+        &numbering,
+    )
+    .await
+    .unwrap();
+    // Rounded into the class: 11 is the first value at or above 10, 98 the
+    // last at or below 100.
+    assert_eq!((info.row.start, info.row.next, info.row.max), (11, 11, 98));
+    assert_eq!(info.residue, Some(class));
+    assert_eq!(info.remaining, 30);
+
+    let mut seen = BTreeSet::new();
+    let plain = Sequence::builder()
+        .store(store.clone())
+        .name("r")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(plain.residue(), Some(class));
+    let strict = Sequence::builder()
+        .store(store.clone())
+        .name("r")
+        .block(1)
+        .build()
+        .await
+        .unwrap();
+    let mut from_plain = vec![plain.next().await.unwrap()];
+    from_plain.extend(plain.next_n(5).await.unwrap());
+    let from_strict = strict.next_n(2).await.unwrap();
+    assert_increasing(&from_plain, "a residue handle");
+    assert_increasing(&from_strict, "a strict residue handle");
+    let lease = sequence::lease::lease(
+        store.clone(),
+        "r",
+        3,
+        Strategy::Atomic,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(lease.step, 3);
+    assert_eq!(lease.len(), 3);
+    let leased: Vec<i64> = (lease.start..lease.end).step_by(3).collect();
+    assert_eq!(leased.len(), 3, "{lease:?}");
+    for v in from_plain.iter().chain(&from_strict).chain(&leased) {
+        assert!(in_class(*v), "{v} is not 2 mod 3");
+        assert!(seen.insert(*v), "{v} handed out twice");
+    }
+    // A release from a value outside the class is refused; from the second
+    // value of the lease, the tail goes back (no one reserved since).
+    let e = sequence::lease::release(&*store, &lease, leased[1] + 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    let back = sequence::lease::release(&*store, &lease, leased[1])
+        .await
+        .unwrap();
+    assert_eq!(back, Some(leased[1]..lease.end));
+    for v in &leased[1..] {
+        seen.remove(v);
+    }
+    // Those two values come again, to the next caller.
+    let again = sequence::lease::lease(
+        store.clone(),
+        "r",
+        2,
+        Strategy::Locked,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.start, leased[1]);
+    for v in (again.start..again.end).step_by(3) {
+        assert!(in_class(v) && seen.insert(v), "{v}");
+    }
+
+    // alter: a next outside the class is rounded up into it; a max too.
+    let shown = sequence::show(&*store, "r").await.unwrap();
+    let next = shown.row.next;
+    assert!(in_class(next) && next > *seen.iter().next_back().unwrap());
+    let altered = sequence::alter(
+        &*store,
+        "r",
+        &sequence::AlterSpec {
+            next: Some(next + 4),
+            max: Some(96),
+            ..sequence::AlterSpec::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(altered.row.next, next + 6, "rounded up into the class");
+    assert_eq!(altered.row.max, 95, "rounded down into the class");
+    assert!(in_class(altered.row.next));
+    // The handles' cached values stay theirs; after them, the new next.
+    let rest = plain.next_n(1).await.unwrap();
+    assert!(in_class(rest[0]) && seen.insert(rest[0]));
+    // The strict handle hands back its unused block on close, in values.
+    let _ = strict.close().await.unwrap();
+    let _ = plain.close().await.unwrap();
+    let tail = Sequence::builder()
+        .store(store.clone())
+        .name("r")
+        .block(100)
+        .build()
+        .await
+        .unwrap();
+    let mut last = 0;
+    loop {
+        match tail.next().await {
+            Ok(v) => {
+                assert!(in_class(v), "{v}");
+                assert!(seen.insert(v), "{v} handed out twice");
+                last = v;
+            }
+            Err(Error::Exhausted { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(last, 95, "the largest value 2 mod 3 at or below the max");
+    let listed = sequence::list(&*store).await.unwrap();
+    let r = listed.iter().find(|i| i.row.name == "r").unwrap();
+    assert_eq!((r.residue, r.remaining), (Some(class), 0));
+}

@@ -83,6 +83,7 @@ macro_rules! conformance_tests {
             handles::a_failed_next_n_near_the_maximum_loses_nothing,
             handles::a_failed_strict_next_n_hands_its_values_back,
             handles::alter_while_handles_allocate_hands_out_nothing_twice,
+            handles::residue_class_values_stay_in_their_class,
             handles::clean_closes_account_for_every_value,
             handles::pool_handles_take_unique_numbers_under_many_tasks,
             handles::pool_numbers_near_i64_max_exhaust_instead_of_wrapping,
