@@ -145,7 +145,7 @@ fn leaf_rows_become_sequences_above_their_max_id() {
 }
 
 #[test]
-fn tinyid_rows_become_sequences_and_residue_classes_are_refused() {
+fn tinyid_rows_become_sequences_residue_classes_too() {
     let Some(db) = TempMariaDb::shared() else {
         return;
     };
@@ -157,7 +157,8 @@ fn tinyid_rows_become_sequences_and_residue_classes_are_refused() {
                (1, 'test', 1, 1, 100000, 1, 0, '2018-07-21 23:52:58', '2018-07-22 23:19:27', 1),
                (2, 'test_odd', 1, 1, 100000, 2, 1, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 3),
                (3, 'users', 1, 900100, 100, 1, 0, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 9001),
-               (4, 'nostep', 1, 5, NULL, 1, 0, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 2);"
+               (4, 'nostep', 1, 5, NULL, 1, 0, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 2),
+               (5, 'test_bad', 1, 1, 100, 2, 2, '2018-07-21 23:52:58', '2018-07-23 00:39:24', 2);"
         ),
     );
     // Into an SQLite store this time.
@@ -171,23 +172,27 @@ fn tinyid_rows_become_sequences_and_residue_classes_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stdout.contains(
-            "test_odd: refused (delta=2 remainder=1: keysmith sequences hand out consecutive values"
-        ),
+        stdout.contains("test_bad: refused (delta=2 remainder=2 is not a residue class"),
         "{stdout}"
     );
     assert!(
-        stderr.contains("1 of 4 rows of tiny_id_info were refused"),
+        stderr.contains("1 of 5 rows of tiny_id_info were refused"),
         "{stderr}"
     );
-    assert_eq!(names(&store), ["nostep", "test", "users"]);
+    assert_eq!(names(&store), ["nostep", "test", "test_odd", "users"]);
+    // Tinyid's delta 2, remainder 1: the odd values above max_id 1.
+    assert_eq!(next_and_block(&store, "test_odd"), (3, 100_000));
+    assert_eq!(
+        common::ok(&store, &["next", "test_odd", "--count", "2"]),
+        "3\n5\n"
+    );
     assert_eq!(next_and_block(&store, "users"), (900_101, 100));
     assert_eq!(next_and_block(&store, "test"), (2, 100_000));
     assert_eq!(next_and_block(&store, "nostep").0, 6);
 
     // Without refused rows the command succeeds.
     db.sql(&format!(
-        "DELETE FROM {}.tiny_id_info WHERE biz_type = 'test_odd'",
+        "DELETE FROM {}.tiny_id_info WHERE biz_type = 'test_bad'",
         from.rsplit_once('/').unwrap().1.split('?').next().unwrap()
     ));
     let fresh = Db::new();
@@ -195,7 +200,7 @@ fn tinyid_rows_become_sequences_and_residue_classes_are_refused() {
         &fresh.url(),
         &["import", "tinyid", "--from", &from, "--dry-run"],
     );
-    assert!(out.contains("3 rows of tiny_id_info: 3 to create"), "{out}");
+    assert!(out.contains("4 rows of tiny_id_info: 4 to create"), "{out}");
     assert!(names(&fresh.url()).is_empty(), "a dry run wrote");
 }
 

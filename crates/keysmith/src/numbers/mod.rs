@@ -79,13 +79,11 @@ pub async fn create(
             spec.start
         )));
     }
-    // A residue class is kept in slots (see `Residue`), and shown in values.
-    let slots = match &numbering.residue {
-        Some(r) => crate::sequence::spec_in_slots(r, spec)?,
-        None => spec.clone(),
-    };
-    let row = store.create_numbered(&slots, numbering).await?;
-    Ok(SequenceInfo::of(row, numbering.residue))
+    // A residue class is handed out in blocks: the sequence module keeps it.
+    if let Some(r) = numbering.residue {
+        return crate::sequence::create_in_class(store, spec, r).await;
+    }
+    Ok(store.create_numbered(spec, numbering).await?.into())
 }
 
 /// The numbering of a sequence: `None` for an ordinary one.

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backoff::Retries;
 use crate::store::{
-    Alteration, CountsDelta, MAX_VALUE, Put, Residue, SequenceRow, SequenceSpec, SequenceStore,
-    Store, check_count,
+    Alteration, CountsDelta, MAX_VALUE, Numbering, Put, Residue, SequenceRow, SequenceSpec,
+    SequenceStore, Store, check_count,
 };
 use crate::{Error, Result, closest_names, validate_name};
 
@@ -21,6 +21,31 @@ use super::SequenceInfo;
 pub async fn create(store: &dyn SequenceStore, spec: &SequenceSpec) -> Result<SequenceInfo> {
     spec.validate()?;
     Ok(store.create_sequence(spec).await?.into())
+}
+
+/// Creates a sequence whose values are all `residue.offset` modulo
+/// `residue.increment` (see [`Residue`]): handed out in blocks like any
+/// sequence's, one class per region with a store of its own, so that no two
+/// regions hand out the same value. `spec`'s start and max are rounded into
+/// the class; the result shows values.
+///
+/// # Errors
+/// As [`create`]; [`Error::InvalidArgument`] for a bad class or no value of
+/// it between start and max. Nothing is written on error.
+pub async fn create_in_class(
+    store: &dyn Store,
+    spec: &SequenceSpec,
+    residue: Residue,
+) -> Result<SequenceInfo> {
+    spec.validate()?;
+    residue.validate()?;
+    let slots = super::spec_in_slots(&residue, spec)?;
+    let numbering = Numbering {
+        residue: Some(residue),
+        ..Numbering::default()
+    };
+    let row = store.create_numbered(&slots, &numbering).await?;
+    Ok(SequenceInfo::of(row, Some(residue)))
 }
 
 /// Creates a sequence unless one of that name exists, and returns the row

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::admin;
-use crate::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_RESERVATION, SequenceSpec, SequenceStore};
+use crate::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_RESERVATION, Residue, SequenceSpec, Store};
 use crate::{Error, Result};
 
 /// Whose table is read.
@@ -138,11 +138,12 @@ impl ImportReport {
 /// cached: Leaf hands out values below `max_id` (its segment is
 /// `max_id - step .. max_id`), Tinyid up to `max_id` (`max_id - step ..=
 /// max_id`, by `delta`). The block is the row's `step`. A keysmith sequence
-/// that exists already is reported, never overwritten. Tinyid rows with
-/// residue classes (`delta` other than 1, or a `remainder`) are refused:
-/// keysmith sequences hand out consecutive values.
+/// that exists already is reported, never overwritten. A Tinyid row with a
+/// residue class (`delta` above 1: several Tinyid servers sharing one
+/// `biz_type`, each with its `remainder`) becomes a sequence of that class
+/// ([`super::create_in_class`]), starting at its first value above `max_id`.
 pub async fn import(
-    store: &dyn SequenceStore,
+    store: &dyn Store,
     format: ImportFormat,
     from: &str,
     table: Option<&str>,
@@ -162,16 +163,28 @@ pub async fn import(
     })
 }
 
-/// The spec of a row's sequence, or why there is none.
-fn plan(format: ImportFormat, row: &SourceRow) -> std::result::Result<SequenceSpec, String> {
+/// The spec of a row's sequence and its residue class (Tinyid's `delta`
+/// above 1), or why there is none.
+fn plan(
+    format: ImportFormat,
+    row: &SourceRow,
+) -> std::result::Result<(SequenceSpec, Option<Residue>), String> {
     crate::validate_name(&row.name).map_err(|e| e.to_string())?;
-    if format == ImportFormat::Tinyid && (row.delta != 1 || row.remainder != 0) {
-        return Err(format!(
-            "delta={} remainder={}: keysmith sequences hand out consecutive values, not residue classes \
-             (several Tinyid servers sharing one biz_type); move this one by hand: keysmith create {} --start ABOVE_MAX_ID",
-            row.delta, row.remainder, row.name
-        ));
-    }
+    let residue = match (format, row.delta, row.remainder) {
+        (ImportFormat::Tinyid, 1, 0) | (ImportFormat::Leaf, _, _) => None,
+        (ImportFormat::Tinyid, delta, remainder) => {
+            let r = Residue {
+                increment: delta,
+                offset: remainder,
+            };
+            r.validate().map_err(|e| {
+                format!(
+                    "delta={delta} remainder={remainder} is not a residue class keysmith keeps: {e}"
+                )
+            })?;
+            Some(r)
+        }
+    };
     let start = row
         .max_id
         .checked_add(1)
@@ -193,11 +206,14 @@ fn plan(format: ImportFormat, row: &SourceRow) -> std::result::Result<SequenceSp
         ..SequenceSpec::new(&row.name)
     };
     spec.validate().map_err(|e| e.to_string())?;
-    Ok(spec)
+    if let Some(r) = &residue {
+        super::spec_in_slots(r, &spec).map_err(|e| e.to_string())?;
+    }
+    Ok((spec, residue))
 }
 
 async fn import_row(
-    store: &dyn SequenceStore,
+    store: &dyn Store,
     format: ImportFormat,
     source: SourceRow,
     dry_run: bool,
@@ -209,10 +225,12 @@ async fn import_row(
         block,
         note,
     };
-    let spec = match plan(format, &source) {
-        Ok(spec) => spec,
+    let (spec, residue) = match plan(format, &source) {
+        Ok(planned) => planned,
         Err(why) => return Ok(item(ImportAction::Refused, None, None, Some(why))),
     };
+    // The first value of the class above max_id.
+    let start = residue.map_or(spec.start, |r| r.value(r.slot_at_or_above(spec.start)));
     let step_note = match source.step {
         Some(s) if s == spec.block => None,
         other => Some(format!(
@@ -232,27 +250,47 @@ async fn import_row(
         };
         item(ImportAction::Exists, Some(next), None, Some(note))
     };
-    match admin::describe(store, &source.name).await {
-        Ok(row) => return Ok(exists(row.next)),
+    match admin::show(store, &source.name).await {
+        Ok(info) => return Ok(exists(info.row.next)),
         Err(Error::NotFound { .. }) => {}
         Err(e) => return Err(e),
     }
     if !dry_run {
-        match admin::create(store, &spec).await {
+        let created = match residue {
+            Some(r) => admin::create_in_class(store, &spec, r).await,
+            None => admin::create(store, &spec).await,
+        };
+        match created {
             Ok(_) => {}
             Err(Error::AlreadyExists { .. }) => {
                 // Created by someone else meanwhile.
-                let row = admin::describe(store, &source.name).await?;
-                return Ok(exists(row.next));
+                let info = admin::show(store, &source.name).await?;
+                return Ok(exists(info.row.next));
             }
             Err(e) => return Err(e),
         }
     }
+    let note = match (residue, step_note) {
+        (None, note) => note,
+        (Some(r), note) => Some(
+            [
+                Some(format!(
+                    "values {} modulo {} (Tinyid's remainder and delta)",
+                    r.offset, r.increment
+                )),
+                note,
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+        ),
+    };
     Ok(item(
         ImportAction::Created,
-        Some(spec.start),
+        Some(start),
         Some(spec.block),
-        step_note,
+        note,
     ))
 }
 
@@ -347,18 +385,32 @@ mod tests {
 
     #[test]
     fn sequences_start_above_the_old_max_id_with_the_step_as_block() {
-        let s = plan(ImportFormat::Leaf, &row("orders", 5000, Some(1000), 1, 0)).unwrap();
+        let (s, r) = plan(ImportFormat::Leaf, &row("orders", 5000, Some(1000), 1, 0)).unwrap();
         assert_eq!((s.name.as_str(), s.start, s.block), ("orders", 5001, 1000));
-        let s = plan(ImportFormat::Tinyid, &row("t", 0, None, 1, 0)).unwrap();
+        assert_eq!(r, None);
+        let (s, _) = plan(ImportFormat::Tinyid, &row("t", 0, None, 1, 0)).unwrap();
         assert_eq!((s.start, s.block), (DEFAULT_START, DEFAULT_BLOCK));
-        let s = plan(ImportFormat::Tinyid, &row("t", 9, Some(0), 1, 0)).unwrap();
+        let (s, _) = plan(ImportFormat::Tinyid, &row("t", 9, Some(0), 1, 0)).unwrap();
         assert_eq!((s.start, s.block), (10, DEFAULT_BLOCK));
     }
 
     #[test]
+    fn tinyid_residue_classes_become_sequences_of_the_class() {
+        let (s, r) = plan(ImportFormat::Tinyid, &row("odd", 100, Some(10), 2, 1)).unwrap();
+        assert_eq!(
+            r,
+            Some(Residue {
+                increment: 2,
+                offset: 1
+            })
+        );
+        assert_eq!(s.start, 101);
+        let e = plan(ImportFormat::Tinyid, &row("bad", 1, Some(10), 2, 2)).unwrap_err();
+        assert!(e.contains("delta=2 remainder=2"), "{e}");
+    }
+
+    #[test]
     fn rows_keysmith_cannot_serve_are_refused_with_a_reason() {
-        let e = plan(ImportFormat::Tinyid, &row("odd", 1, Some(10), 2, 1)).unwrap_err();
-        assert!(e.contains("delta=2 remainder=1"), "{e}");
         // Leaf has no delta: the columns are not read.
         assert!(plan(ImportFormat::Leaf, &row("x", 1, Some(10), 1, 0)).is_ok());
         let e = plan(ImportFormat::Leaf, &row("has space", 1, Some(10), 1, 0)).unwrap_err();

@@ -37,7 +37,9 @@ mod numbered;
 mod strategy;
 mod strict;
 
-pub use admin::{AlterSpec, alter, create, create_or_get, describe, list, remove, show};
+pub use admin::{
+    AlterSpec, alter, create, create_in_class, create_or_get, describe, list, remove, show,
+};
 pub use adopt::{AdoptAction, AdoptReport, AdoptSource, adopt};
 pub use blocking::BlockingSequence;
 pub use high_water::{HighWater, HighWaters};
