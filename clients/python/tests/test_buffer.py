@@ -76,3 +76,54 @@ def test_tails_are_the_unused_ends_of_last_ranges_newest_first() -> None:
     b.end_fetch(lease("c", (30, 33)))
     assert b.take_n(3) == [30, 31, 32]
     assert b.tails() == []  # used up: nothing to hand back
+
+
+def stepped(token: str, step: int, *ranges: tuple[int, int]) -> Lease:
+    return Lease("s", tuple(Range(a, b, step) for a, b in ranges), token, step)
+
+
+def test_a_stepped_lease_hands_out_every_step_th_value_and_counts_them() -> None:
+    b = Buffer(4, Adaptive())
+    lease = stepped("a", 3, (2, 12))  # 2, 5, 8, 11: the values 2 mod 3 of a 4-slot lease
+    assert len(lease) == 4 and lease.values() == [2, 5, 8, 11]
+    b.end_fetch(lease)
+    assert b.available == 4 and b.lease_size == 4
+    assert b.take() == 2
+    assert b.take_n(4) is None and b.available == 3  # all or nothing
+    assert b.take_n(2) == [5, 8]
+    assert b.available == 1 and not b.wants_prefetch()  # a fifth of 4 values: none left
+    assert b.take() == 11 and b.wants_prefetch()
+    assert b.take() is None and b.available == 0
+
+
+def test_a_stepped_tail_goes_back_from_the_next_value_of_the_lease() -> None:
+    b = Buffer(5, Adaptive())
+    b.end_fetch(stepped("a", 4, (1, 18)))  # 1, 5, 9, 13, 17
+    assert b.take_n(2) == [1, 5]
+    assert b.tails() == [("a", 9)]
+    b.end_fetch(stepped("b", 4, (21, 38)))  # 21, 25, 29, 33, 37
+    assert b.take_n(5) == [21, 25, 29, 33, 37]
+    assert b.tails() == []  # used up, although 38 < end is never reached exactly
+
+
+def test_values_at_or_below_any_received_are_dropped_on_the_step() -> None:
+    b = Buffer(5, Adaptive())
+    b.end_fetch(stepped("a", 3, (32, 45)))  # 32, 35, 38, 41, 44
+    b.end_fetch(stepped("b", 3, (20, 30), (41, 54)))  # an older block, then one overlapping: 41..53
+    assert b.available == 5 + 3  # 47, 50, 53: clipped above 44 onto the class
+    got = b.take_n(8)
+    assert got == [32, 35, 38, 41, 44, 47, 50, 53] and all(v % 3 == 2 for v in got)
+    b.end_fetch(stepped("c", 3, (53, 60)))  # 53 was received: 56, 59
+    assert b.take_n(2) == [56, 59]
+    b.end_fetch(stepped("d", 3, (62, 72)))
+    assert b.take() == 62
+    assert b.tails() == [("d", 65)]
+
+
+def test_a_lease_without_a_step_is_of_step_one() -> None:
+    old = Lease.from_json("s", {"ranges": [{"start": "7", "end": "10"}], "lease": "t"})
+    assert old.step == 1 and old.values() == [7, 8, 9] and len(old) == 3
+    new = Lease.from_json("s", {"ranges": [{"start": "7", "end": "17"}], "step": 3, "lease": "t"})
+    assert new.step == 3 and new.ranges[0].step == 3 and new.values() == [7, 10, 13, 16] and len(new) == 4
+    with pytest.raises(ValueError):
+        Lease.from_json("s", {"ranges": [{"start": 1, "end": 2}], "step": 0, "lease": "t"})

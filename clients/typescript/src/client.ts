@@ -54,6 +54,8 @@ export interface Numbering {
   period: Period | null;
   /** How numbers are printed, e.g. `INV-{period}-{n:04}`. */
   template: string | null;
+  /** Of a residue class: every value is `offset` modulo `increment`. */
+  residue?: { increment: number; offset: number } | null;
 }
 
 /** A sequence as `GET /v1/sequences/{name}` shows it. */
@@ -69,8 +71,15 @@ export interface SequenceInfo {
   /** Values not yet reserved by anyone. */
   remaining: bigint;
   server: SequenceServerView | null;
-  /** Set for a gap-free, periodic or formatted sequence (by `createSequence` and `getSequence`). */
+  /** Set for a gap-free, periodic, formatted or residue-class sequence (by `createSequence` and `getSequence`). */
   numbering?: Numbering;
+  /**
+   * Of a residue class (undefined for any other sequence): every value is
+   * `offset` modulo `increment`, and `next`, `start` and `max` are values of it.
+   */
+  increment?: number;
+  /** Of a residue class: every value's remainder modulo `increment`. */
+  offset?: number;
   /** Reserved values no clean close accounted for (only from `getSequence`). */
   unaccounted?: bigint;
   /** Seconds until the maximum at the current rate, null without a rate (only from `getSequence`). */
@@ -244,6 +253,9 @@ function sequenceInfo(o: Obj): SequenceInfo {
     remaining: big(o.remaining, "remaining"),
     server,
     ...(o.unaccounted === undefined ? {} : { unaccounted: big(o.unaccounted, "unaccounted") }),
+    ...(o.increment === undefined || o.increment === null
+      ? {}
+      : { increment: small(o.increment, "increment"), offset: smallOrNull(o.offset, "offset") ?? 0 }),
   } as SequenceInfo;
 }
 
@@ -326,10 +338,23 @@ export class Client implements LeaseSource {
    * `gapless`: gap-free numbers taken with tickets (`takeTicket`); `period`:
    * numbers restart every day, month or year; `format`: how numbers are
    * printed, e.g. `INV-{period}-{n:04}` (read them with `nextNumbers`).
+   * `increment` (2 to 1000000) and `offset` (0 to `increment - 1`, default 0):
+   * a residue class, every value is `offset` modulo `increment` (one per
+   * region, each with its own store: no two ever hand out the same value);
+   * the server checks them (a 400 `invalid_argument` or `bad_request`).
    */
   async createSequence(
     name: string,
-    o: { start?: IntLike; max?: IntLike; block?: number; gapless?: boolean; period?: Period; format?: string } = {},
+    o: {
+      start?: IntLike;
+      max?: IntLike;
+      block?: number;
+      gapless?: boolean;
+      period?: Period;
+      format?: string;
+      increment?: number;
+      offset?: number;
+    } = {},
   ): Promise<SequenceInfo> {
     const body: Record<string, unknown> = { name };
     if (o.start !== undefined) body.start = BigInt(int(o.start, "start"));
@@ -338,6 +363,8 @@ export class Client implements LeaseSource {
     if (o.gapless) body.gapless = true;
     if (o.period !== undefined) body.period = o.period;
     if (o.format !== undefined) body.format = o.format;
+    if (o.increment !== undefined) body.increment = BigInt(int(o.increment, "increment"));
+    if (o.offset !== undefined) body.offset = BigInt(int(o.offset, "offset"));
     return sequenceInfo(await this.callObj("POST", "/v1/sequences", body));
   }
 
@@ -462,7 +489,9 @@ export class Client implements LeaseSource {
 
   /**
    * Reserves `count` values for this caller alone (`POST .../reserve`):
-   * half-open ranges, and the lease token that hands a tail back.
+   * half-open ranges whose values are `start, start + step, ...` below `end`
+   * (`step` is 1 but for a residue class), and the lease token that hands a
+   * tail back.
    */
   async reserve(name: string, n: number): Promise<Lease> {
     const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/reserve?count=${count(n)}&as=string`);
@@ -474,12 +503,16 @@ export class Client implements LeaseSource {
       const x = obj(r, "reserve");
       return { start: big(x.start, "start"), end: big(x.end, "end") };
     });
-    return { ranges, lease: o.lease };
+    // A server from before residue classes sends no step: 1.
+    const step = o.step === undefined ? 1 : small(o.step, "step");
+    if (step < 1) throw new KeysmithError("bad_response", `the server sent the step ${step}, not 1 or more`, 0);
+    return { ranges, step, lease: o.lease };
   }
 
   /**
-   * Hands the tail `from..` of a lease back (`POST .../release`): answers the
-   * range that went back, or null when someone reserved since.
+   * Hands the tail `from..` of a lease back (`POST .../release`): `from` must
+   * be a value of the lease (`start + i*step`). Answers the range that went
+   * back (the lease's values from `from`), or null when someone reserved since.
    */
   async release(name: string, lease: string, from: IntLike): Promise<Range | null> {
     const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/release`, { lease, from: int(from, "from") });

@@ -5,7 +5,11 @@
 
 import { KeysmithError } from "./errors.js";
 
-/** A half-open range of values, `start <= v < end`. */
+/**
+ * A half-open range of values: `start, start + step, start + 2*step, ...`
+ * strictly below `end`, with the `step` of the lease it belongs to (1, so
+ * every `start <= v < end`, but in a residue class).
+ */
 export interface Range {
   start: bigint;
   end: bigint;
@@ -14,6 +18,12 @@ export interface Range {
 /** What `POST /v1/sequences/{name}/reserve` answers. */
 export interface Lease {
   ranges: Range[];
+  /**
+   * The distance between two values of a range: 1, or a residue class's
+   * increment. A lease source that leaves it out (a server from before
+   * residue classes) means 1.
+   */
+  step: number;
   /** The token that hands an unused tail back (`release`). */
   lease: string;
 }
@@ -52,8 +62,10 @@ export interface LeaseSource {
 interface LocalLease {
   /** null: not to be released (it was clipped, or holds values given back by a failed call). */
   token: string | null;
-  /** Non-empty, increasing, disjoint. */
+  /** Non-empty, increasing, disjoint; each starts on a value and holds `start, start + step, ...` below `end`. */
   ranges: Range[];
+  /** The distance between two values of a range (>= 1). */
+  step: bigint;
   /** Index of the range being served (of the head lease). */
   ri: number;
 }
@@ -78,9 +90,12 @@ export class Sequence {
 
   /** The leases not yet used up, oldest (being served) first. */
   private leases: LocalLease[] = [];
-  /** The next value of the head range, and its end: cur < end iff a value is here. */
+  /** The next value of the head range, its end and its step: cur < end iff a value is here. */
   private cur = 0n;
   private end = 0n;
+  private step = 1n;
+  /** The step of the newest lease (values given back by failed calls are grouped by it). */
+  private lastStep = 1n;
   /** Values here, in all leases. */
   private available = 0;
   /** The size of the newest lease (prefetch starts at prefetchAt of it). */
@@ -142,9 +157,10 @@ export class Sequence {
    */
   next(): Promise<bigint> {
     if (this.head === this.waiters.length && this.cur < this.end && !this.closed) {
-      const v = this.cur++;
+      const v = this.cur;
+      this.cur += this.step;
       this.available--;
-      if (this.cur === this.end) this.advance();
+      if (this.cur >= this.end) this.advance();
       this.maybePrefetch();
       return Promise.resolve(v);
     }
@@ -207,6 +223,7 @@ export class Sequence {
     }
     this.leases = [];
     this.cur = this.end = 0n;
+    this.step = 1n;
     this.available = 0;
     return released;
   }
@@ -226,11 +243,14 @@ export class Sequence {
   private take(out: bigint[], n: number): number {
     let taken = 0;
     while (taken < n && this.cur < this.end) {
-      const room = this.end - this.cur;
+      const room = valuesIn(this.cur, this.end, this.step);
       const k = BigInt(n - taken) < room ? n - taken : Number(room);
-      for (let j = 0; j < k; j++) out.push(this.cur++);
+      for (let j = 0; j < k; j++) {
+        out.push(this.cur);
+        this.cur += this.step;
+      }
       taken += k;
-      if (this.cur === this.end) this.advance();
+      if (this.cur >= this.end) this.advance();
     }
     this.available -= taken;
     return taken;
@@ -249,6 +269,7 @@ export class Sequence {
       if (r !== undefined) {
         this.cur = r.start;
         this.end = r.end;
+        this.step = l.step;
         return;
       }
       this.leases.shift();
@@ -318,8 +339,14 @@ export class Sequence {
     );
   }
 
-  /** Adds a lease's ranges, clipped above every value received before. */
+  /**
+   * Adds a lease's ranges, clipped above every value received before (onto
+   * the next value of the range: `start + i*step`).
+   */
   private ingest(lease: Lease): void {
+    // A source from before residue classes sends no step: 1.
+    const step = BigInt(lease.step ?? 1);
+    if (step < 1n) throw new KeysmithError("bad_response", `a lease's step must be 1 or more, got ${step}`, 0);
     const sorted = [...lease.ranges].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
     const ranges: Range[] = [];
     let clipped = false;
@@ -327,16 +354,18 @@ export class Sequence {
     for (const r of sorted) {
       let start = r.start;
       if (this.highWater !== null && start <= this.highWater) {
-        start = this.highWater + 1n;
+        start += ((this.highWater - start) / step) * step + step;
         clipped = true;
       }
       if (start >= r.end) continue;
+      const n = valuesIn(start, r.end, step);
       ranges.push({ start, end: r.end });
-      size += Number(r.end - start);
-      this.highWater = r.end - 1n;
+      size += Number(n);
+      this.highWater = start + (n - 1n) * step;
     }
+    this.lastStep = step;
     if (ranges.length === 0) return;
-    this.push({ token: clipped ? null : lease.lease, ranges, ri: 0 });
+    this.push({ token: clipped ? null : lease.lease, ranges, step, ri: 0 });
     this.lastLeaseSize = size;
     this.available += size;
   }
@@ -348,6 +377,7 @@ export class Sequence {
       l.ri = 0;
       this.cur = r.start;
       this.end = r.end;
+      this.step = l.step;
     }
   }
 
@@ -361,19 +391,27 @@ export class Sequence {
     this.waiters = [];
     this.head = 0;
     this.outstanding = 0;
+    // Runs of values one step apart (the step of the newest lease); any other
+    // value is a range of its own, which holds it whatever the step.
+    const step = this.lastStep;
     const ranges: Range[] = [];
     for (const w of ws) {
       for (const v of w.got) {
         const r = ranges[ranges.length - 1];
-        if (r !== undefined && r.end === v) r.end = v + 1n;
+        if (r !== undefined && r.end - 1n + step === v) r.end = v + 1n;
         else ranges.push({ start: v, end: v + 1n });
       }
     }
     if (ranges.length > 0 && !this.closed && this.available === 0) {
       this.leases = [];
-      this.push({ token: null, ranges, ri: 0 });
-      for (const r of ranges) this.available += Number(r.end - r.start);
+      this.push({ token: null, ranges, step, ri: 0 });
+      for (const r of ranges) this.available += Number(valuesIn(r.start, r.end, step));
     }
     for (const w of ws) w.reject(e);
   }
+}
+
+/** How many of `start, start + step, ...` are below `end`. */
+function valuesIn(start: bigint, end: bigint, step: bigint): bigint {
+  return end > start ? (end - start + step - 1n) / step : 0n;
 }

@@ -40,10 +40,15 @@ describe("json", () => {
   });
 });
 
-/** An in-memory sequence with the reserve/release contract; `hold()` parks reservations until `go()`. */
+/**
+ * An in-memory sequence with the reserve/release contract; `hold()` parks
+ * reservations until `go()`. With a `step`, a residue class: values `start,
+ * start + step, ...`, leases answered with their step as the server does.
+ */
 class FakeSource {
-  constructor(start = 1n) {
+  constructor(start = 1n, step = 1n) {
     this.next = start;
+    this.step = step;
     this.version = 1;
     this.leases = new Map();
     this.counts = [];
@@ -70,11 +75,12 @@ class FakeSource {
           return;
         }
         const start = this.next;
-        this.next += BigInt(count);
+        const end = start + BigInt(count - 1) * this.step + 1n;
+        this.next = end - 1n + this.step;
         this.version++;
         const lease = `L${++this.id}`;
-        this.leases.set(lease, { start, end: this.next, version: this.version });
-        resolve({ ranges: [{ start, end: this.next }], lease });
+        this.leases.set(lease, { start, end, version: this.version });
+        resolve({ ranges: [{ start, end }], step: Number(this.step), lease });
       };
       if (this.holding) this.parked.push(run);
       else queueMicrotask(run);
@@ -82,7 +88,9 @@ class FakeSource {
   }
   async release(name, lease, from) {
     const l = this.leases.get(lease);
-    if (!l || from < l.start || from >= l.end) throw new KeysmithError("invalid_argument", "bad lease", 400);
+    if (!l || from < l.start || from >= l.end || (from - l.start) % this.step !== 0n) {
+      throw new KeysmithError("invalid_argument", "bad lease", 400);
+    }
     // The server's rule: only if the row is still at the version the lease left.
     if (this.version !== l.version) return null;
     this.next = from;
@@ -207,6 +215,70 @@ describe("Sequence (in-memory lease source)", () => {
     };
     const seq = new Sequence(src, "s", { block: 5, adaptive: false, prefetch: false });
     assert.deepEqual(await seq.nextN(7), [5n, 6n, 7n, 8n, 9n, 20n, 21n]);
+    assert.deepEqual(await seq.close(), []);
+  });
+
+  test("a stepped lease (a residue class): values every step, counted as values, tail from the next one", async () => {
+    const src = new FakeSource(2n, 3n); // 2 mod 3
+    const seq = new Sequence(src, "s", { block: 10, adaptive: false });
+    assert.equal(await seq.next(), 2n);
+    assert.equal(seq.buffered, 9);
+    assert.deepEqual(await seq.nextN(6), [5n, 8n, 11n, 14n, 17n, 20n]);
+    assert.equal(src.counts.length, 1); // 3 left of 10: no prefetch yet
+    assert.equal(await seq.next(), 23n); // 2 left: the prefetch of 32..59 starts
+    assert.equal(src.counts.length, 2);
+    assert.deepEqual(await seq.nextN(3), [26n, 29n, 32n]);
+    assert.equal(seq.buffered, 9);
+    // The newest lease goes back from its next value (35), a value of the lease.
+    assert.deepEqual(await seq.close(), [{ start: 35n, end: 60n }]);
+    assert.equal(src.next, 35n);
+  });
+
+  test("a stepped Sequence under concurrent calls: unique, increasing, all of the class", async () => {
+    const src = new FakeSource(4n, 7n);
+    const seq = new Sequence(src, "s", { block: 5, maxBlock: 40 });
+    const ps = [];
+    for (let i = 0; i < 300; i++) ps.push(i % 4 === 0 ? seq.nextN(5) : seq.next());
+    const got = (await Promise.all(ps)).flat();
+    assert.equal(got.length, 75 * 5 + 225);
+    assert.equal(duplicates(got), "");
+    assert.equal(notIncreasing(got), "");
+    assert.deepEqual(got.filter((v) => v % 7n !== 4n), []);
+    assert.deepEqual(got.slice(0, 3), [4n, 11n, 18n]);
+    await seq.close();
+  });
+
+  test("a failed reservation with a step gives back the values set aside, on the step", async () => {
+    const src = new FakeSource(1n, 5n);
+    const seq = new Sequence(src, "s", { block: 4, adaptive: false, prefetch: false });
+    src.failAt = [2, new KeysmithError("unavailable", "down", 503)];
+    src.hold();
+    const a = seq.nextN(2); // 1, 6 of 1, 6, 11, 16
+    const b = seq.nextN(5); // takes 11 and 16, then waits for a reservation that fails
+    src.go();
+    assert.deepEqual(await a, [1n, 6n]);
+    await assert.rejects(b, (e) => e instanceof KeysmithError && e.code === "unavailable");
+    assert.equal(seq.buffered, 2);
+    assert.deepEqual(await seq.nextN(3), [11n, 16n, 21n]);
+  });
+
+  test("stepped ranges below what was received are clipped onto the step", async () => {
+    let calls = 0;
+    const src = {
+      async reserve() {
+        calls++;
+        // 3 mod 4: 31..43 first, then an older range and one that overlaps it.
+        return calls === 1
+          ? { ranges: [{ start: 31n, end: 44n }], step: 4, lease: "a" }
+          : { ranges: [{ start: 3n, end: 20n }, { start: 39n, end: 56n }], step: 4, lease: "b" };
+      },
+      async release() {
+        throw new Error("not released: clipped leases are never handed back");
+      },
+    };
+    const seq = new Sequence(src, "s", { block: 4, adaptive: false, prefetch: false });
+    assert.deepEqual(await seq.nextN(7), [31n, 35n, 39n, 43n, 47n, 51n, 55n]);
+    assert.equal(seq.buffered, 0);
     assert.deepEqual(await seq.close(), []);
   });
 });

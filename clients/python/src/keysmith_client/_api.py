@@ -72,11 +72,17 @@ def create_sequence(
     gapless: bool = False,
     period: Optional[str] = None,
     format: Optional[str] = None,
+    increment: Optional[int] = None,
+    offset: Optional[int] = None,
 ) -> Req[SequenceInfo]:
     body: Json = {"name": name}
     for k, v in (("start", start), ("max", max), ("block", block)):
         if v is not None:
             body[k] = v
+    # the server checks the class (2 <= increment, 0 <= offset < increment; no offset alone)
+    for k, v in (("increment", increment), ("offset", offset)):
+        if v is not None:
+            body[k] = _whole(k, v)
     if gapless:
         body["gapless"] = True
     if period is not None:
@@ -164,16 +170,18 @@ def reserve(name: str, count: int) -> Req[Lease]:
     )
 
 
-def _released(j: Any) -> Optional[Range]:
-    r = j.get("released")
-    return None if r is None else Range.from_json(r)
+def release(name: str, lease: str, from_: int, step: int = 1) -> Req[Optional[Range]]:
+    """``from_`` must be a value of the lease (``start + i*step``); the range that
+    went back holds the lease's values from it, every ``step``."""
 
+    def released(j: Any) -> Optional[Range]:
+        r = j.get("released")
+        return None if r is None else Range.from_json(r, step)
 
-def release(name: str, lease: str, from_: int) -> Req[Optional[Range]]:
     return Req(
         "POST",
         f"/v1/sequences/{seg(name)}/release",
-        _released,
+        released,
         json={"lease": lease, "from": from_},
         safe=False,
     )

@@ -97,13 +97,20 @@ class AsyncClient:
         gapless: bool = False,
         period: Optional[str] = None,
         format: Optional[str] = None,
+        increment: Optional[int] = None,
+        offset: Optional[int] = None,
     ) -> SequenceInfo:
         """Creates a sequence. ``gapless=True``: gap-free numbers taken with tickets
         (:meth:`take_ticket`); ``period`` (``"day"``, ``"month"``, ``"year"``): numbers
         restart every period, by the store's clock; ``format``: how numbers are
         printed, e.g. ``"INV-{period}-{n:04}"``. Read a periodic or formatted
-        sequence's numbers with :meth:`next_numbers`."""
-        return await self._call(_api.create_sequence(name, start, max, block, gapless, period, format))
+        sequence's numbers with :meth:`next_numbers`. ``increment`` (2 to
+        1000000) and ``offset`` (0 to ``increment - 1``, default 0): a residue
+        class, every value is ``offset`` modulo ``increment`` (one per region,
+        each with its own store, never hand out the same value)."""
+        return await self._call(
+            _api.create_sequence(name, start, max, block, gapless, period, format, increment, offset)
+        )
 
     async def alter(
         self, name: str, next: Optional[int] = None, max: Optional[int] = None, block: Optional[int] = None
@@ -131,7 +138,7 @@ class AsyncClient:
         return await self._call(_api.reserve(name, count))
 
     async def release(self, lease: Lease, from_: int) -> Optional[Range]:
-        return await self._call(_api.release(lease.sequence, lease.token, from_))
+        return await self._call(_api.release(lease.sequence, lease.token, from_, lease.step))
 
     async def next_numbers(self, name: str, count: int = 1) -> List[str]:
         """``count`` numbers as text: a periodic or formatted sequence's printed numbers
@@ -334,7 +341,7 @@ class AsyncSequence:
         if tails:
             lease, from_ = tails[0]
             try:
-                self.released = await self._client._call(_api.release(self.name, lease, from_))
+                self.released = await self._client._call(_api.release(self.name, lease, from_, self._buf.step))
             except KeysmithError as e:
                 _log.warning("sequence %r: the unused tail from %d stays a gap: %s", self.name, from_, e)
 

@@ -18,13 +18,18 @@ PREFETCH_AT = 0.2
 
 @dataclass
 class _Run:
-    """The unused part ``next..end`` of one leased range."""
+    """The unused part of one leased range: ``next, next + step, ...`` below ``end``."""
 
     next: int
     end: int
+    step: int
     lease: str
     # the range is the last of its lease: only there can a tail go back
     last_of_lease: bool
+
+    def left(self) -> int:
+        """How many values are left."""
+        return max(0, -(-(self.end - self.next) // self.step))
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,12 @@ class Adaptive:
 
 
 class Buffer:
-    """Values leased and not yet handed out, in increasing order."""
+    """Values leased and not yet handed out, in increasing order.
+
+    A lease's values are ``start, start + step, ...`` below ``end`` (``step``
+    is 1 but for a residue class); every ``next`` of a run is one of them, so
+    what :meth:`tails` hands back starts on a value of its lease.
+    """
 
     def __init__(self, block: Optional[int], adaptive: Adaptive) -> None:
         self.adaptive = adaptive
@@ -61,6 +71,8 @@ class Buffer:
         # the largest value received: values of later leases at or below it are
         # dropped (they stay gaps), so that values handed out always increase
         self.high: Optional[int] = None
+        #: The step of the newest lease (1 until one came; a residue class's increment).
+        self.step = 1
         self.lease_size = 0
         self.fetching = False
         self.last_fetch: Optional[float] = None
@@ -72,7 +84,7 @@ class Buffer:
             r = runs[0]
             if r.next < r.end:
                 v = r.next
-                r.next = v + 1
+                r.next = v + r.step
                 self.available -= 1
                 return v
             runs.popleft()
@@ -86,9 +98,9 @@ class Buffer:
         runs = self.runs
         while len(out) < n:
             r = runs[0]
-            k = min(n - len(out), r.end - r.next)
-            out.extend(range(r.next, r.next + k))
-            r.next += k
+            k = min(n - len(out), r.left())
+            out.extend(range(r.next, r.next + k * r.step, r.step))
+            r.next += k * r.step
             self.available -= k
             if r.next >= r.end:
                 runs.popleft()
@@ -119,17 +131,25 @@ class Buffer:
             return
         self.leases += 1
         self.lease_size = len(lease)
+        step = self.step = lease.step
         ranges = [r for r in lease.ranges if r.end > r.start]
         for k, r in enumerate(ranges):
-            start = r.start if self.high is None else max(r.start, self.high + 1)
+            start = r.start
+            if self.high is not None and start <= self.high:
+                # the first value of the range above high (values are r.start + i*step)
+                start += (self.high - r.start) // step * step + step
             last = k == len(ranges) - 1
             if start < r.end:
-                self.runs.append(_Run(start, r.end, lease.token, last))
-                self.available += r.end - start
-                self.high = r.end - 1
+                run = _Run(start, r.end, step, lease.token, last)
+                n = run.left()
+                self.runs.append(run)
+                self.available += n
+                self.high = start + (n - 1) * step
 
     def tails(self) -> List[Tuple[str, int]]:
-        """``(lease, from)`` of every lease whose last range has values left, newest first; empties the buffer."""
+        """``(lease, from)`` of every lease whose last range has values left, newest first; empties the buffer.
+
+        ``from`` is the run's next value: a value of the lease, as the release route needs."""
         out = [(r.lease, r.next) for r in self.runs if r.last_of_lease and r.next < r.end]
         self.runs.clear()
         self.available = 0

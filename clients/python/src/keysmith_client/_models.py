@@ -37,38 +37,60 @@ def _number(v: Any) -> Number:
     return _int(v)
 
 
+def _step(v: Any) -> int:
+    """A lease's step: a whole number >= 1 (1 when the server sent none: one from before steps)."""
+    step = 1 if v is None else _int(v)
+    if step < 1:
+        raise ValueError(f"not a step: {v!r}")
+    return step
+
+
 @dataclass(frozen=True)
 class Range:
-    """The half-open range ``start..end`` (``end`` excluded)."""
+    """The values ``start, start + step, start + 2*step, ...`` strictly below ``end``.
+
+    ``step`` is 1 (every integer of ``start..end``) but in a residue class,
+    where it is the sequence's ``increment``.
+    """
 
     start: int
     end: int
+    step: int = 1
 
     def __len__(self) -> int:
-        return max(0, self.end - self.start)
+        return max(0, -(-(self.end - self.start) // self.step))
+
+    def values(self) -> range:
+        return range(self.start, self.end, self.step)
 
     @classmethod
-    def from_json(cls, j: Json) -> Range:
-        return cls(_int(j["start"]), _int(j["end"]))
+    def from_json(cls, j: Json, step: int = 1) -> Range:
+        return cls(_int(j["start"]), _int(j["end"]), step)
 
 
 @dataclass(frozen=True)
 class Lease:
-    """Values reserved durably for this caller only (``POST .../reserve``)."""
+    """Values reserved durably for this caller only (``POST .../reserve``).
+
+    Each range holds ``start, start + step, ...`` below its ``end``; ``step``
+    is 1 but for a residue class (its ``increment``).
+    """
 
     sequence: str
     ranges: Tuple[Range, ...]
     token: str
+    step: int = 1
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.ranges)
 
     def values(self) -> List[int]:
-        return [v for r in self.ranges for v in range(r.start, r.end)]
+        return [v for r in self.ranges for v in r.values()]
 
     @classmethod
     def from_json(cls, sequence: str, j: Json) -> Lease:
-        return cls(sequence, tuple(Range.from_json(r) for r in j["ranges"]), str(j["lease"]))
+        step = _step(j.get("step"))
+        return cls(sequence, tuple(Range.from_json(r, step) for r in j["ranges"]), str(j["lease"]), step)
 
 
 @dataclass(frozen=True)
@@ -94,9 +116,12 @@ class Numbering:
 class SequenceInfo:
     """A sequence as ``GET /v1/sequences/{name}`` shows it.
 
-    ``numbering`` is set for a gap-free, periodic or formatted sequence (from
-    ``create_sequence`` and ``get_sequence``); ``unaccounted`` and
-    ``runway_seconds`` only from ``get_sequence``.
+    ``numbering`` is set for a gap-free, periodic, formatted or residue-class
+    sequence (from ``create_sequence`` and ``get_sequence``); ``unaccounted``
+    and ``runway_seconds`` only from ``get_sequence``. ``increment`` and
+    ``offset`` are set for a residue class (every value is ``offset`` modulo
+    ``increment``; ``next``, ``start`` and ``max`` are values of it), ``None``
+    for any other sequence.
     """
 
     name: str
@@ -110,6 +135,8 @@ class SequenceInfo:
     numbering: Optional[Numbering]
     unaccounted: Optional[int]
     runway_seconds: Optional[float]
+    increment: Optional[int]
+    offset: Optional[int]
     raw: Json = field(repr=False, compare=False)
 
     @classmethod
@@ -126,6 +153,8 @@ class SequenceInfo:
             numbering=None if j.get("numbering") is None else Numbering.from_json(j["numbering"]),
             unaccounted=_opt_int(j.get("unaccounted")),
             runway_seconds=_opt_float(j.get("runway_seconds")),
+            increment=_opt_int(j.get("increment")),
+            offset=_opt_int(j.get("offset")),
             raw=j,
         )
 
