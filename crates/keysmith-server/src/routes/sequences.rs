@@ -143,9 +143,10 @@ pub(crate) async fn create(
         ));
     }
     if b.offset.is_some() && b.increment.is_none() {
-        return Err(ApiError::bad_request(
-            "offset goes with increment: give both (values are offset modulo increment)",
-        ));
+        return Err(keysmith::Error::InvalidArgument(
+            "offset goes with increment: give both (values are offset modulo increment)".into(),
+        )
+        .into());
     }
     let residue = b.increment.map(|increment| keysmith::store::Residue {
         increment,
