@@ -16,7 +16,13 @@ use crate::{Error, Result};
 /// The largest increment: a million regions (or shards) is plenty.
 pub const MAX_INCREMENT: i64 = 1_000_000;
 
-/// Values `≡ offset (mod increment)`; see the [module docs](self).
+/// A residue class: values `≡ offset (mod increment)`, so that regions
+/// with stores of their own never hand out the same value.
+///
+/// The store keeps the row in *slots*, an ordinary counter: slot `s` is
+/// value `s * increment + offset`. Blocks, leases and the failover margin
+/// work on slots unchanged; values are made where they leave the library,
+/// and values given to it (`alter`, a lease's release) become slots there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Residue {
     /// The distance between two values: `2..=MAX_INCREMENT`.
