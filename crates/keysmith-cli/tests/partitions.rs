@@ -37,7 +37,7 @@ use keysmith::ids::Layout;
 use keysmith::verify::history::{History, Order};
 use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
 use keysmith_testsupport::partitions::{
-    self, Call, DEADLINE, HANG, Load, MAX_CALLS, REQUEST_TIMEOUT_MS, Server, Timing, http,
+    self, Call, DEADLINE, HANG, Load, Loads, MAX_CALLS, REQUEST_TIMEOUT_MS, Server, Timing, http,
     in_client, post,
 };
 use rand::RngExt;
@@ -315,20 +315,10 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
             s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
-        let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
-        let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
-        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
-        for i in 0..3 {
-            seq.until_ok(i, start, 50, "before the cut").await.unwrap();
-            ids.until_ok(i, start, 20, "ids before the cut")
-                .await
-                .unwrap();
-        }
+        let Loads { seq, ids, strict } = Loads::start(&http, &servers);
+        Loads::ready(&seq, &ids, start, servers.len())
+            .await
+            .unwrap();
         // The leader and s0 on one side; the followers, s1 and s2 on the
         // other.
         let left = [&etcd.hosts[leader], &servers[0].host];

@@ -440,6 +440,52 @@ impl Timing {
     }
 }
 
+/// The load of the multi-server scenarios: a sequence `s` (2 clients per
+/// server, clients 0..), `/v1/ids/next` (1 per server, from 100) and a
+/// strict sequence `t` (1 per server, from 200).
+pub struct Loads {
+    /// `POST /v1/sequences/s/next`.
+    pub seq: Load,
+    /// `POST /v1/ids/next`.
+    pub ids: Load,
+    /// `POST /v1/sequences/t/next`.
+    pub strict: Load,
+}
+
+impl Loads {
+    /// Starts the three loads on `servers`.
+    pub fn start(http: &reqwest::Client, servers: &[Server]) -> Loads {
+        let targets: Vec<(usize, String)> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect();
+        Loads {
+            seq: Load::start(http, &targets, 2, "/v1/sequences/s/next", "values", 0),
+            ids: Load::start(http, &targets, 1, "/v1/ids/next", "ids", 100),
+            strict: Load::start(http, &targets, 1, "/v1/sequences/t/next", "values", 200),
+        }
+    }
+
+    /// Waits until each of `servers` servers answered 50 sequence calls and
+    /// 20 ids since `start`: the run is under way before any fault.
+    ///
+    /// # Errors
+    /// As [`Load::until_ok`].
+    pub async fn ready(
+        seq: &Load,
+        ids: &Load,
+        start: Instant,
+        servers: usize,
+    ) -> Result<(), String> {
+        for i in 0..servers {
+            seq.until_ok(i, start, 50, "before the cut").await?;
+            ids.until_ok(i, start, 20, "ids before the cut").await?;
+        }
+        Ok(())
+    }
+}
+
 /// What [`postgres_cut_off_from_one_of_three`] did: every call, and when.
 #[derive(Debug)]
 pub struct CutRun {
@@ -501,19 +547,9 @@ pub fn postgres_cut_off_from_one_of_three(
             s.healthy(&http).await?;
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
-        let seq = Load::start(&http, &targets, 2, "/v1/sequences/s/next", "values", 0);
-        let ids = Load::start(&http, &targets, 1, "/v1/ids/next", "ids", 100);
-        let strict = Load::start(&http, &targets, 1, "/v1/sequences/t/next", "values", 200);
+        let Loads { seq, ids, strict } = Loads::start(&http, &servers);
         let loaded = async {
-            for i in 0..3 {
-                seq.until_ok(i, start, 50, "before the cut").await?;
-                ids.until_ok(i, start, 20, "ids before the cut").await?;
-            }
+            Loads::ready(&seq, &ids, start, servers.len()).await?;
             let cut = Instant::now();
             net.cut_pair(&pg.host, &servers[0].host);
             let others_before = seq.ok_from(1, cut) + seq.ok_from(2, cut);
