@@ -53,7 +53,9 @@ impl Verifier {
         }
     }
 
-    /// The DER of the last certificate whose chain was checked and held.
+    /// The DER of the last certificate whose chain was checked and held
+    /// (MySQL's `verify_ca` probe reads the name it holds).
+    #[cfg(feature = "mysql")]
     pub(crate) fn seen(&self) -> Option<Vec<u8>> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
