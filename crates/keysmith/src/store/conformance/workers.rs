@@ -248,7 +248,15 @@ pub async fn fence_workers_moves_every_floor(store: Arc<dyn Store>) {
         .acquire_worker(&claim("fw-b", 4, 10_000, 1000))
         .await
         .unwrap();
-    assert_eq!((a.until_ms, b.until_ms), (11_000, 11_000));
+    // A group name as URL-like as names may be: reported as it is.
+    let c = store
+        .acquire_worker(&claim("fw-c/x%2Fy", 4, 10_000, 1000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.until_ms, b.until_ms, c.until_ms),
+        (11_000, 11_000, 11_000)
+    );
     let moved = store.fence_workers(500).await.unwrap();
     let ours: Vec<_> = moved
         .iter()
@@ -257,7 +265,11 @@ pub async fn fence_workers_moves_every_floor(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(
         ours,
-        [("fw-a", 0, 11_000, 11_500), ("fw-b", 0, 11_000, 11_500)]
+        [
+            ("fw-a", 0, 11_000, 11_500),
+            ("fw-b", 0, 11_000, 11_500),
+            ("fw-c/x%2Fy", 0, 11_000, 11_500)
+        ]
     );
     // The holder keeps its lease; its floor is the moved one.
     let renewed = store

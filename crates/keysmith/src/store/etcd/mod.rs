@@ -552,6 +552,11 @@ fn prefix_end(prefix: &str) -> String {
     String::from_utf8(bytes).unwrap_or_default()
 }
 
+/// The name [`escape`] made `escaped` from.
+fn unescape(escaped: &str) -> String {
+    crate::store::credentials::percent_decode(escaped)
+}
+
 /// `%` and `/` percent-encoded, so that an escaped name never contains `/`.
 fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -631,6 +636,9 @@ mod tests {
         assert_eq!(escape("a%2Fb"), "a%252Fb");
         assert_ne!(escape("a/b"), escape("a%2Fb"));
         assert!(!escape("x/y/z").contains('/'));
+        for name in ["a/b", "a%2Fb", "100%", "%%/%/", "plain", "é/ü"] {
+            assert_eq!(unescape(&escape(name)), name);
+        }
         assert_eq!(prefix_end("p/pool-members/a/"), "p/pool-members/a0");
     }
 }

@@ -442,7 +442,7 @@ impl WorkerStore for EtcdStore {
                 let resp = self.txn("move a worker's floor", txn).await?;
                 if resp.succeeded() {
                     out.push(crate::store::WorkerFloorMove {
-                        group: group.to_owned(),
+                        group: unescape(group),
                         worker,
                         before: floor.until_ms,
                         after: moved.until_ms,
