@@ -86,9 +86,14 @@ fn killed_values_fit_within_unaccounted(url: &str) {
     );
     // Every value printed was reserved; the next free value is past them all.
     assert!(n("reserved") >= printed_clean + printed_killed, "{show}");
+    // What moved next: reservations not handed back, values skipped by
+    // alter, and values skipped at a generation change (on etcd a process
+    // may start a new epoch when the raft log's gap reads lower than the
+    // one recorded: a gap, never a repeat).
     assert_eq!(
         n("next") - n("start"),
-        n("reserved") - n("handed_back") + n("skipped")
+        n("reserved") - n("handed_back") + n("skipped") + n("skipped_at_failover"),
+        "{show}"
     );
 }
 
