@@ -437,28 +437,44 @@ async fn bad_urls_are_invalid_arguments() {
     );
 }
 
+/// The shared etcd, a store on a fresh prefix, and a claim of group `g`
+/// (holder `t`, at 1 000 ms, windows of 100 ms) of `max_workers` ids for
+/// `ttl`; `None` where etcd is not installed.
+async fn worker_store(
+    max_workers: i64,
+    ttl: std::time::Duration,
+) -> Option<(
+    &'static TempEtcd,
+    String,
+    EtcdStore,
+    keysmith::store::WorkerClaim,
+)> {
+    let etcd = TempEtcd::shared()?;
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    let claim = keysmith::store::WorkerClaim {
+        group: "g".into(),
+        max_workers,
+        holder: "t".into(),
+        ttl,
+        now_ms: 1_000,
+        window_ms: 100,
+    };
+    Some((etcd, prefix, store, claim))
+}
+
 /// A worker lease whose etcd lease expired (the `lease` key is gone) but
 /// that no one acquired since is renewed under the same fence: the store
 /// takes it again, so a second acquirer then finds it held; the floor key
 /// outlived the etcd lease.
 #[tokio::test]
 async fn a_lapsed_worker_lease_no_one_took_is_renewed_under_its_fence() {
-    use keysmith::store::{WorkerClaim, WorkerStore};
+    use keysmith::store::WorkerStore;
     use std::time::{Duration, Instant};
-    let Some(etcd) = TempEtcd::shared() else {
+    let Some((etcd, prefix, store, claim)) = worker_store(1, Duration::from_secs(1)).await else {
         return;
-    };
-    let prefix = fresh_prefix();
-    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
-        .await
-        .unwrap();
-    let claim = WorkerClaim {
-        group: "g".into(),
-        max_workers: 1,
-        holder: "t".into(),
-        ttl: Duration::from_secs(1),
-        now_ms: 1_000,
-        window_ms: 100,
     };
     let a = store.acquire_worker(&claim).await.unwrap();
     let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
@@ -488,22 +504,10 @@ async fn a_lapsed_worker_lease_no_one_took_is_renewed_under_its_fence() {
 /// holder, its fence and floor; a renewal keeps it so.
 #[tokio::test]
 async fn a_floor_from_before_holders_were_recorded_lists_without_a_holder() {
-    use keysmith::store::{WorkerClaim, WorkerStore};
+    use keysmith::store::WorkerStore;
     use std::time::Duration;
-    let Some(etcd) = TempEtcd::shared() else {
+    let Some((etcd, prefix, store, claim)) = worker_store(4, Duration::from_secs(60)).await else {
         return;
-    };
-    let prefix = fresh_prefix();
-    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
-        .await
-        .unwrap();
-    let claim = WorkerClaim {
-        group: "g".into(),
-        max_workers: 4,
-        holder: "t".into(),
-        ttl: Duration::from_secs(60),
-        now_ms: 1_000,
-        window_ms: 100,
     };
     let a = store.acquire_worker(&claim).await.unwrap();
     let listed = store.list_workers("g").await.unwrap();

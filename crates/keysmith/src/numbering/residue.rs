@@ -67,6 +67,11 @@ impl Residue {
         (d.div_euclid(k) + i128::from(d.rem_euclid(k) != 0)) as i64
     }
 
+    /// The first value of the class at or above `v`.
+    pub fn first_at_or_above(&self, v: i64) -> i64 {
+        self.value(self.slot_at_or_above(v))
+    }
+
     /// The last slot whose value is `v` or below.
     pub fn slot_at_or_below(&self, v: i64) -> i64 {
         let d = i128::from(v) - i128::from(self.offset);

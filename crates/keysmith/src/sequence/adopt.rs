@@ -128,7 +128,7 @@ pub async fn adopt(
             spec.apply_to(&row)?;
             let after = if dry_run {
                 // The first value of the class at or above the target.
-                residue.map_or(target, |r| r.value(r.slot_at_or_above(target)))
+                residue.map_or(target, |r| r.first_at_or_above(target))
             } else {
                 let info: SequenceInfo = admin::alter(store, name, &spec).await?;
                 info.row.next

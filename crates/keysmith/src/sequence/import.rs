@@ -230,7 +230,7 @@ async fn import_row(
         Err(why) => return Ok(item(ImportAction::Refused, None, None, Some(why))),
     };
     // The first value of the class above max_id.
-    let start = residue.map_or(spec.start, |r| r.value(r.slot_at_or_above(spec.start)));
+    let start = residue.map_or(spec.start, |r| r.first_at_or_above(spec.start));
     let step_note = match source.step {
         Some(s) if s == spec.block => None,
         other => Some(format!(
