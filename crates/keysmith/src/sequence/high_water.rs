@@ -17,13 +17,17 @@
 //! A range that fails either is refused with [`Error::StoreWentBack`]: none
 //! of its values is handed out. A hand-back that the store took (a clean
 //! close, a lease release, a failed strict batch) lowers the mark, since
-//! those values are the store's to hand out again.
+//! those values are the store's to hand out again. Hand-backs go through
+//! [`HighWater::hand_back`]: while one is in flight, a range that would be
+//! refused waits for its outcome and is checked again, since the store may
+//! already have taken the values back and handed them to this very request.
 
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::store::{Put, SequenceStore};
 use crate::{Error, Result};
 
 /// How many recent ranges a [`HighWater`] keeps to check ranges that were in
@@ -35,6 +39,8 @@ pub const RECENT: usize = 64;
 pub struct HighWater {
     state: Mutex<State>,
     refused: AtomicU64,
+    /// Woken when a hand-back in flight ends.
+    settled: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -46,6 +52,8 @@ struct State {
     /// Hand-backs so far, and the lowest value the last one gave back.
     handbacks: u64,
     last_handback_from: i64,
+    /// Hand-backs sent to the store whose outcome is not known yet.
+    pending: usize,
 }
 
 /// What was known when a request was sent: see [`HighWater::before`].
@@ -85,60 +93,82 @@ impl HighWater {
     }
 
     /// Checks the range `got` the store returned for the request `ticket`
-    /// was taken for, and remembers it.
+    /// was taken for, and remembers it. A range that would be refused while
+    /// a hand-back is in flight waits for it to end, then is checked again.
     ///
     /// # Errors
     /// [`Error::StoreWentBack`] naming `kind` and `name` when `got` starts
     /// below what had come back before the request, or overlaps a recent
     /// range; the range is not remembered.
-    pub(crate) fn admit(
+    pub(crate) async fn admit(
         &self,
         kind: &'static str,
         name: &str,
         ticket: Ticket,
         got: &Range<i64>,
     ) -> Result<()> {
-        let mut s = self.lock();
-        let mut floor = ticket.floor;
-        if s.handbacks != ticket.handbacks {
-            // Values were handed back while the request was in flight: the
-            // store may rightly return them.
-            floor = floor.map(|f| f.min(s.last_handback_from));
+        let held = loop {
+            let settled = {
+                let mut s = self.lock();
+                let Some(held) = refusal(&s, ticket, got) else {
+                    s.high = Some(s.high.map_or(got.end, |h| h.max(got.end)));
+                    if s.recent.len() == RECENT {
+                        s.recent.pop_front();
+                    }
+                    s.recent.push_back(got.clone());
+                    return Ok(());
+                };
+                if s.pending == 0 {
+                    break held;
+                }
+                // Made under the lock: the end of the hand-back, which
+                // takes the lock too, cannot come before it.
+                self.settled.notified()
+            };
+            settled.await;
+        };
+        self.refused.fetch_add(1, Relaxed);
+        tracing::error!(
+            kind,
+            name,
+            held,
+            got = got.start,
+            "the store went back: it returned values this process already reserved; refused, nothing handed out"
+        );
+        Err(Error::StoreWentBack {
+            kind,
+            name: name.to_owned(),
+            held,
+            got: got.start,
+        })
+    }
+
+    /// Hands every value of sequence `name` from `from` on back to the
+    /// store (a conditional put of `next` on the row `version` the last
+    /// reservation left), lowering the mark if the store took them. Ranges
+    /// that come back meanwhile wait for the outcome before they are
+    /// checked (see [`Self::admit`]).
+    ///
+    /// # Errors
+    /// What the store's put returns; the mark is unchanged then.
+    pub(crate) async fn hand_back(
+        &self,
+        store: &dyn SequenceStore,
+        name: &str,
+        from: i64,
+        version: u64,
+    ) -> Result<Put> {
+        let _pending = Pending::start(self);
+        let put = store.put_if_version(name, from, version).await?;
+        if let Put::Done(_) = put {
+            self.handed_back(from);
         }
-        let below = floor.filter(|f| got.start < *f);
-        let overlap = s
-            .recent
-            .iter()
-            .find(|r| r.start < got.end && got.start < r.end)
-            .map(|r| r.end);
-        if let Some(held) = below.or(overlap) {
-            drop(s);
-            self.refused.fetch_add(1, Relaxed);
-            tracing::error!(
-                kind,
-                name,
-                held,
-                got = got.start,
-                "the store went back: it returned values this process already reserved; refused, nothing handed out"
-            );
-            return Err(Error::StoreWentBack {
-                kind,
-                name: name.to_owned(),
-                held,
-                got: got.start,
-            });
-        }
-        s.high = Some(s.high.map_or(got.end, |h| h.max(got.end)));
-        if s.recent.len() == RECENT {
-            s.recent.pop_front();
-        }
-        s.recent.push_back(got.clone());
-        Ok(())
+        Ok(put)
     }
 
     /// The store took back every value from `from` on (a conditional put
     /// that succeeded): they may be reserved again.
-    pub(crate) fn handed_back(&self, from: i64) {
+    fn handed_back(&self, from: i64) {
         let mut s = self.lock();
         s.high = s.high.map(|h| h.min(from));
         for r in s.recent.iter_mut() {
@@ -147,6 +177,45 @@ impl HighWater {
         s.recent.retain(|r| r.start < r.end);
         s.handbacks += 1;
         s.last_handback_from = from;
+    }
+}
+
+/// Why `got`, returned for the request of `ticket`, must be refused: the
+/// value this process held that it is below or overlaps; `None` if it may
+/// be admitted.
+fn refusal(s: &State, ticket: Ticket, got: &Range<i64>) -> Option<i64> {
+    let mut floor = ticket.floor;
+    if s.handbacks != ticket.handbacks {
+        // Values were handed back while the request was in flight: the
+        // store may rightly return them.
+        floor = floor.map(|f| f.min(s.last_handback_from));
+    }
+    let below = floor.filter(|f| got.start < *f);
+    let overlap = s
+        .recent
+        .iter()
+        .find(|r| r.start < got.end && got.start < r.end)
+        .map(|r| r.end);
+    below.or(overlap)
+}
+
+/// A hand-back in flight: counted from its start until it ends, however
+/// it ends (a put that failed, or a future dropped mid-way).
+struct Pending<'a>(&'a HighWater);
+
+impl<'a> Pending<'a> {
+    fn start(hw: &'a HighWater) -> Self {
+        hw.lock().pending += 1;
+        Pending(hw)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let mut s = self.0.lock();
+        s.pending -= 1;
+        // Under the lock: see `admit`.
+        self.0.settled.notify_waiters();
     }
 }
 
@@ -193,24 +262,31 @@ impl HighWaters {
 mod tests {
     use super::*;
 
-    #[test]
-    fn ranges_in_order_and_out_of_order_completions_pass() {
+    #[tokio::test]
+    async fn ranges_in_order_and_out_of_order_completions_pass() {
         let h = HighWater::new();
         let t1 = h.before();
         let t2 = h.before();
         // Two requests in flight; the later one comes back first.
-        h.admit("sequence", "s", t2, &(20..30)).unwrap();
-        h.admit("sequence", "s", t1, &(10..20)).unwrap();
+        h.admit("sequence", "s", t2, &(20..30)).await.unwrap();
+        h.admit("sequence", "s", t1, &(10..20)).await.unwrap();
         assert_eq!(h.high(), Some(30));
-        h.admit("sequence", "s", h.before(), &(30..40)).unwrap();
+        h.admit("sequence", "s", h.before(), &(30..40))
+            .await
+            .unwrap();
         assert_eq!(h.refused(), 0);
     }
 
-    #[test]
-    fn a_range_below_what_came_back_before_is_refused() {
+    #[tokio::test]
+    async fn a_range_below_what_came_back_before_is_refused() {
         let h = HighWater::new();
-        h.admit("sequence", "s", h.before(), &(10..20)).unwrap();
-        let e = h.admit("sequence", "s", h.before(), &(15..25)).unwrap_err();
+        h.admit("sequence", "s", h.before(), &(10..20))
+            .await
+            .unwrap();
+        let e = h
+            .admit("sequence", "s", h.before(), &(15..25))
+            .await
+            .unwrap_err();
         assert_eq!(
             e,
             Error::StoreWentBack {
@@ -225,26 +301,80 @@ mod tests {
         assert_eq!(h.high(), Some(20));
         assert_eq!(h.refused(), 1);
         // Far below, as after a restore: refused too.
-        assert!(h.admit("sequence", "s", h.before(), &(1..5)).is_err());
+        assert!(h.admit("sequence", "s", h.before(), &(1..5)).await.is_err());
     }
 
-    #[test]
-    fn overlapping_ranges_in_flight_together_are_refused() {
+    #[tokio::test]
+    async fn overlapping_ranges_in_flight_together_are_refused() {
         let h = HighWater::new();
         let (t1, t2) = (h.before(), h.before());
-        h.admit("sequence", "s", t1, &(10..20)).unwrap();
-        assert!(h.admit("sequence", "s", t2, &(15..16)).is_err());
+        h.admit("sequence", "s", t1, &(10..20)).await.unwrap();
+        assert!(h.admit("sequence", "s", t2, &(15..16)).await.is_err());
     }
 
-    #[test]
-    fn a_hand_back_lowers_the_mark_even_for_requests_in_flight() {
+    #[tokio::test]
+    async fn a_hand_back_lowers_the_mark_even_for_requests_in_flight() {
         let h = HighWater::new();
-        h.admit("sequence", "s", h.before(), &(10..20)).unwrap();
+        h.admit("sequence", "s", h.before(), &(10..20))
+            .await
+            .unwrap();
         let in_flight = h.before();
         h.handed_back(15);
         assert_eq!(h.high(), Some(15));
-        h.admit("sequence", "s", in_flight, &(15..25)).unwrap();
+        h.admit("sequence", "s", in_flight, &(15..25))
+            .await
+            .unwrap();
         // Below the hand-back is still refused.
-        assert!(h.admit("sequence", "s", h.before(), &(12..13)).is_err());
+        assert!(
+            h.admit("sequence", "s", h.before(), &(12..13))
+                .await
+                .is_err()
+        );
+    }
+
+    /// Polls `fut` once.
+    fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+        let waker = std::task::Waker::noop();
+        std::pin::Pin::new(fut).poll(&mut std::task::Context::from_waker(waker))
+    }
+
+    #[tokio::test]
+    async fn a_range_back_while_a_hand_back_is_in_flight_waits_for_its_outcome() {
+        // Taken back: the range the store handed out again is admitted.
+        let h = HighWater::new();
+        h.admit("sequence", "s", h.before(), &(10..20))
+            .await
+            .unwrap();
+        let in_flight = h.before();
+        let pending = Pending::start(&h);
+        let mut admit = Box::pin(h.admit("sequence", "s", in_flight, &(15..25)));
+        assert!(
+            poll_once(&mut admit).is_pending(),
+            "waits for the hand-back"
+        );
+        h.handed_back(15);
+        drop(pending);
+        admit.await.unwrap();
+        assert_eq!(h.high(), Some(25));
+
+        // Refused by the store: the range is refused once the hand-back ends.
+        let h = HighWater::new();
+        h.admit("sequence", "s", h.before(), &(10..20))
+            .await
+            .unwrap();
+        let in_flight = h.before();
+        let pending = Pending::start(&h);
+        let mut admit = Box::pin(h.admit("sequence", "s", in_flight, &(15..25)));
+        assert!(
+            poll_once(&mut admit).is_pending(),
+            "waits for the hand-back"
+        );
+        drop(pending);
+        assert!(admit.await.is_err());
+        assert_eq!(h.refused(), 1);
+
+        // With no hand-back in flight a refusal does not wait.
+        let mut admit = Box::pin(h.admit("sequence", "s", h.before(), &(1..2)));
+        assert!(poll_once(&mut admit).is_ready());
     }
 }

@@ -170,12 +170,11 @@ pub async fn release_guarded(
     }
     // The store counts slots; a lease of step 1 is its own slots.
     let (slot_from, slot_end) = (lease.slot(from), lease.slot(lease.end - 1) + 1);
-    match store
-        .put_if_version(&lease.name, slot_from, lease.version)
+    match high_water
+        .hand_back(store, &lease.name, slot_from, lease.version)
         .await?
     {
         Put::Done(_) => {
-            high_water.handed_back(slot_from);
             let back = slot_end - slot_from;
             let delta = CountsDelta {
                 handed_back: back,

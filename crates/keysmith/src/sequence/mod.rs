@@ -631,15 +631,13 @@ impl Sequence {
                 break;
             }
         }
-        match self
-            .inner
-            .alloc
-            .store
-            .put_if_version(self.name(), from, last.version)
+        let alloc = &self.inner.alloc;
+        match alloc
+            .high_water
+            .hand_back(&*alloc.store, self.name(), from, last.version)
             .await
         {
             Ok(Put::Done(_)) => {
-                self.inner.alloc.high_water.handed_back(from);
                 let c = &self.inner.alloc.counters;
                 c.values.fetch_sub(last.end - from, Relaxed);
                 c.handed_back.fetch_add(last.end - from, Relaxed);
@@ -828,14 +826,11 @@ impl Sequence {
         } else {
             match inner
                 .alloc
-                .store
-                .put_if_version(self.name(), from, last.version)
+                .high_water
+                .hand_back(&*inner.alloc.store, self.name(), from, last.version)
                 .await?
             {
-                Put::Done(_) => {
-                    inner.alloc.high_water.handed_back(from);
-                    Some(from..last.end)
-                }
+                Put::Done(_) => Some(from..last.end),
                 Put::Conflict(_) => None,
             }
         };

@@ -142,7 +142,8 @@ impl Allocator {
             );
         }
         self.high_water
-            .admit("sequence", &self.name, ticket, &(r.start..r.end))?;
+            .admit("sequence", &self.name, ticket, &(r.start..r.end))
+            .await?;
         Ok(r)
     }
 
