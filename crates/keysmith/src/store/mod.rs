@@ -36,9 +36,9 @@ mod numbers;
 mod pools;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-mod sequences;
 #[cfg(any(feature = "postgres", feature = "etcd", feature = "mysql"))]
-mod size_cache;
+mod remembered;
+mod sequences;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 #[cfg(any(feature = "postgres", feature = "mysql"))]

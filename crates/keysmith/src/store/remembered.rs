@@ -1,6 +1,7 @@
-//! What a backend remembers of each pool it touched (its size, or more): a
-//! bounded map shared by the backends that cache pool metadata (PostgreSQL,
-//! etcd), written once here.
+//! What a backend remembers of each pool or sequence it touched (a pool's
+//! size, a sequence row and the revision it was read at): a bounded map
+//! shared by the backends that keep such hints (PostgreSQL, etcd, MySQL),
+//! written once here.
 //!
 //! Never trusted on its own: the backends check what they remembered in the
 //! same statement or transaction that uses it, and forget an entry that
@@ -9,20 +10,20 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// How many pools a cache remembers before it forgets them all.
+/// How many names a cache remembers before it forgets them all.
 const CAPACITY: usize = 4096;
 
-/// A bounded map from pool name to what was last read of that pool. When
-/// full it is cleared rather than evicting one by one: a cache miss costs one
-/// read, and the common case is a handful of pools.
+/// A bounded map from a pool's or sequence's name to what was last read of
+/// it. When full it is cleared rather than evicting one by one: a miss
+/// costs one read, and the common case is a handful of names.
 #[derive(Debug, Default)]
-pub(crate) struct PoolMetaCache<V> {
+pub(crate) struct Remembered<V> {
     map: Mutex<HashMap<String, V>>,
 }
 
-impl<V: Copy + PartialEq> PoolMetaCache<V> {
+impl<V: Clone + PartialEq> Remembered<V> {
     pub(crate) fn new() -> Self {
-        PoolMetaCache {
+        Remembered {
             map: Mutex::new(HashMap::new()),
         }
     }
@@ -34,7 +35,7 @@ impl<V: Copy + PartialEq> PoolMetaCache<V> {
 
     /// What was last remembered of `name`.
     pub(crate) fn get(&self, name: &str) -> Option<V> {
-        self.map().get(name).copied()
+        self.map().get(name).cloned()
     }
 
     /// Remembers `value` for `name`.
@@ -61,7 +62,7 @@ mod tests {
 
     #[test]
     fn remembers_forgets_and_stays_bounded() {
-        let c = PoolMetaCache::new();
+        let c = Remembered::new();
         c.remember("a", 1_i64);
         assert_eq!(c.get("a"), Some(1));
         c.forget("a");

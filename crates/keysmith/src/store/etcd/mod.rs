@@ -142,7 +142,7 @@ use etcd_client::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::size_cache::PoolMetaCache;
+use super::remembered::Remembered;
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
@@ -193,7 +193,10 @@ pub struct EtcdStore {
     /// The key prefix, ending in `/`.
     prefix: String,
     /// What this store last read of each pool's meta key.
-    pool_meta: Arc<PoolMetaCache<PoolMeta>>,
+    pool_meta: Arc<Remembered<PoolMeta>>,
+    /// The row each sequence had after this store's last atomic reservation
+    /// of it: the next one compares it and writes at once (`sequences.rs`).
+    row_hints: Arc<Remembered<sequences::RowHint>>,
     /// The store's generation as this process knows it (`generation.rs`).
     generation: Arc<generation::Tracker>,
 }
@@ -283,7 +286,8 @@ impl EtcdStore {
             current: Arc::new(AtomicUsize::new(0)),
             endpoints: url.endpoints,
             prefix: format!("{}/", url.prefix),
-            pool_meta: Arc::new(PoolMetaCache::new()),
+            pool_meta: Arc::new(Remembered::new()),
+            row_hints: Arc::new(Remembered::new()),
             generation: Arc::default(),
         })
     }

@@ -29,6 +29,44 @@ fn default_failover_skip() -> i64 {
     crate::store::FAILOVER_SKIP_FLOOR
 }
 
+/// A sequence row as this store last read or wrote it, with the mod revision
+/// of its `next` key then. An atomic reservation plans from it and writes in
+/// one transaction that compares that revision (and the epoch): no write
+/// since, nor a drop and re-create (whose versions start again at 1), can
+/// leave the revision as it was. A stale hint costs one conflict, which
+/// returns the current row: no more round trips than the read it saves.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RowHint {
+    row: SequenceRow,
+    mod_revision: i64,
+}
+
+/// A row read fresh ([`EtcdStore::read_fenced`]): fenced into the current
+/// generation, the values that fence skipped, and its `next` key's mod
+/// revision.
+struct Fresh {
+    row: SequenceRow,
+    skipped: i64,
+    mod_revision: i64,
+}
+
+/// What [`EtcdStore::try_reserve`] wrote: the reservation, the revision of
+/// the write and the generation it recorded.
+struct Written {
+    plan: Reservation,
+    revision: i64,
+    generation: String,
+}
+
+/// A lost [`EtcdStore::try_reserve`]: the row etcd holds now, the mod
+/// revision of its `next` key (unknown when the planned row had to be read
+/// fenced first) and the failure branch's responses.
+struct Lost {
+    current: Option<SequenceRow>,
+    mod_revision: Option<i64>,
+    ops: Vec<TxnOpResponse>,
+}
+
 impl SpecValue {
     fn of(row: &SequenceRow) -> SpecValue {
         SpecValue {
@@ -275,24 +313,31 @@ impl EtcdStore {
     }
 
     async fn read_row(&self, name: &str) -> Result<Option<SequenceRow>> {
-        Ok(self.read_fenced(name).await?.map(|(row, _)| row))
+        Ok(self.read_fenced(name).await?.map(|f| f.row))
     }
 
     /// The row of a sequence, fenced into the current generation first if it
     /// was last written in another one ([`SequenceRow::fence`]; the fence
     /// writes `next` and the spec in one transaction that compares the
-    /// version and the epoch), and the values the fence skipped.
-    async fn read_fenced(&self, name: &str) -> Result<Option<(SequenceRow, i64)>> {
+    /// version and the epoch), the values the fence skipped, and the mod
+    /// revision of its `next` key.
+    async fn read_fenced(&self, name: &str) -> Result<Option<Fresh>> {
         for _ in 0..ATOMIC_ATTEMPTS {
             let resp = self
                 .txn("read", Txn::new().and_then(self.row_gets(name)))
                 .await?;
-            let Some(row) = self.row_from(name, &resp.op_responses(), 0)? else {
+            let ops = resp.op_responses();
+            let Some(row) = self.row_from(name, &ops, 0)? else {
                 return Ok(None);
             };
             let generation = self.current_generation().await?;
             let Some(fenced) = row.fence(&generation) else {
-                return Ok(Some((row, 0)));
+                let mod_revision = first_kv(&ops, 1)?.map_or(0, |kv| kv.mod_revision());
+                return Ok(Some(Fresh {
+                    row,
+                    skipped: 0,
+                    mod_revision,
+                }));
             };
             let epoch = self.epoch().await?;
             let txn = Txn::new()
@@ -326,7 +371,11 @@ impl EtcdStore {
                     version: row.version + 1,
                     ..fenced
                 };
-                return Ok(Some((fenced, skipped)));
+                return Ok(Some(Fresh {
+                    row: fenced,
+                    skipped,
+                    mod_revision: revision_of(&resp),
+                }));
             }
             self.adopt_epoch_from(&resp, 0)?;
         }
@@ -336,16 +385,17 @@ impl EtcdStore {
         })
     }
 
-    /// One compare-and-put of `next` from `row`: `Ok(Ok(reservation))` on
-    /// success, `Ok(Err(current row))` on a conflict. `extra` compares are
-    /// added (the lock key); `extra_gets` are read on failure after the row.
+    /// One compare-and-put of `next` from `row`: `Ok(Ok(written))` on
+    /// success, `Ok(Err(lost))` on a conflict. `extra` compares are added
+    /// (the lock key, the hint's revision); `extra_gets` are read on failure
+    /// after the row.
     async fn try_reserve(
         &self,
         row: &SequenceRow,
         n: i64,
         extra: Option<Compare>,
         extra_gets: Vec<TxnOp>,
-    ) -> Result<std::result::Result<Reservation, (Option<SequenceRow>, Vec<TxnOpResponse>)>> {
+    ) -> Result<std::result::Result<Written, Lost>> {
         let plan = row.plan(n)?;
         let expected = version_i64(row)?;
         let epoch = self.epoch().await?;
@@ -353,7 +403,11 @@ impl EtcdStore {
         if row.fence(&generation).is_some() {
             // Planned from a row of an older generation: read it fenced.
             let current = self.read_row(&row.name).await?;
-            return Ok(Err((current, Vec::new())));
+            return Ok(Err(Lost {
+                current,
+                mod_revision: None,
+                ops: Vec::new(),
+            }));
         }
         let mut when = vec![
             Compare::version(self.next_key(&row.name), CompareOp::Equal, expected),
@@ -374,12 +428,21 @@ impl EtcdStore {
             .or_else(otherwise);
         let resp = self.txn("reserve", txn).await?;
         if resp.succeeded() {
-            return Ok(Ok(plan));
+            return Ok(Ok(Written {
+                plan,
+                revision: revision_of(&resp),
+                generation,
+            }));
         }
         self.adopt_epoch_from(&resp, epoch_at)?;
         let ops = resp.op_responses();
         let current = self.row_from(&row.name, &ops, 0)?;
-        Ok(Err((current, ops)))
+        let mod_revision = first_kv(&ops, 1)?.map(|kv| kv.mod_revision());
+        Ok(Err(Lost {
+            current,
+            mod_revision,
+            ops,
+        }))
     }
 
     async fn release(&self, lease: &mut LeaseGuard) {
@@ -409,7 +472,9 @@ impl EtcdStore {
         n: i64,
         lock_key: &[u8],
     ) -> Result<Option<Reservation>> {
-        let (mut row, fenced) = self
+        let Fresh {
+            mut row, skipped, ..
+        } = self
             .read_fenced(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
@@ -422,8 +487,13 @@ impl EtcdStore {
                 .try_reserve(&row, n, Some(still_held), vec![lock_get])
                 .await?
             {
-                Ok(r) => return Ok(Some(Reservation { fenced, ..r })),
-                Err((current, ops)) => {
+                Ok(w) => {
+                    return Ok(Some(Reservation {
+                        fenced: skipped,
+                        ..w.plan
+                    }));
+                }
+                Err(Lost { current, ops, .. }) => {
                     if !ops.is_empty() && first_kv(&ops, 2)?.is_none() {
                         return Ok(None);
                     }
@@ -574,22 +644,11 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        let (mut row, fenced) = self
-            .read_fenced(name)
-            .await?
-            .ok_or_else(|| Error::not_found("sequence", name))?;
-        for _ in 0..ATOMIC_ATTEMPTS {
-            match self.try_reserve(&row, n, None, Vec::new()).await? {
-                Ok(r) => return Ok(Reservation { fenced, ..r }),
-                Err((current, _)) => {
-                    row = current.ok_or_else(|| Error::not_found("sequence", name))?;
-                }
-            }
+        let outcome = self.reserve_from_hint(name, n).await;
+        if outcome.is_err() {
+            self.row_hints.forget(name);
         }
-        Err(Error::Contention {
-            name: name.to_owned(),
-            attempts: ATOMIC_ATTEMPTS,
-        })
+        outcome
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
@@ -690,6 +749,7 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
+        self.row_hints.forget(name);
         let txn = Txn::new()
             .when([Compare::version(self.seq_key(name), CompareOp::Greater, 0)])
             .and_then([
@@ -707,6 +767,86 @@ impl SequenceStore for EtcdStore {
 }
 
 impl EtcdStore {
+    /// [`SequenceStore::reserve_atomic`]: one transaction that compares the
+    /// row's version and its `next` key's mod revision, planned from the
+    /// row this store last wrote ([`RowHint`]) or read fresh when it has
+    /// none, or the hint is of an older generation; on a conflict retried
+    /// at once from the row etcd returns. The hint never decides alone:
+    /// the compare does, and a range is planned only from a row of the
+    /// current generation.
+    async fn reserve_from_hint(&self, name: &str, n: i64) -> Result<Reservation> {
+        let generation = self.current_generation().await?;
+        let hint = self
+            .row_hints
+            .get(name)
+            .filter(|h| h.row.fence(&generation).is_none());
+        let mut from_hint = hint.is_some();
+        let (mut row, mut at, mut fenced) = match hint {
+            Some(h) => (h.row, Some(h.mod_revision), 0),
+            None => self.fresh(name).await?,
+        };
+        for _ in 0..ATOMIC_ATTEMPTS {
+            let check =
+                at.map(|rev| Compare::mod_revision(self.next_key(name), CompareOp::Equal, rev));
+            let lost = match self.try_reserve(&row, n, check, Vec::new()).await {
+                Ok(Ok(w)) => {
+                    let row = SequenceRow {
+                        next: w.plan.end,
+                        version: w.plan.version,
+                        generation: Some(w.generation),
+                        ..row
+                    };
+                    self.row_hints.remember(
+                        name,
+                        RowHint {
+                            row,
+                            mod_revision: w.revision,
+                        },
+                    );
+                    return Ok(Reservation { fenced, ..w.plan });
+                }
+                Ok(Err(lost)) => lost,
+                // A hint may predate a hand-back: only the store's own row
+                // may declare the sequence exhausted.
+                Err(Error::Exhausted { .. }) if from_hint => {
+                    let (r, a, f) = self.fresh(name).await?;
+                    (row, at, fenced, from_hint) = (r, a, fenced + f, false);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            from_hint = false;
+            let current = lost
+                .current
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let generation = self.current_generation().await?;
+            (row, at) = match (current.fence(&generation), lost.mod_revision) {
+                (None, Some(rev)) => (current, Some(rev)),
+                // Of an older generation (or read fenced without its
+                // revision): fence it here, counting what that skips.
+                _ => {
+                    let (r, a, f) = self.fresh(name).await?;
+                    fenced += f;
+                    (r, a)
+                }
+            };
+        }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
+    }
+
+    /// [`Self::read_fenced`] of a sequence that must exist: the row, its
+    /// `next` key's mod revision and the values the fence skipped.
+    async fn fresh(&self, name: &str) -> Result<(SequenceRow, Option<i64>, i64)> {
+        let f = self
+            .read_fenced(name)
+            .await?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok((f.row, Some(f.mod_revision), f.skipped))
+    }
+
     /// Creates a sequence's keys, with `extra` in the same transaction (the
     /// numbering's settings, or the deletion of stale numbering keys).
     pub(super) async fn create_with(
@@ -754,4 +894,10 @@ fn version_i64(row: &SequenceRow) -> Result<i64> {
             row.name, row.version
         ))
     })
+}
+
+/// The revision a transaction's response was answered at: for a write, the
+/// mod revision of every key it put.
+fn revision_of(resp: &TxnResponse) -> i64 {
+    resp.header().map_or(0, |h| h.revision())
 }

@@ -59,7 +59,7 @@ use async_trait::async_trait;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOpts, TxOpts};
 
-use super::size_cache::PoolMetaCache;
+use super::remembered::Remembered;
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
@@ -125,7 +125,7 @@ pub struct MysqlStore {
     errors: Errors,
     /// The size of each pool this store sampled, so that a sample is one
     /// statement. Never trusted: the statement returns the size it saw.
-    pool_sizes: PoolMetaCache<i64>,
+    pool_sizes: Remembered<i64>,
     /// [`generation_sql`] of the server's kind, set when the store opens.
     gen_sql: std::sync::OnceLock<&'static str>,
 }
@@ -164,7 +164,7 @@ impl MysqlStore {
             },
             target,
             timeout: u.timeout,
-            pool_sizes: PoolMetaCache::new(),
+            pool_sizes: Remembered::new(),
             gen_sql: std::sync::OnceLock::new(),
         };
         let first = store.conn().await;

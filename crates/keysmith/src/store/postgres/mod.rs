@@ -56,7 +56,7 @@ use rand::seq::SliceRandom;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
-use super::size_cache::PoolMetaCache;
+use super::remembered::Remembered;
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
@@ -104,7 +104,7 @@ pub struct PostgresStore {
     /// The size of each pool this store sampled, so that a sample is one
     /// statement. Never trusted: the statement returns the size it saw, and
     /// a sample drawn with another size is drawn again.
-    pool_sizes: PoolMetaCache<i64>,
+    pool_sizes: Remembered<i64>,
     /// The connector, also to explain TLS failures.
     tls: PgTls,
 }
@@ -175,7 +175,7 @@ impl PostgresStore {
             schema: settings.schema,
             target,
             timeout: settings.timeout,
-            pool_sizes: PoolMetaCache::new(),
+            pool_sizes: Remembered::new(),
             tls: settings.tls,
         };
         store.migrate().await?;
