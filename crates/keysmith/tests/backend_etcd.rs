@@ -89,6 +89,72 @@ async fn a_second_client_sees_committed_reservations() {
     assert_eq!((row.next, row.version), (r.end, r.version));
 }
 
+/// An atomic reservation plans from the row its store last wrote. Another
+/// process drops the sequence and creates it again higher up, then takes a
+/// block: the key's version is again what the remembered row says, but not
+/// its mod revision, so the reservation is planned from the new row and
+/// never moves `next` back under values already handed out.
+#[tokio::test]
+async fn an_atomic_reservation_never_plans_from_a_sequence_dropped_and_created_again() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let url = etcd.url_with_prefix(&fresh_prefix());
+    let (a, b) = (
+        EtcdStore::connect(&url).await.unwrap(),
+        EtcdStore::connect(&url).await.unwrap(),
+    );
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let first = a.reserve_atomic("s", 10).await.unwrap();
+    assert_eq!((first.start, first.end, first.version), (1, 11, 2));
+    b.drop_sequence("s").await.unwrap();
+    let spec = SequenceSpec {
+        start: 1000,
+        ..SequenceSpec::new("s")
+    };
+    b.create_sequence(&spec).await.unwrap();
+    let theirs = b.reserve_atomic("s", 10).await.unwrap();
+    assert_eq!(theirs.version, first.version, "the same version again");
+    let mine = a.reserve_atomic("s", 10).await.unwrap();
+    assert_eq!(mine.start, theirs.end, "planned from the row b left");
+    let row = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(row.next, mine.end);
+}
+
+/// The row an atomic reservation remembers is only a plan: another store's
+/// writes in between cost a conflict, and the ranges stay one after another.
+#[tokio::test]
+async fn atomic_reservations_of_two_stores_take_turns_without_overlap() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let url = etcd.url_with_prefix(&fresh_prefix());
+    let (a, b) = (
+        EtcdStore::connect(&url).await.unwrap(),
+        EtcdStore::connect(&url).await.unwrap(),
+    );
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let mut expect = 1;
+    for i in 0..20 {
+        let store = if i % 3 == 0 { &b } else { &a };
+        let r = store.reserve_atomic("s", 7).await.unwrap();
+        assert_eq!(r.start, expect, "reservation {i}");
+        expect = r.end;
+    }
+    // A hand-back by the other store moves next down: the remembered row
+    // is above it, and the next reservation starts where the store says.
+    let row = b.read_sequence("s").await.unwrap().unwrap();
+    let Put::Done(_) = b
+        .put_if_version("s", row.next - 3, row.version)
+        .await
+        .unwrap()
+    else {
+        panic!("b's put of its own read row");
+    };
+    let r = a.reserve_atomic("s", 7).await.unwrap();
+    assert_eq!(r.start, expect - 3);
+}
+
 #[tokio::test]
 async fn versions_start_at_one_and_count_changes() {
     let Some(store) = fresh_etcd_store().await else {
