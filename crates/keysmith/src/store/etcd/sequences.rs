@@ -29,17 +29,25 @@ fn default_failover_skip() -> i64 {
     crate::store::FAILOVER_SKIP_FLOOR
 }
 
-/// A sequence row as this store last read or wrote it, with the mod revision
-/// of its `next` key then. An atomic reservation plans from it and writes in
-/// one transaction that compares that revision (and the epoch): no write
-/// since, nor a drop and re-create (whose versions start again at 1), can
-/// leave the revision as it was. A stale hint costs one conflict, which
-/// returns the current row: no more round trips than the read it saves.
+/// What an atomic reservation remembers of a sequence for the next one.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct RowHint {
-    row: SequenceRow,
-    mod_revision: i64,
+pub(super) enum RowHint {
+    /// The row as this store last wrote it, with the mod revision of its
+    /// `next` key then. The next reservation plans from it and writes in
+    /// one transaction that compares that revision (and the epoch): no
+    /// write since, nor a drop and re-create (whose versions start again at
+    /// 1), can leave the revision as it was. A stale hint costs one
+    /// conflict, which returns the current row.
+    Row { row: SequenceRow, mod_revision: i64 },
+    /// A hint lost to another writer lately: the next `reads` reservations
+    /// read the row first. A lost transaction costs etcd a raft entry (a
+    /// disk write); a linearizable read does not, so under contention
+    /// reading first is the cheaper plan.
+    Contended { reads: u32 },
 }
+
+/// How many reservations read the row first after a hint lost a race.
+const CONTENDED_READS: u32 = 16;
 
 /// A row read fresh ([`EtcdStore::read_fenced`]): fenced into the current
 /// generation, the values that fence skipped, and its `next` key's mod
@@ -769,20 +777,24 @@ impl SequenceStore for EtcdStore {
 impl EtcdStore {
     /// [`SequenceStore::reserve_atomic`]: one transaction that compares the
     /// row's version and its `next` key's mod revision, planned from the
-    /// row this store last wrote ([`RowHint`]) or read fresh when it has
-    /// none, or the hint is of an older generation; on a conflict retried
-    /// at once from the row etcd returns. The hint never decides alone:
-    /// the compare does, and a range is planned only from a row of the
-    /// current generation.
+    /// row this store last wrote ([`RowHint::Row`]), or read fresh when it
+    /// has none, the hint is of an older generation, or hints lost races
+    /// lately ([`RowHint::Contended`]); on a conflict retried at once from
+    /// the row etcd returns. The hint never decides alone: the compare
+    /// does, and a range is planned only from a row of the current
+    /// generation.
     async fn reserve_from_hint(&self, name: &str, n: i64) -> Result<Reservation> {
         let generation = self.current_generation().await?;
-        let hint = self
-            .row_hints
-            .get(name)
-            .filter(|h| h.row.fence(&generation).is_none());
+        let (hint, mut reads) = match self.row_hints.get(name) {
+            Some(RowHint::Row { row, mod_revision }) if row.fence(&generation).is_none() => {
+                (Some((row, mod_revision)), 0)
+            }
+            Some(RowHint::Contended { reads }) => (None, reads),
+            _ => (None, 0),
+        };
         let mut from_hint = hint.is_some();
         let (mut row, mut at, mut fenced) = match hint {
-            Some(h) => (h.row, Some(h.mod_revision), 0),
+            Some((row, rev)) => (row, Some(rev), 0),
             None => self.fresh(name).await?,
         };
         for _ in 0..ATOMIC_ATTEMPTS {
@@ -790,19 +802,19 @@ impl EtcdStore {
                 at.map(|rev| Compare::mod_revision(self.next_key(name), CompareOp::Equal, rev));
             let lost = match self.try_reserve(&row, n, check, Vec::new()).await {
                 Ok(Ok(w)) => {
-                    let row = SequenceRow {
-                        next: w.plan.end,
-                        version: w.plan.version,
-                        generation: Some(w.generation),
-                        ..row
-                    };
-                    self.row_hints.remember(
-                        name,
-                        RowHint {
-                            row,
+                    let hint = match reads.checked_sub(1) {
+                        Some(reads) => RowHint::Contended { reads },
+                        None => RowHint::Row {
+                            row: SequenceRow {
+                                next: w.plan.end,
+                                version: w.plan.version,
+                                generation: Some(w.generation),
+                                ..row
+                            },
                             mod_revision: w.revision,
                         },
-                    );
+                    };
+                    self.row_hints.remember(name, hint);
                     return Ok(Reservation { fenced, ..w.plan });
                 }
                 Ok(Err(lost)) => lost,
@@ -815,7 +827,10 @@ impl EtcdStore {
                 }
                 Err(e) => return Err(e),
             };
-            from_hint = false;
+            if from_hint {
+                reads = CONTENDED_READS;
+                from_hint = false;
+            }
             let current = lost
                 .current
                 .ok_or_else(|| Error::not_found("sequence", name))?;
