@@ -12,10 +12,11 @@
 //! `keysmith::verify::history::check` (uniqueness, per-client order, and
 //! real-time order of the clients of one server).
 //!
-//! The servers, the load clients and their calls, and the PostgreSQL
-//! scenario are `keysmith_testsupport::partitions`, shared with `keysmith
-//! verify --partitions`, which runs that scenario by hand; what each test
-//! asserts is here.
+//! The servers, the load clients and their calls, the PostgreSQL scenario
+//! and the checking of the calls' histories (`check_calls`, `check_loads`)
+//! are `keysmith_testsupport::partitions`, shared with `keysmith verify
+//! --partitions`, which runs that scenario by hand; what each test asserts
+//! is here.
 //!
 //! Needs root and `ip netns` (CI runs as root): elsewhere each test says
 //! why and skips, or fails under `KEYSMITH_REQUIRE_BACKENDS=1`. The scenarios
@@ -37,8 +38,8 @@ use keysmith::ids::Layout;
 use keysmith::verify::history::{History, Order};
 use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
 use keysmith_testsupport::partitions::{
-    self, Call, DEADLINE, HANG, Load, Loads, MAX_CALLS, REQUEST_TIMEOUT_MS, Server, Timing, http,
-    in_client, post,
+    self, Call, DEADLINE, HANG, Load, Loads, LoadsChecked, MAX_CALLS, REQUEST_TIMEOUT_MS, Server,
+    Timing, http, in_client, post,
 };
 use rand::RngExt;
 use serde_json::Value;
@@ -86,39 +87,10 @@ fn server(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
     Server::start(net, Path::new(KEYSMITH), host, url, args)
 }
 
-/// Feeds `calls` to the history checker: unique across all, in order per
-/// client, and in real time per server when `per_server_real_time`.
-/// Panics with the first violation.
+/// [`partitions::check_calls`]: the values checked; panics with the first
+/// violation.
 fn check_history(what: &str, calls: &[Call], start: Instant, per_server_real_time: bool) -> usize {
-    let mut all = History::starting_at(start);
-    let mut per_server: HashMap<usize, History> = HashMap::new();
-    for c in calls.iter().filter(|c| c.status != 0) {
-        all.record(c.client, c.sent, c.done, c.values.clone());
-        per_server
-            .entry(c.server)
-            .or_insert_with(|| History::starting_at(start))
-            .record(c.client, c.sent, c.done, c.values.clone());
-    }
-    let checked = all
-        .check(Order::PerClient)
-        .unwrap_or_else(|v| panic!("{what}: {v}"));
-    if per_server_real_time {
-        for (s, h) in &per_server {
-            h.check(Order::RealTime)
-                .unwrap_or_else(|v| panic!("{what}: through server {s}: {v}"));
-        }
-    }
-    checked.values
-}
-
-/// Feeds the calls of a strict sequence (block 1) to the checker: unique,
-/// and in real time across every client of every server.
-fn check_strict(what: &str, calls: &[Call], start: Instant) -> usize {
-    let mut all = History::starting_at(start);
-    for c in calls.iter().filter(|c| c.status != 0) {
-        all.record(c.client, c.sent, c.done, c.values.clone());
-    }
-    all.check(Order::RealTime)
+    partitions::check_calls(calls, start, Order::PerClient, per_server_real_time)
         .unwrap_or_else(|v| panic!("{what}: {v}"))
         .values
 }
@@ -168,6 +140,37 @@ fn check_within_request_timeout(what: &str, calls: &[Call]) -> Duration {
         "{what}: a call took longer than the request timeout ({REQUEST_TIMEOUT_MS} ms): {slowest:?}"
     );
     slowest.done - slowest.sent
+}
+
+/// The calls of the three [`Loads`]: only values or 503s
+/// ([`check_statuses`]), the histories as [`partitions::check_loads`] checks
+/// them, and the ids with no worker id shared by two servers in a time unit
+/// ([`check_workers`], snowflake layout). Panics with the first violation;
+/// returns the values of each history and the workers each server used.
+fn check_loads(
+    what: &str,
+    start: Instant,
+    seq: &[Call],
+    ids: &[Call],
+    strict: &[Call],
+) -> (LoadsChecked, HashMap<usize, BTreeSet<i64>>) {
+    check_statuses(&format!("{what} strict"), strict);
+    check_statuses(what, seq);
+    check_statuses(&format!("{what} ids"), ids);
+    let checked = partitions::check_loads(start, seq, ids, strict);
+    if let Some((load, v)) = &checked.violation {
+        panic!("{what}: {load}: {v}");
+    }
+    let issued: Vec<(usize, i64)> = ids
+        .iter()
+        .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
+        .collect();
+    let workers = check_workers(
+        &format!("{what} ids"),
+        &Layout::preset("snowflake").unwrap(),
+        &issued,
+    );
+    (checked, workers)
 }
 
 /// Ids unique, and no (worker, time unit) issued by two issuers: a worker id
@@ -354,20 +357,13 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         let seq_calls = seq.stop().await;
         let id_calls = ids.stop().await;
         let strict_calls = strict.stop().await;
-        check_statuses("etcd leader strict", &strict_calls);
-        let strict_values = check_strict("etcd leader strict", &strict_calls, start);
-        check_statuses("etcd leader", &seq_calls);
-        check_statuses("etcd leader ids", &id_calls);
-        let values = check_history("etcd leader", &seq_calls, start, true);
-        let n_ids = check_history("etcd leader ids", &id_calls, start, true);
+        let (checked, workers) =
+            check_loads("etcd leader", start, &seq_calls, &id_calls, &strict_calls);
+        let (values, n_ids, strict_values) = (checked.seq, checked.ids, checked.strict);
         let layout = Layout::preset("snowflake").unwrap();
-        let issued: Vec<(usize, i64)> = id_calls
-            .iter()
-            .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
-            .collect();
-        let workers = check_workers("etcd leader ids", &layout, &issued);
         // The server's own decoding agrees with the layout's.
-        let (_, some) = issued[issued.len() / 2];
+        let issued: Vec<i64> = id_calls.iter().flat_map(|c| c.values.clone()).collect();
+        let some = issued[issued.len() / 2];
         let decoded: Value = http
             .get(servers[0].url(&format!("/v1/ids/{some}")))
             .send()
@@ -418,21 +414,9 @@ fn postgres_cut_off_from_one_of_three_servers() {
     let (start, cut, heal) = (run.start, run.cut, run.heal);
     let (seq_calls, id_calls, strict_calls) = (run.seq, run.ids, run.strict);
     let others_during = run.others_during;
-    check_statuses("postgres cut strict", &strict_calls);
-    let strict_values = check_strict("postgres cut strict", &strict_calls, start);
-    check_statuses("postgres cut", &seq_calls);
-    check_statuses("postgres cut ids", &id_calls);
-    let values = check_history("postgres cut", &seq_calls, start, true);
-    let n_ids = check_history("postgres cut ids", &id_calls, start, true);
-    let issued: Vec<(usize, i64)> = id_calls
-        .iter()
-        .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
-        .collect();
-    let workers = check_workers(
-        "postgres cut ids",
-        &Layout::preset("snowflake").unwrap(),
-        &issued,
-    );
+    let (checked, workers) =
+        check_loads("postgres cut", start, &seq_calls, &id_calls, &strict_calls);
+    let (values, n_ids, strict_values) = (checked.seq, checked.ids, checked.strict);
     assert!(
         others_during > 0,
         "the other servers served nothing during the cut"
