@@ -39,7 +39,7 @@ use keysmith::verify::history::{History, Order};
 use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
 use keysmith_testsupport::partitions::{
     self, Call, DEADLINE, HANG, Load, Loads, LoadsChecked, MAX_CALLS, REQUEST_TIMEOUT_MS, Server,
-    Timing, http, in_client, post,
+    Timing, http, in_client,
 };
 use rand::RngExt;
 use serde_json::Value;
@@ -114,7 +114,7 @@ fn unacked(net: &Net, host: &Host, peer: std::net::Ipv4Addr, port: u16) -> u64 {
 fn check_statuses(what: &str, calls: &[Call]) {
     for c in calls {
         assert!(
-            c.done - c.sent < HANG,
+            c.took() < HANG,
             "{what}: a call to server {} hung: {c:?}",
             c.server
         );
@@ -134,12 +134,12 @@ fn within_request_timeout() -> Duration {
 /// Every call answered within [`within_request_timeout`], values or 503,
 /// whatever the store does; returns the slowest.
 fn check_within_request_timeout(what: &str, calls: &[Call]) -> Duration {
-    let slowest = calls.iter().max_by_key(|c| c.done - c.sent).unwrap();
+    let slowest = partitions::slowest(calls).unwrap();
     assert!(
-        slowest.done - slowest.sent < within_request_timeout(),
+        slowest.took() < within_request_timeout(),
         "{what}: a call took longer than the request timeout ({REQUEST_TIMEOUT_MS} ms): {slowest:?}"
     );
-    slowest.done - slowest.sent
+    slowest.took()
 }
 
 /// The calls of the three [`Loads`]: only values or 503s
@@ -763,15 +763,7 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                         {
                             let mut c = committed.lock().unwrap();
                             let me = w + 2 * c.len() as u32;
-                            c.push(Call {
-                                client: me,
-                                server: 1,
-                                sent,
-                                done: Instant::now(),
-                                status: 200,
-                                values: vec![n],
-                                error: String::new(),
-                            });
+                            c.push(Call::ok(me, 1, sent, Instant::now(), vec![n]));
                         }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
@@ -822,15 +814,13 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                         !retaken,
                         "round {round}: {n} committed late although taken again"
                     );
-                    committed.lock().unwrap().push(Call {
-                        client: u32::MAX - round,
-                        server: 0,
+                    committed.lock().unwrap().push(Call::ok(
+                        u32::MAX - round,
+                        0,
                         sent,
                         done,
-                        status,
-                        values: vec![n],
-                        error: String::new(),
-                    });
+                        vec![n],
+                    ));
                 }
                 409 => assert_eq!(
                     body["error"]["code"], "ticket_refused",
@@ -916,19 +906,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
                     let (http, url) = (http.clone(), servers[0].url("/v1/sequences/r/next"));
                     client_id += 1;
                     let me = client_id;
-                    tokio::spawn(async move {
-                        let sent = Instant::now();
-                        let (status, values, error) = post(&http, &url, "values").await;
-                        Call {
-                            client: me,
-                            server: 0,
-                            sent,
-                            done: Instant::now(),
-                            status,
-                            values,
-                            error,
-                        }
-                    })
+                    tokio::spawn(async move { Call::post(&http, me, 0, &url, "values").await })
                 })
                 .collect();
             // ...then s0 paused as soon as a store request of its is on the

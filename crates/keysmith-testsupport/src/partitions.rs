@@ -228,21 +228,64 @@ pub struct Call {
     pub error: String,
 }
 
-/// `POST url` and what came back; `key` names the array of values.
-pub async fn post(http: &reqwest::Client, url: &str, key: &str) -> (u16, Vec<i64>, String) {
-    match http.post(url).send().await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            let values = body[key]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_i64).collect())
-                .unwrap_or_default();
-            let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
-            (status, values, error)
+impl Call {
+    /// `client`'s `POST url` to server `server`, timed; `key` names the
+    /// array of values in the answer.
+    pub async fn post(
+        http: &reqwest::Client,
+        client: u32,
+        server: usize,
+        url: &str,
+        key: &str,
+    ) -> Call {
+        let sent = Instant::now();
+        let (status, values, error) = match http.post(url).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                let values = body[key]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                    .unwrap_or_default();
+                let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
+                (status, values, error)
+            }
+            Err(e) => (0, Vec::new(), e.to_string()),
+        };
+        Call {
+            client,
+            server,
+            sent,
+            done: Instant::now(),
+            status,
+            values,
+            error,
         }
-        Err(e) => (0, Vec::new(), e.to_string()),
     }
+
+    /// A call answered (200) with `values`, for a caller that made it by
+    /// other means than [`Call::post`].
+    pub fn ok(client: u32, server: usize, sent: Instant, done: Instant, values: Vec<i64>) -> Call {
+        Call {
+            client,
+            server,
+            sent,
+            done,
+            status: 200,
+            values,
+            error: String::new(),
+        }
+    }
+
+    /// From sent to answered.
+    pub fn took(&self) -> Duration {
+        self.done - self.sent
+    }
+}
+
+/// The slowest of `calls` (`None`: there are none).
+pub fn slowest<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<&'a Call> {
+    calls.into_iter().max_by_key(|c| c.took())
 }
 
 /// Load clients, each bound to one server, calling one route back to back.
@@ -286,19 +329,9 @@ impl Load {
                         if stop.load(SeqCst) {
                             break;
                         }
-                        let sent = Instant::now();
-                        let (status, values, error) = post(&http, &url, key).await;
-                        let done = Instant::now();
-                        let failed = status != 200;
-                        calls.lock().unwrap_or_else(|p| p.into_inner()).push(Call {
-                            client: me,
-                            server,
-                            sent,
-                            done,
-                            status,
-                            values,
-                            error,
-                        });
+                        let call = Call::post(&http, me, server, &url, key).await;
+                        let failed = call.status != 200;
+                        calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
                         let pause = if failed { PACE * 25 } else { PACE };
                         tokio::time::sleep(pause).await;
                     }
@@ -386,7 +419,7 @@ impl Timing {
         let slowest_503 = mine
             .iter()
             .filter(|c| c.status == 503)
-            .map(|c| c.done - c.sent)
+            .map(|c| c.took())
             .max()
             .unwrap_or_default();
         let first_value = mine
@@ -696,15 +729,14 @@ mod tests {
     /// An answered call of `client` through `server`, sent `at_ms` after
     /// `start`, taking 1 ms.
     fn call(start: Instant, client: u32, server: usize, at_ms: u64, values: &[i64]) -> Call {
-        Call {
+        let sent = start + Duration::from_millis(at_ms);
+        Call::ok(
             client,
             server,
-            sent: start + Duration::from_millis(at_ms),
-            done: start + Duration::from_millis(at_ms + 1),
-            status: 200,
-            values: values.to_vec(),
-            error: String::new(),
-        }
+            sent,
+            sent + Duration::from_millis(1),
+            values.to_vec(),
+        )
     }
 
     /// Two clients of server 1 whose values go back in real time: fine per

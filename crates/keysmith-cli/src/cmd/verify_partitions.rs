@@ -158,10 +158,8 @@ impl Report {
         for c in &all {
             *statuses.entry(c.status).or_insert(0) += 1;
         }
-        let slowest = all
-            .iter()
-            .map(|c| c.done - c.sent)
-            .max()
+        let slowest = partitions::slowest(all.iter().copied())
+            .map(Call::took)
             .unwrap_or_default();
         let t = Timing::of(&run.seq, 0, run.cut, run.heal);
         let duplicates = usize::from(matches!(
@@ -224,16 +222,14 @@ mod tests {
     use super::*;
 
     fn call(client: u32, server: usize, at_ms: u64, values: Vec<i64>) -> Call {
-        let t0 = Instant::now();
-        Call {
+        let sent = Instant::now() + Duration::from_millis(at_ms);
+        Call::ok(
             client,
             server,
-            sent: t0 + Duration::from_millis(at_ms),
-            done: t0 + Duration::from_millis(at_ms + 1),
-            status: 200,
+            sent,
+            sent + Duration::from_millis(1),
             values,
-            error: String::new(),
-        }
+        )
     }
 
     /// A value answered twice (by two servers) fails the run, and the
