@@ -82,9 +82,10 @@ fn cli(net: &Net, host: &Host, url: &str, args: &[&str]) -> String {
     partitions::keysmith(net, host, Path::new(KEYSMITH), url, args).unwrap()
 }
 
-/// A `keysmith serve` (the built binary) in `host`, not waited for.
-fn server(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
-    Server::start(net, Path::new(KEYSMITH), host, url, args)
+/// `n` `keysmith serve` (the built binary), in hosts `s0`, `s1`, ...; not
+/// waited for.
+fn start_servers(net: &Net, n: usize, url: &str, args: &[&str]) -> Vec<Server> {
+    Server::start_n(net, Path::new(KEYSMITH), n, url, args)
 }
 
 /// [`partitions::check_calls`]: the values checked; panics with the first
@@ -215,28 +216,21 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
     };
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
-    let servers: Vec<Server> = (0..2)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 2, &url, &["--fixed-blocks"]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
             s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
-        let load = Load::start(&http, &targets, 3, "/v1/sequences/s/next", "values", 0);
+        let load = Load::start(
+            &http,
+            &Server::targets(&servers),
+            3,
+            "/v1/sequences/s/next",
+            "values",
+            0,
+        );
         load.until_ok(0, start, 200, "before the cut")
             .await
             .unwrap();
@@ -298,16 +292,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     cli(&net, &client, &url, &["create", "t", "--block", "1"]);
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 3, &url, &["--fixed-blocks"]);
     let leader = (0..3)
         .find_map(|i| etcd.leader_seen_by(&net, &client, i))
         .expect("no etcd member names a leader");
@@ -714,9 +699,7 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
     };
     let url = pg.url();
     cli(&net, &client, &url, &["create", "g", "--gapless"]);
-    let servers: Vec<Server> = (0..2)
-        .map(|i| server(&net, net.add_host(&format!("s{i}")), &url, &[]))
-        .collect();
+    let servers = start_servers(&net, 2, &url, &[]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
@@ -874,16 +857,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
     };
     let url = pg.url();
     cli(&net, &client, &url, &["create", "r", "--block", "5"]);
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 3, &url, &["--fixed-blocks"]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {

@@ -162,6 +162,27 @@ impl Server {
         }
     }
 
+    /// `n` servers as [`Server::start`] starts one, each in a host of its
+    /// own, named `s0`, `s1`, ...
+    ///
+    /// # Panics
+    /// When one cannot be started.
+    pub fn start_n(net: &Net, exe: &Path, n: usize, url: &str, args: &[&str]) -> Vec<Server> {
+        (0..n)
+            .map(|i| Server::start(net, exe, net.add_host(&format!("s{i}")), url, args))
+            .collect()
+    }
+
+    /// Each of `servers` with its index and base URL, as [`Load::start`]
+    /// takes them.
+    pub fn targets(servers: &[Server]) -> Vec<(usize, String)> {
+        servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect()
+    }
+
     /// `{base}{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -490,11 +511,7 @@ pub struct Loads {
 impl Loads {
     /// Starts the three loads on `servers`.
     pub fn start(http: &reqwest::Client, servers: &[Server]) -> Loads {
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
+        let targets = Server::targets(servers);
         Loads {
             seq: Load::start(http, &targets, 2, "/v1/sequences/s/next", "values", 0),
             ids: Load::start(http, &targets, 1, "/v1/ids/next", "ids", 100),
@@ -672,17 +689,7 @@ pub fn postgres_cut_off_from_one_of_three(
     let url = pg.url();
     keysmith(net, client, exe, &url, &["create", "s", "--block", "20"])?;
     keysmith(net, client, exe, &url, &["create", "t", "--block", "1"])?;
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            Server::start(
-                net,
-                exe,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = Server::start_n(net, exe, 3, &url, &["--fixed-blocks"]);
     in_client(net, client, || async {
         let http = http();
         for s in &servers {
