@@ -12,10 +12,11 @@
 //! `keysmith::verify::history::check` (uniqueness, per-client order, and
 //! real-time order of the clients of one server).
 //!
-//! The servers, the load clients and their calls, and the PostgreSQL
-//! scenario are `keysmith_testsupport::partitions`, shared with `keysmith
-//! verify --partitions`, which runs that scenario by hand; what each test
-//! asserts is here.
+//! The servers, the load clients and their calls, the PostgreSQL scenario
+//! and the checking of the calls' histories (`check_calls`, `check_loads`)
+//! are `keysmith_testsupport::partitions`, shared with `keysmith verify
+//! --partitions`, which runs that scenario by hand; what each test asserts
+//! is here.
 //!
 //! Needs root and `ip netns` (CI runs as root): elsewhere each test says
 //! why and skips, or fails under `KEYSMITH_REQUIRE_BACKENDS=1`. The scenarios
@@ -37,8 +38,8 @@ use keysmith::ids::Layout;
 use keysmith::verify::history::{History, Order};
 use keysmith_testsupport::netns::{Host, Net, POSTGRES_PORT, PostgresNet};
 use keysmith_testsupport::partitions::{
-    self, Call, DEADLINE, HANG, Load, Loads, MAX_CALLS, REQUEST_TIMEOUT_MS, Server, Timing, http,
-    in_client, post,
+    self, Call, DEADLINE, HANG, Load, Loads, LoadsChecked, MAX_CALLS, REQUEST_TIMEOUT_MS, Server,
+    Timing, http, in_client,
 };
 use rand::RngExt;
 use serde_json::Value;
@@ -81,44 +82,16 @@ fn cli(net: &Net, host: &Host, url: &str, args: &[&str]) -> String {
     partitions::keysmith(net, host, Path::new(KEYSMITH), url, args).unwrap()
 }
 
-/// A `keysmith serve` (the built binary) in `host`, not waited for.
-fn server(net: &Net, host: Host, url: &str, args: &[&str]) -> Server {
-    Server::start(net, Path::new(KEYSMITH), host, url, args)
+/// `n` `keysmith serve` (the built binary), in hosts `s0`, `s1`, ...; not
+/// waited for.
+fn start_servers(net: &Net, n: usize, url: &str, args: &[&str]) -> Vec<Server> {
+    Server::start_n(net, Path::new(KEYSMITH), n, url, args)
 }
 
-/// Feeds `calls` to the history checker: unique across all, in order per
-/// client, and in real time per server when `per_server_real_time`.
-/// Panics with the first violation.
+/// [`partitions::check_calls`]: the values checked; panics with the first
+/// violation.
 fn check_history(what: &str, calls: &[Call], start: Instant, per_server_real_time: bool) -> usize {
-    let mut all = History::starting_at(start);
-    let mut per_server: HashMap<usize, History> = HashMap::new();
-    for c in calls.iter().filter(|c| c.status != 0) {
-        all.record(c.client, c.sent, c.done, c.values.clone());
-        per_server
-            .entry(c.server)
-            .or_insert_with(|| History::starting_at(start))
-            .record(c.client, c.sent, c.done, c.values.clone());
-    }
-    let checked = all
-        .check(Order::PerClient)
-        .unwrap_or_else(|v| panic!("{what}: {v}"));
-    if per_server_real_time {
-        for (s, h) in &per_server {
-            h.check(Order::RealTime)
-                .unwrap_or_else(|v| panic!("{what}: through server {s}: {v}"));
-        }
-    }
-    checked.values
-}
-
-/// Feeds the calls of a strict sequence (block 1) to the checker: unique,
-/// and in real time across every client of every server.
-fn check_strict(what: &str, calls: &[Call], start: Instant) -> usize {
-    let mut all = History::starting_at(start);
-    for c in calls.iter().filter(|c| c.status != 0) {
-        all.record(c.client, c.sent, c.done, c.values.clone());
-    }
-    all.check(Order::RealTime)
+    partitions::check_calls(calls, start, Order::PerClient, per_server_real_time)
         .unwrap_or_else(|v| panic!("{what}: {v}"))
         .values
 }
@@ -142,7 +115,7 @@ fn unacked(net: &Net, host: &Host, peer: std::net::Ipv4Addr, port: u16) -> u64 {
 fn check_statuses(what: &str, calls: &[Call]) {
     for c in calls {
         assert!(
-            c.done - c.sent < HANG,
+            c.took() < HANG,
             "{what}: a call to server {} hung: {c:?}",
             c.server
         );
@@ -162,12 +135,43 @@ fn within_request_timeout() -> Duration {
 /// Every call answered within [`within_request_timeout`], values or 503,
 /// whatever the store does; returns the slowest.
 fn check_within_request_timeout(what: &str, calls: &[Call]) -> Duration {
-    let slowest = calls.iter().max_by_key(|c| c.done - c.sent).unwrap();
+    let slowest = partitions::slowest(calls).unwrap();
     assert!(
-        slowest.done - slowest.sent < within_request_timeout(),
+        slowest.took() < within_request_timeout(),
         "{what}: a call took longer than the request timeout ({REQUEST_TIMEOUT_MS} ms): {slowest:?}"
     );
-    slowest.done - slowest.sent
+    slowest.took()
+}
+
+/// The calls of the three [`Loads`]: only values or 503s
+/// ([`check_statuses`]), the histories as [`partitions::check_loads`] checks
+/// them, and the ids with no worker id shared by two servers in a time unit
+/// ([`check_workers`], snowflake layout). Panics with the first violation;
+/// returns the values of each history and the workers each server used.
+fn check_loads(
+    what: &str,
+    start: Instant,
+    seq: &[Call],
+    ids: &[Call],
+    strict: &[Call],
+) -> (LoadsChecked, HashMap<usize, BTreeSet<i64>>) {
+    check_statuses(&format!("{what} strict"), strict);
+    check_statuses(what, seq);
+    check_statuses(&format!("{what} ids"), ids);
+    let checked = partitions::check_loads(start, seq, ids, strict);
+    if let Some((load, v)) = &checked.violation {
+        panic!("{what}: {load}: {v}");
+    }
+    let issued: Vec<(usize, i64)> = ids
+        .iter()
+        .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
+        .collect();
+    let workers = check_workers(
+        &format!("{what} ids"),
+        &Layout::preset("snowflake").unwrap(),
+        &issued,
+    );
+    (checked, workers)
 }
 
 /// Ids unique, and no (worker, time unit) issued by two issuers: a worker id
@@ -212,28 +216,21 @@ fn a_server_cut_off_from_the_etcd_majority_serves_its_cache_then_503s_and_resume
     };
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
-    let servers: Vec<Server> = (0..2)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 2, &url, &["--fixed-blocks"]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
             s.healthy(&http).await.unwrap();
         }
         let start = Instant::now();
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
-        let load = Load::start(&http, &targets, 3, "/v1/sequences/s/next", "values", 0);
+        let load = Load::start(
+            &http,
+            &Server::targets(&servers),
+            3,
+            "/v1/sequences/s/next",
+            "values",
+            0,
+        );
         load.until_ok(0, start, 200, "before the cut")
             .await
             .unwrap();
@@ -295,16 +292,7 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
     let url = etcd.url();
     cli(&net, &client, &url, &["create", "s", "--block", "20"]);
     cli(&net, &client, &url, &["create", "t", "--block", "1"]);
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 3, &url, &["--fixed-blocks"]);
     let leader = (0..3)
         .find_map(|i| etcd.leader_seen_by(&net, &client, i))
         .expect("no etcd member names a leader");
@@ -354,20 +342,13 @@ fn an_isolated_etcd_leader_is_replaced_and_no_value_or_worker_id_is_shared() {
         let seq_calls = seq.stop().await;
         let id_calls = ids.stop().await;
         let strict_calls = strict.stop().await;
-        check_statuses("etcd leader strict", &strict_calls);
-        let strict_values = check_strict("etcd leader strict", &strict_calls, start);
-        check_statuses("etcd leader", &seq_calls);
-        check_statuses("etcd leader ids", &id_calls);
-        let values = check_history("etcd leader", &seq_calls, start, true);
-        let n_ids = check_history("etcd leader ids", &id_calls, start, true);
+        let (checked, workers) =
+            check_loads("etcd leader", start, &seq_calls, &id_calls, &strict_calls);
+        let (values, n_ids, strict_values) = (checked.seq, checked.ids, checked.strict);
         let layout = Layout::preset("snowflake").unwrap();
-        let issued: Vec<(usize, i64)> = id_calls
-            .iter()
-            .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
-            .collect();
-        let workers = check_workers("etcd leader ids", &layout, &issued);
         // The server's own decoding agrees with the layout's.
-        let (_, some) = issued[issued.len() / 2];
+        let issued: Vec<i64> = id_calls.iter().flat_map(|c| c.values.clone()).collect();
+        let some = issued[issued.len() / 2];
         let decoded: Value = http
             .get(servers[0].url(&format!("/v1/ids/{some}")))
             .send()
@@ -418,21 +399,9 @@ fn postgres_cut_off_from_one_of_three_servers() {
     let (start, cut, heal) = (run.start, run.cut, run.heal);
     let (seq_calls, id_calls, strict_calls) = (run.seq, run.ids, run.strict);
     let others_during = run.others_during;
-    check_statuses("postgres cut strict", &strict_calls);
-    let strict_values = check_strict("postgres cut strict", &strict_calls, start);
-    check_statuses("postgres cut", &seq_calls);
-    check_statuses("postgres cut ids", &id_calls);
-    let values = check_history("postgres cut", &seq_calls, start, true);
-    let n_ids = check_history("postgres cut ids", &id_calls, start, true);
-    let issued: Vec<(usize, i64)> = id_calls
-        .iter()
-        .flat_map(|c| c.values.iter().map(move |&v| (c.server, v)))
-        .collect();
-    let workers = check_workers(
-        "postgres cut ids",
-        &Layout::preset("snowflake").unwrap(),
-        &issued,
-    );
+    let (checked, workers) =
+        check_loads("postgres cut", start, &seq_calls, &id_calls, &strict_calls);
+    let (values, n_ids, strict_values) = (checked.seq, checked.ids, checked.strict);
     assert!(
         others_during > 0,
         "the other servers served nothing during the cut"
@@ -730,9 +699,7 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
     };
     let url = pg.url();
     cli(&net, &client, &url, &["create", "g", "--gapless"]);
-    let servers: Vec<Server> = (0..2)
-        .map(|i| server(&net, net.add_host(&format!("s{i}")), &url, &[]))
-        .collect();
+    let servers = start_servers(&net, 2, &url, &[]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
@@ -779,15 +746,7 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                         {
                             let mut c = committed.lock().unwrap();
                             let me = w + 2 * c.len() as u32;
-                            c.push(Call {
-                                client: me,
-                                server: 1,
-                                sent,
-                                done: Instant::now(),
-                                status: 200,
-                                values: vec![n],
-                                error: String::new(),
-                            });
+                            c.push(Call::ok(me, 1, sent, Instant::now(), vec![n]));
                         }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
@@ -838,15 +797,13 @@ fn a_ticket_committed_late_after_a_pause_is_refused_and_numbers_stay_gap_free() 
                         !retaken,
                         "round {round}: {n} committed late although taken again"
                     );
-                    committed.lock().unwrap().push(Call {
-                        client: u32::MAX - round,
-                        server: 0,
+                    committed.lock().unwrap().push(Call::ok(
+                        u32::MAX - round,
+                        0,
                         sent,
                         done,
-                        status,
-                        values: vec![n],
-                        error: String::new(),
-                    });
+                        vec![n],
+                    ));
                 }
                 409 => assert_eq!(
                     body["error"]["code"], "ticket_refused",
@@ -900,16 +857,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
     };
     let url = pg.url();
     cli(&net, &client, &url, &["create", "r", "--block", "5"]);
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            server(
-                &net,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = start_servers(&net, 3, &url, &["--fixed-blocks"]);
     in_client(&net, &client, || async {
         let http = http();
         for s in &servers {
@@ -932,19 +880,7 @@ fn a_server_paused_mid_reservation_never_repeats_a_value() {
                     let (http, url) = (http.clone(), servers[0].url("/v1/sequences/r/next"));
                     client_id += 1;
                     let me = client_id;
-                    tokio::spawn(async move {
-                        let sent = Instant::now();
-                        let (status, values, error) = post(&http, &url, "values").await;
-                        Call {
-                            client: me,
-                            server: 0,
-                            sent,
-                            done: Instant::now(),
-                            status,
-                            values,
-                            error,
-                        }
-                    })
+                    tokio::spawn(async move { Call::post(&http, me, 0, &url, "values").await })
                 })
                 .collect();
             // ...then s0 paused as soon as a store request of its is on the

@@ -2,11 +2,12 @@
 //! `keysmith verify --partitions` share, written once: a `keysmith serve`
 //! in a host of a [`Net`], load clients that call it over HTTP and write
 //! down every call ([`Call`]: invoke and complete time, status, values),
-//! what a cut-off server did ([`Timing`]), and one whole scenario,
-//! [`postgres_cut_off_from_one_of_three`].
-//!
-//! The checking of the calls is not here: the caller feeds them to
-//! `keysmith::verify::history` (this crate does not depend on keysmith).
+//! what a cut-off server did ([`Timing`]), one whole scenario,
+//! [`postgres_cut_off_from_one_of_three`], and the checking of the calls:
+//! [`check_calls`] feeds them to `keysmith::verify::history`, and
+//! [`check_loads`] checks the three [`Loads`] of the multi-server scenarios.
+//! What a violation does (a test's panic, the command's report and exit
+//! status) is the caller's.
 //!
 //! Waits that can fail return `Err` with what did not happen; they also
 //! stop early, with `Err`, after [`interrupt`] (ctrl-c in the command), so
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use keysmith::verify::history::{Checked, History, HistoryViolation, Order};
 use serde_json::Value;
 
 use crate::netns::{Host, Net, PostgresNet};
@@ -160,6 +162,27 @@ impl Server {
         }
     }
 
+    /// `n` servers as [`Server::start`] starts one, each in a host of its
+    /// own, named `s0`, `s1`, ...
+    ///
+    /// # Panics
+    /// When one cannot be started.
+    pub fn start_n(net: &Net, exe: &Path, n: usize, url: &str, args: &[&str]) -> Vec<Server> {
+        (0..n)
+            .map(|i| Server::start(net, exe, net.add_host(&format!("s{i}")), url, args))
+            .collect()
+    }
+
+    /// Each of `servers` with its index and base URL, as [`Load::start`]
+    /// takes them.
+    pub fn targets(servers: &[Server]) -> Vec<(usize, String)> {
+        servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, s.base.clone()))
+            .collect()
+    }
+
     /// `{base}{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
@@ -226,21 +249,64 @@ pub struct Call {
     pub error: String,
 }
 
-/// `POST url` and what came back; `key` names the array of values.
-pub async fn post(http: &reqwest::Client, url: &str, key: &str) -> (u16, Vec<i64>, String) {
-    match http.post(url).send().await {
-        Ok(r) => {
-            let status = r.status().as_u16();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            let values = body[key]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_i64).collect())
-                .unwrap_or_default();
-            let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
-            (status, values, error)
+impl Call {
+    /// `client`'s `POST url` to server `server`, timed; `key` names the
+    /// array of values in the answer.
+    pub async fn post(
+        http: &reqwest::Client,
+        client: u32,
+        server: usize,
+        url: &str,
+        key: &str,
+    ) -> Call {
+        let sent = Instant::now();
+        let (status, values, error) = match http.post(url).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                let values = body[key]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_i64).collect())
+                    .unwrap_or_default();
+                let error = body["error"]["code"].as_str().unwrap_or("").to_owned();
+                (status, values, error)
+            }
+            Err(e) => (0, Vec::new(), e.to_string()),
+        };
+        Call {
+            client,
+            server,
+            sent,
+            done: Instant::now(),
+            status,
+            values,
+            error,
         }
-        Err(e) => (0, Vec::new(), e.to_string()),
     }
+
+    /// A call answered (200) with `values`, for a caller that made it by
+    /// other means than [`Call::post`].
+    pub fn ok(client: u32, server: usize, sent: Instant, done: Instant, values: Vec<i64>) -> Call {
+        Call {
+            client,
+            server,
+            sent,
+            done,
+            status: 200,
+            values,
+            error: String::new(),
+        }
+    }
+
+    /// From sent to answered.
+    pub fn took(&self) -> Duration {
+        self.done - self.sent
+    }
+}
+
+/// The slowest of `calls` (`None`: there are none).
+pub fn slowest<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Option<&'a Call> {
+    calls.into_iter().max_by_key(|c| c.took())
 }
 
 /// Load clients, each bound to one server, calling one route back to back.
@@ -284,19 +350,9 @@ impl Load {
                         if stop.load(SeqCst) {
                             break;
                         }
-                        let sent = Instant::now();
-                        let (status, values, error) = post(&http, &url, key).await;
-                        let done = Instant::now();
-                        let failed = status != 200;
-                        calls.lock().unwrap_or_else(|p| p.into_inner()).push(Call {
-                            client: me,
-                            server,
-                            sent,
-                            done,
-                            status,
-                            values,
-                            error,
-                        });
+                        let call = Call::post(&http, me, server, &url, key).await;
+                        let failed = call.status != 200;
+                        calls.lock().unwrap_or_else(|p| p.into_inner()).push(call);
                         let pause = if failed { PACE * 25 } else { PACE };
                         tokio::time::sleep(pause).await;
                     }
@@ -384,7 +440,7 @@ impl Timing {
         let slowest_503 = mine
             .iter()
             .filter(|c| c.status == 503)
-            .map(|c| c.done - c.sent)
+            .map(|c| c.took())
             .max()
             .unwrap_or_default();
         let first_value = mine
@@ -455,11 +511,7 @@ pub struct Loads {
 impl Loads {
     /// Starts the three loads on `servers`.
     pub fn start(http: &reqwest::Client, servers: &[Server]) -> Loads {
-        let targets: Vec<(usize, String)> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i, s.base.clone()))
-            .collect();
+        let targets = Server::targets(servers);
         Loads {
             seq: Load::start(http, &targets, 2, "/v1/sequences/s/next", "values", 0),
             ids: Load::start(http, &targets, 1, "/v1/ids/next", "ids", 100),
@@ -483,6 +535,113 @@ impl Loads {
             ids.until_ok(i, start, 20, "ids before the cut").await?;
         }
         Ok(())
+    }
+}
+
+/// The first violation [`check_calls`] found: in which history, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallsViolation {
+    /// `None`: in the history of all the calls; `Some(server)`: in that
+    /// server's calls alone (real-time order).
+    pub server: Option<usize>,
+    /// The violation, with both operations.
+    pub violation: HistoryViolation,
+}
+
+impl std::fmt::Display for CallsViolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.server {
+            None => write!(f, "{}", self.violation),
+            Some(s) => write!(f, "through server {s}: {}", self.violation),
+        }
+    }
+}
+
+impl std::error::Error for CallsViolation {}
+
+/// Every answered call of `calls` in one history timed from `start`,
+/// checked in `order` (unique, in order per client, and with
+/// [`Order::RealTime`] in real time across all clients); then, with
+/// `per_server`, each server's calls alone in real-time order (the clients
+/// of one server see its values in time order). A call with no answer
+/// (status 0) may or may not have taken values: it is left out.
+///
+/// # Errors
+/// The first violation: in the history of all, or else of the lowest
+/// server that has one.
+pub fn check_calls(
+    calls: &[Call],
+    start: Instant,
+    order: Order,
+    per_server: bool,
+) -> Result<Checked, CallsViolation> {
+    let mut all = History::starting_at(start);
+    let mut servers: std::collections::BTreeMap<usize, History> = Default::default();
+    for c in calls.iter().filter(|c| c.status != 0) {
+        all.record(c.client, c.sent, c.done, c.values.clone());
+        servers
+            .entry(c.server)
+            .or_insert_with(|| History::starting_at(start))
+            .record(c.client, c.sent, c.done, c.values.clone());
+    }
+    let checked = all.check(order).map_err(|violation| CallsViolation {
+        server: None,
+        violation,
+    })?;
+    if per_server {
+        for (&s, h) in &servers {
+            h.check(Order::RealTime)
+                .map_err(|violation| CallsViolation {
+                    server: Some(s),
+                    violation,
+                })?;
+        }
+    }
+    Ok(checked)
+}
+
+/// What [`check_loads`] found: the values checked of each load (0 for a
+/// load not checked, after a violation), and the first violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadsChecked {
+    /// Values of sequence `s`.
+    pub seq: usize,
+    /// Ids.
+    pub ids: usize,
+    /// Values of the strict sequence `t`.
+    pub strict: usize,
+    /// The first violation, with the load's name: `sequence s`, `ids` or
+    /// `strict sequence t`.
+    pub violation: Option<(&'static str, CallsViolation)>,
+}
+
+/// Checks the calls of the three [`Loads`] with [`check_calls`], in this
+/// order, stopping at the first violation: sequence `s` (block 20) and the
+/// ids in order per client, and each server's in real time; the strict
+/// sequence `t` (block 1) in real time across every client of every server.
+pub fn check_loads(start: Instant, seq: &[Call], ids: &[Call], strict: &[Call]) -> LoadsChecked {
+    let checks = [
+        ("sequence s", seq, Order::PerClient, true),
+        ("ids", ids, Order::PerClient, true),
+        ("strict sequence t", strict, Order::RealTime, false),
+    ];
+    let mut values = [0; 3];
+    let mut violation = None;
+    for (i, (what, calls, order, per_server)) in checks.into_iter().enumerate() {
+        match check_calls(calls, start, order, per_server) {
+            Ok(c) => values[i] = c.values,
+            Err(v) => {
+                violation = Some((what, v));
+                break;
+            }
+        }
+    }
+    let [seq, ids, strict] = values;
+    LoadsChecked {
+        seq,
+        ids,
+        strict,
+        violation,
     }
 }
 
@@ -530,17 +689,7 @@ pub fn postgres_cut_off_from_one_of_three(
     let url = pg.url();
     keysmith(net, client, exe, &url, &["create", "s", "--block", "20"])?;
     keysmith(net, client, exe, &url, &["create", "t", "--block", "1"])?;
-    let servers: Vec<Server> = (0..3)
-        .map(|i| {
-            Server::start(
-                net,
-                exe,
-                net.add_host(&format!("s{i}")),
-                &url,
-                &["--fixed-blocks"],
-            )
-        })
-        .collect();
+    let servers = Server::start_n(net, exe, 3, &url, &["--fixed-blocks"]);
     in_client(net, client, || async {
         let http = http();
         for s in &servers {
@@ -578,4 +727,118 @@ pub fn postgres_cut_off_from_one_of_three(
             others_during,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answered call of `client` through `server`, sent `at_ms` after
+    /// `start`, taking 1 ms.
+    fn call(start: Instant, client: u32, server: usize, at_ms: u64, values: &[i64]) -> Call {
+        let sent = start + Duration::from_millis(at_ms);
+        Call::ok(
+            client,
+            server,
+            sent,
+            sent + Duration::from_millis(1),
+            values.to_vec(),
+        )
+    }
+
+    /// Two clients of server 1 whose values go back in real time: fine per
+    /// client across all servers, a violation of server 1's own history.
+    #[test]
+    fn one_servers_values_going_back_in_real_time_are_found_per_server() {
+        let start = Instant::now();
+        let calls = [
+            call(start, 0, 0, 0, &[1, 2]),
+            call(start, 2, 1, 0, &[10]),
+            call(start, 3, 1, 5, &[4]),
+        ];
+        let all = check_calls(&calls, start, Order::PerClient, false).unwrap();
+        assert_eq!(all.values, 4);
+        let v = check_calls(&calls, start, Order::PerClient, true).unwrap_err();
+        assert_eq!(v.server, Some(1));
+        assert!(
+            matches!(v.violation, HistoryViolation::RealTime { .. }),
+            "{v}"
+        );
+        let text = v.to_string();
+        assert!(
+            text.starts_with("through server 1: real-time order"),
+            "{text}"
+        );
+        assert!(
+            text.contains("client 2") && text.contains("client 3"),
+            "{text}"
+        );
+    }
+
+    /// A value answered by two servers: a duplicate in the history of all.
+    #[test]
+    fn a_value_from_two_servers_is_a_duplicate_of_the_history_of_all() {
+        let start = Instant::now();
+        let calls = [call(start, 0, 0, 0, &[1, 2]), call(start, 2, 1, 5, &[2, 3])];
+        let v = check_calls(&calls, start, Order::PerClient, true).unwrap_err();
+        assert_eq!(v.server, None);
+        assert!(
+            matches!(v.violation, HistoryViolation::Duplicate { value: 2, .. }),
+            "{v}"
+        );
+        assert!(
+            v.to_string().starts_with("duplicate: 2 handed out twice"),
+            "{v}"
+        );
+    }
+
+    /// A call with no answer may or may not have taken its values: left
+    /// out, even when they repeat another's.
+    #[test]
+    fn a_call_with_no_answer_is_left_out() {
+        let start = Instant::now();
+        let mut lost = call(start, 1, 0, 3, &[2]);
+        lost.status = 0;
+        let calls = [call(start, 0, 0, 0, &[1, 2]), lost];
+        let c = check_calls(&calls, start, Order::RealTime, true).unwrap();
+        assert_eq!((c.ops, c.values), (1, 2));
+    }
+
+    /// The loads are checked in turn; the first violation names its load,
+    /// and the loads after it are not checked.
+    #[test]
+    fn check_loads_stops_at_the_first_violation_and_names_its_load() {
+        let start = Instant::now();
+        let seq = [call(start, 0, 0, 0, &[1, 2]), call(start, 1, 1, 0, &[21])];
+        let ids = [call(start, 100, 0, 0, &[7]), call(start, 101, 1, 5, &[7])];
+        let strict = [call(start, 200, 0, 0, &[5]), call(start, 201, 1, 10, &[4])];
+        let c = check_loads(start, &seq, &ids, &strict);
+        assert_eq!((c.seq, c.ids, c.strict), (3, 0, 0));
+        let (what, v) = c.violation.expect("a violation");
+        assert_eq!(what, "ids");
+        assert!(
+            matches!(v.violation, HistoryViolation::Duplicate { value: 7, .. }),
+            "{v}"
+        );
+
+        let c = check_loads(start, &seq, &ids[..1], &strict);
+        assert_eq!((c.seq, c.ids, c.strict), (3, 1, 0));
+        let (what, v) = c.violation.expect("a violation");
+        assert_eq!(what, "strict sequence t");
+        assert!(
+            matches!(v.violation, HistoryViolation::RealTime { .. }),
+            "{v}"
+        );
+
+        let c = check_loads(start, &seq, &ids[..1], &strict[..1]);
+        assert_eq!(
+            c,
+            LoadsChecked {
+                seq: 3,
+                ids: 1,
+                strict: 1,
+                violation: None
+            }
+        );
+    }
 }

@@ -2,14 +2,15 @@
 //! partition tests, run by hand. The scenario (namespaces, a throwaway
 //! PostgreSQL, three `keysmith serve` of this binary, the load, the cut and
 //! the heal) is `keysmith_testsupport::partitions`, the same code the tests
-//! run; the history checker is the library's `keysmith::verify::history`.
-//! This file only checks that the machine allows it, calls, and prints.
+//! run, and so is the checking of its calls (`check_loads`, through the
+//! library's `keysmith::verify::history`). This file only checks that the
+//! machine allows it, calls, and prints.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use keysmith::verify::history::{Checked, History, HistoryViolation, Order};
+use keysmith::verify::history::HistoryViolation;
 use keysmith_testsupport::netns::{self, Net, PostgresNet};
 use keysmith_testsupport::partitions::{self, Call, CutRun, REQUEST_TIMEOUT_MS, Timing};
 use serde::Serialize;
@@ -149,31 +150,16 @@ struct Report {
 
 impl Report {
     fn of(run: &CutRun, partition: Duration) -> Report {
-        let checks = [
-            ("sequence s", &run.seq, Order::PerClient, true),
-            ("ids", &run.ids, Order::PerClient, true),
-            ("strict sequence t", &run.strict, Order::RealTime, false),
-        ];
-        let mut counts = [0; 3];
-        let mut violation = None;
-        for (i, (what, calls, order, per_server)) in checks.into_iter().enumerate() {
-            match check(calls, run.start, order, per_server) {
-                Ok(c) => counts[i] = c.values,
-                Err(v) => {
-                    violation = Some((what, v));
-                    break;
-                }
-            }
-        }
+        let checked = partitions::check_loads(run.start, &run.seq, &run.ids, &run.strict);
+        // The report names the load, not the server of a per-server one.
+        let violation = checked.violation.map(|(what, v)| (what, v.violation));
         let all: Vec<&Call> = run.seq.iter().chain(&run.ids).chain(&run.strict).collect();
         let mut statuses = BTreeMap::new();
         for c in &all {
             *statuses.entry(c.status).or_insert(0) += 1;
         }
-        let slowest = all
-            .iter()
-            .map(|c| c.done - c.sent)
-            .max()
+        let slowest = partitions::slowest(all.iter().copied())
+            .map(Call::took)
             .unwrap_or_default();
         let t = Timing::of(&run.seq, 0, run.cut, run.heal);
         let duplicates = usize::from(matches!(
@@ -182,9 +168,9 @@ impl Report {
         ));
         Report {
             partition_s: partition.as_secs_f64(),
-            sequence_values: counts[0],
-            ids: counts[1],
-            strict_values: counts[2],
+            sequence_values: checked.seq,
+            ids: checked.ids,
+            strict_values: checked.strict,
             statuses,
             slowest_call_s: slowest.as_secs_f64(),
             first_503_after_cut_s: t.to_503.map(|d| d.as_secs_f64()),
@@ -229,49 +215,21 @@ impl Report {
     }
 }
 
-/// Every answered call of `calls` in one history (unique, and in `order`),
-/// and with `per_server` each server's calls in real-time order. The values
-/// checked, or the first violation.
-fn check(
-    calls: &[Call],
-    start: Instant,
-    order: Order,
-    per_server: bool,
-) -> Result<Checked, HistoryViolation> {
-    let mut all = History::starting_at(start);
-    let mut servers: BTreeMap<usize, History> = BTreeMap::new();
-    // A call with no answer may or may not have taken values: left out.
-    for c in calls.iter().filter(|c| c.status != 0) {
-        all.record(c.client, c.sent, c.done, c.values.clone());
-        servers
-            .entry(c.server)
-            .or_insert_with(|| History::starting_at(start))
-            .record(c.client, c.sent, c.done, c.values.clone());
-    }
-    let checked = all.check(order)?;
-    if per_server {
-        for h in servers.values() {
-            h.check(Order::RealTime)?;
-        }
-    }
-    Ok(checked)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     fn call(client: u32, server: usize, at_ms: u64, values: Vec<i64>) -> Call {
-        let t0 = Instant::now();
-        Call {
+        let sent = Instant::now() + Duration::from_millis(at_ms);
+        Call::ok(
             client,
             server,
-            sent: t0 + Duration::from_millis(at_ms),
-            done: t0 + Duration::from_millis(at_ms + 1),
-            status: 200,
+            sent,
+            sent + Duration::from_millis(1),
             values,
-            error: String::new(),
-        }
+        )
     }
 
     /// A value answered twice (by two servers) fails the run, and the
