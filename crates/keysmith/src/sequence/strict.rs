@@ -11,6 +11,9 @@
 //! hands the range out in arrival order, each caller its own sub-range. Who
 //! arrives while a batch is in flight waits for the next one; the task runs
 //! until the queue is empty. At most one batch of a handle is in flight.
+//! Before the next batch the task may wait a moment for the callers it just
+//! answered ([`Linger`]), so that callers in a closed loop share batches
+//! instead of taking turns in two halves.
 //!
 //! Why the strict guarantees still hold:
 //!
@@ -36,6 +39,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -47,6 +51,67 @@ use crate::{Error, Result};
 #[derive(Debug, Default)]
 pub(crate) struct StrictQueue {
     state: Mutex<State>,
+    /// Woken when a caller joins while a drain task runs (see [`Linger`]).
+    arrived: tokio::sync::Notify,
+}
+
+/// The longest a drain task waits for the callers it just answered.
+const MAX_LINGER: Duration = Duration::from_millis(1);
+
+/// Waiting a moment before the next batch for the callers just answered.
+/// Callers in a closed loop (a client that asks again as soon as it is
+/// answered) otherwise fall into two cohorts that take turns, each batch
+/// half of them: those answered by batch k ask again while batch k+1, sent
+/// at once with whoever was queued, is being written. When batch k had two
+/// callers or more and others were queued, the task waits until as many
+/// have joined as the two together, or half of batch k's reservation time
+/// (at most [`MAX_LINGER`]) has passed. A wait that runs out makes the next
+/// batch go at once, so callers that do not come back cost at most every
+/// other batch that short wait. Order is unchanged: a batch is still taken
+/// in arrival order, and only after every batch before it completed.
+#[derive(Debug, Default)]
+struct Linger {
+    /// How many callers to wait for, and until when.
+    plan: Option<(usize, Instant)>,
+    /// The last wait ran out: the next batch goes at once.
+    missed: bool,
+}
+
+impl Linger {
+    /// After a batch of `answered` callers whose reservation took `took`.
+    fn served(&mut self, answered: usize, took: Duration, q: &StrictQueue) {
+        self.plan = None;
+        if std::mem::take(&mut self.missed) || answered < 2 {
+            return;
+        }
+        let waiting = q.lock().waiting.len();
+        if waiting > 0 {
+            let wait = (took / 2).min(MAX_LINGER);
+            self.plan = Some((waiting + answered, Instant::now() + wait));
+        }
+    }
+
+    /// Waits as [`Self::served`] planned.
+    async fn wait(&mut self, q: &StrictQueue) {
+        let Some((want, until)) = self.plan.take() else {
+            return;
+        };
+        loop {
+            let arrived = {
+                let s = q.lock();
+                if s.waiting.len() >= want {
+                    return;
+                }
+                // Made under the lock: an arrival, which takes the lock
+                // too, cannot come between the count and the wait.
+                q.arrived.notified()
+            };
+            if tokio::time::timeout_at(until.into(), arrived).await.is_err() {
+                self.missed = true;
+                return;
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -139,7 +204,9 @@ impl Drop for Draining {
 /// Reserves and hands out batches until no caller waits.
 async fn drain(mut guard: Draining) {
     let seq = guard.seq.clone();
+    let mut linger = Linger::default();
     loop {
+        linger.wait(&seq.inner.strict).await;
         let batch = {
             let mut s = seq.inner.strict.lock();
             let mut batch = Vec::new();
@@ -158,7 +225,9 @@ async fn drain(mut guard: Draining) {
             }
             batch
         };
+        let (answered, began) = (batch.len(), Instant::now());
         seq.serve(batch).await;
+        linger.served(answered, began.elapsed(), &seq.inner.strict);
     }
 }
 
@@ -172,6 +241,9 @@ impl Sequence {
             s.next_id += 1;
             s.waiting.push_back(Waiter { id, n, tx });
             let start = !s.draining;
+            if !start {
+                self.inner.strict.arrived.notify_waiters();
+            }
             s.draining = true;
             (id, start)
         };
