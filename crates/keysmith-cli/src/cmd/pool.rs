@@ -79,7 +79,13 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
     let store = global.open().await?;
     match cmd {
         PoolCommand::Create { name, size, start } => {
-            let row = pool::create(&*store, &PoolSpec { name, start, size }).await?;
+            let spec = PoolSpec {
+                name,
+                start,
+                size,
+                residue: None,
+            };
+            let row = pool::create(&*store, &spec).await?;
             print_info(&pool::describe(&*store, &row.name).await?, global.json)
         }
         PoolCommand::Take {

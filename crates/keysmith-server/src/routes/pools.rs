@@ -107,6 +107,7 @@ pub(crate) async fn create(
         name: b.name,
         start: b.start,
         size: b.size,
+        residue: None,
     };
     let row = pool::create(&*state.shared().store, &spec).await?;
     let server = server_view(&state, &row.name);

@@ -140,5 +140,6 @@ fn pool_spec(name: &str, start: i64, size: i64) -> PoolSpec {
         name: name.into(),
         start,
         size,
+        residue: None,
     }
 }
