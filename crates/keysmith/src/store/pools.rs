@@ -94,10 +94,12 @@ impl PoolSpec {
     }
 
     /// What [`Self::validate`] checks, of a spec as a store receives it
-    /// (`start` the first stored member): for backends that check again.
+    /// (`start` the first stored member): for backends that check again
+    /// (MySQL).
     ///
     /// # Errors
     /// As [`Self::validate`].
+    #[cfg(feature = "mysql")]
     pub(crate) fn validate_stored(&self) -> Result<()> {
         self.check_parts()?;
         self.check_room(self.start)
