@@ -131,3 +131,65 @@ def test_an_async_sequence_of_a_class(server: Server, name: str) -> None:
             assert (await c.reserve(name, 1)).ranges[0].start == got[-1] + 5
 
     asyncio.run(main())
+
+
+def test_a_pool_in_a_class_hands_out_only_its_values(server: Server, name: str) -> None:
+    with Client(server.url) as c:
+        info = c.create_pool(name, 5, start=10, increment=4, offset=1)
+        assert (info.start, info.size, info.increment, info.offset) == (13, 5, 4, 1)
+        got = c.pool_next(name, 20) + c.pool_next(name, 7)
+        assert len(got) == len(set(got)) == 27
+        bad = [v for v in got if v % 4 != 1 or v < 13]
+        assert not bad, f"numbers outside the class: {bad}"
+        shown = c.get_pool(name)
+        assert (shown.increment, shown.offset, shown.taken) == (4, 1, 27)
+        assert shown.lowest is not None and shown.highest is not None and shown.max_value is not None
+        assert all(v % 4 == 1 for v in (shown.start, shown.lowest, shown.highest, shown.max_value))
+        listed = {p.name: p for p in c.list_pools()}
+        assert (listed[name].increment, listed[name].offset) == (4, 1)
+        plain = c.create_pool(name + "-plain", 3)
+        assert plain.increment is None and plain.offset is None and plain.start == 1
+        # offset defaults to 0
+        zero = c.create_pool(name + "-zero", 2, start=7, increment=5)
+        assert (zero.increment, zero.offset, zero.start) == (5, 0, 10)
+
+
+def test_two_pools_of_increment_two_never_share_a_number(server: Server, name: str) -> None:
+    with Client(server.url) as c:
+        c.create_pool(name + "-even", 8, start=0, increment=2)
+        c.create_pool(name + "-odd", 8, start=0, increment=2, offset=1)
+        evens = [v for _ in range(5) for v in c.pool_next(name + "-even", 9)]
+        odds = [v for _ in range(5) for v in c.pool_next(name + "-odd", 9)]
+        assert all(v % 2 == 0 for v in evens) and all(v % 2 == 1 for v in odds)
+        assert len(set(evens)) == len(evens) == 45 and len(set(odds)) == len(odds) == 45
+        assert not set(evens) & set(odds)
+
+
+def test_a_bad_pool_class_is_the_servers_400_and_creates_nothing(server: Server, name: str) -> None:
+    with Client(server.url) as c:
+        for kwargs in (
+            {"increment": 3, "offset": 3},
+            {"offset": 1},  # an offset without an increment
+            {"increment": 1},
+            {"increment": 0},
+            # fits without a class, not in values of one
+            {"start": 2**63 - 30, "increment": 2},
+        ):
+            with pytest.raises(BadRequest) as e:
+                c.create_pool(name, 10, **kwargs)
+            assert e.value.status == 400, kwargs
+        with pytest.raises(TypeError):
+            c.create_pool(name, 3, increment=2.5)  # type: ignore[arg-type]
+        assert name not in {p.name for p in c.list_pools()}
+
+
+def test_an_async_pool_in_a_class(server: Server, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url) as c:
+            info = await c.create_pool(name, 4, increment=3, offset=2)
+            assert (info.start, info.increment, info.offset) == (2, 3, 2)
+            got = await c.pool_next(name, 12)
+            assert len(set(got)) == 12 and all(v % 3 == 2 for v in got)
+            assert (await c.get_pool(name)).increment == 3
+
+    asyncio.run(main())

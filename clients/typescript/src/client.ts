@@ -131,9 +131,18 @@ export interface PoolServerView {
 /** A pool as `GET /v1/pools` lists it. */
 export interface PoolRow {
   name: string;
+  /** The first number (for a pool in a residue class, a value of it). */
   start: bigint;
   size: number;
   server: PoolServerView | null;
+  /**
+   * Of a pool in a residue class (undefined for any other pool): every number
+   * is `offset` modulo `increment`; `start`, `lowest`, `highest` and
+   * `max_value` are values of it.
+   */
+  increment?: number;
+  /** Of a pool in a residue class: every number's remainder modulo `increment`. */
+  offset?: number;
 }
 
 /** A pool as `GET /v1/pools/{name}` shows it. */
@@ -253,14 +262,21 @@ function sequenceInfo(o: Obj): SequenceInfo {
     remaining: big(o.remaining, "remaining"),
     server,
     ...(o.unaccounted === undefined ? {} : { unaccounted: big(o.unaccounted, "unaccounted") }),
-    ...(o.increment === undefined || o.increment === null
-      ? {}
-      : { increment: small(o.increment, "increment"), offset: smallOrNull(o.offset, "offset") ?? 0 }),
+    ...residueOf(o),
   } as SequenceInfo;
 }
 
+/** The `increment` and `offset` of a residue class's answer, or nothing. */
+function residueOf(o: Obj): { increment?: number; offset?: number } {
+  return o.increment === undefined || o.increment === null
+    ? {}
+    : { increment: small(o.increment, "increment"), offset: smallOrNull(o.offset, "offset") ?? 0 };
+}
+
 function poolInfo(o: Obj): PoolInfo {
-  const r = { ...(o as object), name: String(o.name), start: big(o.start, "start") } as Obj & { [k: string]: unknown };
+  const r = { ...(o as object), name: String(o.name), start: big(o.start, "start"), ...residueOf(o) } as Obj & {
+    [k: string]: unknown;
+  };
   for (const k of ["lowest", "highest", "taken", "max_value"]) {
     if (o[k] !== undefined) r[k] = big(o[k], k) as unknown as Json;
   }
@@ -524,10 +540,22 @@ export class Client implements LeaseSource {
 
   // ---- pools
 
-  /** Creates a pool of `size` numbers from `start` (default 1). */
-  async createPool(name: string, o: { size: number; start?: IntLike }): Promise<PoolRow> {
+  /**
+   * Creates a pool of `size` numbers from `start` (default 1).
+   * `increment` (2 to 1000000) and `offset` (0 to `increment - 1`, default 0):
+   * a residue class, every number the pool hands out is `offset` modulo
+   * `increment` (`start` rounded up into it); the class is kept with the pool,
+   * so every server opening it hands out only numbers of the class. The server
+   * checks them (a 400 `invalid_argument` or `bad_request`).
+   */
+  async createPool(
+    name: string,
+    o: { size: number; start?: IntLike; increment?: number; offset?: number },
+  ): Promise<PoolRow> {
     const body: Record<string, unknown> = { name, size: o.size };
     if (o.start !== undefined) body.start = BigInt(int(o.start, "start"));
+    if (o.increment !== undefined) body.increment = BigInt(int(o.increment, "increment"));
+    if (o.offset !== undefined) body.offset = BigInt(int(o.offset, "offset"));
     return poolInfo(await this.callObj("POST", "/v1/pools", body));
   }
 

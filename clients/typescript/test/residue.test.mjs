@@ -125,4 +125,52 @@ describe("residue classes", () => {
     assert.equal(seq.buffered, 2);
     assert.deepEqual(await seq.close(), [{ start: 7n, end: 9n }]);
   });
+
+  test("a pool in a class hands out only its values; show and list give the class", async () => {
+    const info = await client.createPool("pool-41", { size: 5, start: 10, increment: 4, offset: 1 });
+    assert.deepEqual([info.start, info.size, info.increment, info.offset], [13n, 5, 4, 1]);
+    const got = [...(await client.poolNext("pool-41", 20)), ...(await client.poolNext("pool-41", 7))];
+    assert.equal(got.length, 27);
+    assert.equal(duplicates(got), "");
+    assert.equal(outsideClass(got, 4, 1), "");
+    assert.ok(got.every((v) => v >= 13n), `below the start: ${got}`);
+    const shown = await client.getPool("pool-41");
+    assert.deepEqual([shown.increment, shown.offset, shown.taken], [4, 1, 27n]);
+    assert.equal(outsideClass([shown.start, shown.lowest, shown.highest, shown.max_value], 4, 1), "");
+    const listed = (await client.listPools()).find((p) => p.name === "pool-41");
+    assert.deepEqual([listed.increment, listed.offset], [4, 1]);
+    const plain = await client.createPool("pool-plain", { size: 3 });
+    assert.deepEqual([plain.increment, plain.offset, plain.start], [undefined, undefined, 1n]);
+    const zero = await client.createPool("pool-50", { size: 2, start: 7, increment: 5 }); // offset 0 by default
+    assert.deepEqual([zero.increment, zero.offset, zero.start], [5, 0, 10n]);
+  });
+
+  test("two pools of increment 2 never share a number", async () => {
+    await client.createPool("pool-even", { size: 8, start: 0, increment: 2 });
+    await client.createPool("pool-odd", { size: 8, start: 0, increment: 2, offset: 1 });
+    const take = async (name) => (await Promise.all(Array.from({ length: 5 }, () => client.poolNext(name, 9)))).flat();
+    const [evens, odds] = await Promise.all([take("pool-even"), take("pool-odd")]);
+    assert.equal(evens.length + odds.length, 90);
+    assert.equal(outsideClass(evens, 2, 0), "");
+    assert.equal(outsideClass(odds, 2, 1), "");
+    assert.equal(duplicates([...evens, ...odds]), "");
+  });
+
+  test("a bad pool class is the server's 400 and creates nothing", async () => {
+    for (const o of [
+      { increment: 3, offset: 3 },
+      { offset: 1 }, // an offset without an increment
+      { increment: 1 },
+      { increment: 0 },
+      { start: 2n ** 63n - 30n, increment: 2 }, // fits without a class, not in values of one
+    ]) {
+      await assert.rejects(
+        client.createPool("pool-bad", { size: 10, ...o }),
+        (e) => e instanceof KeysmithError && e.status === 400,
+        JSON.stringify(o, (_, v) => (typeof v === "bigint" ? String(v) : v)),
+      );
+    }
+    await assert.rejects(client.createPool("pool-bad", { size: 3, increment: 2.5 }), RangeError);
+    await assert.rejects(client.getPool("pool-bad"), (e) => e instanceof KeysmithError && e.code === "not_found");
+  });
 });

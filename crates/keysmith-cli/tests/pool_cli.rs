@@ -189,3 +189,135 @@ fn the_largest_start_hands_out_each_first_member_then_is_exhausted() {
         [i64::MAX - 2, i64::MAX - 1, i64::MAX]
     );
 }
+
+/// `pool create --increment K --offset R`: every number `take` prints, in
+/// any process, is R modulo K; `show`, `members` and `list` speak in values
+/// and give the class; a bad class, an offset without an increment, and a
+/// start whose values would pass 2^63 - 1 are usage errors (exit 2) that
+/// create nothing and leave the store unopened.
+#[test]
+fn pools_in_a_residue_class_from_the_command_line() {
+    let db = Db::new();
+    let created = db.ok(&[
+        "pool",
+        "create",
+        "eu",
+        "--size",
+        "4",
+        "--start",
+        "10",
+        "--increment",
+        "4",
+        "--offset",
+        "3",
+    ]);
+    // 11 is the first value 3 mod 4 at or above 10.
+    assert!(created.contains("start:     11"), "{created}");
+    assert!(
+        created.contains("values:    3 modulo 4 (--increment 4 --offset 3)"),
+        "{created}"
+    );
+    let mut seen = BTreeSet::new();
+    for _ in 0..3 {
+        for v in lines(&db.ok(&["pool", "take", "eu", "-n", "5"])) {
+            assert_eq!(v.rem_euclid(4), 3, "{v} is not 3 mod 4");
+            assert!(v >= 11, "{v} is below the start");
+            assert!(seen.insert(v), "{v} taken twice");
+        }
+    }
+    let show = json(&db.ok(&["--json", "pool", "show", "eu"]));
+    assert_eq!(
+        (
+            &show["start"],
+            &show["increment"],
+            &show["offset"],
+            &show["taken"]
+        ),
+        (
+            &serde_json::json!(11),
+            &serde_json::json!(4),
+            &serde_json::json!(3),
+            &serde_json::json!(15)
+        ),
+        "{show}"
+    );
+    for field in ["lowest", "highest", "max_value"] {
+        assert_eq!(
+            show[field].as_i64().unwrap().rem_euclid(4),
+            3,
+            "{field}: {show}"
+        );
+    }
+    let members = lines(&db.ok(&["pool", "members", "eu"]));
+    assert_eq!(members.len(), 4);
+    assert!(
+        members
+            .iter()
+            .all(|m| m.rem_euclid(4) == 3 && !seen.contains(m)),
+        "{members:?}"
+    );
+    // No holes: every value of the class below the lowest member was taken.
+    assert!((11..members[0]).step_by(4).all(|v| seen.contains(&v)));
+    // The offset defaults to 0.
+    let zero = json(&db.ok(&[
+        "--json",
+        "pool",
+        "create",
+        "z",
+        "--size",
+        "2",
+        "--start",
+        "7",
+        "--increment",
+        "5",
+    ]));
+    assert_eq!(
+        (&zero["start"], &zero["offset"]),
+        (&serde_json::json!(10), &serde_json::json!(0))
+    );
+    assert_eq!(
+        db.ok(&["pool", "list"]),
+        "eu\tstart=11\tsize=4\tincrement=4\toffset=3\nz\tstart=10\tsize=2\tincrement=5\toffset=0\n"
+    );
+    assert_eq!(json(&db.ok(&["--json", "pool", "list"]))[0]["increment"], 4);
+
+    let too_far = (i64::MAX - 30).to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--increment", "4", "--offset", "4"],
+            "offset must be between 0 and increment - 1 = 3",
+        ),
+        (vec!["--increment", "1"], "increment must be between 2 and"),
+        (vec!["--increment", "0"], "increment must be between 2 and"),
+        (vec!["--increment", "4", "--offset", "-1"], "got -1"),
+        (vec!["--offset", "1"], "--increment"),
+        // Fits without a class (start <= 2^63 - 2 * size), not in values
+        // of one.
+        (vec!["--start", &too_far, "--increment", "2"], "too large"),
+    ];
+    for (extra, says) in cases {
+        let mut args = vec!["pool", "create", "bad", "--size", "10"];
+        args.extend(extra);
+        let (code, err) = db.fails(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error:") && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
+    db.ok(&[
+        "pool", "create", "fits", "--size", "10", "--start", &too_far,
+    ]);
+    assert_eq!(
+        json(&db.ok(&["--json", "pool", "list"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "a refused create made a pool"
+    );
+    // Checked before the store is opened.
+    let fresh = Db::new();
+    fresh.fails(&["pool", "create", "p", "--size", "3", "--increment", "1"]);
+    assert!(!fresh.path().exists(), "the database file was created");
+}

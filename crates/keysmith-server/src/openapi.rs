@@ -5,7 +5,9 @@
 //! every status each route can answer. Two rules JSON Schema cannot say are
 //! in the descriptions: a name is at most 512 *bytes* of UTF-8 (the schema
 //! counts characters), and the bounds that tie two fields together
-//! (`start <= max` of a sequence, `start <= 2^63 - 2 * size` of a pool).
+//! (`start <= max` of a sequence, `start <= 2^63 - 2 * size` of a pool,
+//! `offset < increment` of a residue class, and that a class has values
+//! between a sequence's start and max, or room for a pool's members).
 
 use axum::Json;
 use axum::extract::State;
@@ -275,14 +277,25 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                             "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}},
                 "SequenceList": {"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}},
                 "CreatePool": {"type": "object", "required": ["name", "size"], "additionalProperties": false,
-                    "description": "start must be at most 2^63 - 2 * size, so that every first member can be taken once.",
+                    "description": "start must be at most 2^63 - 2 * size, so that every first member can be taken once. \
+                        With increment, in values of the class: the value 2 * size - 1 places of the class above the first value at or above start must fit in a 64-bit integer.",
                     "properties": {
                     "name": name_schema,
-                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1},
+                    "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1,
+                        "description": "The first number; with increment, rounded up to the first value of the class at or above it."},
                     "size": {"type": "integer", "minimum": 1, "maximum": max_pool_size,
-                        "description": "Above this server's limit (`--max-pool-size`) is a 413."}}},
+                        "description": "Above this server's limit (`--max-pool-size`) is a 413."},
+                    "increment": {"type": ["integer", "null"], "minimum": 2, "maximum": keysmith::store::MAX_INCREMENT,
+                        "description": "Every number the pool hands out is offset modulo increment (a residue class: one per region, each with its own store, \
+                            and no two regions ever hand out the same number). Kept with the pool: every server opening it hands out only values of the class."},
+                    "offset": {"type": ["integer", "null"], "minimum": 0, "maximum": keysmith::store::MAX_INCREMENT - 1,
+                        "description": "With increment: every number's remainder, 0 <= offset < increment (default 0). Without increment: a 400."}}},
                 "Pool": {"type": "object", "properties": {
-                    "name": {"type": "string"}, "start": {"type": "integer"}, "size": {"type": "integer"},
+                    "name": {"type": "string"}, "start": {"type": "integer", "description": "The first number (a value of the class, for a pool in one)."},
+                    "size": {"type": "integer"},
+                    "generation": {"type": ["string", "null"], "description": "The store generation the pool was created or last fenced in."},
+                    "increment": {"type": "integer", "description": "Of a pool in a residue class: every number is offset modulo increment (start, lowest, highest and max_value are values of it). Absent otherwise."},
+                    "offset": {"type": "integer"},
                     "lowest": {"type": "integer", "description": "show only"}, "highest": {"type": "integer", "description": "show only"},
                     "taken": {"type": "integer", "description": "show only"}, "max_value": {"type": "integer", "description": "show only"},
                     "server": {"description": "This server's handle, null until it handed out a number.",
@@ -393,7 +406,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         ("413", err("Body over the limit."))])}
             },
             "/v1/pools": {
-                "post": {"summary": "Create a value pool holding start..start+size",
+                "post": {"summary": "Create a value pool holding start..start+size (with increment, size values of its residue class from start on)",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CreatePool"}}}},
                     "responses": responses(vec![("201", ok("Created.", "Pool")), ("409", err("A pool of that name exists.")), ("413", err("Body over the limit, or size over this server's maximum."))])},
                 "get": {"summary": "List pools", "responses": responses(vec![("200", ok("Every pool, by name.", "PoolList"))])}
@@ -543,5 +556,25 @@ mod tests {
         let count = &doc["paths"]["/v1/pools/{name}/next"]["post"]["parameters"][0];
         assert_eq!(count["name"], "count");
         assert_eq!(count["schema"]["maximum"], 250);
+    }
+
+    /// Pools take a residue class as sequences do, with the same bounds.
+    #[test]
+    fn pools_take_a_residue_class_like_sequences() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        for field in ["increment", "offset"] {
+            assert_eq!(
+                schemas["CreatePool"]["properties"][field]["minimum"],
+                schemas["CreateSequence"]["properties"][field]["minimum"],
+                "{field}"
+            );
+            assert_eq!(
+                schemas["CreatePool"]["properties"][field]["maximum"],
+                schemas["CreateSequence"]["properties"][field]["maximum"],
+                "{field}"
+            );
+            assert!(schemas["Pool"]["properties"][field].is_object(), "{field}");
+        }
     }
 }

@@ -55,7 +55,9 @@ pub struct FenceChange {
     pub before: i64,
     /// Its next free value after (at most `max + 1`: past the maximum the
     /// sequence is exhausted, never wrapped); a pool: how far every member
-    /// moved (whole rounds of its size, at least the skip).
+    /// moved (whole rounds of its size, at least the skip), in values: for a
+    /// pool in a residue class, that many places of its class times its
+    /// increment.
     pub after: i64,
 }
 
@@ -179,10 +181,13 @@ pub async fn fence(
             store.fence_pool(&pool.name, rounds).await?;
             tracing::warn!(pool = %pool.name, rounds, "pool fenced by the operator");
         }
+        let moved = rounds.saturating_mul(pool.size);
         report.changes.push(FenceChange {
             kind: "pool",
             before: 0,
-            after: rounds.saturating_mul(pool.size),
+            after: pool
+                .residue
+                .map_or(moved, |r| moved.saturating_mul(r.increment)),
             name: pool.name,
         });
     }

@@ -606,3 +606,59 @@ async fn a_floor_from_before_holders_were_recorded_lists_without_a_holder() {
     assert_eq!((e.until_ms, e.holder.as_deref()), (2_100, None));
     assert!(e.expires_in_ms.is_some(), "{e:?}");
 }
+
+/// A pool written before pools kept a residue class (its JSON without
+/// `residue`) reads back without one; a pool in a class keeps it in the
+/// JSON, where a fence's rewrite keeps it too.
+#[tokio::test]
+async fn a_pool_from_before_classes_reads_without_one() {
+    use keysmith::store::Residue;
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    store.create_pool(&PoolSpec::new("old", 2)).await.unwrap();
+    let mut raw = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    raw.put(
+        format!("{prefix}/pools/old"),
+        r#"{"start":1,"size":2}"#,
+        None,
+    )
+    .await
+    .unwrap();
+    let other = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    let old = other.read_pool("old").await.unwrap().unwrap();
+    assert_eq!((old.start, old.size, old.residue), (1, 2, None));
+    assert_eq!(other.list_members("old").await.unwrap(), [1, 2]);
+
+    let class = Residue {
+        increment: 3,
+        offset: 1,
+    };
+    store
+        .create_pool(&PoolSpec {
+            residue: Some(class),
+            ..PoolSpec::new("c", 2)
+        })
+        .await
+        .unwrap();
+    store.fence_pool("c", 1).await.unwrap();
+    let json = raw.get(format!("{prefix}/pools/c"), None).await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(json.kvs()[0].value()).unwrap();
+    assert_eq!(
+        json["residue"],
+        serde_json::json!({"increment": 3, "offset": 1}),
+        "{json}"
+    );
+    assert_eq!(
+        other.read_pool("c").await.unwrap().unwrap().residue,
+        Some(class)
+    );
+}

@@ -628,3 +628,38 @@ async fn tls_modes_against_a_server_with_tls() {
         assert!(!msg.contains(db.password()), "{msg}");
     }
 }
+
+/// Tables at version 2 (before pools kept a residue class) are migrated on
+/// open: the version goes to 3, and a pool created before reads back
+/// without a class, its members as they were.
+#[tokio::test]
+async fn version_2_tables_get_the_pool_class_columns() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let a = MysqlStore::open(&url).await.unwrap();
+    a.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
+    drop(a);
+    let name = db_of(&url);
+    db.sql(&format!(
+        "ALTER TABLE {name}.keysmith_pools DROP CONSTRAINT keysmith_pools_class,
+             DROP COLUMN class_increment, DROP COLUMN class_offset;
+         UPDATE {name}.keysmith_meta SET schema_version = 2;"
+    ));
+    let b = MysqlStore::open(&url).await.unwrap();
+    let old = b.read_pool("old").await.unwrap().unwrap();
+    assert_eq!((old.start, old.size, old.residue), (1, 3, None));
+    assert_eq!(b.list_members("old").await.unwrap(), [1, 2, 3]);
+    let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
+    assert_eq!(v.trim(), "3");
+    // The columns only hold a class keysmith writes (not half of one):
+    // `sql` panics on the refused statement.
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        db.sql(&format!(
+            "UPDATE {name}.keysmith_pools SET class_increment = 4 WHERE name = 'old'"
+        ))
+    }))
+    .is_err();
+    assert!(refused, "half a class was stored");
+}

@@ -560,3 +560,52 @@ async fn wait_until(what: &str, cond: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A schema at version 6 (before pools kept a residue class) is migrated
+/// on open: the version goes to 7, and a pool created before reads back
+/// without a class, its members as they were.
+#[tokio::test]
+async fn a_version_6_schema_gets_the_pool_class_columns() {
+    let Some(pg) = TempPostgres::shared() else {
+        return;
+    };
+    let schema = fresh_schema();
+    let url = url_with(pg, &schema);
+    let a = PostgresStore::open(&url).await.unwrap();
+    a.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
+    drop(a);
+    let admin = admin(pg).await;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE \"{schema}\".pools DROP COLUMN class_increment, DROP COLUMN class_offset;
+             UPDATE \"{schema}\".keysmith_meta SET schema_version = 6;"
+        ))
+        .await
+        .unwrap();
+    let b = PostgresStore::open(&url).await.unwrap();
+    let old = b.read_pool("old").await.unwrap().unwrap();
+    assert_eq!((old.start, old.size, old.residue), (1, 3, None));
+    assert_eq!(b.list_members("old").await.unwrap(), [1, 2, 3]);
+    let v: i32 = admin
+        .query_one(
+            &format!("SELECT schema_version FROM \"{schema}\".keysmith_meta"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 7);
+    // The columns only hold a class keysmith writes.
+    let e = admin
+        .execute(
+            &format!("UPDATE \"{schema}\".pools SET class_increment = 4 WHERE name = 'old'"),
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.as_db_error().and_then(|d| d.constraint()),
+        Some("pools_class"),
+        "{e:?}"
+    );
+}

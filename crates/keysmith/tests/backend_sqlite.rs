@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use keysmith::Error;
-use keysmith::store::SequenceStore;
+use keysmith::store::{PoolStore, SequenceStore};
 use keysmith::store::{SequenceSpec, Store, sqlite::SqliteStore};
 
 /// A fresh database file in a temporary directory that lives as long as the
@@ -16,10 +16,11 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 keysmith::conformance_tests!(fresh_store);
 
 /// A file written at schema version 1 (before worker leases) is migrated
-/// on open: the version goes to the current one (4: worker leases, numbered
-/// sequences, generations), the new tables and columns are there, old rows
-/// stay, and an old row records the store's generation at its first write,
-/// skipping nothing.
+/// on open: the version goes to the current one (5: worker leases, numbered
+/// sequences, generations, pools' residue classes), the new tables and
+/// columns are there, old rows stay, an old row records the store's
+/// generation at its first write, skipping nothing, and an old pool has no
+/// residue class.
 #[tokio::test]
 async fn a_version_1_file_gets_the_worker_table() {
     use keysmith::store::{WorkerClaim, WorkerStore};
@@ -27,10 +28,15 @@ async fn a_version_1_file_gets_the_worker_table() {
     let path = dir.path().join("k.db");
     let a = SqliteStore::open(&path).await.unwrap();
     a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    a.create_pool(&keysmith::store::PoolSpec::new("p", 3))
+        .await
+        .unwrap();
     drop(a);
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute_batch(
         "DROP TABLE keysmith_workers;
+         ALTER TABLE keysmith_pools DROP COLUMN class_increment;
+         ALTER TABLE keysmith_pools DROP COLUMN class_offset;
          ALTER TABLE keysmith_sequences DROP COLUMN generation;
          ALTER TABLE keysmith_sequences DROP COLUMN failover_skip;
          ALTER TABLE keysmith_sequences DROP COLUMN failover_skip_set;
@@ -40,6 +46,9 @@ async fn a_version_1_file_gets_the_worker_table() {
     .unwrap();
     drop(c);
     let b = SqliteStore::open(&path).await.unwrap();
+    let pool = b.read_pool("p").await.unwrap().unwrap();
+    assert_eq!((pool.start, pool.size, pool.residue), (1, 3, None));
+    assert_eq!(b.list_members("p").await.unwrap(), [1, 2, 3]);
     let old = b.read_sequence("s").await.unwrap().unwrap();
     assert_eq!(old.generation, None);
     let r = b.reserve_atomic("s", 5).await.unwrap();
@@ -66,7 +75,7 @@ async fn a_version_1_file_gets_the_worker_table() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, 4);
+    assert_eq!(v, 5);
 }
 
 #[tokio::test]

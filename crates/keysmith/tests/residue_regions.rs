@@ -2,7 +2,7 @@
 //! SQLite file and a PostgreSQL server), one sequence each with increment 2
 //! and offsets 0 and 1. Handles, strict handles and leases in both regions
 //! at once never hand out the same value, and each region's values stay in
-//! its class.
+//! its class. The same for a value pool in each region.
 //!
 //! PostgreSQL is real, started by `keysmith_testsupport::postgres`; where it
 //! is not installed the test prints why it skips (or fails, with
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keysmith::numbers::{self, Numbering};
+use keysmith::pool::{self, PoolSpec, ValuePool};
 use keysmith::sequence::{self, Sequence, Strategy};
 use keysmith::store::{self, Residue, SequenceSpec, Store};
 use keysmith_testsupport::postgres::TempPostgres;
@@ -120,4 +121,81 @@ async fn two_regions_with_their_own_stores_never_hand_out_the_same_value() {
         a.first(),
         b.iter().min()
     );
+}
+
+/// Everything region `offset`'s pool hands out: 4 tasks on two handles
+/// (the class read from the store by each), single takes and batches.
+async fn pool_region(store: Arc<dyn Store>, offset: i64) -> Vec<i64> {
+    let spec = PoolSpec {
+        start: 0,
+        residue: Some(Residue {
+            increment: 2,
+            offset,
+        }),
+        ..PoolSpec::new("tickets", 16)
+    };
+    pool::create(&*store, &spec).await.unwrap();
+    let open = || {
+        ValuePool::builder()
+            .store(store.clone())
+            .name("tickets")
+            .build()
+    };
+    let handles = [open().await.unwrap(), open().await.unwrap()];
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let h = handles[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for _ in 0..40 {
+                out.push(h.take().await.unwrap());
+            }
+            out.extend(h.take_n(10).await.unwrap());
+            out
+        }));
+    }
+    let mut values = Vec::new();
+    for t in tasks {
+        values.extend(t.await.unwrap());
+    }
+    values
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_regions_pools_never_hand_out_the_same_number() {
+    let Some(pg) = TempPostgres::shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = store::open(&format!(
+        "sqlite://{}",
+        dir.path().join("region-a.db").display()
+    ))
+    .await
+    .unwrap();
+    let postgres = store::open(&format!("{}?schema=pool_regions", pg.url()))
+        .await
+        .unwrap();
+    let (a, b) = tokio::join!(pool_region(sqlite, 0), pool_region(postgres, 1));
+    for (values, offset, name) in [(&a, 0, "SQLite"), (&b, 1, "PostgreSQL")] {
+        assert_eq!(values.len(), 4 * 50, "{name}");
+        let unique: BTreeSet<i64> = values.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            values.len(),
+            "{name} handed out a number twice"
+        );
+        assert!(
+            values.iter().all(|v| v.rem_euclid(2) == offset),
+            "{name} handed out a number outside its class"
+        );
+    }
+    let a: BTreeSet<i64> = a.into_iter().collect();
+    let shared: Vec<&i64> = b.iter().filter(|v| a.contains(v)).collect();
+    assert!(shared.is_empty(), "both regions handed out {shared:?}");
+    // Both pools started at 0: each handed out some of its first 16
+    // members, below 32; without the classes they would have been the same
+    // 16 numbers.
+    let (lo_a, lo_b) = (a.first().unwrap(), b.iter().min().unwrap());
+    assert!(*lo_a < 32 && *lo_b < 32, "{lo_a} {lo_b}");
 }

@@ -366,6 +366,71 @@ async fn pools_refuse_what_they_took_and_move_forward_in_a_new_generation() {
     assert_eq!(after, before.iter().map(|v| v + 12).collect::<Vec<_>>());
 }
 
+/// A pool in a residue class (values 2 mod 3): a restore within the
+/// generation is refused with values of the class in the error; in a new
+/// generation takes go on above, in the class; the operator's fence reports
+/// how far every member moved in values (whole rounds times the increment).
+#[tokio::test]
+async fn a_pool_in_a_residue_class_is_refused_and_fenced_in_values() {
+    use keysmith::pool::{self, ValuePool};
+    use keysmith::store::{PoolSpec, Residue};
+    let mem = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = mem.clone();
+    let spec = PoolSpec {
+        start: 0,
+        residue: Some(Residue {
+            increment: 3,
+            offset: 2,
+        }),
+        ..PoolSpec::new("rp", 4)
+    };
+    pool::create(&*store, &spec).await.unwrap();
+    let open = || async {
+        ValuePool::builder()
+            .store(store.clone())
+            .name("rp")
+            .build()
+            .await
+            .unwrap()
+    };
+    let h = open().await;
+    let snap = mem.snapshot();
+    let mut taken = BTreeSet::new();
+    // Until every slot (value 2 + 3 * s, slot s mod 4) was taken from.
+    while taken
+        .iter()
+        .map(|v| (v - 2) / 3 % 4)
+        .collect::<BTreeSet<_>>()
+        .len()
+        < 4
+    {
+        let v = h.take().await.unwrap();
+        assert_eq!(v.rem_euclid(3), 2, "{v}");
+        assert!(taken.insert(v));
+    }
+    mem.restore(&snap, true);
+    match h.take().await.unwrap_err() {
+        Error::StoreWentBack {
+            kind, held, got, ..
+        } => {
+            assert_eq!(kind, "pool");
+            assert!(held.rem_euclid(3) == 2 && got.rem_euclid(3) == 2 && got <= held);
+        }
+        e => panic!("{e}"),
+    }
+    mem.restore(&snap, false);
+    let fresh = open().await;
+    let v = fresh.take().await.unwrap();
+    assert!(v.rem_euclid(3) == 2 && !taken.contains(&v), "{v}");
+    let before = pool::members(&*store, "rp").await.unwrap();
+    let r = fence(&*store, &FenceTarget::One("rp".into()), 10, false)
+        .await
+        .unwrap();
+    assert_eq!((r.changes[0].kind, r.changes[0].after), ("pool", 36));
+    let after = pool::members(&*store, "rp").await.unwrap();
+    assert_eq!(after, before.iter().map(|v| v + 36).collect::<Vec<_>>());
+}
+
 /// Worker-id leases: in a new generation, an acquisition starts its holder
 /// `WORKER_FAILOVER_SKIP_MS` past the floor the replica knew (a holder that
 /// renewed on the lost store moved it by at most the lag), and the old

@@ -187,10 +187,20 @@ def release(name: str, lease: str, from_: int, step: int = 1) -> Req[Optional[Ra
     )
 
 
-def create_pool(name: str, size: int, start: Optional[int]) -> Req[PoolInfo]:
+def create_pool(
+    name: str,
+    size: int,
+    start: Optional[int],
+    increment: Optional[int] = None,
+    offset: Optional[int] = None,
+) -> Req[PoolInfo]:
     body: Json = {"name": name, "size": size}
     if start is not None:
         body["start"] = start
+    # the server checks the class (2 <= increment, 0 <= offset < increment; no offset alone)
+    for k, v in (("increment", increment), ("offset", offset)):
+        if v is not None:
+            body[k] = _whole(k, v)
     return Req("POST", "/v1/pools", PoolInfo.from_json, json=body, safe=False)
 
 

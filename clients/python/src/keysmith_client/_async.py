@@ -166,8 +166,21 @@ class AsyncClient:
         :class:`BadRequest` for text that is not one of its numbers."""
         return await self._call(_api.parse(name, text))
 
-    async def create_pool(self, name: str, size: int, *, start: Optional[int] = None) -> PoolInfo:
-        return await self._call(_api.create_pool(name, size, start))
+    async def create_pool(
+        self,
+        name: str,
+        size: int,
+        *,
+        start: Optional[int] = None,
+        increment: Optional[int] = None,
+        offset: Optional[int] = None,
+    ) -> PoolInfo:
+        """Creates a value pool of ``size`` numbers from ``start`` (default 1).
+        ``increment`` (2 to 1000000) and ``offset`` (0 to ``increment - 1``, default
+        0): a residue class, every number the pool hands out is ``offset`` modulo
+        ``increment`` (``start`` rounded up into it); the class is kept with the
+        pool, so every server opening it hands out only numbers of the class."""
+        return await self._call(_api.create_pool(name, size, start, increment, offset))
 
     async def get_pool(self, name: str) -> PoolInfo:
         return await self._call(_api.get_pool(name))

@@ -161,7 +161,11 @@ class SequenceInfo:
 
 @dataclass(frozen=True)
 class PoolInfo:
-    """A value pool; ``lowest``, ``highest`` and ``taken`` only from ``get_pool``."""
+    """A value pool; ``lowest``, ``highest``, ``taken`` and ``max_value`` only from
+    ``get_pool``. ``increment`` and ``offset`` are set for a pool in a residue class
+    (every number is ``offset`` modulo ``increment``; ``start``, ``lowest``,
+    ``highest`` and ``max_value`` are values of it), ``None`` for any other pool.
+    """
 
     name: str
     start: int
@@ -171,6 +175,9 @@ class PoolInfo:
     taken: Optional[int]
     server: Optional[Json]
     raw: Json = field(repr=False, compare=False)
+    max_value: Optional[int] = None
+    increment: Optional[int] = None
+    offset: Optional[int] = None
 
     @classmethod
     def from_json(cls, j: Json) -> PoolInfo:
@@ -183,6 +190,9 @@ class PoolInfo:
             taken=_opt_int(j.get("taken")),
             server=j.get("server"),
             raw=j,
+            max_value=_opt_int(j.get("max_value")),
+            increment=_opt_int(j.get("increment")),
+            offset=_opt_int(j.get("offset")),
         )
 
 

@@ -15,3 +15,65 @@ pub mod ticket;
 pub mod verify;
 pub mod verify_partitions;
 pub mod workers;
+
+/// A bad argument found after parsing, before anything touched the store
+/// (a value two flags must agree on, or what the library's checks of a
+/// `create` refuse): `main` prints it and exits 2, as for clap's own usage
+/// errors.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// `--increment K [--offset R]`: a residue class, taken by `create` and
+/// `pool create` alike.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClassArgs {
+    /// Every value is --offset modulo K (2 to 1000000): a residue class,
+    /// one per region with a store of its own, so that no two regions
+    /// ever hand out the same value. --start (and a sequence's --max) are
+    /// rounded into the class.
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub increment: Option<i64>,
+    /// With --increment: every value's remainder, 0 <= R < K (default 0).
+    #[arg(
+        long,
+        value_name = "R",
+        requires = "increment",
+        allow_negative_numbers = true
+    )]
+    pub offset: Option<i64>,
+}
+
+impl ClassArgs {
+    /// The class given, checked ([`keysmith::store::Residue::validate`]);
+    /// `None` without `--increment`.
+    ///
+    /// # Errors
+    /// A [`UsageError`] with the library's message for a bad class.
+    pub fn residue(&self) -> Result<Option<keysmith::store::Residue>, UsageError> {
+        let Some(increment) = self.increment else {
+            return Ok(None);
+        };
+        let r = keysmith::store::Residue {
+            increment,
+            offset: self.offset.unwrap_or(0),
+        };
+        r.validate().map_err(|e| UsageError(e.to_string()))?;
+        Ok(Some(r))
+    }
+}
+
+/// The line `show` prints for a residue class.
+pub fn class_line(r: &keysmith::store::Residue) -> String {
+    format!(
+        "values:    {} modulo {} (--increment {} --offset {})",
+        r.offset, r.increment, r.increment, r.offset
+    )
+}

@@ -12,16 +12,20 @@ use crate::Global;
 /// Value pool commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum PoolCommand {
-    /// Creates a pool holding the numbers START..START+SIZE.
+    /// Creates a pool holding the numbers START..START+SIZE (with
+    /// --increment, the SIZE values of the class from START on).
     Create {
         /// Its name: 1 to 512 bytes, no whitespace or control characters.
         name: String,
         /// How many numbers the pool holds at all times.
         #[arg(long, allow_negative_numbers = true)]
         size: i64,
-        /// The first number.
+        /// The first number (with --increment, rounded up into the class).
         #[arg(long, default_value_t = DEFAULT_POOL_START, allow_negative_numbers = true)]
         start: i64,
+        /// A residue class: every number is --offset modulo --increment.
+        #[command(flatten)]
+        class: super::ClassArgs,
     },
     /// Takes numbers from a pool and prints them, one a line, each as soon
     /// as it is taken.
@@ -49,7 +53,7 @@ pub enum PoolCommand {
         #[arg(long)]
         stats: bool,
     },
-    /// Shows a pool: its size, lowest and highest member, numbers taken.
+    /// Shows a pool: its size, class, lowest and highest member, numbers taken.
     Show {
         /// The pool.
         name: String,
@@ -76,10 +80,27 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
     {
         anyhow::bail!("--count must be between 1 and {MAX_BATCH}, got {count}");
     }
+    // A create's arguments are checked whole, before the store is opened:
+    // a bad one is a usage error.
+    if let PoolCommand::Create {
+        name,
+        size,
+        start,
+        class,
+    } = &cmd
+    {
+        create_spec(name, *size, *start, class)?;
+    }
     let store = global.open().await?;
     match cmd {
-        PoolCommand::Create { name, size, start } => {
-            let row = pool::create(&*store, &PoolSpec { name, start, size }).await?;
+        PoolCommand::Create {
+            name,
+            size,
+            start,
+            class,
+        } => {
+            let spec = create_spec(&name, size, start, &class)?;
+            let row = pool::create(&*store, &spec).await?;
             print_info(&pool::describe(&*store, &row.name).await?, global.json)
         }
         PoolCommand::Take {
@@ -132,7 +153,13 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&all)?);
             } else {
                 for p in &all {
-                    println!("{}\tstart={}\tsize={}", p.name, p.start, p.size);
+                    match &p.residue {
+                        None => println!("{}\tstart={}\tsize={}", p.name, p.start, p.size),
+                        Some(r) => println!(
+                            "{}\tstart={}\tsize={}\tincrement={}\toffset={}",
+                            p.name, p.start, p.size, r.increment, r.offset
+                        ),
+                    }
                 }
             }
             Ok(())
@@ -145,6 +172,27 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The spec `pool create` asks for, checked as [`pool::create`] will.
+///
+/// # Errors
+/// A [`super::UsageError`] with the library's message.
+fn create_spec(
+    name: &str,
+    size: i64,
+    start: i64,
+    class: &super::ClassArgs,
+) -> Result<PoolSpec, super::UsageError> {
+    let spec = PoolSpec {
+        name: name.to_owned(),
+        start,
+        size,
+        residue: class.residue()?,
+    };
+    spec.validate()
+        .map_err(|e| super::UsageError(e.to_string()))?;
+    Ok(spec)
 }
 
 /// Prints each number as soon as its swap is committed, flushed, so a
@@ -183,6 +231,9 @@ fn print_info(info: &PoolInfo, json: bool) -> anyhow::Result<()> {
         println!("name:      {}", info.row.name);
         println!("start:     {}", info.row.start);
         println!("size:      {}", info.row.size);
+        if let Some(r) = &info.row.residue {
+            println!("{}", super::class_line(r));
+        }
         println!("lowest:    {}", info.lowest);
         println!("highest:   {}", info.highest);
         println!("taken:     {}", info.taken);

@@ -55,20 +55,9 @@ pub enum SequenceCommand {
         /// With --bit-reversed: values A..B (B excluded) are never handed out.
         #[arg(long, value_name = "A..B", requires = "bit_reversed")]
         skip_range: Option<String>,
-        /// Every value is --offset modulo K (2 to 1000000): a residue class,
-        /// one per region with a store of its own, so that no two regions
-        /// ever hand out the same value. Handed out in blocks as usual;
-        /// --start and --max are rounded into the class.
-        #[arg(long, value_name = "K", allow_negative_numbers = true)]
-        increment: Option<i64>,
-        /// With --increment: every value's remainder, 0 <= R < K (default 0).
-        #[arg(
-            long,
-            value_name = "R",
-            requires = "increment",
-            allow_negative_numbers = true
-        )]
-        offset: Option<i64>,
+        /// A residue class: every value is --offset modulo --increment.
+        #[command(flatten)]
+        class: super::ClassArgs,
         /// How far next moves forward when a reservation finds the store in a
         /// new generation (a failover to a replica, a restore). Default:
         /// automatic, the larger of 1 000 000, 100 blocks and ten minutes at
@@ -204,8 +193,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             format,
             bit_reversed,
             skip_range,
-            increment,
-            offset,
+            class,
             ..
         } => numbering_of(
             *gapless,
@@ -213,10 +201,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             format.clone(),
             *bit_reversed,
             skip_range.as_deref(),
-            increment.map(|increment| keysmith::store::Residue {
-                increment,
-                offset: offset.unwrap_or(0),
-            }),
+            class.residue()?,
         )?,
         _ => None,
     };
@@ -533,10 +518,7 @@ fn print_info(
             r.generation.as_deref().unwrap_or("-")
         );
         if let Some(r) = &info.residue {
-            println!(
-                "values:    {} modulo {} (--increment {} --offset {})",
-                r.offset, r.increment, r.increment, r.offset
-            );
+            println!("{}", super::class_line(r));
         }
         if let Some(n) = numbering.filter(|n| n.residue.is_none()) {
             if let Some(b) = &n.bit_reversed {

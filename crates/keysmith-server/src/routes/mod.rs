@@ -79,6 +79,28 @@ pub(crate) struct Dropped {
     pub(crate) dropped: String,
 }
 
+/// The residue class a create body's `increment` and `offset` ask for
+/// (sequences and pools alike): `None` without an increment, the offset 0
+/// by default. Checked by the library's create.
+///
+/// # Errors
+/// [`keysmith::Error::InvalidArgument`] (a 400) for an offset without an
+/// increment.
+pub(crate) fn residue_of(
+    increment: Option<i64>,
+    offset: Option<i64>,
+) -> keysmith::Result<Option<keysmith::store::Residue>> {
+    if offset.is_some() && increment.is_none() {
+        return Err(keysmith::Error::InvalidArgument(
+            "offset goes with increment: give both (values are offset modulo increment)".into(),
+        ));
+    }
+    Ok(increment.map(|increment| keysmith::store::Residue {
+        increment,
+        offset: offset.unwrap_or(0),
+    }))
+}
+
 /// When a `next` request stops taking values: a tenth of the request
 /// timeout (at most a second) before it, so that the answer, with what was
 /// taken, leaves in time.

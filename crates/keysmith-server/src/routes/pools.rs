@@ -27,6 +27,12 @@ pub(crate) struct CreateBody {
     #[serde(default = "default_start")]
     start: i64,
     size: i64,
+    /// Values are all `offset` modulo `increment`.
+    #[serde(default)]
+    increment: Option<i64>,
+    /// With `increment`: every value's remainder (default 0).
+    #[serde(default)]
+    offset: Option<i64>,
 }
 
 fn default_start() -> i64 {
@@ -65,7 +71,9 @@ impl PoolHandleView {
     }
 }
 
-/// A pool as `list` shows it: its row and this server's handle.
+/// A pool as `list` and `create` show it: its row in values (with
+/// `increment` and `offset` of a pool in a residue class) and this server's
+/// handle.
 #[derive(Debug, Serialize)]
 pub(crate) struct PoolView {
     #[serde(flatten)]
@@ -73,8 +81,8 @@ pub(crate) struct PoolView {
     server: Option<PoolHandleView>,
 }
 
-/// A pool as `show` shows it: its state (from every member) and this
-/// server's handle.
+/// A pool as `show` shows it: its state (from every member, in values) and
+/// this server's handle.
 #[derive(Debug, Serialize)]
 pub(crate) struct PoolDetail {
     #[serde(flatten)]
@@ -104,6 +112,7 @@ pub(crate) async fn create(
         )));
     }
     let spec = PoolSpec {
+        residue: super::residue_of(b.increment, b.offset)?,
         name: b.name,
         start: b.start,
         size: b.size,

@@ -142,16 +142,7 @@ pub(crate) async fn create(
             "skip_range goes with bit_reversed: true",
         ));
     }
-    if b.offset.is_some() && b.increment.is_none() {
-        return Err(keysmith::Error::InvalidArgument(
-            "offset goes with increment: give both (values are offset modulo increment)".into(),
-        )
-        .into());
-    }
-    let residue = b.increment.map(|increment| keysmith::store::Residue {
-        increment,
-        offset: b.offset.unwrap_or(0),
-    });
+    let residue = super::residue_of(b.increment, b.offset)?;
     if b.gapless || b.period.is_some() || b.format.is_some() || b.bit_reversed || residue.is_some()
     {
         let numbering = Numbering {

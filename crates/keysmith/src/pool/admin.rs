@@ -1,40 +1,53 @@
 //! Creating, describing, listing and dropping pools: what the CLI and the
 //! server call, with the argument checks and the "did you mean" in one place.
+//!
+//! Everything here takes and gives values: a pool in a residue class has
+//! its spec turned into stored members on the way in ([`PoolSpec::stored`])
+//! and its rows and members turned into values on the way out.
 
 use serde::Serialize;
 
 use crate::store::{PoolRow, PoolSpec, PoolStore, RateMarks};
 use crate::{Error, Result, closest_names, validate_name};
 
-/// Creates a pool holding the `spec.size` numbers `spec.start..spec.start + spec.size`.
+/// Creates a pool holding the `spec.size` numbers `spec.start..spec.start + spec.size`,
+/// or, with a residue class (`spec.residue`), the `spec.size` values of the
+/// class from the first at or above `spec.start` on. The class is kept with
+/// the pool: every handle, process and server opening it hands out only
+/// values of it.
 ///
-/// Each take removes one member `v` and puts `v + size` in its place, so the
-/// pool always holds `size` numbers, one of each residue modulo `size`, and
-/// every number from `start` on is handed out at most once.
+/// Each take removes one member `v` and puts `v + size` (the value `size`
+/// places further in the class) in its place, so the pool always holds
+/// `size` numbers, one per slot, and every number from `start` on is handed
+/// out at most once. Returns the row in values: `start` the pool's first
+/// value, and its class.
 ///
 /// # Errors
 /// What [`PoolSpec::validate`] finds ([`Error::InvalidName`],
-/// [`Error::InvalidArgument`]); [`Error::AlreadyExists`]; what the store fails
-/// with. Nothing is written on error.
+/// [`Error::InvalidArgument`], also for a bad class or a start and size
+/// whose values would pass `i64::MAX`); [`Error::AlreadyExists`]; what the
+/// store fails with. Nothing is written on error.
 pub async fn create(store: &dyn PoolStore, spec: &PoolSpec) -> Result<PoolRow> {
     spec.validate()?;
-    store.create_pool(spec).await
+    Ok(store.create_pool(&spec.stored()).await?.in_values())
 }
 
-/// The state of a pool as [`describe`] sees it.
+/// The state of a pool as [`describe`] sees it, in values.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PoolInfo {
-    /// The stored row: name, start, size.
+    /// The row: name, start (its first value), size, generation, and the
+    /// residue class (`increment` and `offset` in JSON) of a pool in one.
     #[serde(flatten)]
     pub row: PoolRow,
-    /// The smallest member: every number below it has been handed out (or
-    /// lost by a taker that died right after taking it).
+    /// The smallest member: every number (of its class) below it has been
+    /// handed out (or lost by a taker that died right after taking it).
     pub lowest: i64,
     /// The largest member.
     pub highest: i64,
     /// How many numbers have been taken from the pool since it was created.
     pub taken: i64,
-    /// The largest number this pool can ever hand out: `i64::MAX - size`.
+    /// The largest number this pool can ever hand out: `i64::MAX - size`
+    /// (of a pool in a residue class: [`PoolRow::max_value`]).
     pub max_value: i64,
     /// Numbers taken per second since the pool's older rate mark (moved by
     /// `describe` once a minute); `None` before there is a second of history.
@@ -52,24 +65,26 @@ impl PoolInfo {
     }
 }
 
-/// How many numbers a pool can hand out in all.
+/// How many numbers a pool can hand out in all, from its row in values.
 fn capacity(row: &PoolRow) -> i64 {
-    (i64::MAX - row.size)
-        .saturating_sub(row.start)
+    let first = crate::store::first_member(row.residue.as_ref(), row.start);
+    row.highest_takeable()
+        .saturating_sub(first)
         .saturating_add(1)
 }
 
 /// The runway of a pool from its rate marks alone (no members read): the
 /// rate between its two marks, and the numbers left at the newer one. For
-/// pages that show many pools.
+/// pages that show many pools. `row` in values, as [`list`] and
+/// [`ValuePool::row`](super::ValuePool::row) give it.
 pub fn runway_from_marks(row: &PoolRow, marks: &RateMarks) -> Option<f64> {
     let rate = marks.rate_between().filter(|r| *r > 0.0)?;
     let left = capacity(row).saturating_sub(marks.mark?.reserved).max(0);
     Some(left as f64 / rate)
 }
 
-/// The runway of a pool whose row the caller holds (its handle's), from
-/// one read of its rate marks: see [`runway_from_marks`].
+/// The runway of a pool whose row the caller holds (its handle's, in
+/// values), from one read of its rate marks: see [`runway_from_marks`].
 ///
 /// # Errors
 /// What the store fails with.
@@ -79,8 +94,9 @@ pub async fn runway(store: &dyn PoolStore, row: &PoolRow) -> Result<Option<f64>>
 }
 
 /// The current state of a pool, after checking that its members are what
-/// takes alone can leave: `size` numbers, at least `start`, one of each
-/// residue modulo `size`.
+/// takes alone can leave: `size` numbers, at least `start`, one per slot
+/// (one of each residue modulo `size`, counted in places of its class for a
+/// pool in a residue class). In values.
 ///
 /// Reads every member: cost grows with the pool's size.
 ///
@@ -112,7 +128,8 @@ pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
     Ok(info)
 }
 
-/// Checks the members against the row and sums up the pool.
+/// Checks the stored members against the stored row and sums up the pool,
+/// in values.
 fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
     let corrupt = |what: String| Error::Corrupt(format!("pool {:?}: {what}", row.name));
     if members.len() as i64 != row.size {
@@ -127,15 +144,16 @@ fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
     for &m in members {
         if m < row.start {
             return Err(corrupt(format!(
-                "member {m} is below the pool's start {}",
-                row.start
+                "member {} is below the pool's start {}",
+                row.value(m),
+                row.value(row.start)
             )));
         }
         let offset = i128::from(m) - i128::from(row.start);
         let residue = (offset % i128::from(row.size)) as usize;
         if std::mem::replace(&mut seen[residue], true) {
             return Err(corrupt(format!(
-                "two members share the residue {residue} modulo {}",
+                "two members share slot {residue} of {}",
                 row.size
             )));
         }
@@ -146,37 +164,46 @@ fn info(row: PoolRow, members: &[i64]) -> Result<PoolInfo> {
         _ => return Err(corrupt("has no members".into())),
     };
     Ok(PoolInfo {
-        lowest,
-        highest,
+        lowest: row.value(lowest),
+        highest: row.value(highest),
         // Each member is at most (i64::MAX - start) / size steps from its
         // first value, so the sum of `size` of them fits in an i64.
         taken: i64::try_from(steps).unwrap_or(i64::MAX),
-        max_value: i64::MAX - row.size,
+        max_value: row.max_value(),
         rate_per_second: None,
         runway_seconds: None,
-        row,
+        row: row.in_values(),
     })
 }
 
-/// Every member of a pool, ascending.
+/// Every member of a pool, ascending, as values: the numbers it can hand
+/// out next. Reads the pool's row, then its members.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what
 /// the store fails with.
 pub async fn members(store: &dyn PoolStore, name: &str) -> Result<Vec<i64>> {
     validate_name(name)?;
+    let row = read(store, name).await?;
     match store.list_members(name).await {
         Err(Error::NotFound { .. }) => Err(not_found(store, name).await),
-        other => other,
+        // Members of a class map to values in the same order.
+        other => Ok(other?.into_iter().map(|m| row.value(m)).collect()),
     }
 }
 
-/// Every pool, by name.
+/// Every pool, by name, in values (`start` its first value, and its
+/// residue class, if any).
 ///
 /// # Errors
 /// What the store fails with.
 pub async fn list(store: &dyn PoolStore) -> Result<Vec<PoolRow>> {
-    store.list_pools().await
+    Ok(store
+        .list_pools()
+        .await?
+        .into_iter()
+        .map(PoolRow::in_values)
+        .collect())
 }
 
 /// Drops a pool and its members. A pool created later under the same name
@@ -194,7 +221,8 @@ pub async fn remove(store: &dyn PoolStore, name: &str) -> Result<()> {
     }
 }
 
-/// The pool's row, or [`Error::NotFound`] with similar names.
+/// The pool's row as the store holds it (members), or [`Error::NotFound`]
+/// with similar names.
 pub(super) async fn read(store: &dyn PoolStore, name: &str) -> Result<PoolRow> {
     match store.read_pool(name).await? {
         Some(row) => Ok(row),
@@ -224,7 +252,35 @@ mod tests {
             start,
             size,
             generation: None,
+            residue: None,
         }
+    }
+
+    #[test]
+    fn info_of_a_class_is_in_values() {
+        // Values 1 mod 4, size 3, stored from member 2 (value 9): member 2
+        // taken twice (-> 8), 3 never, 4 once (-> 7).
+        let class = PoolRow {
+            residue: Some(crate::store::Residue {
+                increment: 4,
+                offset: 1,
+            }),
+            ..row(2, 3)
+        };
+        let i = info(class.clone(), &[3, 7, 8]).unwrap();
+        assert_eq!((i.lowest, i.highest, i.taken), (13, 33, 3));
+        assert_eq!(i.row.start, 9);
+        assert_eq!(i.max_value, class.value(class.highest_takeable()));
+        assert_eq!(i.max_value.rem_euclid(4), 1);
+        // Every member from the first to the highest takeable, less those
+        // taken.
+        assert_eq!(i.remaining(), class.highest_takeable() - 2 + 1 - 3);
+        let e = info(class, &[1, 3, 4]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("member 5 is below the pool's start 9"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -25,6 +25,15 @@
 //!   process died before using it). A [`ValuePool::take_n`] that fails
 //!   part-way gives its numbers back.
 //!
+//! A pool may hand out only the values of a residue class
+//! ([`PoolSpec::residue`]: every value `≡ offset (mod increment)`), so that
+//! regions with stores of their own never hand out the same number. The
+//! store keeps its members as slots of the class, an ordinary counter, and
+//! this module makes values of them where they leave the library and turns
+//! values given back into members (see [`crate::store::PoolRow::value`]):
+//! the guarantees above hold for the members, hence for the values, one per
+//! member. [`create`] keeps the class with the pool; every handle reads it.
+//!
 //! What it does not promise: order. Numbers come out in no particular order.
 //! How close together they stay depends on the store's samples: when every
 //! member is as likely to be sampled as any other, each residue is taken
@@ -73,7 +82,7 @@ pub const MAX_BATCH: i64 = 1_000_000;
 /// tasks. Clones share their counters and their spare candidates.
 ///
 /// Every number it returns is unique across all handles, processes and hosts
-/// on the same store.
+/// on the same store, and, for a pool in a residue class, a value of it.
 #[derive(Debug, Clone)]
 pub struct ValuePool {
     inner: Arc<Inner>,
@@ -82,17 +91,24 @@ pub struct ValuePool {
 #[derive(Debug)]
 struct Inner {
     store: Arc<dyn PoolStore>,
+    /// The row as the store holds it: members, not values. Everything below
+    /// works on members; [`ValuePool::take`] and [`ValuePool::give_back`]
+    /// map at the edge.
+    stored: PoolRow,
+    /// The row as callers see it: `start` a value.
     row: PoolRow,
     sample: usize,
     retry_budget: std::time::Duration,
     max_rounds: Option<u32>,
     reuse: bool,
-    /// Candidates left over from the last sample, tried before a new sample.
+    /// Candidates (members) left over from the last sample, tried before a
+    /// new sample.
     spare: Mutex<Vec<i64>>,
-    /// Numbers this handle took but never handed out (a batch failed part-way)
-    /// and could not give back to the pool: the next takes hand them out first.
+    /// Members this handle took but never handed out (a batch failed
+    /// part-way) and could not give back to the pool: the next takes hand
+    /// them out first.
     returned: Mutex<Vec<i64>>,
-    /// Per slot, the largest number this handle took: a store that offers
+    /// Per slot, the largest member this handle took: a store that offers
     /// one at or below it went back in time ([`Error::StoreWentBack`]).
     /// At most one entry per slot.
     taken: Mutex<std::collections::HashMap<i64, i64>>,
@@ -210,7 +226,8 @@ impl ValuePoolBuilder {
         Ok(ValuePool {
             inner: Arc::new(Inner {
                 store,
-                row,
+                row: row.clone().in_values(),
+                stored: row,
                 sample,
                 retry_budget: self.retry_budget.unwrap_or(crate::DEFAULT_RETRY_BUDGET),
                 max_rounds: self.max_rounds,
@@ -232,23 +249,29 @@ impl ValuePool {
 
     /// The pool's name.
     pub fn name(&self) -> &str {
-        &self.inner.row.name
+        &self.inner.stored.name
     }
 
     /// The pool's row as the handle read it when it was opened (a pool's
-    /// start and size never change).
+    /// start, size and residue class never change), `start` a value.
     pub fn row(&self) -> &PoolRow {
         &self.inner.row
     }
 
     /// The pool's size `N`: how many members it holds at all times.
     pub fn size(&self) -> i64 {
-        self.inner.row.size
+        self.inner.stored.size
     }
 
-    /// The pool's first number.
+    /// The pool's first number (for a pool in a residue class, the first
+    /// value of its class at or above the start it was created with).
     pub fn start(&self) -> i64 {
         self.inner.row.start
+    }
+
+    /// The residue class of the pool's values, if it was created with one.
+    pub fn residue(&self) -> Option<crate::store::Residue> {
+        self.inner.stored.residue
     }
 
     /// Members read per sample.
@@ -262,9 +285,11 @@ impl ValuePool {
     }
 
     /// The largest number this pool can hand out: `i64::MAX - size`, since
-    /// its replacement `number + size` must fit in an `i64`.
+    /// its replacement `number + size` must fit in an `i64` (for a pool in a
+    /// residue class, the value `size` members below the last value of the
+    /// class that fits: [`PoolRow::max_value`]).
     pub fn max_value(&self) -> i64 {
-        i64::MAX - self.inner.row.size
+        self.inner.stored.max_value()
     }
 
     /// Takes one number: unique across every handle on the store, durably
@@ -285,6 +310,13 @@ impl ValuePool {
     /// outcome the store could not report may leave a hole, never a
     /// duplicate.
     pub async fn take(&self) -> Result<i64> {
+        let member = self.take_member().await?;
+        Ok(self.inner.stored.value(member))
+    }
+
+    /// [`Self::take`] of a stored member (the value for a pool without a
+    /// residue class).
+    async fn take_member(&self) -> Result<i64> {
         let inner = &*self.inner;
         if let Some(v) = lock(&inner.returned).pop() {
             inner.counters.takes.fetch_add(1, Relaxed);
@@ -305,7 +337,7 @@ impl ValuePool {
                 if sampled {
                     if !rounds.lost() {
                         return Err(Error::Contention {
-                            name: inner.row.name.clone(),
+                            name: inner.stored.name.clone(),
                             attempts,
                         });
                     }
@@ -322,10 +354,11 @@ impl ValuePool {
             let floor = lock(&inner.taken).get(&self.slot_of(v)).copied();
             attempts += 1;
             inner.counters.attempts.fetch_add(1, Relaxed);
-            // v <= max_value (sample_candidates keeps no other): cannot overflow.
+            // v <= highest_takeable (sample_candidates keeps no other):
+            // cannot overflow.
             let swapped = inner
                 .store
-                .swap_member(&inner.row.name, v, v + inner.row.size)
+                .swap_member(&inner.stored.name, v, v + inner.stored.size)
                 .await;
             if self.named(swapped).await? {
                 self.check_forward(v, floor)?;
@@ -360,15 +393,16 @@ impl ValuePool {
         check_batch(n)?;
         let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
         for _ in 0..n {
-            match self.take().await {
-                Ok(v) => out.push(v),
+            match self.take_member().await {
+                Ok(m) => out.push(m),
                 Err(e) => {
-                    self.give_back(&out).await;
+                    self.give_back_members(&out).await;
                     return Err(e);
                 }
             }
         }
-        Ok(out)
+        let row = &self.inner.stored;
+        Ok(out.into_iter().map(|m| row.value(m)).collect())
     }
 
     /// Gives back numbers this handle took and never handed out: each goes
@@ -377,13 +411,40 @@ impl ValuePool {
     /// stays with the handle, and its next takes hand it out first. Either
     /// way it is never lost and never handed out twice. Numbers given to the
     /// caller must not be given back.
-    pub async fn give_back(&self, numbers: &[i64]) {
-        let inner = &*self.inner;
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`], giving nothing back, when any of `numbers`
+    /// is one this pool cannot have handed out: not a value of its residue
+    /// class, below its start or above [`Self::max_value`]. Nothing else
+    /// fails: a number whose swap the store refused or could not make stays
+    /// with the handle, as said above.
+    pub async fn give_back(&self, numbers: &[i64]) -> Result<()> {
+        let row = &self.inner.stored;
+        let mut members = Vec::with_capacity(numbers.len());
         for &v in numbers {
-            // v <= max_value, so v + size fits.
+            let m = row.member(v)?;
+            if m < row.start || m > row.highest_takeable() {
+                return Err(Error::invalid(format!(
+                    "{v} is not a number pool {:?} can have handed out: its numbers are {} to {}",
+                    row.name,
+                    row.value(row.start),
+                    self.max_value()
+                )));
+            }
+            members.push(m);
+        }
+        self.give_back_members(&members).await;
+        Ok(())
+    }
+
+    /// [`Self::give_back`] of stored members, checked by the caller.
+    async fn give_back_members(&self, members: &[i64]) {
+        let inner = &*self.inner;
+        for &v in members {
+            // v <= highest_takeable, so v + size fits.
             let swapped = inner
                 .store
-                .swap_member(&inner.row.name, v + inner.row.size, v)
+                .swap_member(&inner.stored.name, v + inner.stored.size, v)
                 .await;
             // Not handed out: not a take (a later take of a returned number
             // counts again).
@@ -433,32 +494,31 @@ impl ValuePool {
         }
     }
 
-    /// A fresh sample in random order, without members that cannot be
-    /// taken (past [`Self::max_value`]). Empty when the sample held only
-    /// such members but the pool still has others.
-    /// The slot (residue) of `v`.
+    /// The slot (residue) of member `v`.
     fn slot_of(&self, v: i64) -> i64 {
-        let row = &self.inner.row;
+        let row = &self.inner.stored;
         (i128::from(v) - i128::from(row.start)).rem_euclid(i128::from(row.size)) as i64
     }
 
-    /// Refuses a number the store let this handle swap although it is at or
+    /// Refuses a member the store let this handle swap although it is at or
     /// below `held`, what the handle had taken from its slot before the
     /// swap: the store went back (a restore, a failover it did not detect).
-    /// The number is not handed out (the swap moved it on: a gap).
+    /// The number is not handed out (the swap moved it on: a gap). The
+    /// error names values.
     fn check_forward(&self, v: i64, held: Option<i64>) -> Result<()> {
         let inner = &*self.inner;
         match held {
             Some(h) if v <= h => {
+                let (h, v) = (inner.stored.value(h), inner.stored.value(v));
                 tracing::error!(
-                    pool = %inner.row.name,
+                    pool = %inner.stored.name,
                     held = h,
                     got = v,
                     "the store went back: it offered a number this process already took; refused"
                 );
                 Err(Error::StoreWentBack {
                     kind: "pool",
-                    name: inner.row.name.clone(),
+                    name: inner.stored.name.clone(),
                     held: h,
                     got: v,
                 })
@@ -467,28 +527,31 @@ impl ValuePool {
         }
     }
 
+    /// A fresh sample of members in random order, without members that
+    /// cannot be taken (past [`PoolRow::highest_takeable`]). Empty when the
+    /// sample held only such members but the pool still has others.
     async fn sample_candidates(&self) -> Result<Vec<i64>> {
         let inner = &*self.inner;
         let sample = inner
             .store
-            .sample_members(&inner.row.name, inner.sample)
+            .sample_members(&inner.stored.name, inner.sample)
             .await;
         let mut sample = self.named(sample).await?;
         inner.counters.samples.fetch_add(1, Relaxed);
         if sample.is_empty() {
             return Err(Error::Corrupt(format!(
                 "pool {:?} has no members; drop it and create it again",
-                inner.row.name
+                inner.stored.name
             )));
         }
-        let max = self.max_value();
+        let max = inner.stored.highest_takeable();
         sample.retain(|&v| v <= max);
         if sample.is_empty() {
-            let members = inner.store.list_members(&inner.row.name).await;
+            let members = inner.store.list_members(&inner.stored.name).await;
             if self.named(members).await?.iter().all(|&v| v > max) {
                 return Err(Error::Exhausted {
-                    name: inner.row.name.clone(),
-                    max,
+                    name: inner.stored.name.clone(),
+                    max: self.max_value(),
                 });
             }
         }

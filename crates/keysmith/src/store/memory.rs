@@ -128,9 +128,9 @@ impl State {
     ) -> Result<()> {
         let moved = members
             .iter()
-            .map(|v| super::fenced_member(*v, rounds, row.size))
+            .map(|v| super::fenced_member(*v, rounds, row.size, row.residue.as_ref()))
             .collect::<Option<BTreeSet<i64>>>()
-            .ok_or_else(|| super::fence_exhausts(name, row.size))?;
+            .ok_or_else(|| super::fence_exhausts(name, row.size, row.residue.as_ref()))?;
         *members = moved;
         row.generation = Some(generation);
         Ok(())
@@ -298,6 +298,7 @@ impl PoolStore for MemoryStore {
                 start,
                 size,
                 generation: Some(s.generation()),
+                residue: spec.residue,
             };
             s.pools.insert(
                 name.to_owned(),

@@ -59,7 +59,8 @@ pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
 };
 pub(crate) use pools::{
-    PoolGeneration, fence_exhausts, fenced_member, pool_generation, sample_slots,
+    PoolGeneration, fence_exhausts, fenced_member, first_member, pool_generation, sample_slots,
+    stored_residue,
 };
 pub(crate) use sequences::check_count;
 pub(crate) use sequences::check_failover_skip;

@@ -37,6 +37,7 @@ pub async fn create_scratch(store: &dyn Store) -> Result<Scratch> {
             name: name.clone(),
             start: SCRATCH_POOL_START,
             size: SCRATCH_POOL_SIZE,
+            residue: None,
         },
     )
     .await

@@ -911,3 +911,160 @@ pub async fn residue_class_values_stay_in_their_class(store: Arc<dyn Store>) {
     let r = listed.iter().find(|i| i.row.name == "r").unwrap();
     assert_eq!((r.residue, r.remaining), (Some(class), 0));
 }
+
+/// A pool in a residue class (values `2 mod 3`, from 10, five members):
+/// `create` rounds the start into the class and keeps the class with the
+/// pool; handles opened later (as another process would) read it; tasks on
+/// two handles take only values of the class, none twice; `give_back` of a
+/// taken value puts that value back, and refuses, giving nothing back, a
+/// number the pool cannot have handed out; `describe`, `members` and
+/// `list` speak in values. A pool created without a class has none.
+pub async fn pool_values_stay_in_their_class(store: Arc<dyn Store>) {
+    use crate::store::{PoolSpec, Residue};
+    let class = Residue {
+        increment: 3,
+        offset: 2,
+    };
+    let in_class = |v: i64| v.rem_euclid(3) == 2;
+    let row = pool::create(
+        &*store,
+        &PoolSpec {
+            residue: Some(class),
+            ..pool_spec("rc", 10, 5)
+        },
+    )
+    .await
+    .unwrap();
+    // 11 is the first value 2 mod 3 at or above 10.
+    assert_eq!((row.start, row.size, row.residue), (11, 5, Some(class)));
+    assert_eq!(
+        pool::members(&*store, "rc").await.unwrap(),
+        vec![11, 14, 17, 20, 23]
+    );
+    let plain = pool::create(&*store, &pool_spec("plain", 10, 5))
+        .await
+        .unwrap();
+    assert_eq!((plain.start, plain.residue), (10, None));
+
+    let open = || ValuePool::builder().store(store.clone()).name("rc").build();
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    assert_eq!((a.start(), a.residue()), (11, Some(class)));
+    assert_eq!(a.row().start, 11);
+    assert!(in_class(a.max_value()) && a.max_value() > i64::MAX - 3 * 6);
+    let mut tasks = Vec::new();
+    for h in [a.clone(), b.clone(), a.clone(), b.clone()] {
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for _ in 0..15 {
+                out.push(h.take().await.unwrap());
+            }
+            out.extend(h.take_n(5).await.unwrap());
+            out
+        }));
+    }
+    let mut seen = BTreeSet::new();
+    for t in tasks {
+        for v in t.await.unwrap() {
+            assert!(in_class(v), "{v} is not 2 mod 3");
+            assert!(v >= 11, "{v} is below the pool's start");
+            assert!(seen.insert(v), "{v} handed out twice");
+        }
+    }
+    assert_eq!(seen.len(), 80);
+    let info = pool::describe(&*store, "rc").await.unwrap();
+    assert_eq!(info.taken, 80);
+    assert_eq!((info.row.start, info.row.residue), (11, Some(class)));
+    assert!(in_class(info.lowest) && in_class(info.highest));
+    assert!(!seen.contains(&info.lowest) && !seen.contains(&info.highest));
+    assert_eq!(info.max_value, a.max_value());
+    // Every number from the start up to the lowest member was handed out:
+    // no holes, in values of the class.
+    assert!((11..info.lowest).step_by(3).all(|v| seen.contains(&v)));
+
+    // give_back of a taken value: it is a member again.
+    let v = a.take().await.unwrap();
+    assert!(in_class(v) && seen.insert(v));
+    a.give_back(&[v]).await.unwrap();
+    let members = pool::members(&*store, "rc").await.unwrap();
+    assert!(members.contains(&v), "{v} not back in {members:?}");
+    assert!(members.iter().all(|m| in_class(*m)), "{members:?}");
+    // Numbers it cannot have handed out are refused, and nothing goes back.
+    let w = a.take().await.unwrap();
+    for bad in [
+        vec![w, w + 1],             // w + 1 is not 2 mod 3
+        vec![w, 8],                 // 8 is 2 mod 3, but below the start
+        vec![a.max_value() + 3, w], // above the largest value
+    ] {
+        let e = a.give_back(&bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
+        assert_eq!(pool::members(&*store, "rc").await.unwrap().len(), 5);
+        assert!(!pool::members(&*store, "rc").await.unwrap().contains(&w));
+    }
+    assert!(
+        a.give_back(&[w + 1])
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("2 modulo 3")
+    );
+    let rows = pool::list(&*store).await.unwrap();
+    let shown: Vec<_> = rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.start, r.residue))
+        .collect();
+    assert_eq!(shown, [("plain", 10, None), ("rc", 11, Some(class))]);
+}
+
+/// A pool in a residue class created at the largest start its class allows
+/// hands out each first member once, then is exhausted: no value past the
+/// class's last value that fits in an `i64`, none wrapped.
+pub async fn pool_values_of_a_class_near_i64_max_exhaust(store: Arc<dyn Store>) {
+    use crate::store::{PoolSpec, Residue};
+    let class = Residue {
+        increment: 1000,
+        offset: 999,
+    };
+    let last = class.value(class.slot_at_or_below(i64::MAX));
+    let start = last - 3 * 1000;
+    let too_far = pool::create(
+        &*store,
+        &PoolSpec {
+            start: start + 1,
+            residue: Some(class),
+            ..pool_spec("top", 0, 2)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(too_far, Error::InvalidArgument(_)), "{too_far}");
+    assert!(store.read_pool("top").await.unwrap().is_none(), "created");
+    pool::create(
+        &*store,
+        &PoolSpec {
+            start,
+            residue: Some(class),
+            ..pool_spec("top", 0, 2)
+        },
+    )
+    .await
+    .unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("top")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(h.max_value(), start + 1000);
+    let got: BTreeSet<i64> = h.take_n(2).await.unwrap().into_iter().collect();
+    assert_eq!(got, [start, start + 1000].into());
+    let e = h.take().await.unwrap_err();
+    assert!(
+        matches!(e, Error::Exhausted { max, .. } if max == start + 1000),
+        "{e}"
+    );
+    assert_eq!(
+        pool::members(&*store, "top").await.unwrap(),
+        vec![last - 1000, last],
+        "exhaustion changed the pool"
+    );
+}

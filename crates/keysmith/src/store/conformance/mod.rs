@@ -71,6 +71,7 @@ macro_rules! conformance_tests {
             pools::pool_list_and_drop,
             pools::pool_rate_marks_move_and_go_with_the_pool,
             pools::fence_pool_moves_every_member_by_whole_rounds,
+            pools::pool_residue_class_is_kept_with_the_pool,
             handles::threads_and_handles_never_share_a_value,
             handles::strict_handles_increase_in_time_order,
             handles::strict_callers_sharing_reservations_keep_time_order,
@@ -91,6 +92,8 @@ macro_rules! conformance_tests {
             handles::pool_takes_spread_evenly,
             handles::pool_describe_gives_a_rate_and_runway,
             handles::a_failed_pool_take_n_near_the_maximum_loses_nothing,
+            handles::pool_values_stay_in_their_class,
+            handles::pool_values_of_a_class_near_i64_max_exhaust,
             workers::workers_are_leased_lowest_first,
             workers::fence_workers_moves_every_floor,
             workers::all_worker_ids_taken_is_a_clear_error,
@@ -140,5 +143,6 @@ fn pool_spec(name: &str, start: i64, size: i64) -> PoolSpec {
         name: name.into(),
         start,
         size,
+        residue: None,
     }
 }

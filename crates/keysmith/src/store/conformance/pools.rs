@@ -229,3 +229,83 @@ pub async fn fence_pool_moves_every_member_by_whole_rounds(store: Arc<dyn Store>
         Err(Error::NotFound { .. })
     ));
 }
+
+/// A pool's residue class is kept with it: the store returns it from
+/// `create_pool`, `read_pool` and `list_pools`, whoever reads; a pool
+/// created without one reads back `None`. The store keeps members as it is
+/// given them (stored members, not values), and a fence of a pool in a
+/// class stops where a member's value would no longer fit.
+pub async fn pool_residue_class_is_kept_with_the_pool(store: Arc<dyn Store>) {
+    use crate::store::Residue;
+    let class = Residue {
+        increment: 4,
+        offset: 3,
+    };
+    let plain = store.create_pool(&pool_spec("plain", 1, 3)).await.unwrap();
+    assert_eq!(plain.residue, None);
+    let spec = PoolSpec {
+        residue: Some(class),
+        ..pool_spec("class", 7, 3)
+    };
+    let row = store.create_pool(&spec).await.unwrap();
+    assert_eq!((row.start, row.size, row.residue), (7, 3, Some(class)));
+    assert_eq!(store.list_members("class").await.unwrap(), vec![7, 8, 9]);
+    assert_eq!(store.read_pool("class").await.unwrap(), Some(row.clone()));
+    assert_eq!(
+        store.read_pool("plain").await.unwrap().unwrap().residue,
+        None
+    );
+    let listed: Vec<_> = store
+        .list_pools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name, p.residue))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("class".to_owned(), Some(class)),
+            ("plain".to_owned(), None)
+        ]
+    );
+    // A swap and a fence keep the class (a backend that rewrites the pool's
+    // metadata with the generation must write the class back).
+    assert!(store.swap_member("class", 8, 11).await.unwrap());
+    store.fence_pool("class", 2).await.unwrap();
+    assert_eq!(
+        store.list_members("class").await.unwrap(),
+        vec![13, 15, 17],
+        "every member plus 2 rounds of 3"
+    );
+    assert_eq!(
+        store.read_pool("class").await.unwrap().unwrap().residue,
+        Some(class)
+    );
+    // Near the top of the class: members whose values fit in an i64 only
+    // up to the last slot of the class, far below i64::MAX as members.
+    let last = class.slot_at_or_below(i64::MAX);
+    let top = PoolSpec {
+        start: last - 5 - 2,
+        residue: Some(class),
+        ..pool_spec("class-top", 0, 3)
+    };
+    store.create_pool(&top).await.unwrap();
+    let before = store.list_members("class-top").await.unwrap();
+    let e = store.fence_pool("class-top", 1).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Exhausted { max, .. } if max == class.value(last - 3)),
+        "{e}"
+    );
+    assert_eq!(store.list_members("class-top").await.unwrap(), before);
+    // The same members without a class move: the bound is the class's.
+    store
+        .create_pool(&PoolSpec {
+            name: "plain-top".into(),
+            residue: None,
+            ..top
+        })
+        .await
+        .unwrap();
+    store.fence_pool("plain-top", 1).await.unwrap();
+}

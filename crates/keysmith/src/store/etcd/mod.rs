@@ -45,7 +45,7 @@
 //! | `PREFIX/next/NAME` | its next free value, decimal; the key's etcd *version* is [`SequenceRow::version`] |
 //! | `PREFIX/counts/NAME` | what clean closes and alterations reported, and the rate marks: JSON [`SequenceCounts`] |
 //! | `PREFIX/pool-marks/ENAME` | the pool's rate marks, JSON [`RateMarks`] |
-//! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..}` |
+//! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..,"generation":..}`, with `"residue":{"increment":..,"offset":..}` for a pool in a residue class |
 //! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`SequenceStore::reserve_locked`] |

@@ -1,6 +1,7 @@
 //! etcd: the [`PoolStore`] half of the contract.
 
 use super::*;
+use crate::store::Residue;
 
 /// Members written per transaction (etcd allows 128 operations by default).
 const POOL_BATCH: usize = 100;
@@ -16,12 +17,15 @@ const PAGE: i64 = 5000;
 /// [`Error::Contention`].
 const META_ATTEMPTS: u32 = 3;
 
-/// A pool's start and size, and the create revision of the meta key they
-/// were read from: a pool created again under the same name has another.
+/// A pool's start, size and residue class, and the create revision of the
+/// meta key they were read from: a pool created again under the same name
+/// has another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PoolMeta {
     start: i64,
     size: i64,
+    /// Kept to write it back with the generation (a fence).
+    residue: Option<Residue>,
     revision: i64,
     /// A hash of the generation the pool was created or fenced in (0: none
     /// recorded): the cache holds `Copy` values.
@@ -54,6 +58,10 @@ struct PoolValue {
     /// from before generations were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     generation: Option<String>,
+    /// The residue class of the pool's values, `{"increment":..,"offset":..}`;
+    /// absent without one, and in pools from before classes were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    residue: Option<Residue>,
 }
 
 impl EtcdStore {
@@ -82,11 +90,13 @@ impl EtcdStore {
                 v.start, v.size
             )));
         }
+        let residue = v.residue.map(|r| (r.increment, r.offset)).unzip();
         Ok(PoolRow {
             name: name.to_owned(),
             start: v.start,
             size: v.size,
             generation: v.generation,
+            residue: crate::store::stored_residue(name, residue.0, residue.1)?,
         })
     }
 
@@ -96,6 +106,7 @@ impl EtcdStore {
         let meta = PoolMeta {
             start: row.start,
             size: row.size,
+            residue: row.residue,
             revision: kv.create_revision(),
             generation: generation_hash(row.generation.as_deref()),
         };
@@ -180,6 +191,7 @@ impl EtcdStore {
                 PoolMeta {
                     start: row.start,
                     size: row.size,
+                    residue: row.residue,
                     revision: h.revision(),
                     generation: generation_hash(row.generation.as_deref()),
                 },
@@ -199,6 +211,7 @@ impl EtcdStore {
             start: meta.start,
             size: meta.size,
             generation: Some(generation.to_owned()),
+            residue: meta.residue,
         })
         .map_err(|e| Error::Corrupt(format!("cannot encode pool {name:?}: {e}")))?;
         let txn = Txn::new()
@@ -237,8 +250,9 @@ impl EtcdStore {
                 .take_kvs();
             for kv in &page {
                 let v = self.member_of(name, kv)?;
-                if super::super::fenced_member(v, rounds, meta.size).is_none() {
-                    return Err(super::super::fence_exhausts(name, meta.size));
+                let class = meta.residue.as_ref();
+                if super::super::fenced_member(v, rounds, meta.size, class).is_none() {
+                    return Err(super::super::fence_exhausts(name, meta.size, class));
                 }
                 slots.push((kv.key().to_vec(), v, kv.mod_revision()));
             }
@@ -255,8 +269,9 @@ impl EtcdStore {
                 let mut puts = Vec::with_capacity(batch.len());
                 for (key, v, rev) in &batch {
                     when.push(Compare::mod_revision(key.clone(), CompareOp::Equal, *rev));
-                    let moved = super::super::fenced_member(*v, rounds, meta.size)
-                        .ok_or_else(|| super::super::fence_exhausts(name, meta.size))?;
+                    let class = meta.residue.as_ref();
+                    let moved = super::super::fenced_member(*v, rounds, meta.size, class)
+                        .ok_or_else(|| super::super::fence_exhausts(name, meta.size, class))?;
                     puts.push(TxnOp::put(key.clone(), moved.to_string(), None));
                 }
                 let gets: Vec<TxnOp> = batch
@@ -303,6 +318,7 @@ impl PoolStore for EtcdStore {
             start,
             size,
             generation: Some(generation.clone()),
+            residue: spec.residue,
         })
         .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
         let absent = [
@@ -318,6 +334,7 @@ impl PoolStore for EtcdStore {
             start,
             size,
             generation: Some(generation),
+            residue: spec.residue,
         };
         if size as usize <= POOL_BATCH {
             // Small pool: one transaction.
@@ -692,6 +709,7 @@ mod tests {
         let meta = PoolMeta {
             start: -3,
             size: 5,
+            residue: None,
             revision: 1,
             generation: 0,
         };
@@ -704,6 +722,7 @@ mod tests {
         let far = PoolMeta {
             start: i64::MAX - 10,
             size: 7,
+            residue: None,
             revision: 1,
             generation: 0,
         };

@@ -121,4 +121,16 @@ pub(super) const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE keysmith_pools ADD COLUMN generation VARCHAR(255) NULL",
         "ALTER TABLE keysmith_workers ADD COLUMN generation VARCHAR(255) NULL",
     ],
+    // 3: a pool's residue class (store/pools.rs): the pool keeps its members
+    // as slots of the class (member m is the value m * increment + offset)
+    // and every process reads the class from here. Both NULL: none, as every
+    // older pool reads. One statement: both columns or neither.
+    &["ALTER TABLE keysmith_pools
+         ADD COLUMN class_increment BIGINT NULL,
+         ADD COLUMN class_offset BIGINT NULL,
+         ADD CONSTRAINT keysmith_pools_class CHECK (
+             (class_increment IS NULL) = (class_offset IS NULL)
+             AND (class_increment IS NULL
+                  OR (class_increment >= 2 AND class_offset >= 0
+                      AND class_offset < class_increment)))"],
 ];

@@ -86,7 +86,7 @@ pub(crate) use url::*;
 pub use mysql_async;
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 

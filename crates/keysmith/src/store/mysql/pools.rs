@@ -10,6 +10,7 @@
 use rand::seq::SliceRandom;
 
 use super::*;
+use crate::store::Residue;
 
 /// `(SELECT 0 AS d UNION ALL ... SELECT 9)`: one decimal digit, to make
 /// slot numbers `0..size` in one `INSERT ... SELECT` (MySQL has no
@@ -34,13 +35,20 @@ fn members_insert(size: i64) -> String {
     )
 }
 
+/// The columns of a pool, in the order `pool_row` reads them.
+const POOL_COLUMNS: &str = "name, start_value, size, generation, class_increment, class_offset";
+
 impl MysqlStore {
+    /// A pool's row from [`POOL_COLUMNS`].
     fn pool_row(&self, r: &Row) -> Result<PoolRow> {
+        let name: String = self.col(r, 0)?;
+        let residue = crate::store::stored_residue(&name, self.col(r, 4)?, self.col(r, 5)?)?;
         Ok(PoolRow {
-            name: self.col(r, 0)?,
+            name,
             start: self.col(r, 1)?,
             size: self.col(r, 2)?,
             generation: self.col(r, 3)?,
+            residue,
         })
     }
 
@@ -65,31 +73,46 @@ impl MysqlStore {
                 .await
                 .map_err(bad)?;
                 if tx.affected_rows() == 0 {
-                    let size: Option<i64> = tx
-                        .exec_first("SELECT size FROM keysmith_pools WHERE name = ?", (name,))
-                        .await
-                        .map_err(bad)?;
-                    return match (size, from) {
+                    return match (self.pool_shape(&mut tx, name).await?, from) {
                         (None, _) => Err(Error::not_found("pool", name)),
                         // Fenced by another caller already.
                         (Some(_), Some(_)) => Ok(()),
                         // Recorded already in this generation: move anyway.
-                        (Some(size), None) => {
-                            self.move_members(&mut tx, name, rounds, size).await?;
+                        (Some((size, residue)), None) => {
+                            self.move_members(&mut tx, name, rounds, size, residue)
+                                .await?;
                             tx.commit().await.map_err(bad)
                         }
                     };
                 }
-                let size: i64 = tx
-                    .exec_first("SELECT size FROM keysmith_pools WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?
+                let (size, residue) = self
+                    .pool_shape(&mut tx, name)
+                    .await?
                     .ok_or_else(|| Error::not_found("pool", name))?;
-                self.move_members(&mut tx, name, rounds, size).await?;
+                self.move_members(&mut tx, name, rounds, size, residue)
+                    .await?;
                 tx.commit().await.map_err(bad)
             })
             .await;
         self.settle(c, out)
+    }
+
+    /// The pool's size and residue class in `tx`, or `None`.
+    async fn pool_shape(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        name: &str,
+    ) -> Result<Option<(i64, Option<Residue>)>> {
+        let shape: Option<(i64, Option<i64>, Option<i64>)> = tx
+            .exec_first(
+                "SELECT size, class_increment, class_offset FROM keysmith_pools WHERE name = ?",
+                (name,),
+            )
+            .await
+            .map_err(|e| self.my(&e))?;
+        shape
+            .map(|(size, k, r)| Ok((size, crate::store::stored_residue(name, k, r)?)))
+            .transpose()
     }
 
     /// Every member forward by `rounds` in `tx` (each keeps its slot: no
@@ -100,6 +123,7 @@ impl MysqlStore {
         name: &str,
         rounds: i64,
         size: i64,
+        residue: Option<Residue>,
     ) -> Result<()> {
         let bad = |e: mysql_async::Error| self.my(&e);
         let top: Option<Option<i64>> = tx
@@ -110,9 +134,9 @@ impl MysqlStore {
             .await
             .map_err(bad)?;
         if let Some(Some(top)) = top
-            && crate::store::fenced_member(top, rounds, size).is_none()
+            && crate::store::fenced_member(top, rounds, size, residue.as_ref()).is_none()
         {
-            return Err(crate::store::fence_exhausts(name, size));
+            return Err(crate::store::fence_exhausts(name, size, residue.as_ref()));
         }
         tx.exec_drop(
             "UPDATE keysmith_pool_members SET value = value + ? WHERE pool = ?",
@@ -141,8 +165,12 @@ impl MysqlStore {
 #[async_trait]
 impl PoolStore for MysqlStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        spec.validate()?;
+        spec.validate_stored()?;
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let (increment, offset) = (
+            spec.residue.map(|r| r.increment),
+            spec.residue.map(|r| r.offset),
+        );
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
@@ -151,11 +179,12 @@ impl PoolStore for MysqlStore {
                 match tx
                     .exec_drop(
                         format!(
-                            "INSERT INTO keysmith_pools (name, start_value, size, generation)
-                             VALUES (?, ?, ?, {})",
+                            "INSERT INTO keysmith_pools
+                                 (name, start_value, size, generation, class_increment, class_offset)
+                             VALUES (?, ?, ?, {}, ?, ?)",
                             self.generation_expr()
                         ),
-                        (name, start, size),
+                        (name, start, size, increment, offset),
                     )
                     .await
                 {
@@ -191,6 +220,7 @@ impl PoolStore for MysqlStore {
                     start,
                     size,
                     generation,
+                    residue: spec.residue,
                 })
             })
             .await;
@@ -203,7 +233,7 @@ impl PoolStore for MysqlStore {
             .deadline(async {
                 let r: Option<Row> = c
                     .exec_first(
-                        "SELECT name, start_value, size, generation FROM keysmith_pools WHERE name = ?",
+                        format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
                         (name,),
                     )
                     .await
@@ -432,7 +462,9 @@ impl PoolStore for MysqlStore {
         let out = self
             .deadline(async {
                 let rows: Vec<Row> = c
-                    .query("SELECT name, start_value, size, generation FROM keysmith_pools ORDER BY name")
+                    .query(format!(
+                        "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
+                    ))
                     .await
                     .map_err(|e| self.my(&e))?;
                 rows.iter().map(|r| self.pool_row(r)).collect()

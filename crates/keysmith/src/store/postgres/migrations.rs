@@ -304,4 +304,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     END
     $fn$;
     "#,
+    // 7: a pool's residue class (store/pools.rs): the pool keeps its members
+    // as slots of the class (member m is the value m * increment + offset)
+    // and every process reads the class from here. Both NULL: none, as
+    // every older pool reads.
+    r#"
+    ALTER TABLE {s}.pools
+        ADD COLUMN class_increment bigint,
+        ADD COLUMN class_offset bigint,
+        ADD CONSTRAINT pools_class CHECK (
+            (class_increment IS NULL) = (class_offset IS NULL)
+            AND (class_increment IS NULL
+                 OR (class_increment >= 2 AND class_offset >= 0
+                     AND class_offset < class_increment)));
+    "#,
 ];

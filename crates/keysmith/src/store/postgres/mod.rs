@@ -81,7 +81,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -446,6 +446,9 @@ struct Sql {
 const COLS: &str = "name, next, start_value, max_value, block, version, \
     generation, failover_skip, failover_skip_set, failover_skipped";
 
+/// The columns of a pool, in the order `pool_row` reads them.
+const POOL_COLS: &str = "name, start_value, size, generation, class_increment, class_offset";
+
 /// The columns of a sequence's counts, in the order `counts_from` reads them.
 const CCOLS: &str =
     "handed_back, handed_out, abandoned, skipped, mark_at, mark_reserved, prev_at, prev_reserved";
@@ -533,14 +536,15 @@ impl Sql {
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
             pool_create: format!(
                 "WITH p AS (
-                     INSERT INTO {s}.pools (name, start_value, size, generation)
-                     VALUES ($1, $2, $3, {s}.store_generation())
+                     INSERT INTO {s}.pools (name, start_value, size, generation,
+                                           class_increment, class_offset)
+                     VALUES ($1, $2, $3, {s}.store_generation(), $5, $6)
                      RETURNING name)
                  INSERT INTO {s}.pool_members (pool, slot, value)
                  SELECT p.name, g - $2, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
             ),
             pool_read: format!(
-                "SELECT name, start_value, size, generation FROM {s}.pools WHERE name = $1"
+                "SELECT {POOL_COLS} FROM {s}.pools WHERE name = $1"
             ),
             // One statement: the members of the slots the caller drew (with
             // the primary key index), and the size it should have drawn them
@@ -569,12 +573,12 @@ impl Sql {
                         (SELECT generation FROM p), (SELECT gen FROM g)"
             ),
             // Claims the fence: records the store's generation if the pool
-            // is still in `$2` (any, when NULL); the size comes back only to
-            // the one caller that moved it.
+            // is still in `$2` (any, when NULL); the size and the residue
+            // class come back only to the one caller that moved it.
             pool_fence_claim: format!(
                 "UPDATE {s}.pools SET generation = {s}.store_generation()
                  WHERE name = $1 AND ($2::text IS NULL OR generation IS NOT DISTINCT FROM $2)
-                 RETURNING size"
+                 RETURNING size, class_increment, class_offset"
             ),
             pool_fence_top: format!("SELECT max(value) FROM {s}.pool_members WHERE pool = $1"),
             pool_fence_move: format!(
@@ -585,7 +589,7 @@ impl Sql {
                         ARRAY(SELECT value FROM {s}.pool_members WHERE pool = $1 ORDER BY value)"
             ),
             pool_list: format!(
-                "SELECT name, start_value, size, generation FROM {s}.pools ORDER BY name"
+                "SELECT {POOL_COLS} FROM {s}.pools ORDER BY name"
             ),
             pool_drop: format!("DELETE FROM {s}.pools WHERE name = $1"),
         }

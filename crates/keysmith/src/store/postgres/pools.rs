@@ -5,11 +5,18 @@ use super::*;
 impl PostgresStore {
     fn pool_row(&self, r: &tokio_postgres::Row) -> Result<PoolRow> {
         let bad = |e: tokio_postgres::Error| self.pg(&e);
+        let name: String = r.try_get(0).map_err(bad)?;
+        let residue = crate::store::stored_residue(
+            &name,
+            r.try_get(4).map_err(bad)?,
+            r.try_get(5).map_err(bad)?,
+        )?;
         Ok(PoolRow {
-            name: r.try_get(0).map_err(bad)?,
+            name,
             start: r.try_get(1).map_err(bad)?,
             size: r.try_get(2).map_err(bad)?,
             generation: r.try_get(3).map_err(bad)?,
+            residue,
         })
     }
 
@@ -35,6 +42,11 @@ impl PostgresStore {
                     return Ok(());
                 };
                 let size: i64 = r.try_get(0).map_err(bad)?;
+                let residue = crate::store::stored_residue(
+                    name,
+                    r.try_get(1).map_err(bad)?,
+                    r.try_get(2).map_err(bad)?,
+                )?;
                 let top: Option<i64> = tx
                     .query_one(&self.sql.pool_fence_top, &[&name])
                     .await
@@ -42,9 +54,9 @@ impl PostgresStore {
                     .try_get(0)
                     .map_err(bad)?;
                 if let Some(top) = top
-                    && crate::store::fenced_member(top, rounds, size).is_none()
+                    && crate::store::fenced_member(top, rounds, size, residue.as_ref()).is_none()
                 {
-                    return Err(crate::store::fence_exhausts(name, size));
+                    return Err(crate::store::fence_exhausts(name, size, residue.as_ref()));
                 }
                 tx.execute(&self.sql.pool_fence_move, &[&name, &(rounds * size)])
                     .await
@@ -60,6 +72,10 @@ impl PostgresStore {
 impl PoolStore for PostgresStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let (increment, offset) = (
+            spec.residue.map(|r| r.increment),
+            spec.residue.map(|r| r.offset),
+        );
         let last = match (start >= 0, size >= 0, start.checked_add(size)) {
             (true, true, Some(_)) => start + size - 1,
             _ => {
@@ -72,7 +88,10 @@ impl PoolStore for PostgresStore {
         let out = self
             .deadline(async {
                 match c
-                    .execute(&self.sql.pool_create, &[&name, &start, &size, &last])
+                    .execute(
+                        &self.sql.pool_create,
+                        &[&name, &start, &size, &last, &increment, &offset],
+                    )
                     .await
                 {
                     Ok(_) => Ok(PoolRow {
@@ -80,6 +99,7 @@ impl PoolStore for PostgresStore {
                         start,
                         size,
                         generation: None,
+                        residue: spec.residue,
                     }),
                     Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                         Err(Error::AlreadyExists {

@@ -30,7 +30,7 @@ mod workers;
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -100,11 +100,12 @@ CREATE TABLE IF NOT EXISTS keysmith_workers (
 ) WITHOUT ROWID;
 ";
 
+/// Columns added to tables of older files, each added if it is missing.
 /// Version 4: generations. The store's id (its generation) in
 /// `keysmith_meta`, and per sequence the generation of its last write, its
-/// failover margin and what was skipped at generation changes. Each column
-/// is added if it is missing.
-const GENERATIONS_SCHEMA: &[(&str, &str, &str)] = &[
+/// failover margin and what was skipped at generation changes. Version 5: a
+/// pool's residue class (both NULL: none, as every older pool reads).
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("keysmith_sequences", "generation", "TEXT"),
     (
         "keysmith_sequences",
@@ -123,6 +124,8 @@ const GENERATIONS_SCHEMA: &[(&str, &str, &str)] = &[
     ),
     ("keysmith_pools", "generation", "TEXT"),
     ("keysmith_workers", "generation", "TEXT"),
+    ("keysmith_pools", "class_increment", "INTEGER"),
+    ("keysmith_pools", "class_offset", "INTEGER"),
 ];
 
 const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped";
@@ -287,8 +290,8 @@ fn migrate(conn: &Connection) -> Result<String> {
             )
             .optional()
             .map_err(db_err)?;
-        let add_generations = || -> Result<()> {
-            for (table, column, ty) in GENERATIONS_SCHEMA {
+        let add_columns = || -> Result<()> {
+            for (table, column, ty) in ADDED_COLUMNS {
                 let present: bool = conn
                     .query_row(
                         "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = ?2",
@@ -305,7 +308,7 @@ fn migrate(conn: &Connection) -> Result<String> {
         };
         match found {
             None => {
-                add_generations()?;
+                add_columns()?;
                 conn.execute(
                     "INSERT INTO keysmith_meta (key, value) VALUES ('schema_version', ?1)",
                     [SCHEMA_VERSION],
@@ -315,7 +318,7 @@ fn migrate(conn: &Connection) -> Result<String> {
             Some(v) if v == SCHEMA_VERSION => {}
             // Older files got the new tables from the batch above.
             Some(v) if (1..SCHEMA_VERSION).contains(&v) => {
-                add_generations()?;
+                add_columns()?;
                 conn.execute(
                     "UPDATE keysmith_meta SET value = ?1 WHERE key = 'schema_version'",
                     [SCHEMA_VERSION],

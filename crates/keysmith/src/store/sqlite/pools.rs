@@ -5,14 +5,23 @@ use super::*;
 #[async_trait]
 impl PoolStore for SqliteStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let (name, start, size, residue) =
+            (spec.name.as_str(), spec.start, spec.size, spec.residue);
         let (name, generation) = (name.to_owned(), self.generation.to_string());
         self.write(move |tx| {
             let inserted = tx
                 .execute(
-                    "INSERT INTO keysmith_pools (name, start, size, generation) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO keysmith_pools (name, start, size, generation, class_increment, class_offset)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT (name) DO NOTHING",
-                    params![name, start, size, generation],
+                    params![
+                        name,
+                        start,
+                        size,
+                        generation,
+                        residue.map(|r| r.increment),
+                        residue.map(|r| r.offset)
+                    ],
                 )
                 .map_err(db_err)?;
             if inserted == 0 {
@@ -35,6 +44,7 @@ impl PoolStore for SqliteStore {
                 start,
                 size,
                 generation: Some(generation),
+                residue,
             })
         })
         .await
@@ -160,15 +170,15 @@ impl PoolStore for SqliteStore {
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.run(|conn| {
             let mut s = conn
-                .prepare_cached(
-                    "SELECT name, start, size, generation FROM keysmith_pools ORDER BY name",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
+                ))
                 .map_err(db_err)?;
             let out = s
                 .query_map([], pool_row)
                 .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
                 .map_err(db_err)?;
-            Ok(out)
+            out.into_iter().collect()
         })
         .await
     }
@@ -193,20 +203,32 @@ impl PoolStore for SqliteStore {
     }
 }
 
-fn pool_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PoolRow> {
-    Ok(PoolRow {
-        name: r.get(0)?,
-        start: r.get(1)?,
-        size: r.get(2)?,
-        generation: r.get(3)?,
-    })
+/// The columns [`pool_row`] reads.
+const POOL_COLUMNS: &str = "name, start, size, generation, class_increment, class_offset";
+
+/// A pool's row from [`POOL_COLUMNS`]; the inner error for a residue class
+/// keysmith does not write.
+fn pool_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PoolRow>> {
+    let name: String = r.get(0)?;
+    let (start, size, generation) = (r.get(1)?, r.get(2)?, r.get(3)?);
+    let residue = crate::store::stored_residue(&name, r.get(4)?, r.get(5)?);
+    Ok(residue.map(|residue| PoolRow {
+        name,
+        start,
+        size,
+        generation,
+        residue,
+    }))
 }
 
 fn require_pool(conn: &Connection, name: &str) -> Result<PoolRow> {
-    conn.prepare_cached("SELECT name, start, size, generation FROM keysmith_pools WHERE name = ?1")
-        .and_then(|mut s| s.query_row([name], pool_row).optional())
-        .map_err(db_err)?
-        .ok_or_else(|| Error::not_found("pool", name))
+    conn.prepare_cached(&format!(
+        "SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?1"
+    ))
+    .and_then(|mut s| s.query_row([name], pool_row).optional())
+    .map_err(db_err)?
+    .transpose()?
+    .ok_or_else(|| Error::not_found("pool", name))
 }
 
 fn record_pool_generation(
@@ -239,9 +261,13 @@ fn fence_members(
         )
         .map_err(db_err)?;
     if let Some(top) = top
-        && crate::store::fenced_member(top, rounds, pool.size).is_none()
+        && crate::store::fenced_member(top, rounds, pool.size, pool.residue.as_ref()).is_none()
     {
-        return Err(crate::store::fence_exhausts(&pool.name, pool.size));
+        return Err(crate::store::fence_exhausts(
+            &pool.name,
+            pool.size,
+            pool.residue.as_ref(),
+        ));
     }
     tx.execute(
         "UPDATE keysmith_pool_members SET value = value + ?2 WHERE pool = ?1",
