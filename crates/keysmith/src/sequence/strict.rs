@@ -39,7 +39,9 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::oneshot;
 
@@ -106,7 +108,7 @@ impl Linger {
                 // too, cannot come between the count and the wait.
                 q.arrived.notified()
             };
-            if tokio::time::timeout_at(until.into(), arrived).await.is_err() {
+            if tokio::time::timeout_at(until, arrived).await.is_err() {
                 self.missed = true;
                 return;
             }
@@ -342,5 +344,77 @@ impl Sequence {
                 g.values.end
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue_with(waiting: usize) -> StrictQueue {
+        let q = StrictQueue::default();
+        for _ in 0..waiting {
+            join(&q);
+        }
+        q
+    }
+
+    /// A caller joins as `take_strict` has it join while a task drains.
+    fn join(q: &StrictQueue) {
+        let mut s = q.lock();
+        let id = s.next_id;
+        s.next_id += 1;
+        let (tx, _rx) = oneshot::channel();
+        s.waiting.push_back(Waiter { id, n: 1, tx });
+        q.arrived.notify_waiters();
+    }
+
+    fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+        let waker = std::task::Waker::noop();
+        std::pin::Pin::new(fut).poll(&mut std::task::Context::from_waker(waker))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_linger_waits_for_as_many_as_were_answered_and_queued() {
+        let q = queue_with(1);
+        let mut linger = Linger::default();
+        linger.served(2, Duration::from_millis(10), &q);
+        let mut wait = Box::pin(linger.wait(&q));
+        assert!(poll_once(&mut wait).is_pending(), "1 of 3 queued");
+        join(&q);
+        assert!(poll_once(&mut wait).is_pending(), "2 of 3 queued");
+        join(&q);
+        wait.await;
+        assert!(!linger.missed, "ended by arrivals, not by the clock");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_linger_that_runs_out_lets_the_next_batch_go_at_once() {
+        let q = queue_with(1);
+        let mut linger = Linger::default();
+        linger.served(2, Duration::from_secs(60), &q);
+        let (_, until) = linger.plan.expect("planned");
+        assert!(
+            until <= Instant::now() + MAX_LINGER,
+            "never longer than MAX_LINGER"
+        );
+        linger.wait(&q).await;
+        assert!(linger.missed, "nobody came back: the clock ended it");
+        linger.served(2, Duration::from_secs(60), &q);
+        assert_eq!(
+            linger.plan, None,
+            "after a miss the next batch goes at once"
+        );
+        linger.served(2, Duration::from_secs(60), &q);
+        assert!(linger.plan.is_some(), "and the one after may wait again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_linger_after_a_single_caller_or_with_nobody_queued() {
+        let mut linger = Linger::default();
+        linger.served(1, Duration::from_millis(10), &queue_with(5));
+        assert_eq!(linger.plan, None, "one caller: no cohorts to merge");
+        linger.served(8, Duration::from_millis(10), &queue_with(0));
+        assert_eq!(linger.plan, None, "nobody queued: the drain task ends");
     }
 }
