@@ -89,6 +89,7 @@ fn compare_writes_a_table_and_charts() {
         "bare fsync loop, SQLite",
         "POST next, strict, SQLite, 1 connection(s)",
         "POST next, strict, SQLite, 64 connection(s)",
+        "POST next, strict, SQLite, fixed rate",
     ] {
         let row = rows
             .iter()
@@ -106,6 +107,7 @@ fn compare_writes_a_table_and_charts() {
         "LAST_INSERT_ID(v + 1) per value",
         "bare fsync loop, PostgreSQL",
         "POST next, strict, etcd, 16 connection(s)",
+        "POST next, strict, etcd, fixed rate",
     ] {
         let row = rows.iter().find(|r| r.contains(skipped)).unwrap();
         assert!(row.contains("skipped: "), "{row}");

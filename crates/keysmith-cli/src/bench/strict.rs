@@ -27,7 +27,12 @@ pub fn baseline_name(store_name: &str) -> String {
 pub fn names(store_name: &str) -> Vec<String> {
     let mut v = vec![baseline_name(store_name)];
     v.extend(CONNS.iter().map(|c| row_name(store_name, *c)));
+    v.push(fixed_rate_name(store_name));
     v
+}
+
+fn fixed_rate_name(store_name: &str) -> String {
+    format!("POST next, strict, {store_name}, fixed rate")
 }
 
 fn row_name(store_name: &str, conns: usize) -> String {
@@ -66,8 +71,66 @@ pub async fn rows(
 /// both alike.
 const SLICES: u32 = 6;
 
+/// Connections of the fixed-rate row.
+const FIXED_RATE_CONNS: usize = 16;
+
+/// One run of a bare loop: values, seconds, and each value's latency.
+#[derive(Debug, Default)]
+struct BareRun {
+    values: u64,
+    seconds: f64,
+    /// Nanoseconds, one per value.
+    latencies: Vec<u64>,
+    start: Option<Instant>,
+    length: Duration,
+}
+
+impl BareRun {
+    fn timing(length: Duration) -> Self {
+        BareRun {
+            start: Some(Instant::now()),
+            length,
+            ..BareRun::default()
+        }
+    }
+
+    fn going(&self) -> bool {
+        self.start.is_some_and(|s| s.elapsed() < self.length)
+    }
+
+    /// One value, written since `t`.
+    fn took(&mut self, t: Instant) {
+        self.values += 1;
+        self.latencies
+            .push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    fn done(mut self) -> Self {
+        self.seconds = self.start.take().map_or(0.0, |s| s.elapsed().as_secs_f64());
+        self
+    }
+
+    /// Adds `other`'s values, seconds and latencies.
+    fn add(&mut self, other: BareRun) {
+        self.values += other.values;
+        self.seconds += other.seconds;
+        self.latencies.extend(other.latencies);
+    }
+
+    fn rate(&self) -> f64 {
+        self.values as f64 / self.seconds
+    }
+
+    /// The `p` quantile of the latencies, nanoseconds.
+    fn pct(&mut self, p: f64) -> u64 {
+        self.latencies.sort_unstable();
+        let i = ((self.latencies.len().max(1) - 1) as f64 * p).round() as usize;
+        self.latencies.get(i).copied().unwrap_or(0)
+    }
+}
+
 /// The bare loop of `store_name` for `d`: values and seconds.
-async fn bare(store_name: &str, url: &str, dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
+async fn bare(store_name: &str, url: &str, dir: &Path, d: Duration) -> anyhow::Result<BareRun> {
     match store_name {
         "SQLite" => sqlite_loop(dir, d).await,
         "PostgreSQL" => postgres_loop(url, d).await,
@@ -118,15 +181,13 @@ async fn measure(
     let req = http::request("POST", &format!("/v1/sequences/{name}/next"));
     let slice = d / SLICES;
     let mut rows = Vec::new();
-    let (mut all_n, mut all_s) = (0u64, 0f64);
+    let mut all = BareRun::default();
     for conns in CONNS {
         let before = row_of(addr, &name).await?;
         let mut l = http::Load::default();
-        let (mut bn, mut bs) = (0u64, 0f64);
+        let mut b = BareRun::default();
         for _ in 0..SLICES {
-            let (n, s) = bare(store_name, url, dir, slice).await?;
-            bn += n;
-            bs += s;
+            b.add(bare(store_name, url, dir, slice).await?);
             let x = http::load(addr, &req, conns, slice, None).await?;
             l.requests += x.requests;
             l.seconds += x.seconds;
@@ -138,9 +199,8 @@ async fn measure(
         if l.failed > 0 {
             anyhow::bail!("{name}: {} of {} requests failed", l.failed, l.requests);
         }
-        all_n += bn;
-        all_s += bs;
-        let base_rate = bn as f64 / bs;
+        let base_rate = b.rate();
+        all.add(b);
         let reservations = after.1 - before.1;
         let per = if reservations > 0 {
             format!(
@@ -170,21 +230,68 @@ async fn measure(
             )
         });
     }
+    rows.push(fixed_rate(addr, store_name, url, dir, d, &req, all.rate() / 2.0).await?);
     http::Conn::open(addr)
         .await?
         .call(&http::request("DELETE", &format!("/v1/sequences/{name}")))
         .await?;
     let base = Row {
         note: bare_note(store_name).into(),
-        ..measured(
-            "strict",
-            baseline_name(store_name),
-            KS_STRICT,
-            all_n as f64 / all_s,
-        )
+        ..measured("strict", baseline_name(store_name), KS_STRICT, all.rate())
     };
     rows.insert(0, base);
     Ok(rows)
+}
+
+/// The strict row at a fixed rate (open loop, [`FIXED_RATE_CONNS`]
+/// connections) of half what the bare loop wrote in the throughput rows:
+/// its latency beside the bare loop's own per value in the slices between,
+/// and the issue's bound, one fsync plus one batch (twice the bare p99).
+async fn fixed_rate(
+    addr: SocketAddr,
+    store_name: &str,
+    url: &str,
+    dir: &Path,
+    d: Duration,
+    req: &[u8],
+    rate: f64,
+) -> anyhow::Result<Row> {
+    let rate = (rate.round() as u64).max(1);
+    let slice = d / SLICES;
+    let mut l = http::Load::default();
+    let mut b = BareRun::default();
+    for _ in 0..SLICES {
+        b.add(bare(store_name, url, dir, slice).await?);
+        let x = http::load(addr, req, FIXED_RATE_CONNS, slice, Some(rate as f64)).await?;
+        l.requests += x.requests;
+        l.seconds += x.seconds;
+        l.failed += x.failed;
+        l.latencies.extend(x.latencies);
+    }
+    l.latencies.sort_unstable();
+    if l.failed > 0 {
+        anyhow::bail!("strict fixed rate: {} of {} requests failed", l.failed, l.requests);
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let p99 = l.pct(0.99).unwrap_or(0);
+    let bare_p99 = b.pct(0.99);
+    Ok(Row {
+        requests_per_sec: Some(l.per_sec()),
+        note: format!(
+            "{rate}/s asked (half the bare loop's rate), {FIXED_RATE_CONNS} connections, open loop; p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us; the bare loop's p99 per value in the slices between: {:.0} us; p99 / (one fsync plus one batch = 2 x bare p99) = {:.2}",
+            us(l.pct(0.5).unwrap_or(0)),
+            us(p99),
+            us(l.pct(0.999).unwrap_or(0)),
+            us(bare_p99),
+            p99 as f64 / (2.0 * bare_p99.max(1) as f64),
+        ),
+        ..measured(
+            "strict",
+            fixed_rate_name(store_name),
+            KS_STRICT,
+            l.per_sec(),
+        )
+    })
 }
 
 /// The sequence's next free value and row version, over HTTP.
@@ -204,10 +311,10 @@ async fn row_of(addr: SocketAddr, name: &str) -> anyhow::Result<(i64, i64)> {
     Ok((field("next")?, field("version")?))
 }
 
-async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
+async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<BareRun> {
     let path = dir.join(format!("keysmith-fsync-{:016x}.db", rand::random::<u64>()));
     let p = path.clone();
-    let rate = tokio::task::spawn_blocking(move || -> anyhow::Result<(u64, f64)> {
+    let rate = tokio::task::spawn_blocking(move || -> anyhow::Result<BareRun> {
         let c = rusqlite::Connection::open(&p)?;
         let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "journal mode {mode}");
@@ -216,13 +323,13 @@ async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
              CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
              INSERT INTO t VALUES (1, 0);",
         )?;
-        let t = Instant::now();
-        let mut n = 0u64;
-        while t.elapsed() < d {
+        let mut run = BareRun::timing(d);
+        while run.going() {
+            let t = Instant::now();
             c.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = v + 1 WHERE id = 1; COMMIT;")?;
-            n += 1;
+            run.took(t);
         }
-        Ok((n, t.elapsed().as_secs_f64()))
+        Ok(run.done())
     })
     .await?;
     for ext in ["", "-wal", "-shm"] {
@@ -231,7 +338,7 @@ async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<(u64, f64)> {
     rate
 }
 
-async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<(u64, f64)> {
+async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
     let client = keysmith::store::postgres::connect(url).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot connect to PostgreSQL at {}: {e}",
@@ -249,37 +356,37 @@ async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<(u64, f64)> {
     let stmt = client
         .prepare(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
         .await?;
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < d {
+    let mut run = BareRun::timing(d);
+    while run.going() {
+        let t = Instant::now();
         black_box(client.execute(&stmt, &[]).await?);
-        n += 1;
+        run.took(t);
     }
-    let rate = (n, start.elapsed().as_secs_f64());
+    let rate = run.done();
     client.batch_execute(&format!("DROP TABLE {t}")).await?;
     Ok(rate)
 }
 
 #[cfg(feature = "etcd")]
-async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<(u64, f64)> {
+async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
     let u = keysmith::store::etcd::EtcdUrl::parse(url)?;
     if u.uses_tls() || u.user().is_some() {
         anyhow::bail!("the bare etcd loop takes a plain etcd:// URL without a user");
     }
     let mut client = etcd_client::Client::connect(&u.endpoints, None).await?;
     let key = format!("{}/keysmith-fsync-{:016x}", u.prefix, rand::random::<u64>());
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < d {
-        client.put(key.as_str(), n.to_string(), None).await?;
-        n += 1;
+    let mut run = BareRun::timing(d);
+    while run.going() {
+        let t = Instant::now();
+        client.put(key.as_str(), run.values.to_string(), None).await?;
+        run.took(t);
     }
-    let rate = (n, start.elapsed().as_secs_f64());
+    let rate = run.done();
     client.delete(key.as_str(), None).await?;
     Ok(rate)
 }
 
 #[cfg(not(feature = "etcd"))]
-async fn etcd_loop(_url: &str, _d: Duration) -> anyhow::Result<(u64, f64)> {
+async fn etcd_loop(_url: &str, _d: Duration) -> anyhow::Result<BareRun> {
     anyhow::bail!("built without the etcd feature")
 }
