@@ -270,7 +270,11 @@ async fn fixed_rate(
     }
     l.latencies.sort_unstable();
     if l.failed > 0 {
-        anyhow::bail!("strict fixed rate: {} of {} requests failed", l.failed, l.requests);
+        anyhow::bail!(
+            "strict fixed rate: {} of {} requests failed",
+            l.failed,
+            l.requests
+        );
     }
     let us = |ns: u64| ns as f64 / 1000.0;
     let p99 = l.pct(0.99).unwrap_or(0);
@@ -378,7 +382,9 @@ async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
     let mut run = BareRun::timing(d);
     while run.going() {
         let t = Instant::now();
-        client.put(key.as_str(), run.values.to_string(), None).await?;
+        client
+            .put(key.as_str(), run.values.to_string(), None)
+            .await?;
         run.took(t);
     }
     let rate = run.done();

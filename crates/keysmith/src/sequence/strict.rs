@@ -67,23 +67,40 @@ const MAX_LINGER: Duration = Duration::from_millis(1);
 /// at once with whoever was queued, is being written. When batch k had two
 /// callers or more and others were queued, the task waits until as many
 /// have joined as the two together, or half of batch k's reservation time
-/// (at most [`MAX_LINGER`]) has passed. A wait that runs out makes the next
-/// batch go at once, so callers that do not come back cost at most every
-/// other batch that short wait. Order is unchanged: a batch is still taken
-/// in arrival order, and only after every batch before it completed.
+/// (at most [`MAX_LINGER`]; tokio's timer rounds up to its millisecond) has
+/// passed. A wait that runs out means the callers did not come back (an
+/// open loop, or a busy machine): the next 2, 4, ... 64 batches after
+/// consecutive misses go at once, so waits that do not pay stop soon. Order
+/// is unchanged: a batch is still taken in arrival order, and only after
+/// every batch before it completed.
 #[derive(Debug, Default)]
 struct Linger {
     /// How many callers to wait for, and until when.
     plan: Option<(usize, Instant)>,
-    /// The last wait ran out: the next batch goes at once.
+    /// Waits in a row that ran out.
+    misses: u32,
+    /// Batches still to go at once after the last miss.
+    skip: u32,
+    /// The last wait ran out.
     missed: bool,
 }
+
+/// After this many misses in a row, batches go at once for `2^MAX_BACKOFF`.
+const MAX_BACKOFF: u32 = 6;
 
 impl Linger {
     /// After a batch of `answered` callers whose reservation took `took`.
     fn served(&mut self, answered: usize, took: Duration, q: &StrictQueue) {
         self.plan = None;
-        if std::mem::take(&mut self.missed) || answered < 2 {
+        if std::mem::take(&mut self.missed) {
+            self.misses += 1;
+            self.skip = 1 << self.misses.min(MAX_BACKOFF);
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return;
+        }
+        if answered < 2 {
             return;
         }
         let waiting = q.lock().waiting.len();
@@ -102,6 +119,7 @@ impl Linger {
             let arrived = {
                 let s = q.lock();
                 if s.waiting.len() >= want {
+                    self.misses = 0;
                     return;
                 }
                 // Made under the lock: an arrival, which takes the lock
@@ -388,8 +406,21 @@ mod tests {
         assert!(!linger.missed, "ended by arrivals, not by the clock");
     }
 
+    /// Serves batches of two until one is planned to wait: how many went
+    /// at once before it.
+    fn at_once_until_planned(linger: &mut Linger, q: &StrictQueue) -> u32 {
+        let mut at_once = 0;
+        loop {
+            linger.served(2, Duration::from_secs(60), q);
+            if linger.plan.is_some() {
+                return at_once;
+            }
+            at_once += 1;
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_linger_that_runs_out_lets_the_next_batch_go_at_once() {
+    async fn waits_that_run_out_back_off_and_one_that_pays_resets() {
         let q = queue_with(1);
         let mut linger = Linger::default();
         linger.served(2, Duration::from_secs(60), &q);
@@ -398,15 +429,24 @@ mod tests {
             until <= Instant::now() + MAX_LINGER,
             "never longer than MAX_LINGER"
         );
+        let mut after_misses = Vec::new();
+        for _ in 0..8 {
+            linger.wait(&q).await;
+            assert!(linger.missed, "nobody came back: the clock ended it");
+            after_misses.push(at_once_until_planned(&mut linger, &q));
+        }
+        assert_eq!(after_misses, [2, 4, 8, 16, 32, 64, 64, 64]);
+        // A wait that pays: the next batch may wait again at once.
+        let mut wait = Box::pin(linger.wait(&q));
+        assert!(poll_once(&mut wait).is_pending());
+        join(&q);
+        join(&q);
+        wait.await;
+        assert!(!linger.missed);
+        assert_eq!(at_once_until_planned(&mut linger, &q), 0);
+        // And the next miss starts the back-off from the beginning.
         linger.wait(&q).await;
-        assert!(linger.missed, "nobody came back: the clock ended it");
-        linger.served(2, Duration::from_secs(60), &q);
-        assert_eq!(
-            linger.plan, None,
-            "after a miss the next batch goes at once"
-        );
-        linger.served(2, Duration::from_secs(60), &q);
-        assert!(linger.plan.is_some(), "and the one after may wait again");
+        assert_eq!(at_once_until_planned(&mut linger, &q), 2);
     }
 
     #[tokio::test(start_paused = true)]
