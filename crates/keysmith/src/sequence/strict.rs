@@ -67,9 +67,10 @@ const MAX_LINGER: Duration = Duration::from_millis(1);
 /// at once with whoever was queued, is being written. When batch k had two
 /// callers or more and others were queued, the task waits until as many
 /// have joined as the two together, or half of batch k's reservation time
-/// (at most [`MAX_LINGER`]; tokio's timer rounds up to its millisecond) has
-/// passed. A wait that runs out means the callers did not come back (an
-/// open loop, or a busy machine): the next 2, 4, ... 64 batches after
+/// (at most [`MAX_LINGER`]) has passed; a caller that joins after that
+/// ends the wait even before tokio's timer, which rounds up to its
+/// millisecond. A wait that runs out means the callers did not come back (an
+/// open loop, or a busy machine): the next 2, 4, ... 1024 batches after
 /// consecutive misses go at once, so waits that do not pay stop soon. Order
 /// is unchanged: a batch is still taken in arrival order, and only after
 /// every batch before it completed.
@@ -86,7 +87,7 @@ struct Linger {
 }
 
 /// After this many misses in a row, batches go at once for `2^MAX_BACKOFF`.
-const MAX_BACKOFF: u32 = 6;
+const MAX_BACKOFF: u32 = 10;
 
 impl Linger {
     /// After a batch of `answered` callers whose reservation took `took`.
@@ -118,8 +119,15 @@ impl Linger {
         loop {
             let arrived = {
                 let s = q.lock();
-                if s.waiting.len() >= want {
-                    self.misses = 0;
+                // tokio's timer rounds up to its millisecond: past `until`
+                // the wait ends at the next arrival, and counts as a miss.
+                let late = Instant::now() >= until;
+                if s.waiting.len() >= want || late {
+                    if late {
+                        self.missed = true;
+                    } else {
+                        self.misses = 0;
+                    }
                     return;
                 }
                 // Made under the lock: an arrival, which takes the lock
@@ -430,12 +438,15 @@ mod tests {
             "never longer than MAX_LINGER"
         );
         let mut after_misses = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..11 {
             linger.wait(&q).await;
             assert!(linger.missed, "nobody came back: the clock ended it");
             after_misses.push(at_once_until_planned(&mut linger, &q));
         }
-        assert_eq!(after_misses, [2, 4, 8, 16, 32, 64, 64, 64]);
+        assert_eq!(
+            after_misses,
+            [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 1024]
+        );
         // A wait that pays: the next batch may wait again at once.
         let mut wait = Box::pin(linger.wait(&q));
         assert!(poll_once(&mut wait).is_pending());
