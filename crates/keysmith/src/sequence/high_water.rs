@@ -18,7 +18,7 @@
 //! of its values is handed out. A hand-back that the store took (a clean
 //! close, a lease release, a failed strict batch) lowers the mark, since
 //! those values are the store's to hand out again. Hand-backs go through
-//! [`HighWater::hand_back`]: while one is in flight, a range that would be
+//! `HighWater::hand_back`: while one is in flight, a range that would be
 //! refused waits for its outcome and is checked again, since the store may
 //! already have taken the values back and handed them to this very request.
 

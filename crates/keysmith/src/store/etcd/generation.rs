@@ -64,6 +64,19 @@ impl Tracker {
         self.lock().max_revision
     }
 
+    /// Whether a write answered at `revision`, sent when `floor` was the
+    /// highest revision seen, landed in a store that went back: its
+    /// revision is not above what was seen before it was sent (every write
+    /// makes a new, higher revision), or an answer marked the epoch stale.
+    /// Marks the epoch stale then.
+    pub(super) fn went_back_under(&self, revision: i64, floor: i64) -> bool {
+        let mut s = self.lock();
+        if revision <= floor {
+            s.stale = true;
+        }
+        s.stale
+    }
+
     /// Notes an answer's header: a revision below `floor` (the highest seen
     /// before the request was sent), or another cluster id, marks the epoch
     /// stale.

@@ -37,7 +37,10 @@ pub(super) enum RowHint {
     /// one transaction that compares that revision (and the epoch): no
     /// write since, nor a drop and re-create (whose versions start again at
     /// 1), can leave the revision as it was. A stale hint costs one
-    /// conflict, which returns the current row.
+    /// conflict, which returns the current row. Only a snapshot restore can
+    /// bring the row back as it was after others moved it on: the write's
+    /// revision, not above what this process had seen, tells, and its
+    /// range is skipped, never handed out.
     Row { row: SequenceRow, mod_revision: i64 },
     /// A hint lost to another writer lately: the next `reads` reservations
     /// read the row first. A lost transaction costs etcd a raft entry (a
@@ -800,7 +803,27 @@ impl EtcdStore {
         for _ in 0..ATOMIC_ATTEMPTS {
             let check =
                 at.map(|rev| Compare::mod_revision(self.next_key(name), CompareOp::Equal, rev));
+            let floor = self.generation.floor();
             let lost = match self.try_reserve(&row, n, check, Vec::new()).await {
+                // Planned from a hint without a read: a snapshot restored
+                // under this process can bring back the very row it wrote
+                // (version, revision, epoch and all) after others moved it
+                // on. The write's revision tells: its range may be values
+                // handed out before the restore, so it is never handed out
+                // (a gap), and the row is read again, which renews the
+                // epoch and fences the sequence forward.
+                Ok(Ok(w)) if from_hint && self.generation.went_back_under(w.revision, floor) => {
+                    tracing::warn!(
+                        sequence = name,
+                        "etcd went back under a remembered row (a restore?): values {}..{} are skipped, never handed out",
+                        w.plan.start,
+                        w.plan.end
+                    );
+                    self.row_hints.forget(name);
+                    let (r, a, f) = self.fresh(name).await?;
+                    (row, at, fenced, from_hint) = (r, a, fenced + f, false);
+                    continue;
+                }
                 Ok(Ok(w)) => {
                     let hint = match reads.checked_sub(1) {
                         Some(reads) => RowHint::Contended { reads },
