@@ -70,11 +70,13 @@ struct Written {
 }
 
 /// A lost [`EtcdStore::try_reserve`]: the row etcd holds now, the mod
-/// revision of its `next` key (unknown when the planned row had to be read
-/// fenced first) and the failure branch's responses.
+/// revision of its `next` key, the values a fence skipped when the planned
+/// row was of an older generation and had to be read fenced first, and the
+/// failure branch's responses (none then).
 struct Lost {
     current: Option<SequenceRow>,
     mod_revision: Option<i64>,
+    skipped: i64,
     ops: Vec<TxnOpResponse>,
 }
 
@@ -413,10 +415,11 @@ impl EtcdStore {
         let generation = self.current_generation().await?;
         if row.fence(&generation).is_some() {
             // Planned from a row of an older generation: read it fenced.
-            let current = self.read_row(&row.name).await?;
+            let fresh = self.read_fenced(&row.name).await?;
             return Ok(Err(Lost {
-                current,
-                mod_revision: None,
+                mod_revision: fresh.as_ref().map(|f| f.mod_revision),
+                skipped: fresh.as_ref().map_or(0, |f| f.skipped),
+                current: fresh.map(|f| f.row),
                 ops: Vec::new(),
             }));
         }
@@ -452,6 +455,7 @@ impl EtcdStore {
         Ok(Err(Lost {
             current,
             mod_revision,
+            skipped: 0,
             ops,
         }))
     }
@@ -484,7 +488,9 @@ impl EtcdStore {
         lock_key: &[u8],
     ) -> Result<Option<Reservation>> {
         let Fresh {
-            mut row, skipped, ..
+            mut row,
+            mut skipped,
+            ..
         } = self
             .read_fenced(name)
             .await?
@@ -504,7 +510,13 @@ impl EtcdStore {
                         ..w.plan
                     }));
                 }
-                Err(Lost { current, ops, .. }) => {
+                Err(Lost {
+                    current,
+                    ops,
+                    skipped: more,
+                    ..
+                }) => {
+                    skipped += more;
                     if !ops.is_empty() && first_kv(&ops, 2)?.is_none() {
                         return Ok(None);
                     }
@@ -854,6 +866,7 @@ impl EtcdStore {
                 reads = CONTENDED_READS;
                 from_hint = false;
             }
+            fenced += lost.skipped;
             let current = lost
                 .current
                 .ok_or_else(|| Error::not_found("sequence", name))?;
