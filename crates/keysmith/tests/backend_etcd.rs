@@ -38,6 +38,16 @@ async fn fresh_etcd_store() -> Option<EtcdStore> {
 
 keysmith::conformance_tests!(fresh_store);
 
+/// Two stores (two processes, say) on one fresh prefix.
+async fn two_stores() -> Option<(EtcdStore, EtcdStore)> {
+    let etcd = TempEtcd::shared()?;
+    let url = etcd.url_with_prefix(&fresh_prefix());
+    Some((
+        EtcdStore::connect(&url).await.unwrap(),
+        EtcdStore::connect(&url).await.unwrap(),
+    ))
+}
+
 #[tokio::test]
 async fn prefixes_keep_stores_apart() {
     let Some(etcd) = TempEtcd::shared() else {
@@ -96,14 +106,9 @@ async fn a_second_client_sees_committed_reservations() {
 /// never moves `next` back under values already handed out.
 #[tokio::test]
 async fn an_atomic_reservation_never_plans_from_a_sequence_dropped_and_created_again() {
-    let Some(etcd) = TempEtcd::shared() else {
+    let Some((a, b)) = two_stores().await else {
         return;
     };
-    let url = etcd.url_with_prefix(&fresh_prefix());
-    let (a, b) = (
-        EtcdStore::connect(&url).await.unwrap(),
-        EtcdStore::connect(&url).await.unwrap(),
-    );
     a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     let first = a.reserve_atomic("s", 10).await.unwrap();
     assert_eq!((first.start, first.end, first.version), (1, 11, 2));
@@ -125,14 +130,9 @@ async fn an_atomic_reservation_never_plans_from_a_sequence_dropped_and_created_a
 /// writes in between cost a conflict, and the ranges stay one after another.
 #[tokio::test]
 async fn atomic_reservations_of_two_stores_take_turns_without_overlap() {
-    let Some(etcd) = TempEtcd::shared() else {
+    let Some((a, b)) = two_stores().await else {
         return;
     };
-    let url = etcd.url_with_prefix(&fresh_prefix());
-    let (a, b) = (
-        EtcdStore::connect(&url).await.unwrap(),
-        EtcdStore::connect(&url).await.unwrap(),
-    );
     a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     let mut expect = 1;
     for i in 0..20 {

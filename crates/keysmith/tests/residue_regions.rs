@@ -85,34 +85,9 @@ async fn two_regions_with_their_own_stores_never_hand_out_the_same_value() {
     let Some(pg) = TempPostgres::shared() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = store::open(&format!(
-        "sqlite://{}",
-        dir.path().join("region-a.db").display()
-    ))
-    .await
-    .unwrap();
-    let postgres = store::open(&format!("{}?schema=regions", pg.url()))
-        .await
-        .unwrap();
+    let (_dir, sqlite, postgres) = two_stores(pg, "regions").await;
     let (a, b) = tokio::join!(region(sqlite, 0), region(postgres, 1));
-    let expected = 4 * 225 + 50 * 6;
-    for (values, offset, name) in [(&a, 0, "SQLite"), (&b, 1, "PostgreSQL")] {
-        assert_eq!(values.len(), expected, "{name}");
-        let unique: BTreeSet<i64> = values.iter().copied().collect();
-        assert_eq!(
-            unique.len(),
-            values.len(),
-            "{name} handed out a value twice"
-        );
-        assert!(
-            values.iter().all(|v| v.rem_euclid(2) == offset),
-            "{name} handed out a value outside its class"
-        );
-    }
-    let a: BTreeSet<i64> = a.into_iter().collect();
-    let shared: Vec<&i64> = b.iter().filter(|v| a.contains(v)).collect();
-    assert!(shared.is_empty(), "both regions handed out {shared:?}");
+    let a = regions_apart(&a, &b, 4 * 225 + 50 * 6);
     // Both regions counted from the same start: without the classes they
     // would have collided on every value.
     assert!(
@@ -166,6 +141,22 @@ async fn two_regions_pools_never_hand_out_the_same_number() {
     let Some(pg) = TempPostgres::shared() else {
         return;
     };
+    let (_dir, sqlite, postgres) = two_stores(pg, "pool_regions").await;
+    let (a, b) = tokio::join!(pool_region(sqlite, 0), pool_region(postgres, 1));
+    let a = regions_apart(&a, &b, 4 * 50);
+    // Both pools started at 0: each handed out some of its first 16
+    // members, below 32; without the classes they would have been the same
+    // 16 numbers.
+    let (lo_a, lo_b) = (a.first().unwrap(), b.iter().min().unwrap());
+    assert!(*lo_a < 32 && *lo_b < 32, "{lo_a} {lo_b}");
+}
+
+/// Region a's store (a fresh SQLite file in the returned directory) and
+/// region b's (schema `schema` of the shared PostgreSQL).
+async fn two_stores(
+    pg: &TempPostgres,
+    schema: &str,
+) -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = store::open(&format!(
         "sqlite://{}",
@@ -173,29 +164,31 @@ async fn two_regions_pools_never_hand_out_the_same_number() {
     ))
     .await
     .unwrap();
-    let postgres = store::open(&format!("{}?schema=pool_regions", pg.url()))
+    let postgres = store::open(&format!("{}?schema={schema}", pg.url()))
         .await
         .unwrap();
-    let (a, b) = tokio::join!(pool_region(sqlite, 0), pool_region(postgres, 1));
-    for (values, offset, name) in [(&a, 0, "SQLite"), (&b, 1, "PostgreSQL")] {
-        assert_eq!(values.len(), 4 * 50, "{name}");
+    (dir, sqlite, postgres)
+}
+
+/// Checks what regions a (offset 0) and b (offset 1 modulo 2) handed out:
+/// `len` values each, none twice, each of its region's class, none in
+/// both. Returns a's values.
+fn regions_apart(a: &[i64], b: &[i64], len: usize) -> BTreeSet<i64> {
+    for (values, offset, name) in [(a, 0, "SQLite"), (b, 1, "PostgreSQL")] {
+        assert_eq!(values.len(), len, "{name}");
         let unique: BTreeSet<i64> = values.iter().copied().collect();
         assert_eq!(
             unique.len(),
             values.len(),
-            "{name} handed out a number twice"
+            "{name} handed out a value twice"
         );
         assert!(
             values.iter().all(|v| v.rem_euclid(2) == offset),
-            "{name} handed out a number outside its class"
+            "{name} handed out a value outside its class"
         );
     }
-    let a: BTreeSet<i64> = a.into_iter().collect();
+    let a: BTreeSet<i64> = a.iter().copied().collect();
     let shared: Vec<&i64> = b.iter().filter(|v| a.contains(v)).collect();
     assert!(shared.is_empty(), "both regions handed out {shared:?}");
-    // Both pools started at 0: each handed out some of its first 16
-    // members, below 32; without the classes they would have been the same
-    // 16 numbers.
-    let (lo_a, lo_b) = (a.first().unwrap(), b.iter().min().unwrap());
-    assert!(*lo_a < 32 && *lo_b < 32, "{lo_a} {lo_b}");
+    a
 }

@@ -338,39 +338,41 @@ mod tests {
         std::pin::Pin::new(fut).poll(&mut std::task::Context::from_waker(waker))
     }
 
+    /// After 10..20 came back, the range 15..25 comes back while a hand-back
+    /// from 15 is in flight: what `admit` says once the store `took` the
+    /// hand-back, or refused it.
+    async fn admit_during_a_hand_back(took: bool) -> (HighWater, Result<()>) {
+        let h = HighWater::new();
+        h.admit("sequence", "s", h.before(), &(10..20))
+            .await
+            .unwrap();
+        let in_flight = h.before();
+        let pending = Pending::start(&h);
+        let outcome = {
+            let mut admit = Box::pin(h.admit("sequence", "s", in_flight, &(15..25)));
+            assert!(
+                poll_once(&mut admit).is_pending(),
+                "waits for the hand-back"
+            );
+            if took {
+                h.handed_back(15);
+            }
+            drop(pending);
+            admit.await
+        };
+        (h, outcome)
+    }
+
     #[tokio::test]
     async fn a_range_back_while_a_hand_back_is_in_flight_waits_for_its_outcome() {
         // Taken back: the range the store handed out again is admitted.
-        let h = HighWater::new();
-        h.admit("sequence", "s", h.before(), &(10..20))
-            .await
-            .unwrap();
-        let in_flight = h.before();
-        let pending = Pending::start(&h);
-        let mut admit = Box::pin(h.admit("sequence", "s", in_flight, &(15..25)));
-        assert!(
-            poll_once(&mut admit).is_pending(),
-            "waits for the hand-back"
-        );
-        h.handed_back(15);
-        drop(pending);
-        admit.await.unwrap();
+        let (h, outcome) = admit_during_a_hand_back(true).await;
+        outcome.unwrap();
         assert_eq!(h.high(), Some(25));
 
         // Refused by the store: the range is refused once the hand-back ends.
-        let h = HighWater::new();
-        h.admit("sequence", "s", h.before(), &(10..20))
-            .await
-            .unwrap();
-        let in_flight = h.before();
-        let pending = Pending::start(&h);
-        let mut admit = Box::pin(h.admit("sequence", "s", in_flight, &(15..25)));
-        assert!(
-            poll_once(&mut admit).is_pending(),
-            "waits for the hand-back"
-        );
-        drop(pending);
-        assert!(admit.await.is_err());
+        let (h, outcome) = admit_during_a_hand_back(false).await;
+        assert!(outcome.is_err());
         assert_eq!(h.refused(), 1);
 
         // With no hand-back in flight a refusal does not wait.
