@@ -77,16 +77,7 @@ async fn residue_classes_over_http() {
         json!({"name": "e", "increment": 10, "offset": 9, "start": 0, "max": 8}),
         json!({"name": "f", "increment": "5"}),
     ] {
-        let (st, v) = srv
-            .call(Method::POST, "/v1/sequences", Some(body.clone()))
-            .await;
-        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}: {v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{v}"
-        );
+        refused(&srv, "/v1/sequences", body).await;
     }
     let (_, list) = srv.call(Method::GET, "/v1/sequences", None).await;
     assert_eq!(list["sequences"].as_array().unwrap().len(), 2, "{list}");
@@ -192,16 +183,7 @@ async fn pools_in_a_residue_class_over_http() {
         json!({"name": "g", "size": 10, "start": i64::MAX - 30, "increment": 2}),
         json!({"name": "h", "size": 10, "start": i64::MAX - 19, "increment": 2, "offset": 1}),
     ] {
-        let (st, v) = srv
-            .call(Method::POST, "/v1/pools", Some(body.clone()))
-            .await;
-        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}: {v}");
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{v}"
-        );
+        refused(&srv, "/v1/pools", body).await;
     }
     let (_, v) = srv
         .call(
@@ -236,4 +218,16 @@ async fn pools_in_a_residue_class_over_http() {
         "refused bodies created a pool: {list}"
     );
     other.stop().await;
+}
+
+/// POSTs `body` to `path` and checks it is refused: 400 with a message.
+async fn refused(srv: &TestServer, path: &str, body: serde_json::Value) {
+    let (st, v) = srv.call(Method::POST, path, Some(body.clone())).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{body}: {v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
 }
