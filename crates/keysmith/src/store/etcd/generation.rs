@@ -9,7 +9,12 @@
 //! process writes a new epoch. Every row last written in the old epoch is
 //! then stale, and is fenced ([`SequenceRow::fence`]) at its next read by any
 //! process. Every write compares the epoch it was planned in, so none lands
-//! in an epoch it did not see.
+//! in an epoch it did not see. One write can be sent before the process
+//! has seen the restore: an atomic reservation planned from the row this
+//! store last wrote (`sequences.rs`, `RowHint`), which a restore can bring
+//! back exactly. Its answer's revision, not above what was seen before it
+//! was sent, tells ([`Tracker::went_back_under`]): its range is never
+//! handed out, and the row is read again in the new epoch.
 //!
 //! A process that starts after a restore has seen nothing to compare with,
 //! so the epoch also records `d`, the member's applied raft index less the
