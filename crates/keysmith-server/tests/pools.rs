@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{TestServer, values};
+use common::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -21,18 +21,6 @@ async fn create_pool(srv: &TestServer, name: &str, start: i64, size: i64) {
     assert_eq!(v["size"], size);
 }
 
-async fn take(srv: &TestServer, name: &str, count: i64) -> Vec<i64> {
-    let (st, v) = srv
-        .call(
-            Method::POST,
-            &format!("/v1/pools/{name}/next?count={count}"),
-            None,
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{v}");
-    values(&v)
-}
-
 /// 16 clients take from one pool at once: every number unique, each one a
 /// number the pool could hand out (at least its start).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -45,7 +33,7 @@ async fn concurrent_takers_get_unique_numbers() {
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             for i in 0..15 {
-                mine.extend(take(&srv, "tickets", 1 + (c + i) % 4).await);
+                mine.extend(srv.take("tickets", 1 + (c + i) % 4).await);
             }
             mine
         }));
@@ -83,7 +71,7 @@ async fn create_list_show_take_drop() {
     assert_eq!(st, StatusCode::CREATED);
     assert_eq!(v["start"], 1, "default start");
 
-    let mut got = take(&srv, "p", 3).await;
+    let mut got = srv.take("p", 3).await;
     got.sort();
     got.dedup();
     assert_eq!(got.len(), 3);
@@ -119,7 +107,7 @@ async fn create_list_show_take_drop() {
 async fn bad_pool_input_gets_its_status_and_changes_nothing() {
     let srv = TestServer::start_with(|c, _| c.max_count = 20).await;
     create_pool(&srv, "p", 1, 5).await;
-    let before = take(&srv, "p", 1).await;
+    let before = srv.take("p", 1).await;
     let cases = [
         (
             Method::POST,
@@ -192,7 +180,7 @@ async fn pool_metrics() {
     let srv = TestServer::start().await;
     create_pool(&srv, "m", 1, 10).await;
     for _ in 0..3 {
-        take(&srv, "m", 2).await;
+        srv.take("m", 2).await;
     }
     let text = srv
         .req(Method::GET, "/metrics")

@@ -83,19 +83,6 @@ async fn residue_classes_over_http() {
     assert_eq!(list["sequences"].as_array().unwrap().len(), 2, "{list}");
 }
 
-/// Numbers taken from `name` on `srv`.
-async fn pool_next(srv: &TestServer, name: &str, count: i64) -> Vec<i64> {
-    let (st, v) = srv
-        .call(
-            Method::POST,
-            &format!("/v1/pools/{name}/next?count={count}"),
-            None,
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{v}");
-    common::values(&v)
-}
-
 /// Pools in a residue class over HTTP: `increment` and `offset` at create
 /// (the start rounded into the class), only numbers of the class from
 /// `next`, on this server and on a second one over the same store (which
@@ -138,7 +125,7 @@ async fn pools_in_a_residue_class_over_http() {
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..4 {
         for s in [&srv, &other] {
-            for v in pool_next(s, "eu", 6).await {
+            for v in s.take("eu", 6).await {
                 assert_eq!(v.rem_euclid(4), 1, "{v} is not 1 mod 4");
                 assert!(v >= 13, "{v} is below the start");
                 assert!(seen.insert(v), "{v} handed out twice");

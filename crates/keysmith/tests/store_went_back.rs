@@ -314,32 +314,15 @@ async fn numbered_sequences_skip_or_wait_for_the_operator() {
 /// the operator's fence moves pools too.
 #[tokio::test]
 async fn pools_refuse_what_they_took_and_move_forward_in_a_new_generation() {
-    use keysmith::pool::{self, ValuePool};
+    use keysmith::pool;
     use keysmith::store::{PoolSpec, pool_fence_rounds};
     let mem = Arc::new(MemoryStore::new());
     let store: Arc<dyn Store> = mem.clone();
     pool::create(&*store, &PoolSpec::new("p", 4)).await.unwrap();
-    let open = || async {
-        ValuePool::builder()
-            .store(store.clone())
-            .name("p")
-            .build()
-            .await
-            .unwrap()
-    };
+    let open = || open_pool(&store, "p");
     let h = open().await;
     let snap = mem.snapshot();
-    let mut taken = BTreeSet::new();
-    // Until every slot was taken from at least once.
-    while taken
-        .iter()
-        .map(|v| (v - 1) % 4)
-        .collect::<BTreeSet<_>>()
-        .len()
-        < 4
-    {
-        assert!(taken.insert(h.take().await.unwrap()));
-    }
+    let taken = take_from_every_slot(&h, |v| (v - 1) % 4).await;
     // The same generation, older members: the handle refuses every one.
     mem.restore(&snap, true);
     let e = h.take().await.unwrap_err();
@@ -372,7 +355,7 @@ async fn pools_refuse_what_they_took_and_move_forward_in_a_new_generation() {
 /// how far every member moved in values (whole rounds times the increment).
 #[tokio::test]
 async fn a_pool_in_a_residue_class_is_refused_and_fenced_in_values() {
-    use keysmith::pool::{self, ValuePool};
+    use keysmith::pool;
     use keysmith::store::{PoolSpec, Residue};
     let mem = Arc::new(MemoryStore::new());
     let store: Arc<dyn Store> = mem.clone();
@@ -385,29 +368,12 @@ async fn a_pool_in_a_residue_class_is_refused_and_fenced_in_values() {
         ..PoolSpec::new("rp", 4)
     };
     pool::create(&*store, &spec).await.unwrap();
-    let open = || async {
-        ValuePool::builder()
-            .store(store.clone())
-            .name("rp")
-            .build()
-            .await
-            .unwrap()
-    };
+    let open = || open_pool(&store, "rp");
     let h = open().await;
     let snap = mem.snapshot();
-    let mut taken = BTreeSet::new();
-    // Until every slot (value 2 + 3 * s, slot s mod 4) was taken from.
-    while taken
-        .iter()
-        .map(|v| (v - 2) / 3 % 4)
-        .collect::<BTreeSet<_>>()
-        .len()
-        < 4
-    {
-        let v = h.take().await.unwrap();
-        assert_eq!(v.rem_euclid(3), 2, "{v}");
-        assert!(taken.insert(v));
-    }
+    // Value 2 + 3 * s is in slot s mod 4.
+    let taken = take_from_every_slot(&h, |v| (v - 2) / 3 % 4).await;
+    assert!(taken.iter().all(|v| v.rem_euclid(3) == 2), "{taken:?}");
     mem.restore(&snap, true);
     match h.take().await.unwrap_err() {
         Error::StoreWentBack {
@@ -489,4 +455,33 @@ async fn worker_floors_move_forward_and_old_leases_are_lost_in_a_new_generation(
     );
     let third = store.acquire_worker(&claim(0)).await.unwrap();
     assert_eq!(third.start_ms, second.start_ms);
+}
+
+/// A handle of pool `name`.
+async fn open_pool(store: &Arc<dyn Store>, name: &str) -> keysmith::pool::ValuePool {
+    keysmith::pool::ValuePool::builder()
+        .store(store.clone())
+        .name(name)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Takes from a pool of 4 members until every slot (`slot_of` a number)
+/// was taken from at least once; every number is new.
+async fn take_from_every_slot(
+    h: &keysmith::pool::ValuePool,
+    slot_of: impl Fn(i64) -> i64,
+) -> BTreeSet<i64> {
+    let mut taken = BTreeSet::new();
+    while taken
+        .iter()
+        .map(|v| slot_of(*v))
+        .collect::<BTreeSet<_>>()
+        .len()
+        < 4
+    {
+        assert!(taken.insert(h.take().await.unwrap()));
+    }
+    taken
 }

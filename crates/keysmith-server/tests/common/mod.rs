@@ -118,6 +118,19 @@ impl TestServer {
         values(&v)
     }
 
+    /// `count` numbers taken from pool `name`.
+    pub async fn take(&self, name: &str, count: i64) -> Vec<i64> {
+        let (st, v) = self
+            .call(
+                Method::POST,
+                &format!("/v1/pools/{name}/next?count={count}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        values(&v)
+    }
+
     /// Stops the server gracefully and waits for it; returns the directory
     /// of its database.
     pub async fn stop(mut self) -> tempfile::TempDir {
