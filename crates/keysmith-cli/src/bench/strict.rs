@@ -60,15 +60,27 @@ pub async fn rows(
     let serving = tokio::spawn(server.run(async {
         let _ = stop_rx.await;
     }));
-    let result = measure(addr, store_name, url, dir, d).await;
+    // One file for every slice of the bare SQLite loop: a warm file, whose
+    // WAL has reached its size, as keysmith's own file is (a fresh WAL
+    // grows on every commit, and a grown file's fsync costs more).
+    let bare_file = dir.join(format!("keysmith-fsync-{:016x}.db", rand::random::<u64>()));
+    let at = At {
+        addr,
+        store_name,
+        url,
+        bare_file: &bare_file,
+        d,
+    };
+    let result = measure(&at).await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", bare_file.display()));
+    }
     let _ = stop_tx.send(());
     serving.await??;
     result
 }
 
-/// Slices of the bare loop and of a strict row, in turn, per row: the
-/// disk's fsync rate changes with the machine's other work, and weighs on
-/// both alike.
+/// Slices of the bare loop and of a strict row, in turn, per row.
 const SLICES: u32 = 6;
 
 /// Connections of the fixed-rate row.
@@ -86,16 +98,22 @@ struct BareRun {
 }
 
 impl BareRun {
-    fn timing(length: Duration) -> Self {
+    fn new(length: Duration) -> Self {
         BareRun {
-            start: Some(Instant::now()),
             length,
             ..BareRun::default()
         }
     }
 
-    fn going(&self) -> bool {
-        self.start.is_some_and(|s| s.elapsed() < self.length)
+    /// Starts the clock (after the loop's set-up).
+    fn begin(&mut self) {
+        self.start = Some(Instant::now());
+    }
+
+    /// The next write's start, while the run lasts.
+    fn next(&self) -> Option<Instant> {
+        let start = self.start?;
+        (start.elapsed() < self.length).then(Instant::now)
     }
 
     /// One value, written since `t`.
@@ -129,15 +147,6 @@ impl BareRun {
     }
 }
 
-/// The bare loop of `store_name` for `d`: values and seconds.
-async fn bare(store_name: &str, url: &str, dir: &Path, d: Duration) -> anyhow::Result<BareRun> {
-    match store_name {
-        "SQLite" => sqlite_loop(dir, d).await,
-        "PostgreSQL" => postgres_loop(url, d).await,
-        _ => etcd_loop(url, d).await,
-    }
-}
-
 fn bare_note(store_name: &str) -> &'static str {
     match store_name {
         "SQLite" => {
@@ -158,13 +167,8 @@ pub fn skipped_rows(store_name: &str, why: &str) -> Vec<Row> {
         .collect()
 }
 
-async fn measure(
-    addr: SocketAddr,
-    store_name: &str,
-    url: &str,
-    dir: &Path,
-    d: Duration,
-) -> anyhow::Result<Vec<Row>> {
+async fn measure(at: &At<'_>) -> anyhow::Result<Vec<Row>> {
+    let (addr, store_name) = (at.addr, at.store_name);
     let name = format!("cmp-strict-{:08x}", rand::random::<u32>());
     let (status, body) = http::Conn::open(addr)
         .await?
@@ -179,26 +183,12 @@ async fn measure(
         anyhow::bail!("creating {name} over HTTP: {status} {body}");
     }
     let req = http::request("POST", &format!("/v1/sequences/{name}/next"));
-    let slice = d / SLICES;
     let mut rows = Vec::new();
     let mut all = BareRun::default();
     for conns in CONNS {
         let before = row_of(addr, &name).await?;
-        let mut l = http::Load::default();
-        let mut b = BareRun::default();
-        for _ in 0..SLICES {
-            b.add(bare(store_name, url, dir, slice).await?);
-            let x = http::load(addr, &req, conns, slice, None).await?;
-            l.requests += x.requests;
-            l.seconds += x.seconds;
-            l.failed += x.failed;
-            l.latencies.extend(x.latencies);
-        }
-        l.latencies.sort_unstable();
+        let Sliced { load: l, bare: b } = at.sliced(&req, conns, None).await?;
         let after = row_of(addr, &name).await?;
-        if l.failed > 0 {
-            anyhow::bail!("{name}: {} of {} requests failed", l.failed, l.requests);
-        }
         let base_rate = b.rate();
         all.add(b);
         let reservations = after.1 - before.1;
@@ -230,7 +220,7 @@ async fn measure(
             )
         });
     }
-    rows.push(fixed_rate(addr, store_name, url, dir, d, &req, all.rate() / 2.0).await?);
+    rows.push(at.fixed_rate(&req, all.rate() / 2.0).await?);
     http::Conn::open(addr)
         .await?
         .call(&http::request("DELETE", &format!("/v1/sequences/{name}")))
@@ -243,59 +233,97 @@ async fn measure(
     Ok(rows)
 }
 
-/// The strict row at a fixed rate (open loop, [`FIXED_RATE_CONNS`]
-/// connections) of half what the bare loop wrote in the throughput rows:
-/// its latency beside the bare loop's own per value in the slices between,
-/// and the issue's bound, one fsync plus one batch (twice the bare p99).
-async fn fixed_rate(
+/// What [`At::sliced`] measured.
+struct Sliced {
+    /// The strict requests of every slice.
+    load: http::Load,
+    /// The bare loop, closed, in the slices between.
+    bare: BareRun,
+}
+
+/// Where a store's strict rows run: the server, the store, and how long
+/// each row takes.
+struct At<'a> {
     addr: SocketAddr,
-    store_name: &str,
-    url: &str,
-    dir: &Path,
+    store_name: &'a str,
+    url: &'a str,
+    /// The bare SQLite loop's file, kept from slice to slice.
+    bare_file: &'a Path,
     d: Duration,
-    req: &[u8],
-    rate: f64,
-) -> anyhow::Result<Row> {
-    let rate = (rate.round() as u64).max(1);
-    let slice = d / SLICES;
-    let mut l = http::Load::default();
-    let mut b = BareRun::default();
-    for _ in 0..SLICES {
-        b.add(bare(store_name, url, dir, slice).await?);
-        let x = http::load(addr, req, FIXED_RATE_CONNS, slice, Some(rate as f64)).await?;
-        l.requests += x.requests;
-        l.seconds += x.seconds;
-        l.failed += x.failed;
-        l.latencies.extend(x.latencies);
+}
+
+impl At<'_> {
+    /// The store's bare loop for `d`.
+    async fn bare(&self, d: Duration) -> anyhow::Result<BareRun> {
+        let run = BareRun::new(d);
+        match self.store_name {
+            "SQLite" => sqlite_loop(self.bare_file, run).await,
+            "PostgreSQL" => postgres_loop(self.url, run).await,
+            _ => etcd_loop(self.url, run).await,
+        }
     }
-    l.latencies.sort_unstable();
-    if l.failed > 0 {
-        anyhow::bail!(
-            "strict fixed rate: {} of {} requests failed",
-            l.failed,
-            l.requests
-        );
+
+    /// [`SLICES`] slices each of the bare loop and of `conns` connections
+    /// sending `req` (at `rate` if given), in turn: the disk's fsync rate
+    /// changes with the machine's other work, and weighs on both alike.
+    async fn sliced(&self, req: &[u8], conns: usize, rate: Option<f64>) -> anyhow::Result<Sliced> {
+        let slice = self.d / SLICES;
+        let mut load = http::Load::default();
+        let mut bare = BareRun::default();
+        for _ in 0..SLICES {
+            bare.add(self.bare(slice).await?);
+            let x = http::load(self.addr, req, conns, slice, rate).await?;
+            load.requests += x.requests;
+            load.seconds += x.seconds;
+            load.failed += x.failed;
+            load.latencies.extend(x.latencies);
+        }
+        load.latencies.sort_unstable();
+        if load.failed > 0 {
+            anyhow::bail!(
+                "strict on {}, {conns} connection(s): {} of {} requests failed",
+                self.store_name,
+                load.failed,
+                load.requests
+            );
+        }
+        Ok(Sliced { load, bare })
     }
-    let us = |ns: u64| ns as f64 / 1000.0;
-    let p99 = l.pct(0.99).unwrap_or(0);
-    let bare_p99 = b.pct(0.99);
-    Ok(Row {
-        requests_per_sec: Some(l.per_sec()),
-        note: format!(
-            "{rate}/s asked (half the bare loop's rate), {FIXED_RATE_CONNS} connections, open loop; p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us; the bare loop's p99 per value in the slices between: {:.0} us; p99 / (one fsync plus one batch = 2 x bare p99) = {:.2}",
-            us(l.pct(0.5).unwrap_or(0)),
-            us(p99),
-            us(l.pct(0.999).unwrap_or(0)),
-            us(bare_p99),
-            p99 as f64 / (2.0 * bare_p99.max(1) as f64),
-        ),
-        ..measured(
-            "strict",
-            fixed_rate_name(store_name),
-            KS_STRICT,
-            l.per_sec(),
-        )
-    })
+
+    /// The strict row at a fixed rate (open loop, [`FIXED_RATE_CONNS`]
+    /// connections) of half what the bare loop wrote in the throughput
+    /// rows: its latency beside the bare loop's own per value in the slices
+    /// between, and the issue's bound, one fsync plus one batch (twice the
+    /// bare p99).
+    async fn fixed_rate(&self, req: &[u8], rate: f64) -> anyhow::Result<Row> {
+        let rate = (rate.round() as u64).max(1);
+        let Sliced {
+            load: l,
+            bare: mut b,
+        } = self
+            .sliced(req, FIXED_RATE_CONNS, Some(rate as f64))
+            .await?;
+        let us = |ns: u64| ns as f64 / 1000.0;
+        let p99 = l.pct(0.99).unwrap_or(0);
+        let bare_p99 = b.pct(0.99);
+        Ok(Row {
+            requests_per_sec: Some(l.per_sec()),
+            note: format!(
+                "{rate}/s asked (half the bare loop's rate), {FIXED_RATE_CONNS} connections, open loop; p50 {:.0} us, p99 {:.0} us, p99.9 {:.0} us; the bare loop's p99 per value in the slices between: {:.0} us; p99 / (one fsync plus one batch = 2 x bare p99) = {:.2}",
+                us(l.pct(0.5).unwrap_or(0)),
+                us(p99),
+                us(l.pct(0.999).unwrap_or(0)),
+                us(bare_p99),
+                p99 as f64 / (2.0 * bare_p99.max(1) as f64),
+            ),
+            ..measured(
+                "strict",
+                fixed_rate_name(self.store_name),
+                KS_STRICT,
+                l.per_sec(),
+            )
+        })
+    }
 }
 
 /// The sequence's next free value and row version, over HTTP.
@@ -315,34 +343,29 @@ async fn row_of(addr: SocketAddr, name: &str) -> anyhow::Result<(i64, i64)> {
     Ok((field("next")?, field("version")?))
 }
 
-async fn sqlite_loop(dir: &Path, d: Duration) -> anyhow::Result<BareRun> {
-    let path = dir.join(format!("keysmith-fsync-{:016x}.db", rand::random::<u64>()));
-    let p = path.clone();
+async fn sqlite_loop(path: &Path, mut run: BareRun) -> anyhow::Result<BareRun> {
+    let p = path.to_owned();
     let rate = tokio::task::spawn_blocking(move || -> anyhow::Result<BareRun> {
         let c = rusqlite::Connection::open(&p)?;
         let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "journal mode {mode}");
         c.execute_batch(
             "PRAGMA synchronous=FULL;
-             CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
-             INSERT INTO t VALUES (1, 0);",
+             CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL);
+             INSERT OR IGNORE INTO t VALUES (1, 0);",
         )?;
-        let mut run = BareRun::timing(d);
-        while run.going() {
-            let t = Instant::now();
+        run.begin();
+        while let Some(t) = run.next() {
             c.execute_batch("BEGIN IMMEDIATE; UPDATE t SET v = v + 1 WHERE id = 1; COMMIT;")?;
             run.took(t);
         }
         Ok(run.done())
     })
     .await?;
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
-    }
     rate
 }
 
-async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
+async fn postgres_loop(url: &str, mut run: BareRun) -> anyhow::Result<BareRun> {
     let client = keysmith::store::postgres::connect(url).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot connect to PostgreSQL at {}: {e}",
@@ -360,9 +383,8 @@ async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
     let stmt = client
         .prepare(&format!("UPDATE {t} SET v = v + 1 WHERE id = 1"))
         .await?;
-    let mut run = BareRun::timing(d);
-    while run.going() {
-        let t = Instant::now();
+    run.begin();
+    while let Some(t) = run.next() {
         black_box(client.execute(&stmt, &[]).await?);
         run.took(t);
     }
@@ -372,16 +394,15 @@ async fn postgres_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
 }
 
 #[cfg(feature = "etcd")]
-async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
+async fn etcd_loop(url: &str, mut run: BareRun) -> anyhow::Result<BareRun> {
     let u = keysmith::store::etcd::EtcdUrl::parse(url)?;
     if u.uses_tls() || u.user().is_some() {
         anyhow::bail!("the bare etcd loop takes a plain etcd:// URL without a user");
     }
     let mut client = etcd_client::Client::connect(&u.endpoints, None).await?;
     let key = format!("{}/keysmith-fsync-{:016x}", u.prefix, rand::random::<u64>());
-    let mut run = BareRun::timing(d);
-    while run.going() {
-        let t = Instant::now();
+    run.begin();
+    while let Some(t) = run.next() {
         client
             .put(key.as_str(), run.values.to_string(), None)
             .await?;
@@ -393,6 +414,6 @@ async fn etcd_loop(url: &str, d: Duration) -> anyhow::Result<BareRun> {
 }
 
 #[cfg(not(feature = "etcd"))]
-async fn etcd_loop(_url: &str, _d: Duration) -> anyhow::Result<BareRun> {
+async fn etcd_loop(_url: &str, _run: BareRun) -> anyhow::Result<BareRun> {
     anyhow::bail!("built without the etcd feature")
 }
