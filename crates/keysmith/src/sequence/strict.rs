@@ -62,12 +62,12 @@ pub(crate) struct StrictQueue {
 const LINGER: Duration = Duration::from_millis(1);
 
 /// A drain task waits only after a reservation that took at least this
-/// long. Below it, the wait, which the timer rounds up to its tick, would
-/// cost the callers more than a reservation of their own: with
-/// reservations of 0.1 to 0.3 ms, waiting lowered strict values/s at 16
-/// connections by 15 to 25 % and quadrupled the fixed-rate p99; with
-/// reservations of about 3 ms (etcd behind a link of 1 ms each way) it
-/// raised values/s by 17 to 28 % (BENCHMARKS.md).
+/// long. Below it, the wait, which the timer rounds up to its tick, costs
+/// the callers more than it saves: with reservations of 0.1 to 0.3 ms,
+/// waiting lowered strict values/s at 16 connections on SQLite by about
+/// 15 % and raised the fixed-rate p99; with reservations of about 3 ms
+/// (etcd behind a link of 1 ms each way) it raised values/s by a fifth
+/// (BENCHMARKS.md, issue 26, "Linger only after a slow reservation").
 const LINGER_AFTER: Duration = Duration::from_millis(2);
 
 /// Waiting a moment before the next batch for the callers just answered.
