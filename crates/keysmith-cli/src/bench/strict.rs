@@ -345,7 +345,7 @@ async fn row_of(addr: SocketAddr, name: &str) -> anyhow::Result<(i64, i64)> {
 
 async fn sqlite_loop(path: &Path, mut run: BareRun) -> anyhow::Result<BareRun> {
     let p = path.to_owned();
-    let rate = tokio::task::spawn_blocking(move || -> anyhow::Result<BareRun> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<BareRun> {
         let c = rusqlite::Connection::open(&p)?;
         let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         anyhow::ensure!(mode.eq_ignore_ascii_case("wal"), "journal mode {mode}");
@@ -361,8 +361,7 @@ async fn sqlite_loop(path: &Path, mut run: BareRun) -> anyhow::Result<BareRun> {
         }
         Ok(run.done())
     })
-    .await?;
-    rate
+    .await?
 }
 
 async fn postgres_loop(url: &str, mut run: BareRun) -> anyhow::Result<BareRun> {
