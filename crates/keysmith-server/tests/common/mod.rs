@@ -107,26 +107,19 @@ impl TestServer {
 
     /// `count` values of `name` (percent-encoded by the caller if needed).
     pub async fn next(&self, name: &str, count: i64) -> Vec<i64> {
-        let (st, v) = self
-            .call(
-                Method::POST,
-                &format!("/v1/sequences/{name}/next?count={count}"),
-                None,
-            )
-            .await;
-        assert_eq!(st, StatusCode::OK, "{v}");
-        values(&v)
+        self.post_values(&format!("/v1/sequences/{name}/next?count={count}"))
+            .await
     }
 
     /// `count` numbers taken from pool `name`.
     pub async fn take(&self, name: &str, count: i64) -> Vec<i64> {
-        let (st, v) = self
-            .call(
-                Method::POST,
-                &format!("/v1/pools/{name}/next?count={count}"),
-                None,
-            )
-            .await;
+        self.post_values(&format!("/v1/pools/{name}/next?count={count}"))
+            .await
+    }
+
+    /// The values of a `POST` to `path`, which must answer 200.
+    async fn post_values(&self, path: &str) -> Vec<i64> {
+        let (st, v) = self.call(Method::POST, path, None).await;
         assert_eq!(st, StatusCode::OK, "{v}");
         values(&v)
     }
