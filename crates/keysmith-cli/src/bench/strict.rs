@@ -237,7 +237,7 @@ async fn measure(at: &At<'_>) -> anyhow::Result<Vec<Row>> {
 struct Sliced {
     /// The strict requests of every slice.
     load: http::Load,
-    /// The bare loop, closed, in the slices between.
+    /// The bare loop in the slices between.
     bare: BareRun,
 }
 
@@ -253,9 +253,9 @@ struct At<'a> {
 }
 
 impl At<'_> {
-    /// The store's bare loop for `d`.
-    async fn bare(&self, d: Duration) -> anyhow::Result<BareRun> {
-        let run = BareRun::new(d);
+    /// The store's bare loop for one slice of `slice`.
+    async fn bare(&self, slice: Duration) -> anyhow::Result<BareRun> {
+        let run = BareRun::new(slice);
         match self.store_name {
             "SQLite" => sqlite_loop(self.bare_file, run).await,
             "PostgreSQL" => postgres_loop(self.url, run).await,
