@@ -414,25 +414,48 @@ impl ValuePool {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`], giving nothing back, when any of `numbers`
-    /// is one this pool cannot have handed out: not a value of its residue
-    /// class, below its start or above [`Self::max_value`]. Nothing else
-    /// fails: a number whose swap the store refused or could not make stays
-    /// with the handle, as said above.
+    /// is one this pool cannot have handed out (not a value of its residue
+    /// class, below its start or above [`Self::max_value`]), one this handle
+    /// (or a clone) is not holding as the last it took from that number's
+    /// slot (never taken, taken by another handle, taken again since, or
+    /// given back already), or one listed twice. Each of those, taken back,
+    /// could be handed out twice. Nothing else fails: a number whose swap the
+    /// store refused or could not make stays with the handle, as said above.
     pub async fn give_back(&self, numbers: &[i64]) -> Result<()> {
         let row = &self.inner.stored;
-        let mut members = Vec::with_capacity(numbers.len());
-        for &v in numbers {
-            let m = row.member(v)?;
-            if m < row.start || m > row.highest_takeable() {
-                return Err(Error::invalid(format!(
-                    "{v} is not a number pool {:?} can have handed out: its numbers are {} to {}",
-                    row.name,
-                    row.value(row.start),
-                    self.max_value()
-                )));
+        let members = {
+            let mut slots = std::collections::HashSet::with_capacity(numbers.len());
+            let mut taken = lock(&self.inner.taken);
+            let returned = lock(&self.inner.returned);
+            let mut members = Vec::with_capacity(numbers.len());
+            for &v in numbers {
+                let m = row.member(v)?;
+                if m < row.start || m > row.highest_takeable() {
+                    return Err(Error::invalid(format!(
+                        "{v} is not a number pool {:?} can have handed out: its numbers are {} to {}",
+                        row.name,
+                        row.value(row.start),
+                        self.max_value()
+                    )));
+                }
+                let slot = self.slot_of(m);
+                let held = taken.get(&slot) == Some(&m) && !returned.contains(&m);
+                if !held || !slots.insert(slot) {
+                    return Err(Error::invalid(format!(
+                        "{v} is not a number this handle of pool {:?} holds: give back only \
+                         numbers this handle took and never handed out, each once",
+                        row.name
+                    )));
+                }
+                members.push(m);
             }
-            members.push(m);
-        }
+            // Claimed: a second give_back of one of them, even one running
+            // beside this, is refused above.
+            for slot in &slots {
+                taken.remove(slot);
+            }
+            members
+        };
         self.give_back_members(&members).await;
         Ok(())
     }
@@ -449,13 +472,17 @@ impl ValuePool {
             // Not handed out: not a take (a later take of a returned number
             // counts again).
             inner.counters.takes.fetch_sub(1, Relaxed);
+            let mut taken = lock(&inner.taken);
             if matches!(swapped, Ok(true)) {
                 // v is the pool's again: this handle may be offered it.
-                let mut taken = lock(&inner.taken);
                 if taken.get(&self.slot_of(v)) == Some(&v) {
                     taken.remove(&self.slot_of(v));
                 }
             } else {
+                // Still held, by the handle: the slot's floor again (a
+                // claim by give_back removed it), and its next take.
+                let e = taken.entry(self.slot_of(v)).or_insert(v);
+                *e = (*e).max(v);
                 lock(&inner.returned).push(v);
             }
         }

@@ -1015,6 +1015,50 @@ pub async fn pool_values_stay_in_their_class(store: Arc<dyn Store>) {
     assert_eq!(shown, [("plain", 10, None), ("rc", 11, Some(class))]);
 }
 
+/// `give_back` takes back only what the handle holds: a number it never
+/// took (still a member), one another handle took, one listed twice, or
+/// one given back already, is refused, and nothing
+/// goes back (each, taken back, could be handed out twice). Clones share
+/// what they hold.
+pub async fn pool_give_back_takes_only_what_the_handle_holds(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("gb", 100, 4))
+        .await
+        .unwrap();
+    let open = || ValuePool::builder().store(store.clone()).name("gb").build();
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    let x = a.take().await.unwrap();
+    // y from another slot than x (b may be offered x's replacement, x + 4:
+    // it gives that back, which puts x + 4 back in the pool).
+    let y = loop {
+        let y = b.take().await.unwrap();
+        if (y - x) % 4 != 0 {
+            break y;
+        }
+        b.give_back(&[y]).await.unwrap();
+    };
+    let members = || async { pool::members(&*store, "gb").await.unwrap() };
+    let before = members().await;
+    let untaken = *before.iter().find(|m| **m < 104).unwrap();
+    for bad in [
+        vec![untaken], // never taken: still a member
+        vec![x, y],    // y is b's
+        vec![x, x],    // listed twice
+        vec![x + 4],   // x's replacement, which no one took
+    ] {
+        let e = a.give_back(&bad).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
+        assert!(e.to_string().contains("give back only"), "{e}");
+        assert_eq!(members().await, before, "{bad:?} changed the pool");
+    }
+    // A clone holds what the handle holds; once back, x is refused again.
+    a.clone().give_back(&[x]).await.unwrap();
+    assert!(members().await.contains(&x));
+    assert!(a.give_back(&[x]).await.is_err());
+    // b gives its own back: the pool as it was made.
+    b.give_back(&[y]).await.unwrap();
+    assert_eq!(members().await, vec![100, 101, 102, 103]);
+}
+
 /// A pool in a residue class created at the largest start its class allows
 /// hands out each first member once, then is exhausted: no value past the
 /// class's last value that fits in an `i64`, none wrapped.

@@ -93,6 +93,7 @@ macro_rules! conformance_tests {
             handles::pool_describe_gives_a_rate_and_runway,
             handles::a_failed_pool_take_n_near_the_maximum_loses_nothing,
             handles::pool_values_stay_in_their_class,
+            handles::pool_give_back_takes_only_what_the_handle_holds,
             handles::pool_values_of_a_class_near_i64_max_exhaust,
             workers::workers_are_leased_lowest_first,
             workers::fence_workers_moves_every_floor,
