@@ -196,6 +196,9 @@ impl TlsPostgres {
         extern "C" fn cleanup() {
             if let Some(Some(pg)) = SHARED.get() {
                 pg.pg.halt_and_remove();
+                // A static is never dropped: its certificates' directory
+                // (with the password file) goes here, as the server's does.
+                let _ = std::fs::remove_dir_all(pg.certs.dir());
             }
         }
         SHARED
@@ -260,6 +263,38 @@ pub struct TlsEtcd {
 }
 
 impl TlsEtcd {
+    /// One node (with the user `keysmith`) for the whole test binary,
+    /// started on first use, killed and removed, with its certificates, when
+    /// the process exits (a static is never dropped).
+    ///
+    /// Returns `None` as [`start`](Self::start) does.
+    pub fn shared() -> Option<&'static TlsEtcd> {
+        static SHARED: std::sync::OnceLock<Option<TlsEtcd>> = std::sync::OnceLock::new();
+        extern "C" fn cleanup() {
+            if let Some(Some(etcd)) = SHARED.get() {
+                if let Some(child) = &etcd.child {
+                    let pid = child.id() as libc::pid_t;
+                    // SAFETY: plain syscalls on our own child's pid, which
+                    // stays unreaped (and so not reused) until waitpid.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                        libc::waitpid(pid, std::ptr::null_mut(), 0);
+                    }
+                }
+                let _ = std::fs::remove_dir_all(etcd.dir.path());
+                let _ = std::fs::remove_dir_all(etcd.certs.dir());
+            }
+        }
+        SHARED
+            .get_or_init(|| {
+                let etcd = TlsEtcd::start("keysmith")?;
+                // SAFETY: registering a plain extern "C" function.
+                unsafe { libc::atexit(cleanup) };
+                Some(etcd)
+            })
+            .as_ref()
+    }
+
     /// Makes certificates (the server's for [`SERVER_NAMES`]) and starts the
     /// node with them, a user `user` with [`PASSWORD`] that may read and
     /// write every key, and auth enabled.

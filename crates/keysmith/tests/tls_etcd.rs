@@ -11,7 +11,7 @@
 //! skips, or fails with `KEYSMITH_REQUIRE_BACKENDS=1`).
 #![cfg(feature = "etcd")]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use keysmith::Error;
 use keysmith::sequence::{self, Sequence};
@@ -19,10 +19,9 @@ use keysmith::store::etcd::EtcdUrl;
 use keysmith::store::{self, SequenceSpec, Store};
 use keysmith_testsupport::tls::{PASSWORD, TlsEtcd};
 
-/// One node for the whole test binary (killed with the process).
+/// One node for the whole test binary (killed and removed at exit).
 fn node() -> Option<&'static TlsEtcd> {
-    static NODE: OnceLock<Option<TlsEtcd>> = OnceLock::new();
-    NODE.get_or_init(|| TlsEtcd::start("keysmith")).as_ref()
+    TlsEtcd::shared()
 }
 
 fn fresh_prefix() -> String {
