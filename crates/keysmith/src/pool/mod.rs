@@ -385,7 +385,8 @@ impl ValuePool {
     ///
     /// All or nothing: when a take fails part-way, the numbers already taken
     /// go back (see [`Self::give_back`]) and the call fails, handing out
-    /// nothing and losing nothing.
+    /// nothing and losing nothing, but for a give-back the store failed (a
+    /// hole, never a duplicate).
     ///
     /// # Errors
     /// As [`Self::take`]; [`Error::InvalidArgument`] for a bad `n`.
@@ -408,19 +409,27 @@ impl ValuePool {
     /// Gives back numbers this handle took and never handed out: each goes
     /// back into the pool (its replacement `v + size` is swapped for `v`, in
     /// the same slot) if no one has taken the replacement since; otherwise it
-    /// stays with the handle, and its next takes hand it out first. Either
-    /// way it is never lost and never handed out twice. Numbers given to the
-    /// caller must not be given back.
+    /// stays with the handle, and its next takes hand it out first. A number
+    /// whose swap failed with an error may be in the pool again or not: the
+    /// handle drops it (a hole, logged). None is ever handed out twice.
+    /// Numbers given to the caller must not be given back. A call dropped
+    /// part-way drops the numbers it had not swapped yet (holes).
+    ///
+    /// Per slot the handle remembers only the last number it took, so it
+    /// takes back only that one: of `v` and `v + size`, both taken by this
+    /// handle, only `v + size` goes back; `v` stays with the caller (the
+    /// handle cannot tell it from a number another handle took).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`], giving nothing back, when any of `numbers`
     /// is one this pool cannot have handed out (not a value of its residue
-    /// class, below its start or above [`Self::max_value`]), one this handle
-    /// (or a clone) is not holding as the last it took from that number's
-    /// slot (never taken, taken by another handle, taken again since, or
-    /// given back already), or one listed twice. Each of those, taken back,
-    /// could be handed out twice. Nothing else fails: a number whose swap the
-    /// store refused or could not make stays with the handle, as said above.
+    /// class, below its start or above [`Self::max_value`]), or is not the
+    /// last number this handle (or a clone) took from its slot and still
+    /// holds: never taken, taken by another handle, an earlier number of its
+    /// slot, given back already, or a second number of one slot in
+    /// `numbers`. Each of those, taken back, could be handed out twice.
+    /// Nothing else fails: a swap the store refused or failed is as said
+    /// above.
     pub async fn give_back(&self, numbers: &[i64]) -> Result<()> {
         let row = &self.inner.stored;
         let members = {
@@ -442,8 +451,9 @@ impl ValuePool {
                 let held = taken.get(&slot) == Some(&m) && !returned.contains(&m);
                 if !held || !slots.insert(slot) {
                     return Err(Error::invalid(format!(
-                        "{v} is not a number this handle of pool {:?} holds: give back only \
-                         numbers this handle took and never handed out, each once",
+                        "{v} is not a number this handle of pool {:?} can take back: give back \
+                         only numbers this handle took and never handed out, the last it took \
+                         from each slot, each once",
                         row.name
                     )));
                 }
@@ -473,17 +483,32 @@ impl ValuePool {
             // counts again).
             inner.counters.takes.fetch_sub(1, Relaxed);
             let mut taken = lock(&inner.taken);
-            if matches!(swapped, Ok(true)) {
-                // v is the pool's again: this handle may be offered it.
-                if taken.get(&self.slot_of(v)) == Some(&v) {
-                    taken.remove(&self.slot_of(v));
+            match swapped {
+                Ok(false) => {
+                    // Someone took the replacement: v is still the handle's
+                    // alone. The slot's floor again (a claim by give_back
+                    // removed it), and its next take.
+                    let e = taken.entry(self.slot_of(v)).or_insert(v);
+                    *e = (*e).max(v);
+                    lock(&inner.returned).push(v);
                 }
-            } else {
-                // Still held, by the handle: the slot's floor again (a
-                // claim by give_back removed it), and its next take.
-                let e = taken.entry(self.slot_of(v)).or_insert(v);
-                *e = (*e).max(v);
-                lock(&inner.returned).push(v);
+                // Ok(true): v is the pool's again, and this handle may be
+                // offered it. An error: the swap may have gone through (a
+                // timeout after the store took it), so v may be the pool's;
+                // the handle drops it, a hole, never a duplicate. Either way
+                // v is no floor for the next take of its slot.
+                Ok(true) | Err(_) => {
+                    if taken.get(&self.slot_of(v)) == Some(&v) {
+                        taken.remove(&self.slot_of(v));
+                    }
+                    if let Err(e) = swapped {
+                        tracing::warn!(
+                            pool = %inner.stored.name,
+                            number = inner.stored.value(v),
+                            "a number given back may or may not be in the pool again (the store failed: {e}); dropped, a hole"
+                        );
+                    }
+                }
             }
         }
     }

@@ -35,9 +35,9 @@ pub enum Strategy {
     Locked,
     /// One server-side statement reserves the block and returns it (on etcd,
     /// one transaction that compares the version: its first try starts from
-    /// the row this store last wrote, or from a fresh read when it lost
-    /// races lately, and a conflict is retried at once from the row etcd
-    /// returns). The default on every store: on SQLite
+    /// the row its last atomic reservation wrote, or from a fresh read when
+    /// it has none or lost races lately, and a conflict is retried at once
+    /// from the row etcd returns). The default on every store: on SQLite
     /// every write takes the file's one write lock anyway, so atomic is one
     /// transaction and never conflicts; on PostgreSQL waiters queue on the row
     /// lock and are served in turn; on etcd a retry never starts from a stale

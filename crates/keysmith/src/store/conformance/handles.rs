@@ -1015,11 +1015,11 @@ pub async fn pool_values_stay_in_their_class(store: Arc<dyn Store>) {
     assert_eq!(shown, [("plain", 10, None), ("rc", 11, Some(class))]);
 }
 
-/// `give_back` takes back only what the handle holds: a number it never
-/// took (still a member), one another handle took, one listed twice, or
-/// one given back already, is refused, and nothing
-/// goes back (each, taken back, could be handed out twice). Clones share
-/// what they hold.
+/// `give_back` takes back only what the handle holds as the last number of
+/// its slot: a number it never took (still a member), one another handle
+/// took, one listed twice, one given back already, or an earlier number of
+/// a slot it took again, is refused, and nothing goes back (each, taken
+/// back, could be handed out twice). Clones share what they hold.
 pub async fn pool_give_back_takes_only_what_the_handle_holds(store: Arc<dyn Store>) {
     pool::create(&*store, &pool_spec("gb", 100, 4))
         .await
@@ -1057,6 +1057,28 @@ pub async fn pool_give_back_takes_only_what_the_handle_holds(store: Arc<dyn Stor
     // b gives its own back: the pool as it was made.
     b.give_back(&[y]).await.unwrap();
     assert_eq!(members().await, vec![100, 101, 102, 103]);
+
+    // One slot: the handle holds 10 and 11, and takes back only 11, the
+    // last of the slot (10 it cannot tell from another handle's).
+    pool::create(&*store, &pool_spec("gb1", 10, 1))
+        .await
+        .unwrap();
+    let c = ValuePool::builder()
+        .store(store.clone())
+        .name("gb1")
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(c.take_n(2).await.unwrap(), vec![10, 11]);
+    let one = || async { pool::members(&*store, "gb1").await.unwrap() };
+    for bad in [vec![10, 11], vec![11, 10], vec![10]] {
+        let e = c.give_back(&bad).await.unwrap_err();
+        assert!(e.to_string().contains("the last it took"), "{bad:?}: {e}");
+        assert_eq!(one().await, vec![12], "{bad:?} changed the pool");
+    }
+    c.give_back(&[11]).await.unwrap();
+    assert_eq!(one().await, vec![11]);
+    assert!(c.give_back(&[10]).await.is_err());
 }
 
 /// A pool in a residue class created at the largest start its class allows
