@@ -22,8 +22,8 @@
 //! - the pool always holds exactly `N` members;
 //! - no holes: every number from `start` up to a member of the same residue
 //!   was handed out, except a number a taker swapped out and then lost (the
-//!   process died before using it). A [`ValuePool::take_n`] that fails
-//!   part-way gives its numbers back.
+//!   process died before using it, or a swap's outcome was not reported).
+//!   A [`ValuePool::take_n`] that fails part-way gives its numbers back.
 //!
 //! A pool may hand out only the values of a residue class
 //! ([`PoolSpec::residue`]: every value `≡ offset (mod increment)`), so that
