@@ -75,15 +75,19 @@ const LINGER_AFTER: Duration = Duration::from_millis(2);
 /// answered) otherwise fall into two cohorts that take turns, each batch
 /// half of them: those answered by batch k ask again while batch k+1, sent
 /// at once with whoever was queued, is being written. When batch k had two
-/// callers or more, others were queued, and its reservation took at least
-/// [`LINGER_AFTER`], the task waits until as many have joined as the two
-/// together, or [`LINGER`] has passed; a caller that joins after that ends
-/// the wait even before tokio's timer, which rounds up to its millisecond.
-/// A wait that runs out means the callers did not come back (an open loop,
-/// or a busy machine): the next 2, 4, ... 1024 batches after consecutive
-/// misses go at once, so waits that do not pay stop soon. Order is
-/// unchanged: a batch is still taken in arrival order, and only after every
-/// batch before it completed.
+/// callers or more and its reservation took at least [`LINGER_AFTER`], the
+/// task waits until as many have joined as it answered and found queued
+/// when the reservation came back (counted before anyone is answered: one
+/// answered and back already would count twice), or [`LINGER`] has passed;
+/// a caller that joins after that ends the wait even before tokio's timer,
+/// which rounds up to its millisecond. It waits with nobody queued too:
+/// else the task ends, the first caller back starts a batch alone, and the
+/// others, back while it is written, form a second cohort again. A wait
+/// that runs out means the callers did not come back (an open loop, or a
+/// busy machine): the next 2, 4, ... 1024 batches after consecutive misses
+/// go at once, so waits that do not pay stop soon. Order is unchanged: a
+/// batch is still taken in arrival order, and only after every batch
+/// before it completed.
 #[derive(Debug, Default)]
 struct Linger {
     /// How many callers to wait for, and until when.
@@ -100,8 +104,12 @@ struct Linger {
 const MAX_BACKOFF: u32 = 10;
 
 impl Linger {
-    /// After a batch of `answered` callers whose reservation took `took`.
-    fn served(&mut self, answered: usize, took: Duration, q: &StrictQueue) {
+    /// After a batch of `answered` callers whose reservation took `took`,
+    /// with `queued` others in the queue when it came back, before any of
+    /// the answered could ask again (counted later, a caller answered and
+    /// back already would count twice, and the wait for it could never be
+    /// met).
+    fn served(&mut self, answered: usize, took: Duration, queued: usize) {
         self.plan = None;
         if std::mem::take(&mut self.missed) {
             self.misses += 1;
@@ -114,10 +122,7 @@ impl Linger {
         if answered < 2 || took < LINGER_AFTER {
             return;
         }
-        let waiting = q.lock().waiting.len();
-        if waiting > 0 {
-            self.plan = Some((waiting + answered, Instant::now() + LINGER));
-        }
+        self.plan = Some((queued + answered, Instant::now() + LINGER));
     }
 
     /// Waits as [`Self::served`] planned.
@@ -263,8 +268,8 @@ async fn drain(mut guard: Draining) {
             batch
         };
         let (answered, began) = (batch.len(), Instant::now());
-        seq.serve(batch).await;
-        linger.served(answered, began.elapsed(), &seq.inner.strict);
+        let queued = seq.serve(batch).await;
+        linger.served(answered, began.elapsed(), queued);
     }
 }
 
@@ -309,16 +314,20 @@ impl Sequence {
         }
     }
 
-    /// One batch: one reservation, handed out in arrival order.
-    async fn serve(&self, batch: Vec<Waiter>) {
+    /// One batch: one reservation, handed out in arrival order. Returns how
+    /// many callers were queued when the reservation came back, before any
+    /// of the batch was answered.
+    async fn serve(&self, batch: Vec<Waiter>) -> usize {
         let total: i64 = batch.iter().map(|w| w.n).sum();
-        let r = match self.inner.alloc.reserve(total).await {
+        let reserved = self.inner.alloc.reserve(total).await;
+        let queued = self.inner.strict.lock().waiting.len();
+        let r = match reserved {
             Ok(r) => r,
             Err(e) => {
                 for w in batch {
                     let _ = w.tx.send(Err(e.clone()));
                 }
-                return;
+                return queued;
             }
         };
         let mut at = r.start;
@@ -358,6 +367,7 @@ impl Sequence {
                 max: r.end - 1,
             }));
         }
+        queued
     }
 
     /// A grant whose caller was dropped after it was sent: back to the store
@@ -413,7 +423,7 @@ mod tests {
     async fn a_linger_waits_for_as_many_as_were_answered_and_queued() {
         let q = queue_with(1);
         let mut linger = Linger::default();
-        linger.served(2, Duration::from_millis(10), &q);
+        linger.served(2, Duration::from_millis(10), q.lock().waiting.len());
         let mut wait = Box::pin(linger.wait(&q));
         assert!(poll_once(&mut wait).is_pending(), "1 of 3 queued");
         join(&q);
@@ -428,7 +438,7 @@ mod tests {
     fn at_once_until_planned(linger: &mut Linger, q: &StrictQueue) -> u32 {
         let mut at_once = 0;
         loop {
-            linger.served(2, Duration::from_secs(60), q);
+            linger.served(2, Duration::from_secs(60), q.lock().waiting.len());
             if linger.plan.is_some() {
                 return at_once;
             }
@@ -440,7 +450,7 @@ mod tests {
     async fn waits_that_run_out_back_off_and_one_that_pays_resets() {
         let q = queue_with(1);
         let mut linger = Linger::default();
-        linger.served(2, Duration::from_secs(60), &q);
+        linger.served(2, Duration::from_secs(60), q.lock().waiting.len());
         let (_, until) = linger.plan.expect("planned");
         assert!(until <= Instant::now() + LINGER, "never longer than LINGER");
         let mut after_misses = Vec::new();
@@ -467,16 +477,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_linger_after_a_single_caller_or_with_nobody_queued_or_a_fast_reservation() {
+    async fn no_linger_after_a_single_caller_or_a_fast_reservation() {
         let mut linger = Linger::default();
-        linger.served(8, LINGER_AFTER - Duration::from_micros(1), &queue_with(5));
+        linger.served(8, LINGER_AFTER - Duration::from_micros(1), 5);
         assert_eq!(linger.plan, None, "a fast reservation: the tick costs more");
-        linger.served(8, LINGER_AFTER, &queue_with(5));
+        linger.served(8, LINGER_AFTER, 5);
         assert!(linger.plan.is_some(), "a slow one: the wait pays");
         let mut linger = Linger::default();
-        linger.served(1, Duration::from_millis(10), &queue_with(5));
+        linger.served(1, Duration::from_millis(10), 5);
         assert_eq!(linger.plan, None, "one caller: no cohorts to merge");
-        linger.served(8, Duration::from_millis(10), &queue_with(0));
-        assert_eq!(linger.plan, None, "nobody queued: the drain task ends");
+    }
+
+    /// With nobody queued after a slow batch, the task waits for the
+    /// callers it answered: the first back does not go alone.
+    #[tokio::test(start_paused = true)]
+    async fn with_nobody_queued_a_linger_waits_for_those_answered() {
+        let q = queue_with(0);
+        let mut linger = Linger::default();
+        linger.served(3, Duration::from_millis(10), 0);
+        assert_eq!(linger.plan.map(|(want, _)| want), Some(3));
+        let mut wait = Box::pin(linger.wait(&q));
+        join(&q);
+        assert!(poll_once(&mut wait).is_pending(), "1 of 3 back");
+        join(&q);
+        join(&q);
+        wait.await;
+        assert!(!linger.missed, "ended by arrivals, not by the clock");
     }
 }
