@@ -1024,8 +1024,8 @@ pub async fn pool_give_back_takes_only_what_the_handle_holds(store: Arc<dyn Stor
     pool::create(&*store, &pool_spec("gb", 100, 4))
         .await
         .unwrap();
-    let open = || ValuePool::builder().store(store.clone()).name("gb").build();
-    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    let open = |name: &str| ValuePool::builder().store(store.clone()).name(name).build();
+    let (a, b) = (open("gb").await.unwrap(), open("gb").await.unwrap());
     let x = a.take().await.unwrap();
     // y from another slot than x (b may be offered x's replacement, x + 4:
     // it gives that back, which puts x + 4 back in the pool).
@@ -1063,12 +1063,7 @@ pub async fn pool_give_back_takes_only_what_the_handle_holds(store: Arc<dyn Stor
     pool::create(&*store, &pool_spec("gb1", 10, 1))
         .await
         .unwrap();
-    let c = ValuePool::builder()
-        .store(store.clone())
-        .name("gb1")
-        .build()
-        .await
-        .unwrap();
+    let c = open("gb1").await.unwrap();
     assert_eq!(c.take_n(2).await.unwrap(), vec![10, 11]);
     let one = || async { pool::members(&*store, "gb1").await.unwrap() };
     for bad in [vec![10, 11], vec![11, 10], vec![10]] {
