@@ -121,13 +121,7 @@ extern "C" fn stop_shared() {
     if let Some(Some(etcd)) = SHARED.get() {
         for node in &etcd.cluster.nodes {
             if let Some(child) = &node.child {
-                let pid = child.id() as libc::pid_t;
-                // SAFETY: plain syscalls on our own child's pid, which stays
-                // unreaped (and so not reused) until waitpid.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, std::ptr::null_mut(), 0);
-                }
+                crate::kill_and_reap(child);
             }
         }
         let _ = std::fs::remove_dir_all(etcd.cluster.dir.path());

@@ -103,3 +103,15 @@ pub(crate) fn die_with_parent(cmd: &mut std::process::Command, signal: libc::c_i
         });
     }
 }
+
+/// Kills `child` with SIGKILL and reaps it, through a shared reference: for
+/// the exit handlers of servers kept in statics, which are never dropped.
+pub(crate) fn kill_and_reap(child: &std::process::Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain syscalls on our own child's pid, which stays unreaped
+    // (and so not reused) until waitpid.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+}

@@ -273,13 +273,7 @@ impl TlsEtcd {
         extern "C" fn cleanup() {
             if let Some(Some(etcd)) = SHARED.get() {
                 if let Some(child) = &etcd.child {
-                    let pid = child.id() as libc::pid_t;
-                    // SAFETY: plain syscalls on our own child's pid, which
-                    // stays unreaped (and so not reused) until waitpid.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                        libc::waitpid(pid, std::ptr::null_mut(), 0);
-                    }
+                    crate::kill_and_reap(child);
                 }
                 let _ = std::fs::remove_dir_all(etcd.dir.path());
                 let _ = std::fs::remove_dir_all(etcd.certs.dir());
