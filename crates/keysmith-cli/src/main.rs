@@ -86,6 +86,9 @@ enum Command {
     Import(cmd::import::ImportArgs),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(cmd::serve::ServeArgs),
+    /// Access files of `serve --access-file`: hash a token, check a file.
+    #[command(subcommand)]
+    Access(cmd::access::AccessCommand),
     /// Checks no value repeats on this store: worker processes allocate from
     /// a scratch sequence and pool while some are killed with SIGKILL.
     Verify(cmd::verify::VerifyArgs),
@@ -218,6 +221,7 @@ fn main() -> ExitCode {
             Command::Workers(c) => cmd::workers::run(c, &cli.global).await,
             Command::Import(a) => cmd::import::run(a, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
+            Command::Access(c) => cmd::access::run(c, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,
         }

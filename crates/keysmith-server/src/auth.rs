@@ -1,28 +1,34 @@
-//! Bearer-token authentication.
+//! Authentication and authorization: the two middlewares of access control.
 //!
-//! The token comes from `$KEYSMITH_TOKEN` or a file, never from the command
-//! line (where `ps` would show it). Requests carry it as
-//! `Authorization: Bearer TOKEN`; for browsers, which cannot send a bearer
-//! token to a page, HTTP Basic with the token as the password (any user
-//! name) is accepted too. Tokens are compared as SHA-256 digests in constant
-//! time, so neither the content nor the length of the token leaks through
-//! timing.
+//! Tokens come from `$KEYSMITH_TOKEN`, a file, or the digests of an access
+//! file ([`crate::access`]), never from the command line (where `ps` would
+//! show them). Requests carry one as `Authorization: Bearer TOKEN`; for
+//! browsers, which cannot send a bearer token to a page, HTTP Basic with the
+//! token as the password (any user name) is accepted too. A presented token
+//! is looked up by its SHA-256 digest, so the server holds no token, and
+//! timing can tell at most something about a digest, never the token.
 
 use std::fmt;
 use std::path::Path;
 
-use axum::extract::{Request, State};
-use axum::http::header;
+use axum::body::Body;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::AppState;
+use crate::access::{self, Action, Caller, Need, ObjectKind, Principal, Requirement, Target};
+use crate::audit;
 use crate::error::ApiError;
 
-/// The only route that needs no token.
+/// The routes that need no token: the probes.
+pub const OPEN_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
+
+/// The first of [`OPEN_PATHS`]. Deprecated: use [`OPEN_PATHS`].
+#[doc(hidden)]
 pub const OPEN_PATH: &str = "/healthz";
 
 /// The environment variable holding the token.
@@ -106,13 +112,6 @@ impl Token {
     }
 }
 
-/// Whether `presented` equals the token whose digest is `expected`, in
-/// constant time.
-pub(crate) fn matches(expected: &[u8; 32], presented: &[u8]) -> bool {
-    let d: [u8; 32] = Sha256::digest(presented).into();
-    d.ct_eq(expected).into()
-}
-
 /// What the `Authorization` header of a request carries.
 #[derive(Debug, PartialEq, Eq)]
 enum Presented {
@@ -156,54 +155,346 @@ fn presented(req: &Request) -> Presented {
     }
 }
 
-/// Middleware: with a token set, every route but [`OPEN_PATH`] needs it.
-pub(crate) async fn require_token(
+/// Who a request comes from, and whether it may go on: the outer half of
+/// access control. Without a token or access file every request is
+/// [`Caller::anyone`]. Otherwise every route but [`OPEN_PATHS`] needs a
+/// bearer token (or HTTP Basic with the token as password) that names a
+/// principal, or a client certificate whose subject does (mutual TLS); then
+/// the principal's request rate applies (429). The caller goes into the
+/// request's extensions and [`access::scope`] for what runs after.
+pub(crate) async fn authenticate(
     State(state): State<AppState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    let Some(expected) = state.shared().token else {
-        return next.run(req).await;
-    };
-    if req.uri().path() == OPEN_PATH {
+    if OPEN_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;
     }
-    match presented(&req) {
-        Presented::Credential(p) if matches(&expected, &p) => next.run(req).await,
-        Presented::Credential(_) => ApiError::unauthorized("the token is wrong").into_response(),
-        Presented::Malformed(why) => ApiError::unauthorized(why).into_response(),
-        Presented::Nothing => {
-            let mut res = ApiError::unauthorized(
-                "this server needs a token: send `Authorization: Bearer TOKEN`",
-            )
-            .into_response();
-            // Browsers opening the status page get a password prompt.
-            if req.uri().path() == "/" {
-                res.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static(
-                        "Basic realm=\"keysmith (password: the token)\"",
-                    ),
-                );
+    let access = state.shared().access.load_full();
+    let Some(file) = &access.file else {
+        req.extensions_mut().insert(Caller::anyone());
+        return access::scope(Caller::anyone(), next.run(req)).await;
+    };
+    let principal = match presented(&req) {
+        Presented::Credential(p) => {
+            let digest: [u8; 32] = Sha256::digest(&p).into();
+            match file.by_token_digest(&digest) {
+                Some(p) => p.clone(),
+                None => return refuse_unknown(&state, &req, "the token is wrong".into()),
             }
-            res
         }
+        Presented::Malformed(why) => return refuse_unknown(&state, &req, why),
+        Presented::Nothing => match crate::tls_subject(&req) {
+            Some(subject) => match file.by_cert_subject(subject) {
+                Some(p) => p.clone(),
+                None => {
+                    let why = format!(
+                        "the client certificate's subject {subject:?} names no principal of this server; send `Authorization: Bearer TOKEN` or ask for a principal with client_cert_subject = {subject:?}"
+                    );
+                    return refuse_unknown(&state, &req, why);
+                }
+            },
+            None => {
+                let mut res = refuse_unknown(
+                    &state,
+                    &req,
+                    "this server needs a token: send `Authorization: Bearer TOKEN`".into(),
+                );
+                // Browsers opening the status page get a password prompt.
+                if req.uri().path() == "/" {
+                    res.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        header::HeaderValue::from_static(
+                            "Basic realm=\"keysmith (password: the token)\"",
+                        ),
+                    );
+                }
+                return res;
+            }
+        },
+    };
+    if let Some(limiter) = access.limiters.get(&principal.name)
+        && limiter.check().is_err()
+    {
+        let why = format!(
+            "principal {:?} is over its request rate; retry after a second",
+            principal.name
+        );
+        let mut line = audit::Line::new(audit::Event::Refused);
+        line.principal = Some(principal.name.clone());
+        line.reason = Some(why.clone());
+        line.status = Some(429);
+        state
+            .shared()
+            .audit
+            .write(line.of_request(req.method(), req.extensions()));
+        return ApiError::too_many(why).into_response();
+    }
+    let caller = Caller(principal);
+    req.extensions_mut().insert(caller.clone());
+    access::scope(caller, next.run(req)).await
+}
+
+/// A 401, audited.
+fn refuse_unknown(state: &AppState, req: &Request, why: String) -> Response {
+    let mut line = audit::Line::new(audit::Event::Refused);
+    line.reason = Some(why.clone());
+    line.status = Some(401);
+    state
+        .shared()
+        .audit
+        .write(line.of_request(req.method(), req.extensions()));
+    ApiError::unauthorized(why).into_response()
+}
+
+/// The inner half of access control, run once the router has matched a
+/// route: the grant the route needs ([`access::requirement`]) on the object
+/// it names, checked before the handler runs (a 403 changes nothing); the
+/// principal's quota of sequences and pools on create; and one audit line
+/// for every admin action, with the object before and after.
+pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(template) = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+    else {
+        return next.run(req).await;
+    };
+    let need = match access::requirement(req.method(), &template) {
+        Requirement::Open => return next.run(req).await,
+        Requirement::NoSuchMethod => {
+            return crate::routes::wrong_method(req.uri().clone())
+                .await
+                .into_response();
+        }
+        Requirement::Grant(need) => need,
+    };
+    let Some(Caller(principal)) = req.extensions().get::<Caller>().cloned() else {
+        // authenticate runs first on every route that is not open.
+        return refuse_unknown(&state, &req, "no credential was checked".into());
+    };
+    let (parts, body) = req.into_parts();
+    let (object, body) = match object_of(&state, &parts, need, body).await {
+        Ok(found) => found,
+        Err(res) => return res,
+    };
+    let allowed = match &object {
+        Named::One(name) => principal.may(need.action, name),
+        Named::Every => principal.may_everywhere(need.action),
+        Named::Some => principal.may_somewhere(need.action),
+        Named::Nothing => true,
+    };
+    let audit_object = |object: &Named| audit::Object::new(need.kind, object.name());
+    let line = |event| {
+        let mut l = audit::Line::new(event).of_request(&parts.method, &parts.extensions);
+        l.principal = Some(principal.name.clone());
+        l.route = Some(template.clone());
+        l.action = Some(need.action);
+        l.object = Some(audit_object(&object));
+        l
+    };
+    if !allowed {
+        let what = match &object {
+            Named::One(name) => format!("{} {name:?}", need.kind.as_str()),
+            Named::Every => format!(
+                "every name (a `names = \"*\"` grant), as this {} request asks",
+                need.kind.as_str()
+            ),
+            _ => "any name".to_owned(),
+        };
+        let why = format!(
+            "principal {:?} lacks the `{}` grant on {what}; ask the server's operator for a grant that covers it",
+            principal.name, need.action
+        );
+        let mut l = line(audit::Event::Refused);
+        l.status = Some(403);
+        l.reason = Some(why.clone());
+        state.shared().audit.write(l);
+        return ApiError::forbidden(why).into_response();
+    }
+    let req = Request::from_parts(parts.clone(), body);
+    if need.action != Action::Admin {
+        return next.run(req).await;
+    }
+    // Creates under a quota run one at a time, so that two cannot both
+    // find room for one more.
+    let quota = match (template.as_str(), &object) {
+        ("/v1/sequences", Named::One(_)) => {
+            principal.max_sequences.map(|m| (ObjectKind::Sequence, m))
+        }
+        ("/v1/pools", Named::One(_)) => principal.max_pools.map(|m| (ObjectKind::Pool, m)),
+        _ => None,
+    };
+    let _one_at_a_time = match quota {
+        Some(_) => Some(state.shared().create_lock.lock().await),
+        None => None,
+    };
+    if let Some((kind, max)) = quota {
+        match owned(&state, &principal, kind).await {
+            Ok(have) if have >= max => {
+                let why = format!(
+                    "principal {:?} has {have} {}s, its quota (max_{}s = {max}); drop one or ask the server's operator for a larger quota",
+                    principal.name,
+                    kind.as_str(),
+                    kind.as_str()
+                );
+                let mut l = line(audit::Event::Refused);
+                l.status = Some(403);
+                l.reason = Some(why.clone());
+                state.shared().audit.write(l);
+                return ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", why).into_response();
+            }
+            Ok(_) => {}
+            Err(e) => return ApiError::from(e).into_response(),
+        }
+    }
+    let before = snapshot(&state, need.kind, &object).await;
+    let res = next.run(req).await;
+    let (res, after) = if need.kind == ObjectKind::Sequence && template == "/v1/fence" {
+        // The fence's answer is its before and after.
+        let (head, body) = res.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let after = serde_json::from_slice(&bytes).ok();
+        (
+            Response::from_parts(head, axum::body::Body::from(bytes)),
+            after,
+        )
+    } else {
+        let after = snapshot(&state, need.kind, &object).await;
+        (res, after)
+    };
+    let mut l = line(audit::Event::Admin);
+    l.status = Some(res.status().as_u16());
+    l.before = before.or(Some(serde_json::Value::Null));
+    l.after = after.or(Some(serde_json::Value::Null));
+    state.shared().audit.write(l);
+    res
+}
+
+/// The name a request acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Named {
+    /// One name.
+    One(String),
+    /// Every name (`{"all": true}`, or a body whose name cannot be read).
+    Every,
+    /// Names filtered in the answer.
+    Some,
+    /// None (the API document).
+    Nothing,
+}
+
+impl Named {
+    fn name(&self) -> Option<String> {
+        match self {
+            Named::One(n) => Some(n.clone()),
+            Named::Every => Some("*".into()),
+            Named::Some | Named::Nothing => None,
+        }
+    }
+}
+
+/// The object a request names, from its path or body (the body is read,
+/// within the body limit and the request timeout, and handed on).
+async fn object_of(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+    need: Need,
+    body: Body,
+) -> Result<(Named, Body), Response> {
+    let named = match need.target {
+        Target::Path => {
+            let mut p = parts.clone();
+            let params = axum::extract::RawPathParams::from_request_parts(&mut p, &())
+                .await
+                .map_err(|e| {
+                    ApiError::bad_request(format!("bad path: {}", e.body_text())).into_response()
+                })?;
+            match params.iter().next() {
+                Some((_, v)) => Named::One(v.to_owned()),
+                None => Named::Every,
+            }
+        }
+        Target::IdsGroup => Named::One(state.shared().ids_config.group.clone()),
+        Target::Fixed(n) => Named::One(n.to_owned()),
+        Target::Listed => Named::Some,
+        Target::Known => Named::Nothing,
+        Target::Body => {
+            let s = state.shared();
+            let bytes = tokio::time::timeout(
+                s.options.request_timeout,
+                axum::body::to_bytes(body, s.options.body_limit),
+            )
+            .await
+            .map_err(|_| ApiError::timeout(s.options.request_timeout).into_response())?
+            .map_err(|_| {
+                ApiError::too_large(format!(
+                    "the request body is larger than this server's limit of {} bytes, or was cut off",
+                    s.options.body_limit
+                ))
+                .into_response()
+            })?;
+            let named = match crate::extract::parse_strict(&bytes) {
+                Ok(v) => match (v.get("name"), v.get("all")) {
+                    (Some(serde_json::Value::String(n)), None) => Named::One(n.clone()),
+                    // Unreadable: it takes a grant on every name (the
+                    // handler refuses it anyway).
+                    _ => Named::Every,
+                },
+                Err(_) => Named::Every,
+            };
+            return Ok((named, Body::from(bytes)));
+        }
+    };
+    Ok((named, body))
+}
+
+/// How many sequences or pools `principal` may admin.
+async fn owned(state: &AppState, principal: &Principal, kind: ObjectKind) -> keysmith::Result<u64> {
+    let store = &*state.shared().store;
+    let names: Vec<String> = match kind {
+        ObjectKind::Pool => keysmith::pool::list(store)
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .collect(),
+        _ => keysmith::sequence::list(store)
+            .await?
+            .into_iter()
+            .map(|i| i.row.name)
+            .collect(),
+    };
+    Ok(names
+        .iter()
+        .filter(|n| principal.may(Action::Admin, n))
+        .count() as u64)
+}
+
+/// A sequence or pool as `show` sees it, for the audit trail; `None` when
+/// there is none (or the store could not say).
+async fn snapshot(state: &AppState, kind: ObjectKind, object: &Named) -> Option<serde_json::Value> {
+    let Named::One(name) = object else {
+        return None;
+    };
+    let store = &*state.shared().store;
+    match kind {
+        ObjectKind::Sequence => keysmith::sequence::show(store, name)
+            .await
+            .ok()
+            .and_then(|i| serde_json::to_value(i).ok()),
+        ObjectKind::Pool => keysmith::pool::describe(store, name)
+            .await
+            .ok()
+            .and_then(|i| serde_json::to_value(i).ok()),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn constant_time_match() {
-        let t = Token::new("s3cret").unwrap();
-        let d = t.digest();
-        assert!(matches(&d, b"s3cret"));
-        assert!(!matches(&d, b"s3cre"));
-        assert!(!matches(&d, b"s3cret "));
-        assert!(!matches(&d, b""));
-    }
 
     #[test]
     fn token_rules() {

@@ -64,6 +64,16 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
 
+    /// 403: the caller is known but lacks the grant.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 429: the caller is over its request rate (with `Retry-After`).
+    pub fn too_many(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+    }
+
     /// 404 for a path that names no route.
     pub fn no_route(path: &str) -> Self {
         ApiError::new(
@@ -126,7 +136,9 @@ impl From<keysmith::Error> for ApiError {
 }
 
 impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+    fn into_response(mut self) -> Response {
+        // "Did you mean" shows only names the caller may read.
+        self.similar.retain(|n| crate::access::visible(n));
         let body = serde_json::to_vec(&Body {
             error: Inner {
                 code: self.code,
@@ -141,7 +153,9 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if self.status == StatusCode::SERVICE_UNAVAILABLE
+            || self.status == StatusCode::TOO_MANY_REQUESTS
+        {
             h.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         }
         if self.status == StatusCode::UNAUTHORIZED {

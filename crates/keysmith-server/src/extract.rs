@@ -44,7 +44,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// Parses JSON text, refusing an object that has a key twice (at any depth).
-fn parse_strict(bytes: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
+pub(crate) fn parse_strict(bytes: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
     serde_json::from_slice::<Strict>(bytes).map(|s| s.0)
 }
 

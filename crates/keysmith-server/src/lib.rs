@@ -84,6 +84,8 @@ use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
 use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
+pub mod access;
+pub mod audit;
 mod auth;
 mod conn;
 mod error;
@@ -95,7 +97,9 @@ pub mod request_log;
 mod routes;
 mod status;
 
-pub use auth::{OPEN_PATH, TOKEN_ENV, Token};
+#[allow(deprecated)]
+pub use auth::OPEN_PATH;
+pub use auth::{OPEN_PATHS, TOKEN_ENV, Token};
 pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
 
@@ -134,6 +138,14 @@ pub struct Config {
     pub token: Option<Token>,
     /// Allows listening on a non-loopback address without a token.
     pub insecure_no_auth: bool,
+    /// The access file: principals, their credentials and grants
+    /// ([`access`]). Read at start and again on [`AppState::reload`]; with
+    /// [`Config::token`] too, that token is one more principal with every
+    /// right.
+    pub access_file: Option<std::path::PathBuf>,
+    /// Where audit lines are appended besides the log target
+    /// [`audit::TARGET`] ([`audit`]).
+    pub audit_log: Option<std::path::PathBuf>,
     /// The most values one request may ask for (1 to
     /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
     pub max_count: i64,
@@ -215,6 +227,8 @@ impl Default for Config {
             store_url: keysmith::store::default_url(),
             token: None,
             insecure_no_auth: false,
+            access_file: None,
+            audit_log: None,
             max_count: DEFAULT_MAX_COUNT,
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -290,10 +304,14 @@ impl Config {
                 self.max_connections
             )));
         }
-        if self.token.is_none() && !self.listen.ip().is_loopback() && !self.insecure_no_auth {
+        if self.token.is_none()
+            && self.access_file.is_none()
+            && !self.listen.ip().is_loopback()
+            && !self.insecure_no_auth
+        {
             return Err(ServeError::Config(format!(
                 "refusing to listen on {} without a token: anyone who can reach it could take and waste values. \
-                 Set ${TOKEN_ENV} or --token-file, listen on 127.0.0.1, or pass --insecure-no-auth",
+                 Set ${TOKEN_ENV}, --token-file or --access-file, listen on 127.0.0.1, or pass --insecure-no-auth",
                 self.listen
             )));
         }
@@ -344,7 +362,15 @@ pub(crate) struct Options {
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) options: Options,
+    /// The token's digest, if the server has one (a principal of
+    /// [`Shared::access`], kept apart for reloads).
     pub(crate) token: Option<[u8; 32]>,
+    pub(crate) access_file: Option<std::path::PathBuf>,
+    /// Who may do what; swapped whole by [`AppState::reload`].
+    pub(crate) access: arc_swap::ArcSwap<AccessState>,
+    pub(crate) audit: audit::Audit,
+    /// Creates under a quota run one at a time.
+    pub(crate) create_lock: tokio::sync::Mutex<()>,
     pub(crate) sequences: Handles<Sequence>,
     /// Numbered sequences' handles: their settings, read once.
     pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
@@ -362,6 +388,50 @@ pub(crate) struct Shared {
     pub(crate) ids: tokio::sync::OnceCell<Arc<keysmith::ids::IdGenerator>>,
 }
 
+/// Who may do what, as read from the access file and the token.
+#[derive(Debug, Default)]
+pub(crate) struct AccessState {
+    /// `None`: no authentication (neither token nor access file).
+    pub(crate) file: Option<access::AccessFile>,
+    /// The request rate of each principal that has one, by name.
+    pub(crate) limiters: std::collections::HashMap<String, governor::DefaultDirectRateLimiter>,
+}
+
+impl AccessState {
+    fn load(
+        path: Option<&std::path::Path>,
+        token: Option<[u8; 32]>,
+    ) -> Result<AccessState, String> {
+        let file = match (path, token) {
+            (None, None) => return Ok(AccessState::default()),
+            (Some(p), _) => access::AccessFile::load(p)?,
+            (None, Some(_)) => access::AccessFile::default(),
+        };
+        let file = match token {
+            Some(t) => file.with_token(t)?,
+            None => file,
+        };
+        let limiters = file
+            .principals()
+            .iter()
+            .filter_map(|p| {
+                let r = p.rate?;
+                let quota = governor::Quota::per_second(r.per_second).allow_burst(r.burst);
+                Some((p.name.clone(), governor::RateLimiter::direct(quota)))
+            })
+            .collect();
+        Ok(AccessState {
+            file: Some(file),
+            limiters,
+        })
+    }
+}
+
+/// The subject of the request's client certificate (mutual TLS), if any.
+pub(crate) fn tls_subject(_req: &Request) -> Option<&str> {
+    None
+}
+
 /// What every request of one server shares: the store, the open handles,
 /// the metrics. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -377,9 +447,17 @@ impl AppState {
     /// [`ServeError::Config`] as [`Config::validate`].
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
         config.validate()?;
+        let token = config.token.as_ref().map(Token::digest);
+        let access =
+            AccessState::load(config.access_file.as_deref(), token).map_err(ServeError::Config)?;
+        let audit = audit::Audit::open(config.audit_log.as_deref()).map_err(ServeError::Config)?;
         let state = AppState {
             shared: Arc::new(Shared {
                 store,
+                access_file: config.access_file.clone(),
+                access: arc_swap::ArcSwap::from_pointee(access),
+                audit,
+                create_lock: tokio::sync::Mutex::new(()),
                 options: Options {
                     max_count: config.max_count,
                     max_pool_size: config.max_pool_size,
@@ -390,7 +468,7 @@ impl AppState {
                     adaptive: config.adaptive,
                     counter: config.counter.clone(),
                 },
-                token: config.token.as_ref().map(Token::digest),
+                token,
                 sequences: Handles::new("sequence"),
                 numbered: Handles::new("sequence"),
                 high_waters: keysmith::sequence::HighWaters::new(),
@@ -413,6 +491,41 @@ impl AppState {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// Reads the access file again and, if it is good, uses it for every
+    /// request from now on (requests in flight keep the one they started
+    /// with). A bad file keeps the one in use. Either way one audit line
+    /// ([`audit::Event::AccessReload`]) says what happened.
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] saying what is wrong with the file.
+    pub fn reload_access(&self) -> Result<(), ServeError> {
+        let s = &self.shared;
+        let Some(path) = &s.access_file else {
+            return Ok(());
+        };
+        let mut line = audit::Line::new(audit::Event::AccessReload);
+        line.object = Some(audit::Object {
+            kind: "access_file",
+            name: Some(path.display().to_string()),
+        });
+        let outcome = AccessState::load(Some(path), s.token);
+        match outcome {
+            Ok(access) => {
+                line.after = Some(serde_json::json!({
+                    "principals": access.file.as_ref().map_or(0, |f| f.principals().len()),
+                }));
+                s.access.store(Arc::new(access));
+                s.audit.write(line);
+                Ok(())
+            }
+            Err(e) => {
+                line.reason = Some(format!("kept the access file in use: {e}"));
+                s.audit.write(line);
+                Err(ServeError::Config(e))
+            }
+        }
     }
 
     /// Samples allocation rates once a second while the state lives (and a
@@ -607,12 +720,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/pools/{name}/next", post(pools::next));
     bounded
         .merge(taking)
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .fallback(routes::no_route)
         .method_not_allowed_fallback(routes::wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_token,
+            auth::authenticate,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         // Outermost: every line logged while a request runs carries its id.

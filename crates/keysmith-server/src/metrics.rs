@@ -234,6 +234,15 @@ impl Metrics {
 
         let mut families = self.registry.gather();
         families.extend(scrape.gather());
+        // Only the names the caller may read.
+        for f in &mut families {
+            f.mut_metric().retain(|m| {
+                m.get_label().iter().all(|l| {
+                    !matches!(l.name(), "name" | "group") || crate::access::visible(l.value())
+                })
+            });
+        }
+        families.retain(|f| !f.get_metric().is_empty());
         let mut out = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!("cannot encode metrics: {e}");

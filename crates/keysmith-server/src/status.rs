@@ -88,6 +88,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     for (i, info) in keysmith::sequence::list(&*s.store)
         .await?
         .into_iter()
+        .filter(|i| crate::access::visible(&i.row.name))
         .enumerate()
     {
         // Usage costs a read per sequence: the first hundred get it.
@@ -131,6 +132,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     for (i, row) in keysmith::pool::list(&*s.store)
         .await?
         .into_iter()
+        .filter(|r| crate::access::visible(&r.name))
         .enumerate()
     {
         // The marks cost a read per pool: the first hundred get them.

@@ -1,5 +1,6 @@
 //! One module per group of subcommands.
 
+pub mod access;
 pub mod bench;
 pub mod counter;
 pub mod ids;

@@ -40,6 +40,18 @@ pub struct ServeArgs {
     /// Allow listening on a non-loopback address without a token.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// An access file: principals, known by a token digest or a client
+    /// certificate subject, with grants (`use`, `read`, `admin` on name
+    /// prefixes). Read again on SIGHUP and when it changes. `keysmith access
+    /// check FILE` checks one. The token of --token-file or $KEYSMITH_TOKEN,
+    /// if any, is one more principal with every right.
+    #[arg(long, value_name = "FILE")]
+    access_file: Option<PathBuf>,
+    /// Also append the audit trail (admin actions, access reloads, refused
+    /// requests; JSON lines) to this file. It always goes to the log target
+    /// keysmith::audit.
+    #[arg(long, value_name = "PATH")]
+    audit_log: Option<PathBuf>,
     /// The most values one request may ask for; more is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
     max_count: i64,
@@ -123,7 +135,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         Some(path) => Some(Token::from_file(path).map_err(anyhow::Error::msg)?),
         None => Token::from_env().map_err(anyhow::Error::msg)?,
     };
-    let authed = token.is_some();
+    let authed = token.is_some() || args.access_file.is_some();
     let shard_key_secret = match &args.shard_key_secret_file {
         Some(path) => Some(ShardKeySecret::from_file(path)?),
         None => ShardKeySecret::from_env()?,
@@ -133,6 +145,8 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         store_url: global.store_url(),
         token,
         insecure_no_auth: args.insecure_no_auth,
+        access_file: args.access_file,
+        audit_log: args.audit_log,
         max_count: args.max_count,
         max_pool_size: args.max_pool_size,
         body_limit: args.body_limit,
@@ -161,7 +175,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;
     let auth = if authed {
-        "token required".to_owned()
+        "token or certificate required".to_owned()
     } else {
         format!("no token: set ${TOKEN_ENV} or --token-file to require one")
     };

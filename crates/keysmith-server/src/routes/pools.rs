@@ -132,6 +132,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>>
     Ok(Json(List {
         pools: rows
             .into_iter()
+            .filter(|row| crate::access::visible(&row.name))
             .map(|row| PoolView {
                 server: server_view(&state, &row.name),
                 row,

@@ -171,7 +171,11 @@ pub(crate) struct List {
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
     let all = sequence::list(&*state.shared().store).await?;
     Ok(Json(List {
-        sequences: all.into_iter().map(|i| view(&state, i)).collect(),
+        sequences: all
+            .into_iter()
+            .filter(|i| crate::access::visible(&i.row.name))
+            .map(|i| view(&state, i))
+            .collect(),
     }))
 }
 

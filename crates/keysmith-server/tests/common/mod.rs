@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use keysmith_server::{Config, ServeError, Server};
+use keysmith_server::{AppState, Config, ServeError, Server};
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -15,6 +15,8 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
     pub client: Client,
     pub token: Option<String>,
+    /// The running server's state (for reloads).
+    pub state: AppState,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ServeError>>>,
 }
@@ -48,6 +50,7 @@ impl TestServer {
         let token = config.token.as_ref().map(|t| t.expose().to_owned());
         let server = Server::bind(config).await.unwrap();
         let addr = server.local_addr().unwrap();
+        let state = server.state().clone();
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(server.run(async {
             let _ = rx.await;
@@ -57,6 +60,7 @@ impl TestServer {
             dir,
             client: Client::new(),
             token,
+            state,
             stop: Some(tx),
             task: Some(task),
         }

@@ -1,0 +1,771 @@
+//! Who may do what: principals, their grants, and the grant each route needs.
+//!
+//! An access file (`keysmith serve --access-file FILE`) names principals,
+//! each known by the SHA-256 digest of its bearer token(s) or by the subject
+//! of its client certificate, and gives each a list of grants:
+//!
+//! ```toml
+//! [[principal]]
+//! name = "team-a"
+//! token_sha256 = "hex of sha256(token)"   # or a list of digests, or:
+//! # client_cert_subject = "CN=team-a"
+//! grants = [ { names = "team-a/*", actions = ["use", "read"] } ]
+//! rate = 200           # requests a second (optional), with
+//! burst = 400          # this many at once (optional, default: rate)
+//! max_sequences = 100  # sequences and pools it may have (optional)
+//! max_pools = 10
+//! ```
+//!
+//! - [`Action::Use`] takes values: next, reserve, release, tickets, ids,
+//!   worker leases, counters, shard-key decode. [`Action::Read`] shows and
+//!   lists, the status page and `/metrics`. [`Action::Admin`] changes
+//!   settings: create, alter, drop, fence, shard-key encode.
+//! - `names` is a name, or a prefix ending in `*` (`"*"` alone: every name),
+//!   matched against sequence, pool and worker-group names alike. Objects
+//!   without a name of their own are matched by a fixed name:
+//!   [`COUNTERS`] (`POST /v1/counters/next`), [`SHARD_KEYS`] (encode and
+//!   decode); the ids of `/v1/ids` by the server's ids worker group (`ids`
+//!   by default).
+//!
+//! Each route names the grant it needs in one table, [`need`]; a request
+//! without it is answered 403 before its handler runs, so it changes
+//! nothing. Lists, the status page, `/metrics` and "did you mean" hints show
+//! only names the caller may read ([`visible`]).
+//!
+//! The token of `$KEYSMITH_TOKEN` / `--token-file` is one more principal,
+//! named [`TOKEN_PRINCIPAL`], with every right. Without a token and an
+//! access file, every request is [`Caller::anyone`], with every right
+//! (allowed on loopback addresses only).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::http::Method;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+/// The fixed name that grants `POST /v1/counters/next`.
+pub const COUNTERS: &str = "counters";
+/// The fixed name that grants the shard-key routes (`use`: decode, `admin`: encode).
+pub const SHARD_KEYS: &str = "shard-keys";
+/// The principal of `$KEYSMITH_TOKEN` / `--token-file`.
+pub const TOKEN_PRINCIPAL: &str = "token";
+/// The principal of a server with neither token nor access file.
+pub const ANYONE: &str = "anyone";
+
+/// What a grant allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Take values: next, reserve, release, tickets, ids, worker leases,
+    /// counters, shard-key decode.
+    Use,
+    /// Show and list; the status page and `/metrics`.
+    Read,
+    /// Change settings: create, alter, drop, fence, shard-key encode.
+    Admin,
+}
+
+impl Action {
+    /// The word used in access files and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Use => "use",
+            Action::Read => "read",
+            Action::Admin => "admin",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Action::Use => 1,
+            Action::Read => 2,
+            Action::Admin => 4,
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The names a grant covers: one name, or every name with a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Names {
+    /// Exactly this name.
+    Exact(String),
+    /// Every name that starts with this (empty: every name).
+    Prefix(String),
+}
+
+impl Names {
+    fn parse(s: &str) -> Result<Names, String> {
+        if s.is_empty() {
+            return Err(
+                "`names` is empty: write a name, a prefix ending in `*` (\"team-a/*\"), or \"*\""
+                    .into(),
+            );
+        }
+        match s.find('*') {
+            None => Ok(Names::Exact(s.to_owned())),
+            Some(i) if i == s.len() - 1 => Ok(Names::Prefix(s[..i].to_owned())),
+            Some(_) => Err(format!(
+                "`names = {s:?}` has a `*` before its end: only a trailing `*` (a prefix) is a pattern"
+            )),
+        }
+    }
+
+    /// Whether `name` is covered.
+    pub fn covers(&self, name: &str) -> bool {
+        match self {
+            Names::Exact(n) => n == name,
+            Names::Prefix(p) => name.starts_with(p.as_str()),
+        }
+    }
+
+    /// Whether this covers every name (`"*"`).
+    pub fn is_everything(&self) -> bool {
+        matches!(self, Names::Prefix(p) if p.is_empty())
+    }
+}
+
+impl fmt::Display for Names {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Names::Exact(n) => f.write_str(n),
+            Names::Prefix(p) => write!(f, "{p}*"),
+        }
+    }
+}
+
+/// One grant: actions on a set of names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The names it covers.
+    pub names: Names,
+    actions: u8,
+}
+
+impl Grant {
+    /// Whether this grant allows `action`.
+    pub fn allows(&self, action: Action) -> bool {
+        self.actions & action.bit() != 0
+    }
+
+    /// The actions it allows, in the order use, read, admin.
+    pub fn actions(&self) -> Vec<Action> {
+        [Action::Use, Action::Read, Action::Admin]
+            .into_iter()
+            .filter(|a| self.allows(*a))
+            .collect()
+    }
+
+    /// Every action on every name.
+    pub fn everything() -> Grant {
+        Grant {
+            names: Names::Prefix(String::new()),
+            actions: Action::Use.bit() | Action::Read.bit() | Action::Admin.bit(),
+        }
+    }
+}
+
+/// A request rate with a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Requests a second, on average.
+    pub per_second: NonZeroU32,
+    /// Requests at once.
+    pub burst: NonZeroU32,
+}
+
+/// Someone the server knows, with what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Its name, as audit lines and 403s show it.
+    pub name: String,
+    /// What it may do.
+    pub grants: Vec<Grant>,
+    /// Its request rate, if limited.
+    pub rate: Option<Rate>,
+    /// How many sequences it may have (counted over the names it may admin).
+    pub max_sequences: Option<u64>,
+    /// How many pools it may have (counted alike).
+    pub max_pools: Option<u64>,
+}
+
+impl Principal {
+    /// A principal with every right and no limits.
+    pub fn root(name: &str) -> Principal {
+        Principal {
+            name: name.to_owned(),
+            grants: vec![Grant::everything()],
+            rate: None,
+            max_sequences: None,
+            max_pools: None,
+        }
+    }
+
+    /// Whether it may do `action` on `name`.
+    pub fn may(&self, action: Action, name: &str) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.allows(action) && g.names.covers(name))
+    }
+
+    /// Whether it may do `action` on every name (a `"*"` grant).
+    pub fn may_everywhere(&self, action: Action) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.allows(action) && g.names.is_everything())
+    }
+
+    /// Whether it may do `action` on some name.
+    pub fn may_somewhere(&self, action: Action) -> bool {
+        self.grants.iter().any(|g| g.allows(action))
+    }
+}
+
+/// The principals of an access file, by credential.
+#[derive(Debug, Clone, Default)]
+pub struct AccessFile {
+    principals: Vec<Arc<Principal>>,
+    by_digest: HashMap<[u8; 32], usize>,
+    by_subject: HashMap<String, usize>,
+}
+
+/// One `[[principal]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrincipal {
+    name: String,
+    #[serde(default)]
+    token_sha256: Option<OneOrMany>,
+    #[serde(default)]
+    client_cert_subject: Option<String>,
+    #[serde(default)]
+    grants: Vec<RawGrant>,
+    #[serde(default)]
+    rate: Option<u32>,
+    #[serde(default)]
+    burst: Option<u32>,
+    #[serde(default)]
+    max_sequences: Option<u64>,
+    #[serde(default)]
+    max_pools: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    names: String,
+    actions: Vec<Action>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    principal: Vec<RawPrincipal>,
+}
+
+/// The hex SHA-256 digest of a token, as `token_sha256` takes it (what
+/// `keysmith access hash` prints).
+pub fn token_digest_hex(token: &[u8]) -> String {
+    Sha256::digest(token)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl AccessFile {
+    /// Reads and checks an access file.
+    ///
+    /// # Errors
+    /// A message naming the file and what is wrong in it: unreadable, not
+    /// TOML, an unknown key, a principal without a credential, a digest that
+    /// is not 64 hex digits, a credential or name used twice, a bad `names`
+    /// pattern, a grant without actions, a zero rate.
+    pub fn load(path: &Path) -> Result<AccessFile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the access file {}: {e}", path.display()))?;
+        AccessFile::parse(&text).map_err(|e| format!("access file {}: {e}", path.display()))
+    }
+
+    /// Parses the text of an access file; see [`AccessFile::load`].
+    ///
+    /// # Errors
+    /// As [`AccessFile::load`], without the file's name.
+    pub fn parse(text: &str) -> Result<AccessFile, String> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            format!("{e}; the file holds [[principal]] tables with name, token_sha256 or client_cert_subject, and grants")
+        })?;
+        let mut file = AccessFile::default();
+        let mut names = HashSet::new();
+        for p in raw.principal {
+            file.add(p, &mut names)?;
+        }
+        Ok(file)
+    }
+
+    fn add(&mut self, p: RawPrincipal, names: &mut HashSet<String>) -> Result<(), String> {
+        let who = p.name.clone();
+        if who.trim().is_empty() {
+            return Err("a [[principal]] has an empty name: give each one a name".into());
+        }
+        if !names.insert(who.clone()) {
+            return Err(format!("principal {who:?} is named twice: each name once"));
+        }
+        let digests = match p.token_sha256 {
+            None => Vec::new(),
+            Some(OneOrMany::One(d)) => vec![d],
+            Some(OneOrMany::Many(ds)) => ds,
+        };
+        if digests.is_empty() && p.client_cert_subject.is_none() {
+            return Err(format!(
+                "principal {who:?} has neither token_sha256 nor client_cert_subject: give it one (`keysmith access hash` makes a digest)"
+            ));
+        }
+        let mut grants = Vec::new();
+        for g in p.grants {
+            let names = Names::parse(&g.names).map_err(|e| format!("principal {who:?}: {e}"))?;
+            if g.actions.is_empty() {
+                return Err(format!(
+                    "principal {who:?}: the grant on {:?} has no actions: list some of \"use\", \"read\", \"admin\"",
+                    g.names
+                ));
+            }
+            let actions = g.actions.iter().fold(0, |bits, a| bits | a.bit());
+            grants.push(Grant { names, actions });
+        }
+        let rate = match (p.rate, p.burst) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(format!(
+                    "principal {who:?} has a burst but no rate: add `rate = N` (requests a second)"
+                ));
+            }
+            (Some(r), b) => {
+                let per_second = NonZeroU32::new(r).ok_or_else(|| {
+                    format!("principal {who:?}: rate must be at least 1 request a second (leave it out for no limit)")
+                })?;
+                let burst = NonZeroU32::new(b.unwrap_or(r))
+                    .ok_or_else(|| format!("principal {who:?}: burst must be at least 1"))?;
+                Some(Rate { per_second, burst })
+            }
+        };
+        let index = self.principals.len();
+        for d in &digests {
+            let digest = parse_digest(d).ok_or_else(|| {
+                format!(
+                    "principal {who:?}: token_sha256 must be 64 hex digits (`keysmith access hash` prints one), got {} characters",
+                    d.len()
+                )
+            })?;
+            if self.by_digest.insert(digest, index).is_some() {
+                return Err(format!(
+                    "principal {who:?}: a token digest is listed twice (also under another principal?): each token names one principal"
+                ));
+            }
+        }
+        if let Some(subject) = p.client_cert_subject {
+            if subject.trim().is_empty() {
+                return Err(format!("principal {who:?}: client_cert_subject is empty"));
+            }
+            if self.by_subject.insert(subject.clone(), index).is_some() {
+                return Err(format!(
+                    "principal {who:?}: client_cert_subject {subject:?} names another principal too"
+                ));
+            }
+        }
+        self.principals.push(Arc::new(Principal {
+            name: who,
+            grants,
+            rate,
+            max_sequences: p.max_sequences,
+            max_pools: p.max_pools,
+        }));
+        Ok(())
+    }
+
+    /// Adds the principal of the server's own token, [`TOKEN_PRINCIPAL`],
+    /// with every right.
+    ///
+    /// # Errors
+    /// When the access file already lists that token.
+    pub fn with_token(mut self, digest: [u8; 32]) -> Result<AccessFile, String> {
+        let index = self.principals.len();
+        if self.by_digest.insert(digest, index).is_some() {
+            return Err(
+                "the server's token ($KEYSMITH_TOKEN or --token-file) is also in the access file: keep it in one place"
+                    .into(),
+            );
+        }
+        self.principals
+            .push(Arc::new(Principal::root(TOKEN_PRINCIPAL)));
+        Ok(self)
+    }
+
+    /// The principals, in file order.
+    pub fn principals(&self) -> &[Arc<Principal>] {
+        &self.principals
+    }
+
+    /// The principal whose token has this SHA-256 digest.
+    pub fn by_token_digest(&self, digest: &[u8; 32]) -> Option<&Arc<Principal>> {
+        self.by_digest.get(digest).map(|&i| &self.principals[i])
+    }
+
+    /// The principal named by a client certificate's subject.
+    pub fn by_cert_subject(&self, subject: &str) -> Option<&Arc<Principal>> {
+        self.by_subject.get(subject).map(|&i| &self.principals[i])
+    }
+
+    /// Whether any principal is known by a client certificate.
+    pub fn has_cert_principals(&self) -> bool {
+        !self.by_subject.is_empty()
+    }
+}
+
+/// The principal a request runs as.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Arc<Principal>);
+
+impl Caller {
+    /// The caller of a server without authentication: every right.
+    pub fn anyone() -> Caller {
+        Caller(Arc::new(Principal::root(ANYONE)))
+    }
+}
+
+tokio::task_local! {
+    static CALLER: Caller;
+}
+
+/// Runs `f` as `caller`: [`visible`] answers for it.
+pub(crate) async fn scope<F: std::future::Future>(caller: Caller, f: F) -> F::Output {
+    CALLER.scope(caller, f).await
+}
+
+/// Whether the request being answered may read `name` (true outside a
+/// request): lists, the status page, `/metrics` and "did you mean" hints
+/// keep only such names.
+pub(crate) fn visible(name: &str) -> bool {
+    CALLER
+        .try_with(|c| c.0.may(Action::Read, name))
+        .unwrap_or(true)
+}
+
+/// What kind of object a route acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// A sequence (`/v1/sequences`).
+    Sequence,
+    /// A value pool (`/v1/pools`).
+    Pool,
+    /// A worker group (`/v1/workers`, and the ids of `/v1/ids`).
+    WorkerGroup,
+    /// The host counter (`/v1/counters`).
+    Counter,
+    /// Shard keys (`/v1/shard-keys`).
+    ShardKeys,
+    /// The server itself: status, metrics, the API document.
+    Server,
+}
+
+impl ObjectKind {
+    /// The word audit lines use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Sequence => "sequence",
+            ObjectKind::Pool => "pool",
+            ObjectKind::WorkerGroup => "worker_group",
+            ObjectKind::Counter => "counter",
+            ObjectKind::ShardKeys => "shard_keys",
+            ObjectKind::Server => "server",
+        }
+    }
+}
+
+/// Where a route's object name comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The path parameter `{name}` or `{group}`.
+    Path,
+    /// The JSON body's `name` (`{"all": true}`: every name).
+    Body,
+    /// The server's ids worker group.
+    IdsGroup,
+    /// A fixed name ([`COUNTERS`], [`SHARD_KEYS`]).
+    Fixed(&'static str),
+    /// Names are filtered in the answer: the action on some name suffices.
+    Listed,
+    /// Any principal the server knows (the API document).
+    Known,
+}
+
+/// The grant a route needs: an action on an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// The action.
+    pub action: Action,
+    /// The kind of object.
+    pub kind: ObjectKind,
+    /// Where its name is.
+    pub target: Target,
+}
+
+/// What a route asks of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// Nothing: the probes `/healthz`, `/livez`, `/readyz`.
+    Open,
+    /// A grant.
+    Grant(Need),
+    /// The route does not take this method (answered 405): also what a
+    /// route missing from the table gets, so that a route is never open by
+    /// omission.
+    NoSuchMethod,
+}
+
+/// What `method` on the route `template` needs: the one table of the API's
+/// grants.
+pub fn requirement(method: &Method, template: &str) -> Requirement {
+    match need(method, template) {
+        Some(n) => Requirement::Grant(n),
+        None if matches!(template, "/healthz" | "/livez" | "/readyz") => Requirement::Open,
+        None => Requirement::NoSuchMethod,
+    }
+}
+
+fn need(method: &Method, template: &str) -> Option<Need> {
+    use Action::{Admin, Read, Use};
+    use ObjectKind as K;
+    use Target as T;
+    let n = |action, kind, target| {
+        Some(Need {
+            action,
+            kind,
+            target,
+        })
+    };
+    let (get, post, patch, delete) = (
+        *method == Method::GET,
+        *method == Method::POST,
+        *method == Method::PATCH,
+        *method == Method::DELETE,
+    );
+    match template {
+        "/healthz" | "/livez" | "/readyz" => None,
+        "/" | "/v1/status" | "/metrics" if get => n(Read, K::Server, T::Listed),
+        "/openapi.json" if get => n(Read, K::Server, T::Known),
+        "/v1/sequences" if post => n(Admin, K::Sequence, T::Body),
+        "/v1/sequences" if get => n(Read, K::Sequence, T::Listed),
+        "/v1/sequences/{name}" if get => n(Read, K::Sequence, T::Path),
+        "/v1/sequences/{name}" if patch || delete => n(Admin, K::Sequence, T::Path),
+        "/v1/sequences/{name}/next"
+        | "/v1/sequences/{name}/reserve"
+        | "/v1/sequences/{name}/release"
+        | "/v1/sequences/{name}/tickets"
+        | "/v1/sequences/{name}/tickets/{ticket}/commit"
+        | "/v1/sequences/{name}/tickets/{ticket}/release"
+            if post =>
+        {
+            n(Use, K::Sequence, T::Path)
+        }
+        "/v1/sequences/{name}/parse" if post => n(Read, K::Sequence, T::Path),
+        "/v1/pools" if post => n(Admin, K::Pool, T::Body),
+        "/v1/pools" if get => n(Read, K::Pool, T::Listed),
+        "/v1/pools/{name}" if get => n(Read, K::Pool, T::Path),
+        "/v1/pools/{name}" if delete => n(Admin, K::Pool, T::Path),
+        "/v1/pools/{name}/next" if post => n(Use, K::Pool, T::Path),
+        "/v1/fence" if post => n(Admin, K::Sequence, T::Body),
+        "/v1/counters/next" if post => n(Use, K::Counter, T::Fixed(COUNTERS)),
+        "/v1/shard-keys/encode" if post => n(Admin, K::ShardKeys, T::Fixed(SHARD_KEYS)),
+        "/v1/shard-keys/decode" if post => n(Use, K::ShardKeys, T::Fixed(SHARD_KEYS)),
+        "/v1/ids/next" if post => n(Use, K::WorkerGroup, T::IdsGroup),
+        "/v1/ids/bounds" | "/v1/ids/{id}" if get => n(Use, K::WorkerGroup, T::IdsGroup),
+        "/v1/workers/{group}" if get => n(Read, K::WorkerGroup, T::Path),
+        "/v1/workers/{group}/lease"
+        | "/v1/workers/{group}/lease/{token}/renew"
+        | "/v1/workers/{group}/lease/{token}/release"
+            if post =>
+        {
+            n(Use, K::WorkerGroup, T::Path)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(t: &str) -> String {
+        token_digest_hex(t.as_bytes())
+    }
+
+    #[test]
+    fn parses_principals_and_grants() {
+        let text = format!(
+            r#"
+            [[principal]]
+            name = "team-a"
+            token_sha256 = "{}"
+            grants = [ {{ names = "team-a/*", actions = ["use", "read"] }} ]
+            rate = 10
+            [[principal]]
+            name = "ops"
+            token_sha256 = ["{}", "{}"]
+            client_cert_subject = "CN=ops"
+            grants = [ {{ names = "*", actions = ["use", "read", "admin"] }} ]
+            "#,
+            digest("a"),
+            digest("o1"),
+            digest("o2")
+        );
+        let f = AccessFile::parse(&text).unwrap();
+        let d = |t: &str| -> [u8; 32] { Sha256::digest(t.as_bytes()).into() };
+        let a = f.by_token_digest(&d("a")).unwrap();
+        assert_eq!(a.name, "team-a");
+        assert!(a.may(Action::Use, "team-a/orders"));
+        assert!(!a.may(Action::Use, "team-b/orders"));
+        assert!(!a.may(Action::Admin, "team-a/orders"));
+        assert!(!a.may_everywhere(Action::Read));
+        assert_eq!(a.rate.unwrap().burst.get(), 10);
+        for t in ["o1", "o2"] {
+            assert_eq!(f.by_token_digest(&d(t)).unwrap().name, "ops");
+        }
+        assert_eq!(f.by_cert_subject("CN=ops").unwrap().name, "ops");
+        assert!(f.by_token_digest(&d("nobody")).is_none());
+        assert!(
+            f.by_token_digest(&d("o1"))
+                .unwrap()
+                .may_everywhere(Action::Admin)
+        );
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong() {
+        let ok = digest("x");
+        let cases = [
+            ("[[principal]]\nname = \"a\"\n", "neither token_sha256"),
+            (
+                "[[principal]]\nname = \"a\"\ntoken_sha256 = \"abc\"\n",
+                "64 hex digits",
+            ),
+            (
+                &format!(
+                    "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\n[[principal]]\nname = \"a\"\nclient_cert_subject = \"CN=a\"\n"
+                ),
+                "named twice",
+            ),
+            (
+                &format!(
+                    "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\n[[principal]]\nname = \"b\"\ntoken_sha256 = \"{ok}\"\n"
+                ),
+                "listed twice",
+            ),
+            (
+                &format!(
+                    "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\ngrants = [{{ names = \"a*b\", actions = [\"use\"] }}]\n"
+                ),
+                "trailing `*`",
+            ),
+            (
+                &format!(
+                    "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\ngrants = [{{ names = \"a\", actions = [] }}]\n"
+                ),
+                "no actions",
+            ),
+            (
+                &format!(
+                    "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\ngrants = [{{ names = \"a\", actions = [\"write\"] }}]\n"
+                ),
+                "unknown variant",
+            ),
+            (
+                &format!("[[principal]]\nname = \"a\"\ntoken_sha256 = \"{ok}\"\nrate = 0\n"),
+                "at least 1",
+            ),
+            (
+                &format!("[[principal]]\nname = \"a\"\ntoken = \"{ok}\"\n"),
+                "unknown field",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = AccessFile::parse(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains("\"x\""), "never echoes a secret: {e}");
+        }
+    }
+
+    #[test]
+    fn the_servers_token_is_a_root_principal() {
+        let f = AccessFile::default()
+            .with_token(Sha256::digest(b"t").into())
+            .unwrap();
+        let p = f.by_token_digest(&Sha256::digest(b"t").into()).unwrap();
+        assert_eq!(p.name, TOKEN_PRINCIPAL);
+        assert!(p.may_everywhere(Action::Admin));
+        assert!(
+            f.with_token(Sha256::digest(b"t").into())
+                .unwrap_err()
+                .contains("also in the access file")
+        );
+    }
+
+    #[test]
+    fn probes_need_nothing_and_admin_routes_need_admin() {
+        for p in ["/healthz", "/livez", "/readyz"] {
+            assert_eq!(requirement(&Method::GET, p), Requirement::Open);
+        }
+        assert_eq!(
+            need(&Method::DELETE, "/v1/sequences/{name}")
+                .unwrap()
+                .action,
+            Action::Admin
+        );
+        assert_eq!(
+            need(&Method::GET, "/v1/sequences/{name}").unwrap().action,
+            Action::Read
+        );
+        assert_eq!(
+            need(&Method::POST, "/v1/sequences/{name}/reserve")
+                .unwrap()
+                .action,
+            Action::Use
+        );
+        assert_eq!(
+            requirement(&Method::PUT, "/v1/sequences/{name}"),
+            Requirement::NoSuchMethod
+        );
+        assert_eq!(
+            requirement(&Method::GET, "/v1/not-a-route"),
+            Requirement::NoSuchMethod
+        );
+    }
+}
