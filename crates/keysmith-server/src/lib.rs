@@ -93,6 +93,7 @@ mod extract;
 mod handles;
 mod metrics;
 pub mod openapi;
+pub mod reload;
 pub mod request_log;
 mod routes;
 mod status;
@@ -486,11 +487,21 @@ impl AppState {
             }),
         };
         state.start_sampler();
+        reload::watch(&state, state.watched_files(), |s| {
+            if let Err(e) = s.reload_access() {
+                tracing::error!("{e}");
+            }
+        });
         Ok(state)
     }
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// The files a change of which reloads the server ([`reload`]).
+    fn watched_files(&self) -> Vec<std::path::PathBuf> {
+        self.shared.access_file.iter().cloned().collect()
     }
 
     /// Reads the access file again and, if it is good, uses it for every

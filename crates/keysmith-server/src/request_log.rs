@@ -79,8 +79,24 @@ pub(crate) fn span<B>(req: &axum::http::Request<B>) -> Span {
         "request",
         request_id = %id,
         method = %req.method(),
-        path = %req.uri().path(),
+        path = %loggable_path(req.uri().path()),
     )
+}
+
+/// The path as logged: a lease token or ticket id in it is replaced by its
+/// route parameter (`/v1/workers/g/lease/{token}/renew`), so that no log
+/// holds a credential.
+pub(crate) fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    let segs: Vec<&str> = path.split('/').collect();
+    // "", "v1", kind, name, "lease" | "tickets", SECRET, verb
+    let secret = match segs.as_slice() {
+        ["", "v1", "workers", _, "lease", _, _] => "{token}",
+        ["", "v1", "sequences", _, "tickets", _, _] => "{ticket}",
+        _ => return std::borrow::Cow::Borrowed(path),
+    };
+    let mut out = segs;
+    out[5] = secret;
+    std::borrow::Cow::Owned(out.join("/"))
 }
 
 /// One `debug` line per answered request.
@@ -112,6 +128,21 @@ mod tests {
         }
         for bad in ["", "a b", "a\"b", "{x}", &"x".repeat(MAX_CLIENT_ID + 1)] {
             assert!(!acceptable(&HeaderValue::from_str(bad).unwrap()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_stay_out_of_logged_paths() {
+        assert_eq!(
+            loggable_path("/v1/workers/g/lease/SECRET.sig/renew"),
+            "/v1/workers/g/lease/{token}/renew"
+        );
+        assert_eq!(
+            loggable_path("/v1/sequences/inv/tickets/T0K/commit"),
+            "/v1/sequences/inv/tickets/{ticket}/commit"
+        );
+        for kept in ["/v1/sequences/tickets/next", "/v1/workers/g/lease", "/"] {
+            assert_eq!(loggable_path(kept), kept);
         }
     }
 

@@ -763,3 +763,35 @@ async fn a_token_rotates_without_a_failed_request() {
     assert!(reloads[2]["reason"].as_str().unwrap().contains("kept"));
     srv.stop().await;
 }
+
+#[tokio::test]
+async fn a_changed_access_file_is_read_again_without_a_signal() {
+    let srv = server("").await;
+    let new_token = "team-a-changed-0123456789";
+    let (st, _) = call(&srv, new_token, Method::GET, "/v1/sequences", None).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let file = srv.dir.path().join("access.toml");
+    std::fs::write(&file, access_file_with(&[TEAM_A, new_token], "")).unwrap();
+    // Await the watcher: bounded, it looks once a second.
+    let mut st = StatusCode::UNAUTHORIZED;
+    for _ in 0..300 {
+        st = call(&srv, new_token, Method::GET, "/v1/sequences", None)
+            .await
+            .0;
+        if st == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        st,
+        StatusCode::OK,
+        "the changed file was not read within 30 s"
+    );
+    assert!(
+        audit_lines(&srv)
+            .iter()
+            .any(|l| l["event"] == "access_reload" && l["reason"].is_null())
+    );
+    srv.stop().await;
+}
