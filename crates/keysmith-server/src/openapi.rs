@@ -107,6 +107,14 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
         );
         m.insert("401".into(), err("No token, or the wrong one."));
         m.insert(
+            "403".into(),
+            err("The caller's principal lacks the grant this route needs on this name (access file), or is over its quota; nothing changed."),
+        );
+        m.insert(
+            "429".into(),
+            err("The caller's principal is over its request rate; see Retry-After."),
+        );
+        m.insert(
             "503".into(),
             err("Contention, store unavailable or request timeout; see Retry-After."),
         );
@@ -121,8 +129,10 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
             "title": "keysmith",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Unique keys over HTTP: durable sequences, value pools, host counters, shard keys. \
-                Every value is handed out at most once. With a token set, every route but /healthz needs \
-                `Authorization: Bearer TOKEN` (or HTTP Basic with the token as the password)."
+                Every value is handed out at most once. With a token or an access file, every route but the probes \
+                (/healthz, /livez, /readyz) needs `Authorization: Bearer TOKEN` (or HTTP Basic with the token as \
+                the password, or a client certificate a principal names); a principal without the grant a route \
+                needs gets a 403 that changes nothing."
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -502,7 +512,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},
             "/healthz": {"get": {"summary": "Checks the store; needs no token", "security": [],
                 "responses": {"200": ok("The store answers.", "Health"), "503": err("The store does not answer.")}}},
-            "/livez": {"get": {"summary": "Answers while the process runs; touches nothing", "responses": responses(vec![("200", ok("Alive.", "Health"))])}},
+            "/livez": {"get": {"summary": "Answers while the process runs; touches nothing; needs no token", "security": [],
+                "responses": {"200": ok("Alive.", "Health")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": responses(vec![("200", json!({"description": "Prometheus text format."}))])}},
             "/openapi.json": {"get": {"summary": "This document", "responses": responses(vec![("200", json!({"description": "OpenAPI 3.1."}))])}}
         }
