@@ -7,7 +7,7 @@
 //! principal, the peer address, the request id, the method and the route
 //! *template* (never the path: lease tokens and ticket ids stay out of the
 //! trail), the action and the object, the status, and for admin actions the
-//! object's state before and after. Refusals (401, 403, 429) are capped at
+//! request's body and the object's state before and after. Refusals (401, 403, 429) are capped at
 //! [`REFUSALS_PER_SECOND`] lines a second; the next line written says how
 //! many were left out (`suppressed`).
 
@@ -92,6 +92,9 @@ pub struct Line {
     /// Why a request was refused, or a reload failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The request's JSON body (admin actions that have one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Value>,
     /// The object before (admin actions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub before: Option<serde_json::Value>,
@@ -118,6 +121,7 @@ impl Line {
             object: None,
             status: None,
             reason: None,
+            request: None,
             before: None,
             after: None,
             suppressed: None,

@@ -312,10 +312,17 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         state.shared().audit.write(l);
         return ApiError::forbidden(why).into_response();
     }
-    let req = Request::from_parts(parts.clone(), body);
     if need.action != Action::Admin {
-        return next.run(req).await;
+        return next.run(Request::from_parts(parts, body)).await;
     }
+    // An admin request's body goes into its audit line (it holds settings,
+    // never a credential).
+    let body = match read_body(&state, body).await {
+        Ok(b) => b,
+        Err(res) => return res,
+    };
+    let request = crate::extract::parse_strict(&body).ok();
+    let req = Request::from_parts(parts.clone(), Body::from(body));
     // Creates under a quota run one at a time, so that two cannot both
     // find room for one more.
     let quota = match (template.as_str(), &object) {
@@ -366,6 +373,7 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         (res, after)
     };
     let mut l = line(audit::Event::Admin);
+    l.request = request;
     l.status = Some(res.status().as_u16());
     l.before = before.or(Some(serde_json::Value::Null));
     l.after = after.or(Some(serde_json::Value::Null));
@@ -422,20 +430,7 @@ async fn object_of(
         Target::Listed => Named::Some,
         Target::Known => Named::Nothing,
         Target::Body => {
-            let s = state.shared();
-            let bytes = tokio::time::timeout(
-                s.options.request_timeout,
-                axum::body::to_bytes(body, s.options.body_limit),
-            )
-            .await
-            .map_err(|_| ApiError::timeout(s.options.request_timeout).into_response())?
-            .map_err(|_| {
-                ApiError::too_large(format!(
-                    "the request body is larger than this server's limit of {} bytes, or was cut off",
-                    s.options.body_limit
-                ))
-                .into_response()
-            })?;
+            let bytes = read_body(state, body).await?;
             let named = match crate::extract::parse_strict(&bytes) {
                 Ok(v) => match (v.get("name"), v.get("all")) {
                     (Some(serde_json::Value::String(n)), None) => Named::One(n.clone()),
@@ -449,6 +444,24 @@ async fn object_of(
         }
     };
     Ok((named, body))
+}
+
+/// A request's body, within the body limit and the request timeout.
+async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, Response> {
+    let s = state.shared();
+    tokio::time::timeout(
+        s.options.request_timeout,
+        axum::body::to_bytes(body, s.options.body_limit),
+    )
+    .await
+    .map_err(|_| ApiError::timeout(s.options.request_timeout).into_response())?
+    .map_err(|_| {
+        ApiError::too_large(format!(
+            "the request body is larger than this server's limit of {} bytes, or was cut off",
+            s.options.body_limit
+        ))
+        .into_response()
+    })
 }
 
 /// How many sequences or pools `principal` may admin.

@@ -671,6 +671,8 @@ async fn each_admin_route_writes_one_audit_line() {
         }
         if method == Method::PATCH {
             assert_eq!(l["after"]["block"], 7, "{l}");
+            assert_eq!(l["before"]["block"], 5, "{l}");
+            assert_eq!(l["request"], json!({"block": 7}), "{l}");
         }
     }
     // Uses and reads write nothing.
