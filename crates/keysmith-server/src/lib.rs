@@ -94,10 +94,12 @@ pub mod openapi;
 pub mod request_log;
 mod routes;
 mod status;
+pub mod tls;
 
 pub use auth::{OPEN_PATH, TOKEN_ENV, Token};
 pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
+pub use tls::TlsFiles;
 
 use handles::Handles;
 use metrics::{HandleCounters, Metrics};
@@ -134,6 +136,10 @@ pub struct Config {
     pub token: Option<Token>,
     /// Allows listening on a non-loopback address without a token.
     pub insecure_no_auth: bool,
+    /// Serve HTTPS with these files (and, with a client CA, require client
+    /// certificates); `None` (the default): plain HTTP. Read at start and on
+    /// [`AppState::reload`]; see [`tls`].
+    pub tls: Option<TlsFiles>,
     /// The most values one request may ask for (1 to
     /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
     pub max_count: i64,
@@ -215,6 +221,7 @@ impl Default for Config {
             store_url: keysmith::store::default_url(),
             token: None,
             insecure_no_auth: false,
+            tls: None,
             max_count: DEFAULT_MAX_COUNT,
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -234,12 +241,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks the limits, and that a server reachable from other hosts has a
-    /// token (or is explicitly told `insecure_no_auth`).
+    /// Checks the limits, that a server reachable from other hosts has a
+    /// token (or is explicitly told `insecure_no_auth`), and that the TLS
+    /// files, if any, can be read and used together.
     ///
     /// # Errors
-    /// [`ServeError::Config`] saying what to change.
+    /// [`ServeError::Config`] saying what to change (for a TLS file: which
+    /// file, and what is wrong with it).
     pub fn validate(&self) -> Result<(), ServeError> {
+        self.check().map(drop)
+    }
+
+    /// [`Config::validate`], returning the TLS listener the files make.
+    fn check(&self) -> Result<Option<tls::Tls>, ServeError> {
         self.ids
             .validate(keysmith::ids::wall_ms())
             .map_err(|e| ServeError::Config(format!("ids: {e}")))?;
@@ -297,7 +311,7 @@ impl Config {
                 self.listen
             )));
         }
-        Ok(())
+        self.tls.clone().map(tls::Tls::new).transpose()
     }
 }
 
@@ -360,6 +374,8 @@ pub(crate) struct Shared {
     pub(crate) ids_config: keysmith::ids::IdConfig,
     /// Leased on the first `POST /v1/ids/next`.
     pub(crate) ids: tokio::sync::OnceCell<Arc<keysmith::ids::IdGenerator>>,
+    /// The TLS listener's configuration, if the server serves HTTPS.
+    pub(crate) tls: Option<Arc<tls::Tls>>,
 }
 
 /// What every request of one server shares: the store, the open handles,
@@ -376,7 +392,7 @@ impl AppState {
     /// # Errors
     /// [`ServeError::Config`] as [`Config::validate`].
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
-        config.validate()?;
+        let tls = config.check()?.map(Arc::new);
         let state = AppState {
             shared: Arc::new(Shared {
                 store,
@@ -405,6 +421,7 @@ impl AppState {
                 started: Instant::now(),
                 ids_config: config.ids.clone(),
                 ids: tokio::sync::OnceCell::new(),
+                tls,
             }),
         };
         state.start_sampler();
@@ -413,6 +430,28 @@ impl AppState {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// Reloads what the server reads from files. Today: the TLS
+    /// certificate, key and client CA of [`Config::tls`] (nothing when the
+    /// server serves plain HTTP). Connections accepted afterwards use what
+    /// was read; connections already open keep what they had.
+    ///
+    /// All or nothing: when a file cannot be read or used, the server keeps
+    /// everything as it was before the call and goes on serving.
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] naming the file and saying what is wrong.
+    pub fn reload(&self) -> Result<(), ServeError> {
+        match &self.shared.tls {
+            Some(tls) => tls.reload(),
+            None => Ok(()),
+        }
+    }
+
+    /// The TLS files the server reads, if it serves HTTPS.
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.shared.tls.as_deref().map(tls::Tls::files)
     }
 
     /// Samples allocation rates once a second while the state lives (and a
@@ -698,7 +737,16 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
-        conn::serve(self.listener, self.router, self.limits, grace, shutdown).await;
+        let tls = self.state.shared().tls.clone();
+        conn::serve(
+            self.listener,
+            self.router,
+            tls,
+            self.limits,
+            grace,
+            shutdown,
+        )
+        .await;
         self.state.close().await;
         Ok(())
     }
