@@ -46,7 +46,9 @@
 //! on in the background (its values are skipped, a gap). Connections are
 //! capped ([`Config::max_connections`]) and closed when a client is too
 //! slow to send headers or idle ([`Config::header_read_timeout`],
-//! [`Config::idle_timeout`]).
+//! [`Config::idle_timeout`]). With [`Config::tls`] the server speaks HTTPS
+//! only, and with a client CA requires client certificates ([`tls`]);
+//! [`AppState::reload`] reads the files again.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {

@@ -16,7 +16,16 @@
 //! disconnected without an answer.
 //!
 //! With mutual TLS, every request of a connection carries the verified
-//! client certificate's subject as a [`ClientCert`] extension.
+//! client certificate's subject (a crate-internal `ClientCert` extension,
+//! for access rules and audit lines). The subject is written as x509-parser
+//! prints it, RFC 4514 style: `TYPE=value` attributes in the order the
+//! certificate holds them, joined by `, ` (those of one multi-valued RDN by
+//! ` + `), the usual types by their short names (`CN`, `O`, `OU`, `C`, `L`,
+//! `ST`, ...), values unescaped. A certificate whose subject is only the
+//! common name `team-a` gives exactly `CN=team-a`.
+//!
+//! Every request, TLS or not, also carries the peer's address as an
+//! `axum::extract::ConnectInfo<std::net::SocketAddr>` extension.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
