@@ -31,17 +31,15 @@ interface NodeHttps {
   request(url: string, options: Record<string, unknown>, answer: (res: NodeResponse) => void): NodeRequest;
 }
 
-/** node:fs and node:https when running on Node.js (or a runtime that has them). */
-const node = await loadNode();
-
-async function loadNode(): Promise<{ fs: NodeFs; https: NodeHttps } | undefined> {
-  const proc = (globalThis as { process?: { versions?: { node?: string } } }).process;
-  if (proc?.versions?.node === undefined) return undefined;
-  // Names in variables: bundlers for browsers leave them alone.
-  const fsName = "node:fs";
-  const httpsName = "node:https";
-  const [fs, https] = await Promise.all([import(fsName), import(httpsName)]);
-  return { fs: fs as NodeFs, https: https as NodeHttps };
+/**
+ * node:fs and node:https, when the runtime has them (Node.js 20.16+, through
+ * `process.getBuiltinModule`: synchronous, and nothing is loaded elsewhere).
+ */
+function nodeModules(): { fs: NodeFs; https: NodeHttps } | undefined {
+  const proc = (globalThis as { process?: { getBuiltinModule?: (name: string) => unknown } }).process;
+  const load = proc?.getBuiltinModule;
+  if (load === undefined) return undefined;
+  return { fs: load.call(proc, "node:fs") as NodeFs, https: load.call(proc, "node:https") as NodeHttps };
 }
 
 /** Statuses whose answers have no body (a Response refuses one). */
@@ -59,8 +57,11 @@ export function tlsFetch(files: TlsFiles): typeof fetch {
   if (files.keyFile !== undefined && files.certFile === undefined) {
     throw new TypeError("keysmith: keyFile needs certFile (the client certificate the key belongs to)");
   }
+  const node = nodeModules();
   if (node === undefined) {
-    throw new TypeError("keysmith: caFile, certFile and keyFile need Node.js (node:https); elsewhere pass a fetch that trusts the CA");
+    throw new TypeError(
+      "keysmith: caFile, certFile and keyFile need Node.js 20.16 or later (node:https); elsewhere pass a fetch that trusts the CA",
+    );
   }
   const { fs, https } = node;
   const read = (option: string, path: string | undefined) => {
