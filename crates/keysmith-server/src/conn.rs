@@ -20,7 +20,8 @@
 //!   byte of its answer being written) keeps its connection open;
 //! - with TLS ([`crate::tls`]), the handshake runs in the connection's task
 //!   (a slow client never holds up accepting) and must finish within
-//!   `header_read_timeout`; a failed handshake closes the connection.
+//!   `header_read_timeout` of the accept, the same limit a connection has to
+//!   its first request; a failed handshake closes the connection.
 //!
 //! Every request carries its connection's peer address as an
 //! `axum::extract::ConnectInfo<SocketAddr>` extension, and with mutual TLS
@@ -111,6 +112,7 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             let about = Peer {
                 addr: peer,
+                accepted: Instant::now(),
                 client: None,
             };
             match tls {
@@ -160,6 +162,8 @@ async fn accept_failed(e: io::Error) {
 #[derive(Debug, Clone)]
 struct Peer {
     addr: SocketAddr,
+    /// When the connection was accepted.
+    accepted: Instant,
     /// The verified client certificate (mutual TLS).
     client: Option<ClientCert>,
 }
@@ -213,7 +217,9 @@ async fn connection<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity::new());
+    // From the accept: a TLS handshake and the wait for the first request
+    // share the header read timeout.
+    let activity = Arc::new(Activity::new(peer.accepted));
     let service = ConnService {
         router,
         activity: activity.clone(),
@@ -255,10 +261,11 @@ struct ActivityState {
 }
 
 impl Activity {
-    fn new() -> Self {
+    /// A connection accepted at `accepted`, with nothing in flight yet.
+    fn new(accepted: Instant) -> Self {
         Activity(Mutex::new(ActivityState {
             in_flight: 0,
-            idle_since: Instant::now(),
+            idle_since: accepted,
             had_request: false,
         }))
     }
