@@ -90,14 +90,14 @@ class Server:
         assert self.proc.stderr is not None
         first = self.proc.stderr.readline().decode()
         self.log.append(first)
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", first)
+        m = re.search(r"(https?)://127\.0\.0\.1:(\d+)", first)
         if m is None:
             rest = self.proc.stderr.read().decode()
             self.proc.wait()
             self.proc = None
             raise RuntimeError(f"keysmith serve did not start: {first}{rest}")
-        self.port = int(m.group(1))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = int(m.group(2))
+        self.url = f"{m.group(1)}://127.0.0.1:{self.port}"
         # drain stderr so that the server never blocks on a full pipe
         threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
         return self
@@ -149,6 +149,25 @@ def own_server(keysmith_bin: str, tmp_path: Path) -> Iterator[Server]:
         yield s
     finally:
         s.stop()
+
+
+class Certs:
+    """PEM files from clients/tls-test-certs.sh: a CA, a server certificate for
+    127.0.0.1, a client certificate (CN=team-a) it signed, and an unrelated CA."""
+
+    def __init__(self, dir: Path) -> None:
+        subprocess.run(["bash", str(REPO / "clients" / "tls-test-certs.sh"), str(dir)], check=True)
+        self.ca = dir / "ca.pem"
+        self.server_cert = dir / "server.pem"
+        self.server_key = dir / "server-key.pem"
+        self.client_cert = dir / "client.pem"
+        self.client_key = dir / "client-key.pem"
+        self.other_ca = dir / "other-ca.pem"
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return Certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import {
 } from "./workers.js";
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
+import { tlsFetch } from "./tls.js";
 import { Transport, type TransportStats } from "./transport.js";
 
 /** Options of `new Client`. */
@@ -27,8 +28,21 @@ export interface ClientOptions {
    * No attempt starts after it, and one in flight gets at least a second.
    */
   deadlineMs?: number;
-  /** A fetch to use instead of the global one. */
+  /** A fetch to use instead of the global one (not with caFile, certFile or keyFile). */
   fetch?: typeof fetch;
+  /**
+   * For `https://` URLs: the PEM file of the CA that signed the server's
+   * certificate, trusted instead of the system's CAs (Node.js; read when the
+   * client is made).
+   */
+  caFile?: string;
+  /**
+   * A client certificate (PEM) for a server that requires one (`keysmith
+   * serve --client-ca`); with `keyFile`, its key (or the key in this file).
+   */
+  certFile?: string;
+  /** The private key (PEM) of `certFile`. */
+  keyFile?: string;
 }
 
 /** A number for the server: a `bigint`, a safe integer, or its decimal string. */
@@ -294,6 +308,8 @@ function strings(o: Obj, key: string, what: string): bigint[] {
  *
  * ```ts
  * const client = new Client({ url: "http://127.0.0.1:7878" });
+ * // or over TLS, with the server's CA and a client certificate:
+ * // new Client({ url: "https://keys.internal:7878", caFile: "ca.pem", certFile: "client.pem", keyFile: "client-key.pem" })
  * const orders = client.sequence("orders");
  * const id: bigint = await orders.next();
  * ```
@@ -303,12 +319,17 @@ export class Client implements LeaseSource {
 
   constructor(options: ClientOptions) {
     const urls = typeof options.url === "string" ? [options.url] : [...options.url];
+    const { caFile, certFile, keyFile } = options;
+    const tls = caFile !== undefined || certFile !== undefined || keyFile !== undefined;
+    if (tls && options.fetch !== undefined) {
+      throw new TypeError("keysmith: give either fetch or caFile/certFile/keyFile, not both");
+    }
     this.t = new Transport({
       urls,
       token: options.token,
       timeoutMs: options.timeoutMs ?? 15_000,
       deadlineMs: options.deadlineMs ?? 30_000,
-      fetch: options.fetch,
+      fetch: tls ? tlsFetch({ caFile, certFile, keyFile }) : options.fetch,
     });
   }
 

@@ -3,7 +3,7 @@
 // from the first stderr line. Every process started is killed by its PID when
 // the test process exits.
 
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -75,7 +75,7 @@ export async function startServer(opts = {}) {
     proc.stderr.setEncoding("utf8");
     proc.stderr.on("data", (chunk) => {
       log += chunk;
-      const m = /http:\/\/127\.0\.0\.1:\d+/.exec(log);
+      const m = /https?:\/\/127\.0\.0\.1:\d+/.exec(log);
       if (m) res(m[0]);
     });
     proc.once("error", rej);
@@ -99,6 +99,25 @@ export async function startServer(opts = {}) {
       if (proc.exitCode === null && proc.signalCode === null) process.kill(proc.pid, "SIGTERM");
       return exited;
     },
+  };
+}
+
+/**
+ * PEM files from clients/tls-test-certs.sh in a new temporary directory: a
+ * CA, a server certificate for 127.0.0.1, a client certificate (CN=team-a)
+ * it signed, and an unrelated CA.
+ */
+export function makeCerts() {
+  const dir = tempDir();
+  execFileSync("bash", [join(repoRoot, "clients", "tls-test-certs.sh"), dir], { stdio: ["ignore", "ignore", "inherit"] });
+  const f = (name) => join(dir, name);
+  return {
+    ca: f("ca.pem"),
+    serverCert: f("server.pem"),
+    serverKey: f("server-key.pem"),
+    clientCert: f("client.pem"),
+    clientKey: f("client-key.pem"),
+    otherCa: f("other-ca.pem"),
   };
 }
 

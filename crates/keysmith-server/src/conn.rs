@@ -17,11 +17,20 @@
 //!   tell its protocol) is closed when it has had no request in flight for
 //!   `header_read_timeout` before its first request, or for `idle_timeout`
 //!   after one. A request in flight (from its head being read to the last
-//!   byte of its answer being written) keeps its connection open.
+//!   byte of its answer being written) keeps its connection open;
+//! - with TLS ([`crate::tls`]), the handshake runs in the connection's task
+//!   (a slow client never holds up accepting) and must finish within
+//!   `header_read_timeout` of the accept, the same limit a connection has to
+//!   its first request; a failed handshake closes the connection.
+//!
+//! Every request carries its connection's peer address as an
+//! `axum::extract::ConnectInfo<SocketAddr>` extension, and with mutual TLS
+//! the client certificate's subject as a [`ClientCert`].
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
@@ -29,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -36,6 +46,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
+
+use crate::tls::{ClientCert, Tls};
 
 /// The largest request head (request line and headers) hyper reads, in
 /// bytes; more is a 431.
@@ -56,6 +68,7 @@ pub(crate) struct Limits {
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
+    tls: Option<Arc<Tls>>,
     limits: Limits,
     grace: Duration,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -95,8 +108,23 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let (router, builder, stop) = (router.clone(), builder.clone(), stop_rx.clone());
+        let tls = tls.clone();
         tokio::spawn(async move {
-            connection(tcp, router, &builder, stop, limits).await;
+            let about = Peer {
+                addr: peer,
+                accepted: Instant::now(),
+                client: None,
+            };
+            match tls {
+                None => connection(tcp, about, router, &builder, stop, limits).await,
+                Some(tls) => {
+                    if let Some((stream, about)) =
+                        handshake(&tls, tcp, about, stop.clone(), limits).await
+                    {
+                        connection(stream, about, router, &builder, stop, limits).await;
+                    }
+                }
+            }
             tracing::trace!(%peer, "connection closed");
             drop(permit);
         });
@@ -130,21 +158,74 @@ async fn accept_failed(e: io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
+/// Who is at the other end of a connection.
+#[derive(Debug, Clone)]
+struct Peer {
+    addr: SocketAddr,
+    /// When the connection was accepted.
+    accepted: Instant,
+    /// The verified client certificate (mutual TLS).
+    client: Option<ClientCert>,
+}
+
+/// The TLS handshake of a connection, with the configuration current when
+/// it starts. `None` (logged) when it fails, takes longer than
+/// `header_read_timeout`, or the server stops meanwhile: the connection is
+/// closed.
+async fn handshake(
+    tls: &Tls,
+    tcp: TcpStream,
+    mut about: Peer,
+    mut stop: watch::Receiver<bool>,
+    limits: Limits,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Peer)> {
+    let peer = about.addr;
+    let accept = tokio::time::timeout(limits.header_read_timeout, tls.acceptor().accept(tcp));
+    let stream = tokio::select! {
+        r = accept => match r {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, "TLS handshake failed: {e}");
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake not done within the header read timeout");
+                return None;
+            }
+        },
+        _ = stop.wait_for(|s| *s) => return None,
+    };
+    match crate::tls::client_cert(stream.get_ref().1) {
+        Ok(client) => about.client = client,
+        Err(e) => {
+            tracing::warn!(%peer, "closing a connection: {e}");
+            return None;
+        }
+    }
+    Some((stream, about))
+}
+
 /// Serves one connection until it ends, the server stops, or it is idle
 /// too long.
-async fn connection(
-    tcp: TcpStream,
+async fn connection<I>(
+    io: I,
+    peer: Peer,
     router: Router,
     builder: &auto::Builder<TokioExecutor>,
     mut stop: watch::Receiver<bool>,
     limits: Limits,
-) {
-    let activity = Arc::new(Activity::new());
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // From the accept: a TLS handshake and the wait for the first request
+    // share the header read timeout.
+    let activity = Arc::new(Activity::new(peer.accepted));
     let service = ConnService {
         router,
         activity: activity.clone(),
+        peer: Arc::new(peer),
     };
-    let conn = builder.serve_connection(TokioIo::new(JsonErrors::new(tcp)), service);
+    let conn = builder.serve_connection(TokioIo::new(JsonErrors::new(io)), service);
     let mut conn = std::pin::pin!(conn);
     let mut stopping = false;
     loop {
@@ -180,10 +261,11 @@ struct ActivityState {
 }
 
 impl Activity {
-    fn new() -> Self {
+    /// A connection accepted at `accepted`, with nothing in flight yet.
+    fn new(accepted: Instant) -> Self {
         Activity(Mutex::new(ActivityState {
             in_flight: 0,
-            idle_since: Instant::now(),
+            idle_since: accepted,
             had_request: false,
         }))
     }
@@ -242,11 +324,13 @@ impl Drop for InFlight {
     }
 }
 
-/// The router as hyper's service, counting requests in flight.
+/// The router as hyper's service, counting requests in flight and putting
+/// the peer's address (and client certificate) into each request.
 #[derive(Clone)]
 struct ConnService {
     router: Router,
     activity: Arc<Activity>,
+    peer: Arc<Peer>,
 }
 
 impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
@@ -255,8 +339,12 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
     type Future =
         Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send + 'static>>;
 
-    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
         let guard = self.activity.begin();
+        req.extensions_mut().insert(ConnectInfo(self.peer.addr));
+        if let Some(client) = &self.peer.client {
+            req.extensions_mut().insert(client.clone());
+        }
         let router = self.router.clone();
         Box::pin(async move {
             let res = match router.oneshot(req.map(Body::new)).await {

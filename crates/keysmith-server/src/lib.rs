@@ -46,7 +46,9 @@
 //! on in the background (its values are skipped, a gap). Connections are
 //! capped ([`Config::max_connections`]) and closed when a client is too
 //! slow to send headers or idle ([`Config::header_read_timeout`],
-//! [`Config::idle_timeout`]).
+//! [`Config::idle_timeout`]). With [`Config::tls`] the server speaks HTTPS
+//! only, and with a client CA requires client certificates ([`tls`]);
+//! [`AppState::reload`] reads the files again.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {
@@ -97,12 +99,14 @@ pub mod reload;
 pub mod request_log;
 mod routes;
 mod status;
+pub mod tls;
 
 #[allow(deprecated)]
 pub use auth::OPEN_PATH;
 pub use auth::{OPEN_PATHS, TOKEN_ENV, Token};
 pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
+pub use tls::TlsFiles;
 
 use handles::Handles;
 use metrics::{HandleCounters, Metrics};
@@ -147,6 +151,10 @@ pub struct Config {
     /// Where audit lines are appended besides the log target
     /// [`audit::TARGET`] ([`audit`]).
     pub audit_log: Option<std::path::PathBuf>,
+    /// Serve HTTPS with these files (and, with a client CA, require client
+    /// certificates); `None` (the default): plain HTTP. Read at start and on
+    /// [`AppState::reload`]; see [`tls`].
+    pub tls: Option<TlsFiles>,
     /// The most values one request may ask for (1 to
     /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
     pub max_count: i64,
@@ -230,6 +238,7 @@ impl Default for Config {
             insecure_no_auth: false,
             access_file: None,
             audit_log: None,
+            tls: None,
             max_count: DEFAULT_MAX_COUNT,
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -249,12 +258,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks the limits, and that a server reachable from other hosts has a
-    /// token (or is explicitly told `insecure_no_auth`).
+    /// Checks the limits, that a server reachable from other hosts has a
+    /// token (or is explicitly told `insecure_no_auth`), and that the TLS
+    /// files, if any, can be read and used together.
     ///
     /// # Errors
-    /// [`ServeError::Config`] saying what to change.
+    /// [`ServeError::Config`] saying what to change (for a TLS file: which
+    /// file, and what is wrong with it).
     pub fn validate(&self) -> Result<(), ServeError> {
+        self.check().map(drop)
+    }
+
+    /// [`Config::validate`], returning the TLS listener the files make.
+    fn check(&self) -> Result<Option<tls::Tls>, ServeError> {
         self.ids
             .validate(keysmith::ids::wall_ms())
             .map_err(|e| ServeError::Config(format!("ids: {e}")))?;
@@ -316,7 +332,7 @@ impl Config {
                 self.listen
             )));
         }
-        Ok(())
+        self.tls.clone().map(tls::Tls::new).transpose()
     }
 }
 
@@ -387,6 +403,8 @@ pub(crate) struct Shared {
     pub(crate) ids_config: keysmith::ids::IdConfig,
     /// Leased on the first `POST /v1/ids/next`.
     pub(crate) ids: tokio::sync::OnceCell<Arc<keysmith::ids::IdGenerator>>,
+    /// The TLS listener's configuration, if the server serves HTTPS.
+    pub(crate) tls: Option<Arc<tls::Tls>>,
 }
 
 /// Who may do what, as read from the access file and the token.
@@ -429,8 +447,10 @@ impl AccessState {
 }
 
 /// The subject of the request's client certificate (mutual TLS), if any.
-pub(crate) fn tls_subject(_req: &Request) -> Option<&str> {
-    None
+pub(crate) fn tls_subject(req: &Request) -> Option<&str> {
+    req.extensions()
+        .get::<tls::ClientCert>()
+        .map(|c| c.subject.as_str())
 }
 
 /// What every request of one server shares: the store, the open handles,
@@ -447,7 +467,7 @@ impl AppState {
     /// # Errors
     /// [`ServeError::Config`] as [`Config::validate`].
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
-        config.validate()?;
+        let tls = config.check()?.map(Arc::new);
         let token = config.token.as_ref().map(Token::digest);
         let access =
             AccessState::load(config.access_file.as_deref(), token).map_err(ServeError::Config)?;
@@ -484,13 +504,13 @@ impl AppState {
                 started: Instant::now(),
                 ids_config: config.ids.clone(),
                 ids: tokio::sync::OnceCell::new(),
+                tls,
             }),
         };
         state.start_sampler();
-        reload::watch(&state, state.watched_files(), |s| {
-            if let Err(e) = s.reload_access() {
-                tracing::error!("{e}");
-            }
+        reload::watch(&state, state.watched_files(), |s| match s.reload() {
+            Ok(()) => tracing::info!("a file changed: reloaded the TLS files and the access file"),
+            Err(e) => tracing::error!("a file changed, but {e}; kept what was in use"),
         });
         Ok(state)
     }
@@ -501,7 +521,12 @@ impl AppState {
 
     /// The files a change of which reloads the server ([`reload`]).
     fn watched_files(&self) -> Vec<std::path::PathBuf> {
-        self.shared.access_file.iter().cloned().collect()
+        let mut files: Vec<_> = self.shared.access_file.iter().cloned().collect();
+        if let Some(t) = self.tls_files() {
+            files.extend([t.cert.clone(), t.key.clone()]);
+            files.extend(t.client_ca.iter().cloned());
+        }
+        files
     }
 
     /// Reads the access file again and, if it is good, uses it for every
@@ -537,6 +562,40 @@ impl AppState {
                 Err(ServeError::Config(e))
             }
         }
+    }
+
+    /// Reloads what the server reads from files: the TLS certificate, key
+    /// and client CA of [`Config::tls`], and the access file
+    /// ([`Config::access_file`]). `keysmith serve` calls it on SIGHUP, and
+    /// the server itself when one of the files changes ([`reload`]).
+    /// Connections accepted afterwards use the TLS files read; connections
+    /// already open keep what they had. Requests that start afterwards use
+    /// the access file read.
+    ///
+    /// Each part is all or nothing: a TLS file or an access file that
+    /// cannot be read or used leaves that part as it was, and the server
+    /// goes on serving; the other part is still reloaded.
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] naming the file and saying what is wrong (the
+    /// first failure).
+    pub fn reload(&self) -> Result<(), ServeError> {
+        let tls = match &self.shared.tls {
+            Some(tls) => tls.reload(),
+            None => Ok(()),
+        };
+        let access = self.reload_access();
+        tls.and(access)
+    }
+
+    /// The access file the server reads, if it has one.
+    pub fn access_file(&self) -> Option<&std::path::Path> {
+        self.shared.access_file.as_deref()
+    }
+
+    /// The TLS files the server reads, if it serves HTTPS.
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.shared.tls.as_deref().map(tls::Tls::files)
     }
 
     /// Samples allocation rates once a second while the state lives (and a
@@ -826,7 +885,16 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
-        conn::serve(self.listener, self.router, self.limits, grace, shutdown).await;
+        let tls = self.state.shared().tls.clone();
+        conn::serve(
+            self.listener,
+            self.router,
+            tls,
+            self.limits,
+            grace,
+            shutdown,
+        )
+        .await;
         self.state.close().await;
         Ok(())
     }

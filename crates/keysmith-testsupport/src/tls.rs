@@ -1,7 +1,9 @@
 //! Servers that require TLS and credentials, with certificates the test
 //! makes ([`Certs`], with rcgen): a PostgreSQL that refuses plain
 //! connections and wants a password ([`TlsPostgres`]), and an etcd node that
-//! wants TLS, a client certificate and a user with a password ([`TlsEtcd`]).
+//! wants TLS, a client certificate and a user with a password ([`TlsEtcd`]);
+//! and a client of keysmith's own HTTPS listener ([`HttpsClient`]) that
+//! shows the certificate it was served.
 //!
 //! Both listen on 127.0.0.1 only and die with the test process, like the
 //! plain servers of [`crate::postgres`] and [`crate::etcd`].
@@ -119,6 +121,186 @@ fn make_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
 
 fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// The DER of the first certificate of the PEM file `path` (to compare with
+/// [`HttpsConn::served_certificate`]).
+///
+/// # Panics
+/// When the file cannot be read or holds no certificate.
+pub fn first_certificate_der(path: &Path) -> Vec<u8> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_file_iter(path)
+        .and_then(|mut it| it.next().transpose())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no certificate in {}", path.display()))
+        .to_vec()
+}
+
+/// How long a [`HttpsConn`] waits for the server before it gives up: a
+/// bound on a hang, not a performance threshold.
+const HTTPS_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A blocking HTTPS/1.1 client (rustls, ring) for tests of `keysmith serve
+/// --tls-cert`: trusts the given CAs only, checks the server's name
+/// (`127.0.0.1`), may present a client certificate, and offers the ALPN
+/// protocols it is told to.
+#[derive(Debug, Clone)]
+pub struct HttpsClient {
+    config: std::sync::Arc<rustls::ClientConfig>,
+}
+
+impl HttpsClient {
+    /// A client trusting the CA certificates in the PEM files `cas`,
+    /// presenting `client` (certificate file, key file) when asked, and
+    /// offering `alpn` (e.g. `[b"h2", b"http/1.1"]`; empty: no ALPN).
+    ///
+    /// # Panics
+    /// When a file cannot be read or used.
+    pub fn new(cas: &[&Path], client: Option<(&Path, &Path)>, alpn: &[&[u8]]) -> HttpsClient {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in cas {
+            for cert in CertificateDer::pem_file_iter(ca).expect("CA file") {
+                roots
+                    .add(cert.expect("CA certificate"))
+                    .expect("a usable CA");
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_root_certificates(roots);
+        let mut config = match client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .expect("client certificate file")
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("client certificate");
+                let key = PrivateKeyDer::from_pem_file(key).expect("client key");
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .expect("client certificate and key")
+            }
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        HttpsClient {
+            config: std::sync::Arc::new(config),
+        }
+    }
+
+    /// Connects to `addr` (a server certificate for 127.0.0.1) and
+    /// completes the handshake.
+    ///
+    /// # Errors
+    /// The connection or the handshake failed (the message says why).
+    pub fn connect(&self, addr: std::net::SocketAddr) -> Result<HttpsConn, String> {
+        let tcp = TcpStream::connect_timeout(&addr, HTTPS_DEADLINE).map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(HTTPS_DEADLINE))
+            .map_err(|e| e.to_string())?;
+        tcp.set_write_timeout(Some(HTTPS_DEADLINE))
+            .map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        let conn =
+            rustls::ClientConnection::new(self.config.clone(), name).map_err(|e| e.to_string())?;
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        while stream.conn.is_handshaking() {
+            stream
+                .conn
+                .complete_io(&mut stream.sock)
+                .map_err(|e| format!("TLS handshake: {e}"))?;
+        }
+        Ok(HttpsConn { stream })
+    }
+
+    /// One `GET path` on a new connection: the status and the body.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect) and [`HttpsConn::get`].
+    pub fn get(&self, addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), String> {
+        self.connect(addr)?.get(path)
+    }
+}
+
+/// An open HTTPS connection of an [`HttpsClient`]; requests on it reuse it
+/// (HTTP/1.1 keep-alive).
+#[derive(Debug)]
+pub struct HttpsConn {
+    stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+}
+
+impl HttpsConn {
+    /// The DER of the certificate the server presented (its own, first of
+    /// the chain).
+    pub fn served_certificate(&self) -> Vec<u8> {
+        self.stream
+            .conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| c.to_vec())
+            .expect("a server certificate after the handshake")
+    }
+
+    /// The client's end of the connection (the server sees it as the peer).
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.stream.sock.local_addr().expect("a connected socket")
+    }
+
+    /// The protocol the server chose by ALPN.
+    pub fn alpn(&self) -> Option<Vec<u8>> {
+        self.stream.conn.alpn_protocol().map(<[u8]>::to_vec)
+    }
+
+    /// `GET path` over HTTP/1.1 (keep-alive): the status and the body, which
+    /// must have a `content-length`.
+    ///
+    /// # Errors
+    /// The server closed the connection or refused it (a TLS alert), or the
+    /// answer is not HTTP/1.1 with a length.
+    pub fn get(&mut self, path: &str) -> Result<(u16, String), String> {
+        self.stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+            .and_then(|()| self.stream.flush())
+            .map_err(|e| format!("sending the request: {e}"))?;
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match self.stream.read(&mut byte) {
+                Ok(0) => {
+                    return Err(format!(
+                        "the server closed the connection after {:?}",
+                        String::from_utf8_lossy(&head)
+                    ));
+                }
+                Ok(_) => head.push(byte[0]),
+                Err(e) => return Err(format!("reading the answer: {e}")),
+            }
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        let status = head
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|s| s.get(..3))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("not an HTTP/1.1 answer: {head:?}"))?;
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())?
+            })
+            .ok_or_else(|| format!("no content-length in {head:?}"))?;
+        let mut body = vec![0u8; length];
+        self.stream
+            .read_exact(&mut body)
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
 }
 
 /// The password of the servers' users, also in [`TlsPostgres::password_file`]

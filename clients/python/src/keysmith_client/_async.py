@@ -29,13 +29,13 @@ from ._models import (
     Ticket,
 )
 from ._workers import WorkerInfo, WorkerLeaseInfo
-from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Urls, _headers, _log, _urls
+from ._sync import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, PathLike, Urls, _headers, _log, _urls, _verify
 
 T = TypeVar("T")
 
 
 class AsyncClient:
-    """The asyncio twin of :class:`~keysmith_client.Client` (same failover, same calls, awaited)."""
+    """The asyncio twin of :class:`~keysmith_client.Client` (same failover, same calls, same TLS options, awaited)."""
 
     def __init__(
         self,
@@ -45,10 +45,18 @@ class AsyncClient:
         timeout: Union[float, httpx.Timeout] = DEFAULT_TIMEOUT,
         deadline: float = DEFAULT_DEADLINE,
         transport: Optional[httpx.AsyncBaseTransport] = None,
+        ca_file: Optional[PathLike] = None,
+        cert_file: Optional[PathLike] = None,
+        key_file: Optional[PathLike] = None,
     ) -> None:
         self._servers = Servers(_urls(url_or_urls))
         self._deadline = deadline
-        self._http = httpx.AsyncClient(headers=_headers(token), timeout=timeout, transport=transport)
+        self._http = httpx.AsyncClient(
+            headers=_headers(token),
+            timeout=timeout,
+            transport=transport,
+            verify=_verify(ca_file, cert_file, key_file),
+        )
         self._sequences: weakref.WeakSet[AsyncSequence] = weakref.WeakSet()
 
     @property

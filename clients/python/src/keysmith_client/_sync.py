@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import ssl
 import threading
 import time
 import weakref
@@ -50,6 +52,41 @@ def _headers(token: Optional[str]) -> Dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+#: A file path, as ``ssl`` takes them.
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _shown(path: Optional[PathLike]) -> str:
+    return "None" if path is None else repr(os.fspath(path))
+
+
+def _verify(
+    ca_file: Optional[PathLike], cert_file: Optional[PathLike], key_file: Optional[PathLike]
+) -> Union[bool, ssl.SSLContext]:
+    """httpx's ``verify``: the default CAs, or an SSL context with ``ca_file`` and a client certificate.
+
+    Raises ``ValueError`` for a key without its certificate, and ``OSError``
+    or ``ssl.SSLError`` (naming the file) for a file that cannot be read.
+    """
+    if key_file is not None and cert_file is None:
+        raise ValueError("keysmith: key_file needs cert_file (the client certificate the key belongs to)")
+    if ca_file is None and cert_file is None:
+        return True
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise type(e)(f"keysmith: cannot read the CA file ca_file={_shown(ca_file)}: {e}") from e
+    if cert_file is not None:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise type(e)(
+                f"keysmith: cannot use the client certificate cert_file={_shown(cert_file)} "
+                f"with key_file={_shown(key_file)}: {e}"
+            ) from e
+    return ctx
+
+
 class Client:
     """A client of one keysmith service, or of several servers over one store.
 
@@ -57,6 +94,12 @@ class Client:
     Every call goes to the server that answered last and fails over to the
     next one on connection errors and 503s, honouring ``Retry-After``, for at
     most ``deadline`` seconds. Safe to share between threads.
+
+    For ``https://`` URLs, ``ca_file`` is the PEM file of the CA that signed
+    the server's certificate (default: the CAs httpx trusts), and
+    ``cert_file`` and ``key_file`` are a client certificate and its key (PEM)
+    for a server that requires one (``keysmith serve --client-ca``);
+    ``cert_file`` may hold the key too.
     """
 
     def __init__(
@@ -67,10 +110,18 @@ class Client:
         timeout: Union[float, httpx.Timeout] = DEFAULT_TIMEOUT,
         deadline: float = DEFAULT_DEADLINE,
         transport: Optional[httpx.BaseTransport] = None,
+        ca_file: Optional[PathLike] = None,
+        cert_file: Optional[PathLike] = None,
+        key_file: Optional[PathLike] = None,
     ) -> None:
         self._servers = Servers(_urls(url_or_urls))
         self._deadline = deadline
-        self._http = httpx.Client(headers=_headers(token), timeout=timeout, transport=transport)
+        self._http = httpx.Client(
+            headers=_headers(token),
+            timeout=timeout,
+            transport=transport,
+            verify=_verify(ca_file, cert_file, key_file),
+        )
         self._sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
 
     @property

@@ -1,4 +1,5 @@
-//! `serve`: runs the HTTP service until SIGTERM or ctrl-c.
+//! `serve`: runs the HTTP service until SIGTERM or ctrl-c; SIGHUP reloads
+//! the files it reads (the TLS certificate, key and client CA).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use keysmith::shard_key::ShardKeySecret;
 use keysmith_server::{
     Config, CounterConfig, DEFAULT_BODY_LIMIT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, Server,
-    TOKEN_ENV, Token,
+    TOKEN_ENV, TlsFiles, Token,
 };
 
 use crate::{Global, LogFormat};
@@ -52,6 +53,18 @@ pub struct ServeArgs {
     /// keysmith::audit.
     #[arg(long, value_name = "PATH")]
     audit_log: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM: the server's certificate
+    /// first, then intermediates). Needs --tls-key. SIGHUP reads it again.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require a client certificate signed by a CA of this PEM file (mutual
+    /// TLS); a client without one is refused in the handshake. Needs
+    /// --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    client_ca: Option<PathBuf>,
     /// The most values one request may ask for; more is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
     max_count: i64,
@@ -140,6 +153,17 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         Some(path) => Some(ShardKeySecret::from_file(path)?),
         None => ShardKeySecret::from_env()?,
     };
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert,
+            key,
+            client_ca: args.client_ca,
+        }),
+        // clap requires both, and the client CA with them.
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mtls = tls.as_ref().is_some_and(|t| t.client_ca.is_some());
     let config = Config {
         listen: args.listen,
         store_url: global.store_url(),
@@ -147,6 +171,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         insecure_no_auth: args.insecure_no_auth,
         access_file: args.access_file,
         audit_log: args.audit_log,
+        tls,
         max_count: args.max_count,
         max_pool_size: args.max_pool_size,
         body_limit: args.body_limit,
@@ -174,25 +199,29 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     let log_format = args.log_format;
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;
-    let auth = if authed {
+    let mut auth = if authed {
         "token or certificate required".to_owned()
     } else {
         format!("no token: set ${TOKEN_ENV} or --token-file to require one")
     };
+    if mtls {
+        auth.push_str("; client certificate required");
+    }
     // The address line comes first: scripts and tests read it.
     if log_format == LogFormat::Text {
         say(
             log_format,
-            &format!("listening on http://{addr} ({auth}); SIGTERM or ctrl-c stops"),
+            &format!("listening on {scheme}://{addr} ({auth}); SIGTERM or ctrl-c stops"),
         );
     }
     crate::init_logging(crate::LogDefault::Service, log_format);
     if log_format == LogFormat::Json {
         tracing::info!(
             address = %addr,
-            "keysmith: listening on http://{addr} ({auth}); SIGTERM or ctrl-c stops"
+            "keysmith: listening on {scheme}://{addr} ({auth}); SIGTERM or ctrl-c stops"
         );
     }
+    reload_on_sighup(server.state().clone(), log_format);
     server.run(shutdown_signal(log_format)).await?;
     say(log_format, "stopped; every handle closed");
     Ok(())
@@ -205,6 +234,62 @@ fn say(format: LogFormat, what: &str) {
         LogFormat::Text => eprintln!("keysmith: {what}"),
         LogFormat::Json => tracing::info!("keysmith: {what}"),
     }
+}
+
+/// Reloads what the server reads from files ([`AppState::reload`]) on each
+/// SIGHUP while the process runs, and says how it went: what was read, or
+/// why the old files stay in use. Never a key or a secret.
+///
+/// [`AppState::reload`]: keysmith_server::AppState::reload
+fn reload_on_sighup(state: keysmith_server::AppState, format: LogFormat) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hup = match signal(SignalKind::hangup()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGHUP, so it will not reload: {e}");
+                return;
+            }
+        };
+        while hup.recv().await.is_some() {
+            match state.reload() {
+                Ok(()) => {
+                    let mut read = Vec::new();
+                    if let Some(files) = state.tls_files() {
+                        read.push(format!(
+                            "the TLS certificate {}, key {}{} (new connections use them)",
+                            files.cert.display(),
+                            files.key.display(),
+                            files
+                                .client_ca
+                                .as_ref()
+                                .map(|ca| format!(" and client CA {}", ca.display()))
+                                .unwrap_or_default()
+                        ));
+                    }
+                    if let Some(access) = state.access_file() {
+                        read.push(format!("the access file {}", access.display()));
+                    }
+                    if read.is_empty() {
+                        read.push("nothing (no TLS files, no access file)".into());
+                    }
+                    say(format, &format!("SIGHUP: reloaded {}", read.join("; ")));
+                }
+                Err(e) => {
+                    let what = format!(
+                        "SIGHUP: reload failed, still serving with the files read before: {e}"
+                    );
+                    match format {
+                        LogFormat::Text => eprintln!("keysmith: {what}"),
+                        LogFormat::Json => tracing::error!("keysmith: {what}"),
+                    }
+                }
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (state, format);
 }
 
 /// Completes on SIGTERM or ctrl-c (SIGINT).

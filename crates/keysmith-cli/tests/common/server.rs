@@ -64,22 +64,28 @@ impl ServerProc {
         .await
         .unwrap();
         let first = first.expect("the server printed nothing");
-        let addr = first
-            .split("http://")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
+        let (scheme, addr) = ["http", "https"]
+            .into_iter()
+            .find_map(|scheme| {
+                let addr = first.split(&format!(" {scheme}://")).nth(1)?;
+                Some((scheme, addr.split_whitespace().next()?))
+            })
             .unwrap_or_else(|| panic!("no address in {first:?}"));
-        let base = format!("http://{addr}");
-        let client = reqwest::Client::new();
-        let until = Instant::now() + SERVER_DEADLINE;
-        loop {
-            if let Ok(r) = client.get(format!("{base}/healthz")).send().await
-                && r.status().is_success()
-            {
-                break;
+        let base = format!("{scheme}://{addr}");
+        // An HTTPS server is listening once it prints its address (its
+        // store is open by then); its tests connect with their own client.
+        if scheme == "http" {
+            let client = reqwest::Client::new();
+            let until = Instant::now() + SERVER_DEADLINE;
+            loop {
+                if let Ok(r) = client.get(format!("{base}/healthz")).send().await
+                    && r.status().is_success()
+                {
+                    break;
+                }
+                assert!(Instant::now() < until, "the server never became healthy");
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            assert!(Instant::now() < until, "the server never became healthy");
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         ServerProc {
             child,
@@ -88,7 +94,16 @@ impl ServerProc {
         }
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// The address the server listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.base
+            .split("://")
+            .nth(1)
+            .and_then(|a| a.parse().ok())
+            .expect("an address")
+    }
+
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn base(&self) -> &str {
         &self.base
     }
