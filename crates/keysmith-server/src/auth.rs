@@ -22,8 +22,8 @@ use subtle::ConstantTimeEq;
 use crate::AppState;
 use crate::error::ApiError;
 
-/// The only route that needs no token.
-pub const OPEN_PATH: &str = "/healthz";
+/// The routes that need no token: the probes.
+pub const OPEN_PATHS: &[&str] = &["/healthz", "/livez", "/readyz"];
 
 /// The environment variable holding the token.
 pub const TOKEN_ENV: &str = "KEYSMITH_TOKEN";
@@ -156,7 +156,7 @@ fn presented(req: &Request) -> Presented {
     }
 }
 
-/// Middleware: with a token set, every route but [`OPEN_PATH`] needs it.
+/// Middleware: with a token set, every route but [`OPEN_PATHS`] needs it.
 pub(crate) async fn require_token(
     State(state): State<AppState>,
     req: Request,
@@ -165,7 +165,7 @@ pub(crate) async fn require_token(
     let Some(expected) = state.shared().token else {
         return next.run(req).await;
     };
-    if req.uri().path() == OPEN_PATH {
+    if OPEN_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;
     }
     match presented(&req) {

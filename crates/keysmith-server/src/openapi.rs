@@ -70,8 +70,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
     });
     let reserve_count = json!({
         "name": "count", "in": "query", "required": false,
-        "description": "How many values to reserve. A bad `as` is a 400 first.",
-        "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION, "default": 1}
+        "description": "How many values to reserve. Above this server's maximum (`--max-count`) is a 413; a bad `as` is a 400 first.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": max_count, "default": 1}
     });
     let as_ = json!({
         "name": "as", "in": "query", "required": false,
@@ -121,7 +121,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
             "title": "keysmith",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Unique keys over HTTP: durable sequences, value pools, host counters, shard keys. \
-                Every value is handed out at most once. With a token set, every route but /healthz needs \
+                Every value is handed out at most once. With a token set, every route but the probes (/healthz, /livez, /readyz) needs \
                 `Authorization: Bearer TOKEN` (or HTTP Basic with the token as the password)."
         },
         "components": {
@@ -395,7 +395,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Fewer than asked for only near the sequence's maximum.",
                     "parameters": [reserve_count, as_],
                     "responses": responses(vec![("200", ok("The reserved ranges and a lease token.", "Lease")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the largest reservation."))])}
+                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the server's limit of values a request."))])}
             },
             "/v1/sequences/{name}/release": {
                 "parameters": [name],
@@ -454,7 +454,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         {"name": "max", "in": "query", "required": false, "description": "Worker ids are 0..max.",
                          "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_WORKERS, "default": keysmith::ids::DEFAULT_GROUP_SIZE}}],
                     "responses": responses(vec![("200", ok("The lease.", "HeldWorker")),
-                        ("409", err("Every worker id of the group is held (`lease_refused`, naming the group and its size)."))])}
+                        ("409", err("Every worker id of the group is held (`lease_refused`, naming the group and its size).")),
+                        ("413", err("ttl_ms or max above this server's limits (`--max-worker-ttl-ms`, `--max-worker-group`)."))])}
             },
             "/v1/workers/{group}/lease/{token}/renew": {
                 "parameters": [group.clone(), token.clone()],
@@ -479,7 +480,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Every move is a conditional write, safe while values are handed out; dry_run writes nothing.",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Fence"}}}},
                     "responses": responses(vec![("200", ok("What moved, or would move.", "FenceReport")), ("404", err("No such sequence.")),
-                        ("409", err("A numbered sequence (`wrong_kind`).")), ("413", err("Body over the limit."))])}
+                        ("409", err("A numbered sequence (`wrong_kind`).")), ("413", err("Body over the limit, or skip over the server's largest fence skip."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",
@@ -502,7 +503,10 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
             "/": {"get": {"summary": "Status page (HTML)", "responses": responses(vec![("200", json!({"description": "HTML."}))])}},
             "/healthz": {"get": {"summary": "Checks the store; needs no token", "security": [],
                 "responses": {"200": ok("The store answers.", "Health"), "503": err("The store does not answer.")}}},
-            "/livez": {"get": {"summary": "Answers while the process runs; touches nothing", "responses": responses(vec![("200", ok("Alive.", "Health"))])}},
+            "/livez": {"get": {"summary": "Answers while the process runs; touches nothing; needs no token", "security": [],
+                "responses": {"200": ok("Alive.", "Health")}}},
+            "/readyz": {"get": {"summary": "Ready for requests; 503 while the server drains after its shutdown signal; needs no token", "security": [],
+                "responses": {"200": ok("Ready.", "Health"), "503": err("Draining (`draining`): send requests to another server.")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": responses(vec![("200", json!({"description": "Prometheus text format."}))])}},
             "/openapi.json": {"get": {"summary": "This document", "responses": responses(vec![("200", json!({"description": "OpenAPI 3.1."}))])}}
         }

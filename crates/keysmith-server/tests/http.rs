@@ -223,21 +223,22 @@ async fn auth() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 
-    // Every route but /healthz needs the token, unknown ones too.
+    // Every route but the probes needs the token, unknown ones too.
     for path in [
         "/",
         "/v1/status",
         "/metrics",
         "/openapi.json",
-        "/livez",
         "/v1/sequences",
         "/nope",
     ] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
-    let res = srv.client.get(srv.url("/healthz")).send().await.unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let res = srv.client.get(srv.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+    }
     // A browser opening the page gets a Basic prompt.
     let res = srv.client.get(srv.url("/")).send().await.unwrap();
     assert!(
