@@ -115,6 +115,9 @@ async fn a_fence_over_the_skip_limit_is_413_and_moves_nothing() {
         assert!(msg.contains("limit of 5000"), "{msg}");
     }
     assert_eq!(row(&srv, "orders").await, before);
+    let (_, doc) = srv.call(Method::GET, "/openapi.json", None).await;
+    let skip = &doc["components"]["schemas"]["Fence"]["properties"]["skip"];
+    assert_eq!(skip["maximum"], 5000, "{skip}");
     let (st, v) = srv
         .call(
             Method::POST,
@@ -150,6 +153,11 @@ async fn worker_leases_over_the_ttl_or_group_limit_are_413_and_lease_nothing() {
         assert!(msg.contains(limit), "{query}: {msg}");
     }
     assert_eq!(listing().await, before);
+    // The document states the server's limits.
+    let (_, doc) = srv.call(Method::GET, "/openapi.json", None).await;
+    let params = &doc["paths"]["/v1/workers/{group}/lease"]["post"]["parameters"];
+    assert_eq!(params[0]["schema"]["maximum"], 60_000, "{params}");
+    assert_eq!(params[1]["schema"]["maximum"], 8, "{params}");
     // Within the limits, and without a max (the server's limit when below
     // the default group size): granted.
     let (st, v) = srv
