@@ -5,13 +5,15 @@
 //! await: the hot path takes the read lock, clones an `Arc`, and lets go.
 //!
 //! The map is bounded ([`HandleLimits`]): a handle no request used for
-//! `idle` is closed by the server's sampler ([`Handles::close_idle`]), and
+//! `idle` is closed by the server's sweeper ([`Handles::close_idle`]), and
 //! when `max_open` handles are open, opening another first closes the least
 //! recently used one that no request holds; if every one is in use, the open
 //! fails with a 503. Closing goes through [`Handle::close`], so a sequence's
-//! unused tail goes back to the store as at shutdown. A handle is only ever
-//! closed once no request holds it (its `Arc` is the map's alone, checked
-//! under the write lock, which every lookup needs too).
+//! unused tail goes back to the store as at shutdown. These closes take only
+//! a handle no request holds: its `Arc` is the map's alone, checked under
+//! the write lock, which keeps every lookup out meanwhile. (A drop of the
+//! sequence, or shutdown, closes handles in use too; their requests then
+//! see [`keysmith::Error::Closed`].)
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
