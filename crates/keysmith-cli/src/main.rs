@@ -85,7 +85,7 @@ enum Command {
     /// MySQL table, starting above its max_id (build with --features mysql).
     Import(cmd::import::ImportArgs),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Access files of `serve --access-file`: hash a token, check a file.
     #[command(subcommand)]
     Access(cmd::access::AccessCommand),
@@ -220,7 +220,7 @@ fn main() -> ExitCode {
             Command::Ticket(c) => cmd::ticket::run(c, &cli.global).await,
             Command::Workers(c) => cmd::workers::run(c, &cli.global).await,
             Command::Import(a) => cmd::import::run(a, &cli.global).await,
-            Command::Serve(a) => cmd::serve::run(a, &cli.global).await,
+            Command::Serve(a) => cmd::serve::run(*a, &cli.global).await,
             Command::Access(c) => cmd::access::run(c, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,

@@ -117,13 +117,26 @@ impl<'de> serde::de::Visitor<'de> for StrictVisitor {
 }
 
 fn body_rejection(r: BytesRejection) -> ApiError {
-    if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+    body_error(r.status() == StatusCode::PAYLOAD_TOO_LARGE, &r.body_text())
+}
+
+/// A body that could not be read in full (by `axum::body::to_bytes`): 413
+/// over the limit, else 400.
+pub(crate) fn read_error(e: axum::Error) -> ApiError {
+    let e = e.into_inner();
+    let over = e
+        .downcast_ref::<http_body_util::LengthLimitError>()
+        .is_some();
+    body_error(over, &e.to_string())
+}
+
+fn body_error(over_limit: bool, why: &str) -> ApiError {
+    if over_limit {
         ApiError::too_large(format!(
-            "the request body is larger than the server's limit: {}",
-            r.body_text()
+            "the request body is larger than the server's limit: {why}"
         ))
     } else {
-        ApiError::bad_request(format!("cannot read the request body: {}", r.body_text()))
+        ApiError::bad_request(format!("cannot read the request body: {why}"))
     }
 }
 

@@ -3,6 +3,17 @@
 //!
 //! The map is behind a `std::sync::RwLock` that is never held across an
 //! await: the hot path takes the read lock, clones an `Arc`, and lets go.
+//!
+//! The map is bounded ([`HandleLimits`]): a handle no request used for
+//! `idle` is closed by the server's sweeper ([`Handles::close_idle`]), and
+//! when `max_open` handles are open, opening another first closes the least
+//! recently used one that no request holds; if every one is in use, the open
+//! fails with a 503. Closing goes through [`Handle::close`], so a sequence's
+//! unused tail goes back to the store as at shutdown. These closes take only
+//! a handle no request holds: its `Arc` is the map's alone, checked under
+//! the write lock, which keeps every lookup out meanwhile. (A drop of the
+//! sequence, or shutdown, closes handles in use too; their requests then
+//! see [`keysmith::Error::Closed`].)
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -65,6 +76,15 @@ pub(crate) struct Entry<H> {
     pub(crate) latency: Histogram,
     /// `(when, served)` samples, one a second, over [`RATE_WINDOW`].
     samples: Mutex<VecDeque<(Instant, u64)>>,
+    /// When a request last asked for this handle, in ms since the map's
+    /// epoch.
+    last_used: AtomicU64,
+    /// The map's use count when a request last asked for it: orders
+    /// handles by last use (the clock above may tie).
+    last_use: AtomicU64,
+    /// Whether the metric series above are this name's own (else the shared
+    /// `_other` series: see [`Metrics::series`]).
+    pub(crate) named: bool,
 }
 
 impl<H> Entry<H> {
@@ -104,30 +124,71 @@ impl<H> Entry<H> {
     }
 }
 
+/// How many handles of one kind stay open, and for how long unused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandleLimits {
+    /// The most open at once.
+    pub(crate) max_open: usize,
+    /// A handle no request asked for this long is closed.
+    pub(crate) idle: Duration,
+}
+
 /// The open handles of one kind ("sequence" or "pool"), by name.
 #[derive(Debug)]
 pub(crate) struct Handles<H> {
     kind: &'static str,
     map: RwLock<HashMap<String, Arc<Entry<H>>>>,
     closing: AtomicBool,
+    limits: HandleLimits,
+    /// What `last_used` counts from.
+    epoch: Instant,
+    /// Uses so far (see `Entry::last_use`).
+    uses: AtomicU64,
 }
 
 impl<H: Handle> Handles<H> {
-    pub(crate) fn new(kind: &'static str) -> Self {
+    pub(crate) fn new(kind: &'static str, limits: HandleLimits) -> Self {
         Handles {
             kind,
             map: RwLock::new(HashMap::new()),
             closing: AtomicBool::new(false),
+            limits,
+            epoch: Instant::now(),
+            uses: AtomicU64::new(0),
         }
     }
 
-    /// The open handle of `name`, if any.
+    /// How many handles are open.
+    pub(crate) fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// `e` was asked for by a request now.
+    fn touch(&self, e: &Entry<H>) {
+        e.last_used.store(self.now_ms(), Relaxed);
+        e.last_use.store(self.uses.fetch_add(1, Relaxed), Relaxed);
+    }
+
+    /// The open handle of `name`, if any (to look at: it does not count as
+    /// a use).
     pub(crate) fn get(&self, name: &str) -> Option<Arc<Entry<H>>> {
         self.map
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
             .cloned()
+    }
+
+    /// The open handle of `name`, if any, for a request that uses it: it
+    /// counts as used now (see [`HandleLimits`]).
+    pub(crate) fn get_to_use(&self, name: &str) -> Option<Arc<Entry<H>>> {
+        let e = self.get(name)?;
+        self.touch(&e);
+        Some(e)
     }
 
     /// The handle of `name`, opened with `open` if there is none yet. Two
@@ -147,7 +208,7 @@ impl<H: Handle> Handles<H> {
         F: FnOnce() -> Fut,
         Fut: Future<Output = keysmith::Result<H>>,
     {
-        if let Some(e) = self.get(name) {
+        if let Some(e) = self.get_to_use(name) {
             return Ok(e);
         }
         let closed = || keysmith::Error::Closed {
@@ -157,32 +218,95 @@ impl<H: Handle> Handles<H> {
             return Err(closed());
         }
         let handle = open().await?;
-        let labels = [self.kind, name];
+        let series = metrics.series(self.kind, name);
         let fresh = Arc::new(Entry {
             handle,
             served: AtomicU64::new(0),
             last: AtomicI64::new(-1),
-            values: metrics.values.with_label_values(&labels),
-            requests: metrics.requests.with_label_values(&labels),
-            latency: metrics.latency.with_label_values(&labels),
+            values: series.values,
+            requests: series.requests,
+            latency: series.latency,
             samples: Mutex::new(VecDeque::new()),
+            last_used: AtomicU64::new(self.now_ms()),
+            last_use: AtomicU64::new(self.uses.fetch_add(1, Relaxed)),
+            named: series.named,
         });
         fresh.sample(Instant::now());
-        let (entry, loser) = {
+        let mut full = false;
+        let (entry, loser, pushed_out) = {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
             if self.closing.load(Relaxed) {
-                (None, Some(fresh))
+                (None, Some(fresh), None)
             } else if let Some(e) = map.get(name) {
-                (Some(e.clone()), Some(fresh))
+                self.touch(e);
+                (Some(e.clone()), Some(fresh), None)
             } else {
-                map.insert(name.to_owned(), fresh.clone());
-                (Some(fresh), None)
+                let pushed_out = if map.len() >= self.limits.max_open {
+                    least_recently_used(&map).and_then(|n| map.remove_entry(&n))
+                } else {
+                    None
+                };
+                if map.len() >= self.limits.max_open {
+                    full = true;
+                    (None, Some(fresh), None)
+                } else {
+                    map.insert(name.to_owned(), fresh.clone());
+                    (Some(fresh), None, pushed_out)
+                }
             }
         };
+        if let Some((n, e)) = pushed_out {
+            tracing::debug!(kind = self.kind, name = %n, "closing the least recently used handle to open another");
+            self.close_entry(&n, &e, metrics).await;
+        }
         if let Some(l) = loser {
+            // Beside a winner its series are the winner's (same labels): kept.
+            if entry.is_none() {
+                metrics.forget(self.kind, name, l.named);
+            }
             l.handle.close().await;
         }
+        if full {
+            return Err(keysmith::Error::Unavailable(format!(
+                "this server has {} {} handles open, every one in use by a request; retry shortly, \
+                 or raise the server's max_open_handles (`keysmith serve --max-open-handles`)",
+                self.limits.max_open, self.kind
+            )));
+        }
         entry.ok_or_else(closed)
+    }
+
+    /// Removes `entry` from the metrics and closes it (it is out of the map).
+    async fn close_entry(&self, name: &str, entry: &Arc<Entry<H>>, metrics: &Metrics) {
+        metrics.forget(self.kind, name, entry.named);
+        entry.handle.close().await;
+    }
+
+    /// Closes every handle no request asked for over the last `idle` of the
+    /// limits and none holds now; returns how many.
+    pub(crate) async fn close_idle(&self, metrics: &Metrics) -> usize {
+        let idle_ms = u64::try_from(self.limits.idle.as_millis()).unwrap_or(u64::MAX);
+        let now = self.now_ms();
+        let gone: Vec<_> = {
+            let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+            let names: Vec<String> = map
+                .iter()
+                .filter(|(_, e)| {
+                    Arc::strong_count(e) == 1
+                        && now.saturating_sub(e.last_used.load(Relaxed)) >= idle_ms
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            names
+                .into_iter()
+                .filter_map(|n| map.remove_entry(&n))
+                .collect()
+        };
+        for (n, e) in &gone {
+            tracing::debug!(kind = self.kind, name = %n, "closing a handle idle for {} ms", idle_ms);
+            self.close_entry(n, e, metrics).await;
+        }
+        gone.len()
     }
 
     /// Removes and closes the handle of `name`, if there is one.
@@ -193,8 +317,7 @@ impl<H: Handle> Handles<H> {
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
         if let Some(e) = gone {
-            metrics.forget(self.kind, name);
-            e.handle.close().await;
+            self.close_entry(name, &e, metrics).await;
         }
     }
 
@@ -209,8 +332,7 @@ impl<H: Handle> Handles<H> {
             }
         };
         if removed {
-            metrics.forget(self.kind, name);
-            entry.handle.close().await;
+            self.close_entry(name, entry, metrics).await;
         }
     }
 
@@ -246,5 +368,101 @@ impl<H: Handle> Handles<H> {
         for (_, e) in all {
             e.handle.close().await;
         }
+    }
+}
+
+/// The name of the handle used longest ago that no request holds, if any.
+fn least_recently_used<H>(map: &HashMap<String, Arc<Entry<H>>>) -> Option<String> {
+    map.iter()
+        .filter(|(_, e)| Arc::strong_count(e) == 1)
+        .min_by_key(|(_, e)| e.last_use.load(Relaxed))
+        .map(|(n, _)| n.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keysmith::pool::ValuePool;
+    use keysmith::store::{PoolSpec, Store};
+
+    async fn pools(names: &[&str]) -> Arc<dyn Store> {
+        let store: Arc<dyn Store> = Arc::new(keysmith::store::memory::MemoryStore::new());
+        for name in names {
+            let spec = PoolSpec {
+                name: (*name).into(),
+                start: 1,
+                size: 4,
+                residue: None,
+            };
+            keysmith::pool::create(&*store, &spec).await.unwrap();
+        }
+        store
+    }
+
+    async fn open(
+        handles: &Handles<ValuePool>,
+        store: &Arc<dyn Store>,
+        metrics: &Metrics,
+        name: &str,
+    ) -> keysmith::Result<Arc<Entry<ValuePool>>> {
+        handles
+            .get_or_open(name, metrics, || {
+                ValuePool::builder().store(store.clone()).name(name).build()
+            })
+            .await
+    }
+
+    /// A handle a request holds is never closed to make room: the open
+    /// fails with a 503 naming the limit, and succeeds once it is let go.
+    #[tokio::test]
+    async fn at_the_cap_with_every_handle_in_use_an_open_fails_until_one_is_free() {
+        let store = pools(&["a", "b"]).await;
+        let metrics = Metrics::new(10);
+        let handles = Handles::new(
+            "pool",
+            HandleLimits {
+                max_open: 1,
+                idle: Duration::from_secs(3600),
+            },
+        );
+        let in_use = open(&handles, &store, &metrics, "a").await.unwrap();
+        let e = open(&handles, &store, &metrics, "b").await.unwrap_err();
+        assert!(matches!(e, keysmith::Error::Unavailable(_)), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("1 pool handles open") && msg.contains("max_open_handles"),
+            "{msg}"
+        );
+        assert_eq!(handles.len(), 1);
+        assert!(Arc::ptr_eq(&handles.get("a").unwrap(), &in_use));
+        drop(in_use);
+        let b = open(&handles, &store, &metrics, "b").await.unwrap();
+        assert_eq!(handles.len(), 1);
+        assert!(handles.get("a").is_none());
+        assert!(Arc::ptr_eq(&handles.get("b").unwrap(), &b));
+    }
+
+    /// Only handles no request holds are closed when idle.
+    #[tokio::test]
+    async fn an_idle_handle_in_use_is_kept() {
+        let store = pools(&["a", "b"]).await;
+        let metrics = Metrics::new(10);
+        let handles = Handles::new(
+            "pool",
+            HandleLimits {
+                max_open: 10,
+                idle: Duration::from_millis(1),
+            },
+        );
+        let held = open(&handles, &store, &metrics, "a").await.unwrap();
+        drop(open(&handles, &store, &metrics, "b").await.unwrap());
+        // Idle for at least the idle time: the clock only moves forward.
+        let since = Instant::now();
+        while since.elapsed() < Duration::from_millis(2) {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(handles.close_idle(&metrics).await, 1);
+        assert!(handles.get("b").is_none());
+        assert!(Arc::ptr_eq(&handles.get("a").unwrap(), &held));
     }
 }

@@ -19,19 +19,20 @@
 //! | `POST /v1/sequences/{name}/tickets?ttl=SECS` | a gap-free number with its ticket: `{"value", "ticket", "period", "n"}` |
 //! | `POST /v1/sequences/{name}/tickets/{ticket}/commit`, `POST /v1/sequences/{name}/tickets/{ticket}/release` | make the number final, or free it; 409 when the ticket no longer holds it |
 //! | `POST /v1/sequences/{name}/parse` `{"value"}` | a number of the sequence taken apart: `{"period", "n"}` |
-//! | `POST /v1/sequences/{name}/reserve?count=N&as=string` | a block for the caller to hand out itself: `{"ranges": [{"start", "end"}], "lease"}` (half-open) |
+//! | `POST /v1/sequences/{name}/reserve?count=N&as=string` | a block for the caller to hand out itself: `{"ranges": [{"start", "end"}], "lease"}` (half-open); N at most [`Config::max_count`] |
 //! | `POST /v1/sequences/{name}/release` `{"lease", "from"}` | hands `from..end` of a lease back if no one reserved since: `{"released": {"start", "end"} \| null}` |
 //! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET /v1/pools`, `GET /v1/pools/{name}`, `DELETE /v1/pools/{name}`, `POST /v1/pools/{name}/next` | the same for value pools (numbers in no order) |
 //! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
-//! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}` |
+//! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}`; a skip above [`Config::max_fence_skip`] is a 413 |
 //! | `POST /v1/ids/next?count=N`, `GET /v1/ids/{id}` | time-ordered ids, an id taken apart |
 //! | `GET /v1/ids/bounds?from=T&to=T` | the smallest and largest id of a time window (RFC 3339 or ms): `{"from_ms", "to_ms", "from", "to", "min_id", "max_id"}` |
-//! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held |
+//! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held; a TTL above [`Config::max_worker_ttl`] or a max above [`Config::max_worker_group`] is a 413 |
 //! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `POST /v1/workers/{group}/lease/{token}/release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
 //! | `GET /v1/workers/{group}` | the group's worker ids, held or free: `{"group", "workers": [{"worker", "held", "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"}]}` (no tokens; an unknown group is empty) |
 //! | `POST /v1/shard-keys/encode`, `POST /v1/shard-keys/decode` | external strings signed with the server's secret |
-//! | `GET /healthz` | checks the store; the only route that needs no token |
-//! | `GET /livez`, `GET /metrics`, `GET /openapi.json`, `GET /`, `GET /v1/status` | no-op, Prometheus, the API, the status page and its JSON |
+//! | `GET /healthz` | checks the store; needs no token |
+//! | `GET /livez`, `GET /readyz` | probes, no token: alive (a no-op), ready (200, or 503 during [`Config::shutdown_delay`] after the shutdown signal) |
+//! | `GET /metrics`, `GET /openapi.json`, `GET /`, `GET /v1/status` | Prometheus, the API, the status page and its JSON |
 //!
 //! Errors are `{"error": {"code", "message"}}`, also for request heads
 //! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
@@ -39,16 +40,26 @@
 //! count over the limit, 431 request head too large, 503 with `Retry-After`
 //! for contention, an unavailable store or a request past the timeout.
 //!
-//! A `next` route is never cut off once it takes values: a pool request
-//! stops a little before the request timeout and answers with what it took
-//! (`"partial"`); a sequence request is one reservation, and one the store
-//! does not finish by then is answered with a 503 `timeout` while it goes
-//! on in the background (its values are skipped, a gap). Connections are
+//! A route that takes values (`next`, `reserve`, `release`) is never cut
+//! off once it takes values: a pool request stops a little before the
+//! request timeout and answers with what it took (`"partial"`); a sequence
+//! request is one reservation (or hand-back), and one the store does not
+//! finish by then is answered with a 503 `timeout` while it goes on in the
+//! background (its values are skipped, a gap). Their request bodies must
+//! arrive by then too, or the answer is a 408. Connections are
 //! capped ([`Config::max_connections`]) and closed when a client is too
 //! slow to send headers or idle ([`Config::header_read_timeout`],
 //! [`Config::idle_timeout`]). With [`Config::tls`] the server speaks HTTPS
 //! only, and with a client CA requires client certificates ([`tls`]);
 //! [`AppState::reload`] reads the files again.
+//!
+//! Nothing is kept in memory for a name that does not exist. The handles
+//! kept per name are bounded: one no request used for
+//! [`Config::handle_idle`] is closed (its unused tail handed back), and at
+//! [`Config::max_open_handles`] of a kind the least recently used one is
+//! closed to open another (a 503 when every one is in use). Metric series
+//! per name are capped at [`Config::max_metric_names`]; names past it are
+//! counted under `name="_other"`.
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), keysmith_server::ServeError> {
@@ -108,8 +119,8 @@ pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
 pub use tls::TlsFiles;
 
-use handles::Handles;
-use metrics::{HandleCounters, Metrics};
+use handles::{HandleLimits, Handles};
+use metrics::{Gauges, HandleCounters, Metrics};
 
 /// The address the server listens on by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -128,6 +139,18 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The default most connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// The default largest skip of `POST /v1/fence`.
+pub const DEFAULT_MAX_FENCE_SKIP: i64 = 1_000_000_000;
+/// The default longest TTL of a worker lease (`POST /v1/workers/...`).
+pub const DEFAULT_MAX_WORKER_TTL: Duration = Duration::from_secs(300);
+/// The default most worker ids of a group a lease may ask for (`max`).
+pub const DEFAULT_MAX_WORKER_GROUP: i64 = 65_536;
+/// The default time after which a handle no request used is closed.
+pub const DEFAULT_HANDLE_IDLE: Duration = Duration::from_secs(300);
+/// The default most handles of one kind open at once.
+pub const DEFAULT_MAX_OPEN_HANDLES: usize = 10_000;
+/// The default most names with metric series of their own.
+pub const DEFAULT_MAX_METRIC_NAMES: usize = 1_000;
 
 /// How to run a server.
 #[derive(Debug, Clone)]
@@ -138,7 +161,7 @@ pub struct Config {
     /// The store URL, as for [`keysmith::store::open`]. Default
     /// [`keysmith::store::default_url`].
     pub store_url: String,
-    /// The bearer token every route but [`OPEN_PATH`] needs. `None`: no auth,
+    /// The bearer token every route but [`OPEN_PATHS`] needs. `None`: no auth,
     /// allowed only on a loopback address unless `insecure_no_auth`.
     pub token: Option<Token>,
     /// Allows listening on a non-loopback address without a token.
@@ -156,8 +179,38 @@ pub struct Config {
     /// [`AppState::reload`]; see [`tls`].
     pub tls: Option<TlsFiles>,
     /// The most values one request may ask for (1 to
-    /// [`keysmith::sequence::MAX_BATCH`]); more is a 413.
+    /// [`keysmith::sequence::MAX_BATCH`]), by `next` or `reserve`; more is
+    /// a 413.
     pub max_count: i64,
+    /// The largest `skip` of `POST /v1/fence` (1 to
+    /// [`keysmith::store::MAX_RESERVATION`]); more is a 413 and moves
+    /// nothing. Default [`DEFAULT_MAX_FENCE_SKIP`].
+    pub max_fence_skip: i64,
+    /// The longest `ttl_ms` of a worker lease or renewal (1 ms to
+    /// [`keysmith::store::MAX_WORKER_TTL`]); longer is a 413. Default
+    /// [`DEFAULT_MAX_WORKER_TTL`].
+    pub max_worker_ttl: Duration,
+    /// The largest `max` (worker ids in the group) of a worker lease (1 to
+    /// [`keysmith::store::MAX_WORKERS`]); more is a 413. Default
+    /// [`DEFAULT_MAX_WORKER_GROUP`].
+    pub max_worker_group: i64,
+    /// A handle (sequence or pool) no request used for this long is closed,
+    /// handing its unused tail back; the next request opens it again.
+    /// Default [`DEFAULT_HANDLE_IDLE`].
+    pub handle_idle: Duration,
+    /// The most handles of one kind (plain sequences, numbered sequences,
+    /// pools) open at once; opening one more first closes the least recently
+    /// used that no request holds, and fails with a 503 when every one is in
+    /// use. Default [`DEFAULT_MAX_OPEN_HANDLES`].
+    pub max_open_handles: usize,
+    /// The most names with metric series of their own; the handles of names
+    /// past it are counted under `name="_other"`. Default
+    /// [`DEFAULT_MAX_METRIC_NAMES`].
+    pub max_metric_names: usize,
+    /// How long the server keeps serving after the shutdown signal with
+    /// `GET /readyz` answering 503, before it stops accepting connections
+    /// (so that a load balancer takes it out first). Default 0.
+    pub shutdown_delay: Duration,
     /// The largest pool `POST /v1/pools` creates (1 to
     /// [`keysmith::pool::MAX_POOL_SIZE`]); larger is a 413. Creating a pool
     /// writes every member, so this keeps a create within the request
@@ -240,6 +293,13 @@ impl Default for Config {
             audit_log: None,
             tls: None,
             max_count: DEFAULT_MAX_COUNT,
+            max_fence_skip: DEFAULT_MAX_FENCE_SKIP,
+            max_worker_ttl: DEFAULT_MAX_WORKER_TTL,
+            max_worker_group: DEFAULT_MAX_WORKER_GROUP,
+            handle_idle: DEFAULT_HANDLE_IDLE,
+            max_open_handles: DEFAULT_MAX_OPEN_HANDLES,
+            max_metric_names: DEFAULT_MAX_METRIC_NAMES,
+            shutdown_delay: Duration::ZERO,
             max_pool_size: DEFAULT_MAX_POOL_SIZE,
             body_limit: DEFAULT_BODY_LIMIT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -286,6 +346,38 @@ impl Config {
                 keysmith::pool::MAX_POOL_SIZE,
                 self.max_pool_size
             )));
+        }
+        let max_skip = keysmith::store::MAX_RESERVATION;
+        if !(1..=max_skip).contains(&self.max_fence_skip) {
+            return Err(ServeError::Config(format!(
+                "max fence skip must be between 1 and {max_skip}, got {}",
+                self.max_fence_skip
+            )));
+        }
+        let max_ttl = keysmith::store::MAX_WORKER_TTL;
+        if self.max_worker_ttl < Duration::from_millis(1) || self.max_worker_ttl > max_ttl {
+            return Err(ServeError::Config(format!(
+                "max worker ttl must be between 1 ms and {} ms, got {} ms",
+                max_ttl.as_millis(),
+                self.max_worker_ttl.as_millis()
+            )));
+        }
+        let max_workers = keysmith::store::MAX_WORKERS;
+        if !(1..=max_workers).contains(&self.max_worker_group) {
+            return Err(ServeError::Config(format!(
+                "max worker group must be between 1 and {max_workers}, got {}",
+                self.max_worker_group
+            )));
+        }
+        if self.handle_idle.is_zero() {
+            return Err(ServeError::Config(
+                "the handle idle time must be more than 0".into(),
+            ));
+        }
+        if self.max_open_handles == 0 || self.max_metric_names == 0 {
+            return Err(ServeError::Config(
+                "max open handles and max metric names must be at least 1".into(),
+            ));
         }
         if self.body_limit == 0 {
             return Err(ServeError::Config(
@@ -366,6 +458,9 @@ pub enum ServeError {
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
     pub(crate) max_count: i64,
+    pub(crate) max_fence_skip: i64,
+    pub(crate) max_worker_ttl: Duration,
+    pub(crate) max_worker_group: i64,
     pub(crate) max_pool_size: i64,
     pub(crate) body_limit: usize,
     pub(crate) request_timeout: Duration,
@@ -405,6 +500,9 @@ pub(crate) struct Shared {
     pub(crate) ids: tokio::sync::OnceCell<Arc<keysmith::ids::IdGenerator>>,
     /// The TLS listener's configuration, if the server serves HTTPS.
     pub(crate) tls: Option<Arc<tls::Tls>>,
+    /// Set when the shutdown signal came: `GET /readyz` answers 503.
+    pub(crate) draining: std::sync::atomic::AtomicBool,
+    handle_idle: Duration,
 }
 
 /// Who may do what, as read from the access file and the token.
@@ -472,6 +570,10 @@ impl AppState {
         let access =
             AccessState::load(config.access_file.as_deref(), token).map_err(ServeError::Config)?;
         let audit = audit::Audit::open(config.audit_log.as_deref()).map_err(ServeError::Config)?;
+        let limits = HandleLimits {
+            max_open: config.max_open_handles,
+            idle: config.handle_idle,
+        };
         let state = AppState {
             shared: Arc::new(Shared {
                 store,
@@ -481,6 +583,9 @@ impl AppState {
                 create_lock: tokio::sync::Mutex::new(()),
                 options: Options {
                     max_count: config.max_count,
+                    max_fence_skip: config.max_fence_skip,
+                    max_worker_ttl: config.max_worker_ttl,
+                    max_worker_group: config.max_worker_group,
                     max_pool_size: config.max_pool_size,
                     body_limit: config.body_limit,
                     request_timeout: config.request_timeout,
@@ -490,24 +595,27 @@ impl AppState {
                     counter: config.counter.clone(),
                 },
                 token,
-                sequences: Handles::new("sequence"),
-                numbered: Handles::new("sequence"),
+                sequences: Handles::new("sequence", limits),
+                numbered: Handles::new("sequence", limits),
                 high_waters: keysmith::sequence::HighWaters::new(),
-                pools: Handles::new("pool"),
+                pools: Handles::new("pool", limits),
                 counter: tokio::sync::OnceCell::new(),
                 shard_codec: config.shard_key_secret.as_ref().map(ShardKeyCodec::signed),
                 lease_key: config
                     .lease_key
                     .clone()
                     .unwrap_or_else(keysmith::sequence::lease::LeaseKey::random),
-                metrics: Metrics::new(),
+                metrics: Metrics::new(config.max_metric_names),
                 started: Instant::now(),
                 ids_config: config.ids.clone(),
                 ids: tokio::sync::OnceCell::new(),
                 tls,
+                draining: std::sync::atomic::AtomicBool::new(false),
+                handle_idle: config.handle_idle,
             }),
         };
         state.start_sampler();
+        state.start_idle_sweeper();
         reload::watch(&state, state.watched_files(), |s| match s.reload() {
             Ok(()) => tracing::info!("a file changed: reloaded the TLS files and the access file"),
             Err(e) => tracing::error!("a file changed, but {e}; kept what was in use"),
@@ -618,6 +726,36 @@ impl AppState {
         });
     }
 
+    /// Closes the handles no request used for the idle time of the
+    /// configuration, checking a few times per idle time (at most once a
+    /// second), while the state lives (and a tokio runtime runs).
+    fn start_idle_sweeper(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let every =
+            (self.shared.handle_idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let weak = Arc::downgrade(&self.shared);
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                let Some(s) = weak.upgrade() else { return };
+                s.sequences.close_idle(&s.metrics).await;
+                s.numbered.close_idle(&s.metrics).await;
+                s.pools.close_idle(&s.metrics).await;
+            }
+        });
+    }
+
+    /// Marks the server as draining: `GET /readyz` answers 503 from now on.
+    pub fn start_draining(&self) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) async fn render_metrics(&self) -> String {
         let s = self.shared();
         // Runway and unaccounted values of what this server serves: a store
@@ -625,7 +763,10 @@ impl AppState {
         // store never holds up a scrape (the gauges are left out then).
         let (usage, pool_runways) = tokio::time::timeout(METRICS_STORE_BUDGET, async {
             let mut usage = Vec::new();
-            for (name, _) in s.sequences.snapshot() {
+            for (name, e) in s.sequences.snapshot() {
+                if !e.named {
+                    continue;
+                }
                 if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
                     && let Some(u) = info.usage
                 {
@@ -634,6 +775,9 @@ impl AppState {
             }
             let mut pool_runways = Vec::new();
             for (name, e) in s.pools.snapshot() {
+                if !e.named {
+                    continue;
+                }
                 if let Ok(Some(r)) = keysmith::pool::runway(&*s.store, e.handle.row()).await {
                     pool_runways.push((name, r));
                 }
@@ -649,7 +793,11 @@ impl AppState {
             .map(|(n, e)| {
                 let st = e.handle.stats();
                 (
-                    n,
+                    if e.named {
+                        n
+                    } else {
+                        metrics::OTHER.to_owned()
+                    },
                     HandleCounters {
                         refills: st.reservations,
                         conflicts: st.conflicts,
@@ -666,7 +814,11 @@ impl AppState {
             .map(|(n, e)| {
                 let st = e.handle.stats();
                 (
-                    n,
+                    if e.named {
+                        n
+                    } else {
+                        metrics::OTHER.to_owned()
+                    },
                     HandleCounters {
                         refills: st.attempts,
                         conflicts: st.conflicts,
@@ -685,6 +837,12 @@ impl AppState {
             &pool_runways,
             ids.as_ref(),
             s.started.elapsed().as_secs_f64(),
+            Gauges {
+                sequences: s.sequences.len(),
+                numbered: s.numbered.len(),
+                pools: s.pools.len(),
+                high_waters: s.high_waters.len(),
+            },
         )
     }
 
@@ -715,7 +873,8 @@ async fn timeout(State(state): State<AppState>, req: Request, next: Next) -> Res
     }
 }
 
-/// Counts requests in flight, and error responses by code.
+/// Counts requests in flight, error responses by code, and requests by
+/// route template, method and status with their durations.
 async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Response {
     struct InFlight(prometheus::IntGauge);
     impl Drop for InFlight {
@@ -726,10 +885,22 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
     let m = &state.shared().metrics;
     m.in_flight.inc();
     let _guard = InFlight(m.in_flight.clone());
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_owned());
+    let method = req.method().clone();
     let res = next.run(req).await;
     if let Some(ErrorCode(code)) = res.extensions().get::<ErrorCode>() {
         m.errors.with_label_values(&[code]).inc();
     }
+    m.observe_request(
+        route.as_deref(),
+        &method,
+        res.status(),
+        started.elapsed().as_secs_f64(),
+    );
     res
 }
 
@@ -745,6 +916,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/status", get(status::json))
         .route("/healthz", get(routes::healthz))
         .route("/livez", get(routes::livez))
+        .route("/readyz", get(routes::readyz))
         .route("/metrics", get(routes::metrics))
         .route("/openapi.json", get(openapi::handler))
         .route("/v1/sequences", post(seq::create).get(seq::list))
@@ -782,12 +954,17 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/sequences/{name}/parse", post(routes::tickets::parse))
         .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
-    // Their own deadline: they answer with what they took.
+    // Their own deadline: they answer with what they took. The body must
+    // arrive before it.
     let taking = Router::new()
         .route("/v1/sequences/{name}/next", post(seq::next))
         .route("/v1/sequences/{name}/reserve", post(seq::reserve))
         .route("/v1/sequences/{name}/release", post(seq::release))
-        .route("/v1/pools/{name}/next", post(pools::next));
+        .route("/v1/pools/{name}/next", post(pools::next))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            routes::body_by_deadline,
+        ));
     bounded
         .merge(taking)
         .route_layer(middleware::from_fn_with_state(
@@ -825,6 +1002,7 @@ pub struct Server {
     state: AppState,
     router: Router,
     limits: conn::Limits,
+    shutdown_delay: Duration,
 }
 
 impl Server {
@@ -852,6 +1030,7 @@ impl Server {
                 idle_timeout: config.idle_timeout,
                 max_connections: config.max_connections,
             },
+            shutdown_delay: config.shutdown_delay,
         })
     }
 
@@ -868,7 +1047,8 @@ impl Server {
         &self.state
     }
 
-    /// Serves until `shutdown` completes; then stops accepting connections,
+    /// Serves until `shutdown` completes, and [`Config::shutdown_delay`]
+    /// more with `GET /readyz` answering 503; then stops accepting connections,
     /// lets the requests in flight finish, and closes every handle (handing
     /// unused block tails back). Connections that stay open longer than the
     /// request timeout plus [`SHUTDOWN_GRACE`] after the signal (a client
@@ -885,6 +1065,19 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let grace = self.state.shared().options.request_timeout + SHUTDOWN_GRACE;
+        let state = self.state.clone();
+        let delay = self.shutdown_delay;
+        let shutdown = async move {
+            shutdown.await;
+            state.start_draining();
+            if !delay.is_zero() {
+                tracing::info!(
+                    "draining: /readyz answers 503; still serving for {} ms",
+                    delay.as_millis()
+                );
+                tokio::time::sleep(delay).await;
+            }
+        };
         let tls = self.state.shared().tls.clone();
         conn::serve(
             self.listener,

@@ -1,11 +1,24 @@
 //! Prometheus metrics: values handed out and latency per sequence and pool,
-//! errors by code, and the handles' own counters (refills, conflicts,
-//! block size) read when scraped.
+//! errors by code, requests by route template and status, the build and
+//! the process, and the handles' own counters (refills, conflicts, block
+//! size) read when scraped. Times are in seconds.
+//!
+//! Per-name series are capped ([`Metrics::series`]): the first
+//! `max_names` names with an open handle get series of their own; a name
+//! past the cap is counted under `name="_other"` (summed; gauges such as
+//! the block size are not given for it) until a name with series of its
+//! own is closed and frees a place.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// The `name` label of the series shared by names past the cap.
+pub(crate) const OTHER: &str = "_other";
 
 /// Latency buckets, in seconds: 50 µs to 5 s.
 const BUCKETS: &[f64] = &[
@@ -28,6 +41,34 @@ pub(crate) struct Metrics {
     pub(crate) errors: IntCounterVec,
     /// Requests being answered now.
     pub(crate) in_flight: IntGauge,
+    /// Requests answered, by route template, method and status.
+    pub(crate) http_requests: IntCounterVec,
+    /// Time to answer a request, by route template and method.
+    pub(crate) http_duration: HistogramVec,
+    /// The `(kind, name)`s with series of their own.
+    named: Mutex<HashSet<(&'static str, String)>>,
+    /// The most names with series of their own.
+    max_names: usize,
+}
+
+/// The series a handle records into.
+pub(crate) struct Series {
+    pub(crate) values: IntCounter,
+    pub(crate) requests: IntCounter,
+    pub(crate) latency: Histogram,
+    /// Whether they are the name's own (else `name="_other"`).
+    pub(crate) named: bool,
+}
+
+/// What the server counts of its own memory, read when scraped.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Gauges {
+    /// Open handles of plain sequences, numbered sequences and pools.
+    pub(crate) sequences: usize,
+    pub(crate) numbered: usize,
+    pub(crate) pools: usize,
+    /// Names with a high-water mark.
+    pub(crate) high_waters: usize,
 }
 
 /// What a handle reports when scraped.
@@ -44,7 +85,8 @@ pub(crate) struct HandleCounters {
 }
 
 impl Metrics {
-    pub(crate) fn new() -> Metrics {
+    /// A registry with at most `max_names` names' own series.
+    pub(crate) fn new(max_names: usize) -> Metrics {
         let registry = Registry::new();
         let values = IntCounterVec::new(
             Opts::new("keysmith_values_total", "Values handed out."),
@@ -89,6 +131,46 @@ impl Metrics {
         registry
             .register(Box::new(latency.clone()))
             .expect("unique metric");
+        let http_requests = IntCounterVec::new(
+            Opts::new(
+                "keysmith_http_requests_total",
+                "Requests answered, by route template (\"unmatched\" for a path that names no route), method and status.",
+            ),
+            &["route", "method", "status"],
+        )
+        .expect("valid metric");
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "keysmith_http_request_duration_seconds",
+                "Time from request to response, by route template and method.",
+            )
+            .buckets(BUCKETS.to_vec()),
+            &["route", "method"],
+        )
+        .expect("valid metric");
+        let build = IntGaugeVec::new(
+            Opts::new(
+                "keysmith_build_info",
+                "Always 1; the labels say which build of keysmith-server this is.",
+            ),
+            &["version"],
+        )
+        .expect("valid metric");
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        registry
+            .register(Box::new(http_requests.clone()))
+            .expect("unique metric");
+        registry
+            .register(Box::new(http_duration.clone()))
+            .expect("unique metric");
+        registry.register(Box::new(build)).expect("unique metric");
+        // CPU seconds, resident memory, open fds, start time (Linux only).
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("unique metric");
         Metrics {
             registry,
             values,
@@ -96,14 +178,81 @@ impl Metrics {
             latency,
             errors,
             in_flight,
+            http_requests,
+            http_duration,
+            named: Mutex::new(HashSet::new()),
+            max_names,
         }
     }
 
-    /// Drops the series of a name that no longer has a handle.
-    pub(crate) fn forget(&self, kind: &str, name: &str) {
+    /// The series of handle `name` of `kind`: its own while fewer than the
+    /// cap of names have their own, else the shared `name="_other"` ones.
+    pub(crate) fn series(&self, kind: &'static str, name: &str) -> Series {
+        let named = {
+            let mut set = self.named.lock().unwrap_or_else(|p| p.into_inner());
+            let key = (kind, name.to_owned());
+            if set.contains(&key) {
+                true
+            } else if set.len() < self.max_names {
+                set.insert(key);
+                true
+            } else {
+                false
+            }
+        };
+        let labels = [kind, if named { name } else { OTHER }];
+        Series {
+            values: self.values.with_label_values(&labels),
+            requests: self.requests.with_label_values(&labels),
+            latency: self.latency.with_label_values(&labels),
+            named,
+        }
+    }
+
+    /// Drops the series of a name that no longer has a handle (`named`: it
+    /// had series of its own; the `_other` series stay).
+    pub(crate) fn forget(&self, kind: &'static str, name: &str, named: bool) {
+        if !named {
+            return;
+        }
+        self.named
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(kind, name.to_owned()));
         let _ = self.values.remove_label_values(&[kind, name]);
         let _ = self.requests.remove_label_values(&[kind, name]);
         let _ = self.latency.remove_label_values(&[kind, name]);
+    }
+
+    /// Counts a request answered: `route` its template (`None`: no route
+    /// matched), `seconds` how long it took.
+    pub(crate) fn observe_request(
+        &self,
+        route: Option<&str>,
+        method: &axum::http::Method,
+        status: axum::http::StatusCode,
+        seconds: f64,
+    ) {
+        use axum::http::Method as M;
+        let route = route.unwrap_or("unmatched");
+        // Only the methods the API knows: any other is one label, so that
+        // clients cannot make series at will.
+        let method = match *method {
+            M::GET => "GET",
+            M::POST => "POST",
+            M::PATCH => "PATCH",
+            M::DELETE => "DELETE",
+            M::PUT => "PUT",
+            M::HEAD => "HEAD",
+            M::OPTIONS => "OPTIONS",
+            _ => "other",
+        };
+        self.http_requests
+            .with_label_values(&[route, method, status.as_str()])
+            .inc();
+        self.http_duration
+            .with_label_values(&[route, method])
+            .observe(seconds);
     }
 
     /// The Prometheus text exposition: the registry, plus the handles'
@@ -118,8 +267,33 @@ impl Metrics {
         pool_runways: &[(String, f64)],
         ids: Option<&keysmith::ids::IdStatus>,
         uptime_seconds: f64,
+        held: Gauges,
     ) -> String {
         let scrape = Registry::new();
+        let open = IntGaugeVec::new(
+            Opts::new(
+                "keysmith_open_handles",
+                "Handles the server holds open, by kind (sequence, numbered_sequence, pool).",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        for (kind, n) in [
+            ("sequence", held.sequences),
+            ("numbered_sequence", held.numbered),
+            ("pool", held.pools),
+        ] {
+            open.with_label_values(&[kind])
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        scrape.register(Box::new(open)).expect("unique metric");
+        let marks = IntGauge::new(
+            "keysmith_high_water_entries",
+            "Sequences whose reserved ranges the server remembers (to refuse a store that went back).",
+        )
+        .expect("valid metric");
+        marks.set(i64::try_from(held.high_waters).unwrap_or(i64::MAX));
+        scrape.register(Box::new(marks)).expect("unique metric");
         let gauge = |name: &str, help: &str| {
             let g = IntGaugeVec::new(Opts::new(name, help), &["name"]).expect("valid metric");
             scrape.register(Box::new(g.clone())).expect("unique metric");
@@ -150,7 +324,9 @@ impl Metrics {
         for (name, c) in sequences {
             seq_refills.with_label_values(&[name]).inc_by(c.refills);
             seq_conflicts.with_label_values(&[name]).inc_by(c.conflicts);
-            seq_block.with_label_values(&[name]).set(c.size);
+            if name != OTHER {
+                seq_block.with_label_values(&[name]).set(c.size);
+            }
             skips
                 .with_label_values(&[name])
                 .inc_by(c.skipped_at_failover.max(0) as u64);
@@ -218,7 +394,9 @@ impl Metrics {
             pool_conflicts
                 .with_label_values(&[name])
                 .inc_by(c.conflicts);
-            pool_size.with_label_values(&[name]).set(c.size);
+            if name != OTHER {
+                pool_size.with_label_values(&[name]).set(c.size);
+            }
         }
         let uptime = Gauge::new(
             "keysmith_uptime_seconds",
@@ -253,7 +431,7 @@ impl Metrics {
 
 /// The id generator's gauges and counters, labelled by its group.
 fn register_ids(scrape: &Registry, st: &keysmith::ids::IdStatus) {
-    let gauges: [(&str, &str, i64); 6] = [
+    let gauges: [(&str, &str, i64); 3] = [
         (
             "keysmith_ids_worker",
             "The worker id the server's id generator holds; -1 when it holds none.",
@@ -269,20 +447,23 @@ fn register_ids(scrape: &Registry, st: &keysmith::ids::IdStatus) {
             "The fence of the worker lease held.",
             st.fence,
         ),
+    ];
+    let ms = |v: i64| v as f64 / 1000.0;
+    let seconds: [(&str, &str, f64); 3] = [
         (
-            "keysmith_ids_floor_ms",
-            "The time floor in the store: ids are issued below it (ms since 1970).",
-            st.until_ms,
+            "keysmith_ids_floor_timestamp_seconds",
+            "The time floor in the store: ids are issued below it (seconds since 1970).",
+            ms(st.until_ms),
         ),
         (
-            "keysmith_ids_clock_skew_ms",
-            "How far the last id ran ahead of the local clock (the clock went back), ms.",
-            st.clock_behind_ms,
+            "keysmith_ids_clock_skew_seconds",
+            "How far the last id ran ahead of the local clock (the clock went back), seconds.",
+            ms(st.clock_behind_ms),
         ),
         (
-            "keysmith_ids_max_clock_skew_ms",
-            "The most ids ever ran ahead of the local clock, ms.",
-            st.max_clock_behind_ms,
+            "keysmith_ids_max_clock_skew_seconds",
+            "The most ids ever ran ahead of the local clock, seconds.",
+            ms(st.max_clock_behind_ms),
         ),
     ];
     let counters: [(&str, &str, u64); 3] = [
@@ -300,6 +481,11 @@ fn register_ids(scrape: &Registry, st: &keysmith::ids::IdStatus) {
     ];
     for (name, help, value) in gauges {
         let g = IntGaugeVec::new(Opts::new(name, help), &["group"]).expect("valid metric");
+        g.with_label_values(&[st.group.as_str()]).set(value);
+        scrape.register(Box::new(g)).expect("unique metric");
+    }
+    for (name, help, value) in seconds {
+        let g = GaugeVec::new(Opts::new(name, help), &["group"]).expect("valid metric");
         g.with_label_values(&[st.group.as_str()]).set(value);
         scrape.register(Box::new(g)).expect("unique metric");
     }

@@ -43,15 +43,54 @@ pub fn name_pattern() -> String {
 }
 
 /// The OpenAPI document of the API, for a server with the default limits
-/// ([`crate::DEFAULT_MAX_COUNT`], [`crate::DEFAULT_MAX_POOL_SIZE`]).
+/// ([`crate::DEFAULT_MAX_COUNT`], [`crate::DEFAULT_MAX_POOL_SIZE`],
+/// [`crate::DEFAULT_MAX_FENCE_SKIP`], [`crate::DEFAULT_MAX_WORKER_TTL`],
+/// [`crate::DEFAULT_MAX_WORKER_GROUP`]).
 pub fn document() -> Value {
-    document_for(crate::DEFAULT_MAX_COUNT, crate::DEFAULT_MAX_POOL_SIZE)
+    document_with(&Limits::default())
 }
 
 /// The OpenAPI document of the API, for a server whose `next` routes take
 /// at most `max_count` values a request and that creates pools of at most
-/// `max_pool_size` members.
+/// `max_pool_size` members (the other limits at their defaults).
 pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
+    document_with(&Limits {
+        max_count,
+        max_pool_size,
+        ..Limits::default()
+    })
+}
+
+/// The limits a server states in its document.
+pub(crate) struct Limits {
+    pub(crate) max_count: i64,
+    pub(crate) max_pool_size: i64,
+    pub(crate) max_fence_skip: i64,
+    pub(crate) max_worker_ttl_ms: u64,
+    pub(crate) max_worker_group: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_count: crate::DEFAULT_MAX_COUNT,
+            max_pool_size: crate::DEFAULT_MAX_POOL_SIZE,
+            max_fence_skip: crate::DEFAULT_MAX_FENCE_SKIP,
+            max_worker_ttl_ms: crate::DEFAULT_MAX_WORKER_TTL.as_millis() as u64,
+            max_worker_group: crate::DEFAULT_MAX_WORKER_GROUP,
+        }
+    }
+}
+
+/// The document of a server with `limits`.
+pub(crate) fn document_with(limits: &Limits) -> Value {
+    let &Limits {
+        max_count,
+        max_pool_size,
+        max_fence_skip,
+        max_worker_ttl_ms,
+        max_worker_group,
+    } = limits;
     let name_schema = json!({
         "type": "string", "minLength": 1, "maxLength": keysmith::MAX_NAME_BYTES, "pattern": name_pattern(),
         "description": format!("1 to {} bytes of UTF-8 (the schema's maxLength counts characters), \
@@ -70,8 +109,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
     });
     let reserve_count = json!({
         "name": "count", "in": "query", "required": false,
-        "description": "How many values to reserve. A bad `as` is a 400 first.",
-        "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION, "default": 1}
+        "description": "How many values to reserve. Above this server's maximum (`--max-count`) is a 413; a bad `as` is a 400 first.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": max_count, "default": 1}
     });
     let as_ = json!({
         "name": "as", "in": "query", "required": false,
@@ -95,8 +134,8 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
     });
     let ttl_ms = json!({
         "name": "ttl_ms", "in": "query", "required": false,
-        "description": "The lease's time to live, ms (default 10000; a renewal: the lease's own).",
-        "schema": {"type": "integer", "minimum": 1, "maximum": crate::routes::workers::MAX_TTL_MS}
+        "description": "The lease's time to live, ms (default 10000, or this server's limit if lower; a renewal: the lease's own). Above this server's limit (`--max-worker-ttl-ms`) is a 413.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": max_worker_ttl_ms}
     });
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let ok = |d: &str, schema: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}});
@@ -163,7 +202,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "properties": {
                     "name": {"anyOf": [name_schema.clone(), {"type": "null"}]},
                     "all": {"type": "boolean", "default": false},
-                    "skip": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_RESERVATION},
+                    "skip": {"type": "integer", "minimum": 1, "maximum": max_fence_skip, "description": "Above this server's limit (`--max-fence-skip`) is a 413."},
                     "dry_run": {"type": "boolean", "default": false}}},
                 "FenceReport": {"type": "object", "required": ["dry_run", "changes", "left_alone"], "properties": {
                     "dry_run": {"type": "boolean"},
@@ -405,7 +444,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Fewer than asked for only near the sequence's maximum.",
                     "parameters": [reserve_count, as_],
                     "responses": responses(vec![("200", ok("The reserved ranges and a lease token.", "Lease")), ("404", err("No such sequence.")),
-                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the largest reservation."))])}
+                        ("409", err("The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).")), ("413", err("Count over the server's limit of values a request."))])}
             },
             "/v1/sequences/{name}/release": {
                 "parameters": [name],
@@ -462,16 +501,18 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                     "description": "The lowest worker id of 0..max without a live lease. Use it only for ids with times in                         not_before_ms..until_ms, renew every third of the TTL, stop when a renewal is refused. Every holder of a group uses the same max.",
                     "parameters": [ttl_ms.clone(),
                         {"name": "max", "in": "query", "required": false, "description": "Worker ids are 0..max.",
-                         "schema": {"type": "integer", "minimum": 1, "maximum": keysmith::store::MAX_WORKERS, "default": keysmith::ids::DEFAULT_GROUP_SIZE}}],
+                         "schema": {"type": "integer", "minimum": 1, "maximum": max_worker_group, "default": keysmith::ids::DEFAULT_GROUP_SIZE.min(max_worker_group)}}],
                     "responses": responses(vec![("200", ok("The lease.", "HeldWorker")),
-                        ("409", err("Every worker id of the group is held (`lease_refused`, naming the group and its size)."))])}
+                        ("409", err("Every worker id of the group is held (`lease_refused`, naming the group and its size).")),
+                        ("413", err("ttl_ms or max above this server's limits (`--max-worker-ttl-ms`, `--max-worker-group`)."))])}
             },
             "/v1/workers/{group}/lease/{token}/renew": {
                 "parameters": [group.clone(), token.clone()],
                 "post": {"summary": "Renew a worker lease; answers with a new token",
                     "parameters": [ttl_ms],
                     "responses": responses(vec![("200", ok("The lease, renewed.", "HeldWorker")),
-                        ("409", err("The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it."))])}
+                        ("409", err("The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it.")),
+                        ("413", err("ttl_ms above this server's limit (`--max-worker-ttl-ms`)."))])}
             },
             "/v1/workers/{group}/lease/{token}/release": {
                 "parameters": [group, token],
@@ -489,7 +530,7 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                         Every move is a conditional write, safe while values are handed out; dry_run writes nothing.",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Fence"}}}},
                     "responses": responses(vec![("200", ok("What moved, or would move.", "FenceReport")), ("404", err("No such sequence.")),
-                        ("409", err("A numbered sequence (`wrong_kind`).")), ("413", err("Body over the limit."))])}
+                        ("409", err("A numbered sequence (`wrong_kind`).")), ("413", err("Body over the limit, or skip over the server's largest fence skip."))])}
             },
             "/v1/counters/next": {
                 "post": {"summary": "Take `<hostname>/<n>` names from this host's counter",
@@ -514,16 +555,24 @@ pub fn document_for(max_count: i64, max_pool_size: i64) -> Value {
                 "responses": {"200": ok("The store answers.", "Health"), "503": err("The store does not answer.")}}},
             "/livez": {"get": {"summary": "Answers while the process runs; touches nothing; needs no token", "security": [],
                 "responses": {"200": ok("Alive.", "Health")}}},
+            "/readyz": {"get": {"summary": "Ready for requests; 503 while the server drains after its shutdown signal; needs no token", "security": [],
+                "responses": {"200": ok("Ready.", "Health"), "503": err("Draining (`draining`): send requests to another server.")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": responses(vec![("200", json!({"description": "Prometheus text format."}))])}},
             "/openapi.json": {"get": {"summary": "This document", "responses": responses(vec![("200", json!({"description": "OpenAPI 3.1."}))])}}
         }
     })
 }
 
-/// `GET /openapi.json`, with this server's count limit.
+/// `GET /openapi.json`, with this server's limits.
 pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
     let o = &state.shared().options;
-    Json(document_for(o.max_count, o.max_pool_size))
+    Json(document_with(&Limits {
+        max_count: o.max_count,
+        max_pool_size: o.max_pool_size,
+        max_fence_skip: o.max_fence_skip,
+        max_worker_ttl_ms: u64::try_from(o.max_worker_ttl.as_millis()).unwrap_or(u64::MAX),
+        max_worker_group: o.max_worker_group,
+    }))
 }
 
 #[cfg(test)]

@@ -102,6 +102,9 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
         };
         rows.push((info, usage));
     }
+    // Read once, without making a mark for names that have none.
+    let refused: std::collections::HashMap<String, u64> =
+        s.high_waters.refused().into_iter().collect();
     let sequences = rows
         .into_iter()
         .map(|(info, usage)| {
@@ -123,7 +126,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                 runway: usage.map_or("–".to_owned(), |u| u.runway_words()),
                 unaccounted: usage.map_or(0, |u| u.unaccounted),
                 skipped_at_failover: info.row.failover_skipped,
-                went_back: s.high_waters.get(&info.row.name).refused(),
+                went_back: refused.get(&info.row.name).copied().unwrap_or(0),
                 name: info.row.name,
             }
         })

@@ -235,7 +235,7 @@ async fn auth() {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
-    for path in ["/healthz", "/livez"] {
+    for path in ["/healthz", "/livez", "/readyz"] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{path}");
     }

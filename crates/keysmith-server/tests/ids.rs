@@ -62,7 +62,7 @@ async fn ids_increase_decode_and_show_in_metrics_and_status() {
         "keysmith_ids_worker{group=\"ids\"} 0",
         "keysmith_ids_lease_held{group=\"ids\"} 1",
         "keysmith_ids_issued_total{group=\"ids\"} 505",
-        "keysmith_ids_clock_skew_ms{group=\"ids\"}",
+        "keysmith_ids_clock_skew_seconds{group=\"ids\"}",
     ] {
         assert!(metrics.contains(line), "no {line:?} in\n{metrics}");
     }

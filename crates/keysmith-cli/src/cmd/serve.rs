@@ -8,9 +8,11 @@ use std::time::Duration;
 use keysmith::sequence::{AdaptivePolicy, DEFAULT_BLOCK_MAX, DEFAULT_REFILL_TARGET, Strategy};
 use keysmith::shard_key::ShardKeySecret;
 use keysmith_server::{
-    Config, CounterConfig, DEFAULT_BODY_LIMIT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_COUNT, DEFAULT_MAX_POOL_SIZE, Server,
-    TOKEN_ENV, TlsFiles, Token,
+    Config, CounterConfig, DEFAULT_BODY_LIMIT, DEFAULT_HANDLE_IDLE, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_COUNT,
+    DEFAULT_MAX_FENCE_SKIP, DEFAULT_MAX_METRIC_NAMES, DEFAULT_MAX_OPEN_HANDLES,
+    DEFAULT_MAX_POOL_SIZE, DEFAULT_MAX_WORKER_GROUP, DEFAULT_MAX_WORKER_TTL, Server, TOKEN_ENV,
+    TlsFiles, Token,
 };
 
 use crate::{Global, LogFormat};
@@ -33,7 +35,8 @@ pub struct ServeArgs {
     /// Address to listen on. Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
-    /// A file holding the bearer token every route but /healthz then needs
+    /// A file holding the bearer token every route but the probes (/healthz,
+    /// /livez, /readyz) then needs
     /// (one trailing newline is dropped). Without it, $KEYSMITH_TOKEN is used
     /// if set. The token is never taken as an argument, where `ps` would show it.
     #[arg(long, value_name = "PATH")]
@@ -65,9 +68,38 @@ pub struct ServeArgs {
     /// --tls-cert.
     #[arg(long, value_name = "PATH", requires = "tls_cert")]
     client_ca: Option<PathBuf>,
-    /// The most values one request may ask for; more is a 413.
+    /// The most values one request (next or reserve) may ask for; more is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_COUNT, value_name = "N")]
     max_count: i64,
+    /// The largest skip of POST /v1/fence; more is a 413 and moves nothing.
+    #[arg(long, default_value_t = DEFAULT_MAX_FENCE_SKIP, value_name = "N")]
+    max_fence_skip: i64,
+    /// The longest TTL of a worker lease (POST /v1/workers/...), in
+    /// milliseconds; longer is a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_WORKER_TTL.as_millis() as u64, value_name = "MS")]
+    max_worker_ttl_ms: u64,
+    /// The most worker ids of a group a worker lease may ask for (`max`);
+    /// more is a 413.
+    #[arg(long, default_value_t = DEFAULT_MAX_WORKER_GROUP, value_name = "N")]
+    max_worker_group: i64,
+    /// A sequence or pool handle no request used for this many seconds is
+    /// closed (its unused values handed back); the next request opens it again.
+    #[arg(long, default_value_t = DEFAULT_HANDLE_IDLE.as_secs(), value_name = "SECS")]
+    handle_idle_secs: u64,
+    /// The most handles of one kind (sequences, numbered sequences, pools)
+    /// open at once; then the least recently used idle one is closed, or the
+    /// request gets a 503 when every one is in use.
+    #[arg(long, default_value_t = DEFAULT_MAX_OPEN_HANDLES, value_name = "N")]
+    max_open_handles: usize,
+    /// The most sequence and pool names with metric series of their own;
+    /// names past it are counted under name="_other".
+    #[arg(long, default_value_t = DEFAULT_MAX_METRIC_NAMES, value_name = "N")]
+    max_metric_names: usize,
+    /// After SIGTERM, keep serving this many milliseconds with /readyz
+    /// answering 503 (so that a load balancer stops sending), then stop
+    /// accepting connections and finish.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    shutdown_delay_ms: u64,
     /// The largest pool POST /v1/pools creates (its members are written in one
     /// transaction within the request timeout); larger is a 413.
     #[arg(long, default_value_t = DEFAULT_MAX_POOL_SIZE, value_name = "N")]
@@ -173,6 +205,13 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         audit_log: args.audit_log,
         tls,
         max_count: args.max_count,
+        max_fence_skip: args.max_fence_skip,
+        max_worker_ttl: Duration::from_millis(args.max_worker_ttl_ms),
+        max_worker_group: args.max_worker_group,
+        handle_idle: Duration::from_secs(args.handle_idle_secs),
+        max_open_handles: args.max_open_handles,
+        max_metric_names: args.max_metric_names,
+        shutdown_delay: Duration::from_millis(args.shutdown_delay_ms),
         max_pool_size: args.max_pool_size,
         body_limit: args.body_limit,
         request_timeout: Duration::from_millis(args.request_timeout_ms),

@@ -1,6 +1,7 @@
 //! `POST /v1/fence`: the operator's fence over HTTP (see
 //! [`keysmith::fence`]): moves one sequence, or every block-based one,
-//! forward after the store went back in a way keysmith cannot see.
+//! forward after the store went back in a way keysmith cannot see. A skip
+//! above the server's `max_fence_skip` is a 413 and moves nothing.
 
 use axum::Json;
 use axum::extract::State;
@@ -39,5 +40,13 @@ pub(crate) async fn post(
         }
     };
     let s = state.shared();
+    let max = s.options.max_fence_skip;
+    if b.skip > max {
+        return Err(ApiError::too_large(format!(
+            "skip {} is above this server's limit of {max} values a fence; fence in several steps, \
+             or raise the server's max_fence_skip (`keysmith serve --max-fence-skip`)",
+            b.skip
+        )));
+    }
     Ok(Json(fence(&*s.store, &target, b.skip, b.dry_run).await?))
 }

@@ -199,6 +199,71 @@ pub(crate) async fn livez() -> Json<Health> {
     })
 }
 
+/// `GET /readyz`: 200 while the server takes requests, 503 `draining` once
+/// the shutdown signal came (it still serves during
+/// [`crate::Config::shutdown_delay`], so that a load balancer that reads
+/// this stops sending first). Needs no token; touches nothing.
+pub(crate) async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
+    if state
+        .shared()
+        .draining
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "draining",
+            "this server is shutting down; send requests to another one",
+        ));
+    }
+    Ok(Json(Health {
+        status: "ok",
+        store: None,
+    }))
+}
+
+/// When a request of a route that takes values reached it: its deadline
+/// ([`deadline`]) counts from here, the reading of its body included.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started(pub(crate) Instant);
+
+/// Middleware of the routes that take values (which keep their own
+/// deadline, not cut off by the request timeout): reads the whole body by
+/// the route's [`deadline`], so that a body that trickles is answered with
+/// a 408 before the timeout, and records when the request started
+/// ([`Started`]). Over the body limit is a 413.
+pub(crate) async fn body_by_deadline(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let started = Instant::now();
+    let options = &state.shared().options;
+    let by = deadline(started, options.request_timeout);
+    let (mut parts, body) = req.into_parts();
+    let read = axum::body::to_bytes(body, options.body_limit);
+    let bytes = match tokio::time::timeout_at(by.into(), read).await {
+        Err(_) => {
+            return ApiError::new(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!(
+                    "the request body did not arrive within the server's limit of {} ms; send it at once",
+                    by.duration_since(started).as_millis()
+                ),
+            )
+            .into_response();
+        }
+        Ok(Err(e)) => return crate::extract::read_error(e).into_response(),
+        Ok(Ok(b)) => b,
+    };
+    parts.extensions.insert(Started(started));
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
 /// `GET /metrics`: Prometheus text.
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let text = state.render_metrics().await;

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::pool::{self, PoolInfo, ValuePool};
@@ -210,10 +210,10 @@ impl Drop for SetOnDrop {
 /// hangs up can cut one off between its swap in the store and the answer.
 pub(crate) async fn next(
     State(state): State<AppState>,
+    Extension(super::Started(started)): Extension<super::Started>,
     Name(name): Name,
     QueryParams(q): QueryParams<NextQuery>,
 ) -> ApiResult<Response> {
-    let started = Instant::now();
     let s = state.shared();
     let as_strings = q.as_strings()?;
     let count = q.count(s.options.max_count)?;

@@ -5,7 +5,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::AnySequence;
@@ -14,7 +14,7 @@ use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
 use serde::{Deserialize, Serialize};
 
-use super::{NextQuery, values_response};
+use super::{NextQuery, Started, values_response};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
@@ -239,13 +239,20 @@ enum Opened {
 /// [`AnySequence::open`] (two store calls whatever the kind) and kept.
 async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
     let s = state.shared();
-    if let Some(e) = s.sequences.get(name) {
+    if let Some(e) = s.sequences.get_to_use(name) {
         return Ok(Opened::Plain(e));
     }
-    if let Some(e) = s.numbered.get(name) {
+    if let Some(e) = s.numbered.get_to_use(name) {
         return Ok(Opened::Numbered(e));
     }
-    match AnySequence::open(s.store.clone(), name, builder(state, name)).await? {
+    let opened = AnySequence::open(s.store.clone(), name, builder(state, name)).await;
+    if !matches!(opened, Ok(AnySequence::Plain(_))) {
+        // Nothing holds the mark the builder made (a name that does not
+        // exist, or a numbered sequence): forgotten, so that names without
+        // values take no memory.
+        s.high_waters.forget_if_unused(name);
+    }
+    match opened? {
         AnySequence::Plain(seq) => s
             .sequences
             .get_or_open(name, &s.metrics, || async { Ok(seq) })
@@ -268,10 +275,10 @@ async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
 /// background and fills the handle for the requests after it.
 pub(crate) async fn next(
     State(state): State<AppState>,
+    Extension(Started(started)): Extension<Started>,
     Name(name): Name,
     QueryParams(q): QueryParams<NextQuery>,
 ) -> ApiResult<Response> {
-    let started = Instant::now();
     let s = state.shared();
     let as_strings = q.as_strings()?;
     let count = q.count(s.options.max_count)?;
@@ -404,31 +411,45 @@ async fn detached_until<T: Send + 'static>(
     }
 }
 
-/// `POST /v1/sequences/{name}/reserve`: a block reserved for the caller, who
-/// hands its values out itself (the clients in `clients/`). Reserved in its
-/// own task, like `next`, so a client that hangs up cannot cut it off after
-/// the store committed it.
+/// `POST /v1/sequences/{name}/reserve`: a block of at most the server's
+/// `max_count` values reserved for the caller, who hands its values out
+/// itself (the clients in `clients/`). Reserved by [`detached_until`], like
+/// `next`: a client that hangs up cannot cut it off after the store
+/// committed it, and a reservation that completes after the route's
+/// deadline is answered with a 503 `timeout` while its values become a gap
+/// (no one ever gets its lease).
 pub(crate) async fn reserve(
     State(state): State<AppState>,
+    Extension(Started(started)): Extension<Started>,
     Name(name): Name,
     QueryParams(q): QueryParams<NextQuery>,
 ) -> ApiResult<Response> {
     let s = state.shared();
     let as_strings = q.as_strings()?;
-    let count = q.count(keysmith::store::MAX_RESERVATION)?;
+    let count = q.count(s.options.max_count)?;
     keysmith::validate_name(&name)?;
     let (store, strategy, budget) = (s.store.clone(), s.options.strategy, s.options.retry_budget);
     let n = name.clone();
     let mark = s.high_waters.get(&name);
-    let lease = tokio::spawn(async move {
-        sequence::lease::lease_guarded(store, &n, count, strategy, budget, mark).await
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(keysmith::Error::Unavailable(format!(
-            "the task reserving values failed: {e}"
-        )))
-    })?;
+    let deadline = super::deadline(started, s.options.request_timeout);
+    let taken =
+        detached_until(
+            deadline,
+            async move {
+                sequence::lease::lease_guarded(store, &n, count, strategy, budget, mark).await
+            },
+            late_lease,
+        )
+        .await
+        .unwrap_or_else(|e| {
+            Some(Err(keysmith::Error::Unavailable(format!(
+                "the task reserving values failed: {e}"
+            ))))
+        });
+    let Some(lease) = taken else {
+        return Err(ApiError::timeout(s.options.request_timeout));
+    };
+    let lease = lease.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
     let token = s.lease_key.seal(&lease);
     let bound = |v: i64| {
         if as_strings {
@@ -445,6 +466,19 @@ pub(crate) async fn reserve(
     .into_response())
 }
 
+/// What becomes of a lease reserved after its request gave up at the
+/// deadline: no one gets it, its values are a gap; said in the log.
+fn late_lease(r: keysmith::Result<sequence::lease::Lease>) {
+    match r {
+        Ok(lease) => tracing::warn!(
+            sequence = %lease.name,
+            skipped = lease.end - lease.start,
+            "a lease reserved after its request timed out is skipped"
+        ),
+        Err(e) => tracing::debug!("a reserve that timed out failed later: {e}"),
+    }
+}
+
 /// The body of `POST /v1/sequences/{name}/release`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -456,8 +490,12 @@ pub(crate) struct ReleaseBody {
 
 /// `POST /v1/sequences/{name}/release`: hands the unused tail of a lease
 /// back, under the rule of `Sequence::close` (only if no one reserved since).
+/// Sent by [`detached_until`]: a hand-back the store has not answered by the
+/// route's deadline is a 503 `timeout` and goes on in the background (the
+/// caller hands out nothing from `from` on either way).
 pub(crate) async fn release(
     State(state): State<AppState>,
+    Extension(Started(started)): Extension<Started>,
     Name(name): Name,
     JsonBody(b): JsonBody<ReleaseBody>,
 ) -> ApiResult<Response> {
@@ -476,7 +514,27 @@ pub(crate) async fn release(
     })?;
     let lease = s.lease_key.open(&name, &b.lease)?;
     let mark = s.high_waters.get(&name);
-    let released = sequence::lease::release_guarded(&*s.store, &lease, from, &mark).await?;
+    let store = s.store.clone();
+    let deadline = super::deadline(started, s.options.request_timeout);
+    let taken = detached_until(
+        deadline,
+        async move { sequence::lease::release_guarded(&*store, &lease, from, &mark).await },
+        |r| {
+            if let Err(e) = r {
+                tracing::debug!("a release that timed out failed later: {e}");
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        Some(Err(keysmith::Error::Unavailable(format!(
+            "the task releasing values failed: {e}"
+        ))))
+    });
+    let Some(released) = taken else {
+        return Err(ApiError::timeout(s.options.request_timeout));
+    };
+    let released = released.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
     Ok(Json(serde_json::json!({
         "released": released.map(|r| serde_json::json!({"start": r.start, "end": r.end})),
     }))

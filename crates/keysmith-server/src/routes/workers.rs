@@ -51,19 +51,29 @@ pub(crate) struct RenewQuery {
     ttl_ms: Option<String>,
 }
 
-fn ttl(raw: Option<&String>) -> ApiResult<Option<Duration>> {
+/// The `ttl_ms` asked for: 400 when it is not a whole number from 1 to
+/// [`MAX_TTL_MS`], 413 above the server's `max_worker_ttl`.
+fn ttl(state: &AppState, raw: Option<&String>) -> ApiResult<Option<Duration>> {
     let Some(raw) = raw else {
         return Ok(None);
     };
-    raw.parse::<u64>()
+    let t = raw
+        .parse::<u64>()
         .ok()
         .filter(|t| (1..=MAX_TTL_MS).contains(t))
-        .map(|t| Some(Duration::from_millis(t)))
         .ok_or_else(|| {
             ApiError::bad_request(format!(
                 "ttl_ms must be a whole number of milliseconds from 1 to {MAX_TTL_MS}, got {raw:?}"
             ))
-        })
+        })?;
+    let most = state.shared().options.max_worker_ttl.as_millis();
+    if u128::from(t) > most {
+        return Err(ApiError::too_large(format!(
+            "ttl_ms {t} is above this server's limit of {most} ms; renew the lease more often, \
+             or raise the server's max_worker_ttl (`keysmith serve --max-worker-ttl-ms`)"
+        )));
+    }
+    Ok(Some(Duration::from_millis(t)))
 }
 
 fn leases(state: &AppState) -> WorkerLeases {
@@ -78,10 +88,12 @@ pub(crate) async fn lease(
     Name(group): Name,
     QueryParams(q): QueryParams<LeaseQuery>,
 ) -> ApiResult<Json<HeldWorker>> {
-    let ttl = ttl(q.ttl_ms.as_ref())?.unwrap_or(DEFAULT_LEASE_TTL);
+    let ttl = ttl(&state, q.ttl_ms.as_ref())?
+        .unwrap_or(DEFAULT_LEASE_TTL.min(state.shared().options.max_worker_ttl));
     let most = keysmith::store::MAX_WORKERS;
+    let limit = state.shared().options.max_worker_group;
     let max = match &q.max {
-        None => DEFAULT_GROUP_SIZE,
+        None => DEFAULT_GROUP_SIZE.min(limit),
         Some(raw) => raw
             .parse::<i64>()
             .ok()
@@ -92,6 +104,12 @@ pub(crate) async fn lease(
                 ))
             })?,
     };
+    if max > limit {
+        return Err(ApiError::too_large(format!(
+            "max {max} is above this server's limit of {limit} worker ids a group; \
+             raise the server's max_worker_group (`keysmith serve --max-worker-group`)"
+        )));
+    }
     Ok(Json(leases(&state).lease(&group, ttl, max).await?))
 }
 
@@ -102,7 +120,7 @@ pub(crate) async fn renew(
     GroupToken(group, token): GroupToken,
     QueryParams(q): QueryParams<RenewQuery>,
 ) -> ApiResult<Json<HeldWorker>> {
-    let ttl = ttl(q.ttl_ms.as_ref())?;
+    let ttl = ttl(&state, q.ttl_ms.as_ref())?;
     Ok(Json(leases(&state).renew(&group, &token, ttl).await?))
 }
 

@@ -79,6 +79,17 @@ impl HighWater {
         self.refused.load(Relaxed)
     }
 
+    /// Whether this mark has seen nothing: no range admitted or refused, no
+    /// hand-back, none in flight.
+    fn unused(&self) -> bool {
+        let s = self.lock();
+        s.high.is_none()
+            && s.recent.is_empty()
+            && s.handbacks == 0
+            && s.pending == 0
+            && self.refused() == 0
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -245,6 +256,31 @@ impl HighWaters {
         m.remove(name);
     }
 
+    /// Forgets the mark of `name` if it has seen nothing (no range admitted
+    /// or refused, no hand-back) and no one else holds it: such a mark is no
+    /// different from none, and a later [`Self::get`] makes an equal one.
+    /// For a caller whose use of `name` failed (a sequence that does not
+    /// exist), so that names that never held values take no memory.
+    pub fn forget_if_unused(&self, name: &str) {
+        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = m.get(name)
+            && std::sync::Arc::strong_count(h) == 1
+            && h.unused()
+        {
+            m.remove(name);
+        }
+    }
+
+    /// How many names have a mark.
+    pub fn len(&self) -> usize {
+        self.by_name.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no name has a mark.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Ranges refused so far, per name, for names with any.
     pub fn refused(&self) -> Vec<(String, u64)> {
         let m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
@@ -261,6 +297,26 @@ impl HighWaters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unused_mark_is_forgotten_and_a_used_or_held_one_is_kept() {
+        let marks = HighWaters::new();
+        drop(marks.get("never"));
+        marks.forget_if_unused("never");
+        assert_eq!(marks.len(), 0);
+        // Held by a handle: kept even though it saw nothing yet.
+        let held = marks.get("held");
+        marks.forget_if_unused("held");
+        assert_eq!(marks.len(), 1);
+        // Used: kept once no one holds it.
+        held.admit("sequence", "held", held.before(), &(1..10))
+            .await
+            .unwrap();
+        drop(held);
+        marks.forget_if_unused("held");
+        assert_eq!(marks.len(), 1);
+        assert_eq!(marks.get("held").high(), Some(10));
+    }
 
     #[tokio::test]
     async fn ranges_in_order_and_out_of_order_completions_pass() {
