@@ -425,7 +425,7 @@ pub(crate) async fn reserve(
             "the task reserving values failed: {e}"
         )))
     })?;
-    let token = s.lease_key.seal(&lease);
+    let token = s.lease_key.get().seal(&lease);
     let bound = |v: i64| {
         if as_strings {
             serde_json::Value::String(v.to_string())
@@ -470,7 +470,7 @@ pub(crate) async fn release(
             b.from
         ))
     })?;
-    let lease = s.lease_key.open(&name, &b.lease)?;
+    let lease = s.lease_key.get().open(&name, &b.lease)?;
     let mark = s.high_waters.get(&name);
     let released = sequence::lease::release_guarded(&*s.store, &lease, from, &mark).await?;
     Ok(Json(serde_json::json!({

@@ -68,7 +68,7 @@ fn ttl(raw: Option<&String>) -> ApiResult<Option<Duration>> {
 
 fn leases(state: &AppState) -> WorkerLeases {
     let s = state.shared();
-    WorkerLeases::new(s.store.clone(), s.lease_key.clone())
+    WorkerLeases::new(s.store.clone(), (*s.lease_key.get()).clone())
 }
 
 /// `POST /v1/workers/{group}/lease?ttl_ms=T&max=N`: the lowest free worker
