@@ -92,6 +92,13 @@ impl SecretKeys {
             .unwrap_or(text);
         let one_line = !body.contains('\n');
         if one_line && !body.trim_start().starts_with('#') && split_key(body).is_none() {
+            if body.contains(char::is_whitespace) {
+                tracing::warn!(
+                    "the {} file holds one line that is not KEY_ID:SECRET: it is read as one bare secret, spaces included; \
+                     write KEY_ID:SECRET if a key list was meant",
+                    kind.what
+                );
+            }
             return Self::single(body.as_bytes().to_vec(), kind);
         }
         let mut keys: Vec<(usize, SecretKey)> = Vec::new();
@@ -304,6 +311,53 @@ mod tests {
             .map(|i| format!("k{i}:{secret}{i}\n"))
             .collect();
         assert!(err(&many).contains("17 keys, at most 16"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_are_keys_or_an_error_never_a_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)
+        ) {
+            if let Ok(k) = SecretKeys::parse(&bytes, KIND) {
+                proptest::prop_assert!((1..=MAX_KEYS).contains(&k.keys().len()));
+                proptest::prop_assert!(k.keys().iter().all(|k| k.secret.len() >= KIND.min_bytes));
+            }
+        }
+
+        #[test]
+        fn a_written_list_reads_back_and_a_bad_line_shows_no_secret(
+            keys in proptest::collection::btree_map("[A-Za-z0-9._-]{1,64}", "[!-~]{16,40}", 1..=MAX_KEYS),
+            bad in 0usize..MAX_KEYS,
+        ) {
+            let secrets: std::collections::HashSet<_> = keys.values().collect();
+            proptest::prop_assume!(secrets.len() == keys.len());
+            let text: String = keys.iter().map(|(id, s)| format!("{id}:{s}\n")).collect();
+            let k = parse(&text).unwrap();
+            proptest::prop_assert_eq!(k.ids(), keys.keys().cloned().collect::<Vec<_>>());
+            for (key, want) in k.keys().iter().zip(keys.values()) {
+                proptest::prop_assert_eq!(&key.secret, want.as_bytes());
+            }
+            // One line's id broken by a space: refused, naming the line only.
+            let bad = bad % keys.len();
+            let text: String = keys
+                .iter()
+                .enumerate()
+                .map(|(i, (id, s))| if i == bad { format!("x {id}:{s}\n") } else { format!("{id}:{s}\n") })
+                .collect();
+            if keys.len() == 1 {
+                // One line that is not KEY_ID:SECRET: a bare secret, as before.
+                let k = parse(&text).unwrap();
+                proptest::prop_assert_eq!(k.ids(), [SINGLE_KEY_ID]);
+                proptest::prop_assert_eq!(&k.keys()[0].secret, text.trim_end().as_bytes());
+                return Ok(());
+            }
+            let e = parse(&text).unwrap_err().to_string();
+            let want = format!("line {}: expected KEY_ID:SECRET", bad + 1);
+            proptest::prop_assert!(e.contains(&want), "{}", e);
+            for s in keys.values() {
+                proptest::prop_assert!(!e.contains(s.as_str()), "{}", e);
+            }
+        }
     }
 
     #[test]
