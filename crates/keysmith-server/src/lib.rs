@@ -461,7 +461,8 @@ impl AppState {
     /// `config` (its `listen` and `store_url` are not used here).
     ///
     /// # Errors
-    /// [`ServeError::Config`] as [`Config::validate`].
+    /// [`ServeError::Config`] as [`Config::validate`], or naming the file
+    /// and line when a secret file cannot be read or parsed.
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
         config.validate()?;
         let secret_files = SecretFiles {
