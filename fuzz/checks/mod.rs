@@ -8,7 +8,8 @@
 use std::sync::LazyLock;
 
 use keysmith::names::RowName;
-use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
+use keysmith::sequence::lease::{Lease, LeaseKey};
+use keysmith::shard_key::{ShardKey, ShardKeyCodec, ShardKeySecret};
 
 /// The row name parser: any input gets an answer, never a panic, and
 /// whatever is accepted prints in a canonical form that parses back to the
@@ -69,4 +70,38 @@ pub fn shard_key_decode(data: &[u8]) {
             check_external(codec, &codec.seal_raw_for_tests(rest));
         }
     }
+}
+
+/// The secret key file parser (the lease and shard key secret files): any
+/// input gets keys or an error, never a panic; both secrets read a file
+/// alike; what is accepted signs a token and a string that its own keys
+/// accept again.
+pub fn secret_keys_parse(data: &[u8]) {
+    let lease = LeaseKey::parse(data);
+    let shard = ShardKeySecret::parse(data);
+    assert_eq!(lease.is_ok(), shard.is_ok(), "{data:?}");
+    let (Ok(lease), Ok(shard)) = (lease, shard) else {
+        return;
+    };
+    assert_eq!(lease.ids(), shard.ids());
+    assert!(!lease.ids().is_empty());
+    let l = Lease {
+        name: "s".into(),
+        start: 1,
+        end: 11,
+        version: 1,
+        step: 1,
+    };
+    assert_eq!(
+        lease.open("s", &lease.seal(&l)).expect("own token opens"),
+        l
+    );
+    let codec = ShardKeyCodec::signed(&shard);
+    let key = ShardKey::new('c', 3, 42i64).expect("a valid key");
+    assert_eq!(
+        codec
+            .decode_any(&codec.encode(&key))
+            .expect("own string decodes"),
+        key
+    );
 }

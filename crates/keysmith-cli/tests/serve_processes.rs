@@ -305,6 +305,17 @@ fn refuses_bad_tokens_and_open_addresses() {
     assert_eq!(code, 1);
     assert!(err.contains("at least 16 bytes"), "{err}");
 
+    // A lease secret file with a key id twice: the line, never the secret.
+    let keys = db.dir.path().join("lease-keys");
+    std::fs::write(&keys, "k1:0123456789abcdef\nk1:fedcba9876543210\n").unwrap();
+    let (code, err) = db.fails(&["serve", "--lease-secret-file", keys.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("line 2: the key id \"k1\" is already used on line 1"),
+        "{err}"
+    );
+    assert!(!err.contains("fedcba"), "{err}");
+
     let help = db.ok(&["serve", "--help"]);
     assert!(help.contains("127.0.0.1:7878"), "{help}");
 }

@@ -250,15 +250,24 @@ pub struct Config {
     pub adaptive: Option<AdaptivePolicy>,
     /// Where `POST /v1/counters/next` takes its names from.
     pub counter: CounterConfig,
-    /// The secret that signs shard key strings; without one the shard key
-    /// routes answer 501 (the server never makes unsigned strings, which
-    /// anyone could forge).
+    /// The secret that signs shard key strings; without one (and without
+    /// `shard_key_secret_file`) the shard key routes answer 501 (the server
+    /// never makes unsigned strings, which anyone could forge).
     pub shard_key_secret: Option<ShardKeySecret>,
-    /// The key that signs lease tokens of `POST /v1/sequences/{name}/reserve`.
-    /// `None` (the default): a random key, so a release must come back to
+    /// A file of shard key secrets (a key list or one bare secret, see
+    /// [`keysmith::secrets`]), read at start and again by
+    /// [`AppState::reload_secrets`]. Set this or `shard_key_secret`, not both.
+    pub shard_key_secret_file: Option<std::path::PathBuf>,
+    /// The key that signs lease tokens of `POST /v1/sequences/{name}/reserve`
+    /// and of worker leases. `None` (the default, without
+    /// `lease_secret_file`): a random key, so a release must come back to
     /// the same server process; give servers behind one load balancer the
-    /// same key (`$KEYSMITH_LEASE_SECRET`).
+    /// same key (`$KEYSMITH_LEASE_SECRET` or a lease secret file).
     pub lease_key: Option<keysmith::sequence::lease::LeaseKey>,
+    /// A file of lease secrets (a key list or one bare secret, see
+    /// [`keysmith::secrets`]), read at start and again by
+    /// [`AppState::reload_secrets`]. Set this or `lease_key`, not both.
+    pub lease_secret_file: Option<std::path::PathBuf>,
     /// The time-ordered ids of `POST /v1/ids/next`: layout, group, lease.
     /// The server leases its worker id on the first request and releases it
     /// on shutdown. Default: [`keysmith::ids::IdConfig::new`] of the
@@ -311,7 +320,9 @@ impl Default for Config {
             adaptive: Some(AdaptivePolicy::default()),
             counter: CounterConfig::default(),
             shard_key_secret: None,
+            shard_key_secret_file: None,
             lease_key: None,
+            lease_secret_file: None,
             ids: keysmith::ids::IdConfig::new(keysmith::ids::Layout::snowflake()),
         }
     }
@@ -413,6 +424,18 @@ impl Config {
                 self.max_connections
             )));
         }
+        if self.shard_key_secret.is_some() && self.shard_key_secret_file.is_some() {
+            return Err(ServeError::Config(
+                "both a shard key secret and a shard key secret file are set; set one (the file can be reloaded)"
+                    .into(),
+            ));
+        }
+        if self.lease_key.is_some() && self.lease_secret_file.is_some() {
+            return Err(ServeError::Config(
+                "both a lease key and a lease secret file are set; set one (the file can be reloaded)"
+                    .into(),
+            ));
+        }
         if self.token.is_none()
             && self.access_file.is_none()
             && !self.listen.ip().is_loopback()
@@ -488,8 +511,12 @@ pub(crate) struct Shared {
     pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
-    pub(crate) shard_codec: Option<ShardKeyCodec>,
-    pub(crate) lease_key: keysmith::sequence::lease::LeaseKey,
+    /// Read once per request; replaced by [`AppState::reload_secrets`].
+    pub(crate) shard_codec: Swappable<Option<Arc<ShardKeyCodec>>>,
+    /// Read once per request; replaced by [`AppState::reload_secrets`].
+    pub(crate) lease_key: Swappable<Arc<keysmith::sequence::lease::LeaseKey>>,
+    /// The files `reload_secrets` reads again.
+    secret_files: SecretFiles,
     /// Per sequence, the ranges this server reserved (handles and leases
     /// alike): a store that hands them out again is refused.
     pub(crate) high_waters: keysmith::sequence::HighWaters,
@@ -551,6 +578,66 @@ pub(crate) fn tls_subject(req: &Request) -> Option<&str> {
         .map(|c| c.subject.as_str())
 }
 
+/// A value every request reads once and a reload replaces whole: a lock
+/// held only to clone it, never across an await.
+#[derive(Debug)]
+pub(crate) struct Swappable<T: Clone>(std::sync::RwLock<T>);
+
+impl<T: Clone> Swappable<T> {
+    fn new(value: T) -> Self {
+        Swappable(std::sync::RwLock::new(value))
+    }
+
+    /// The current value.
+    pub(crate) fn get(&self) -> T {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, value: T) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+    }
+}
+
+/// The secret files a server reads at start and on reload.
+#[derive(Debug)]
+struct SecretFiles {
+    lease: Option<std::path::PathBuf>,
+    shard_key: Option<std::path::PathBuf>,
+}
+
+impl SecretFiles {
+    /// Both files' keys (`None` for a file not configured), or the first
+    /// error.
+    fn read(&self) -> Result<FileSecrets, ServeError> {
+        let bad = |e: keysmith::Error| ServeError::Config(e.to_string());
+        let lease = self
+            .lease
+            .as_deref()
+            .map(keysmith::sequence::lease::LeaseKey::from_file)
+            .transpose()
+            .map_err(bad)?;
+        let shard = self
+            .shard_key
+            .as_deref()
+            .map(ShardKeySecret::from_file)
+            .transpose()
+            .map_err(bad)?;
+        Ok(FileSecrets { lease, shard })
+    }
+}
+
+/// What [`SecretFiles::read`] read.
+struct FileSecrets {
+    lease: Option<keysmith::sequence::lease::LeaseKey>,
+    shard: Option<ShardKeySecret>,
+}
+
 /// What every request of one server shares: the store, the open handles,
 /// the metrics. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -563,7 +650,8 @@ impl AppState {
     /// `config` (its `listen` and `store_url` are not used here).
     ///
     /// # Errors
-    /// [`ServeError::Config`] as [`Config::validate`].
+    /// [`ServeError::Config`] as [`Config::validate`], or naming the file
+    /// and line when a secret file cannot be read or parsed.
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
         let tls = config.check()?.map(Arc::new);
         let token = config.token.as_ref().map(Token::digest);
@@ -574,6 +662,20 @@ impl AppState {
             max_open: config.max_open_handles,
             idle: config.handle_idle,
         };
+        let secret_files = SecretFiles {
+            lease: config.lease_secret_file.clone(),
+            shard_key: config.shard_key_secret_file.clone(),
+        };
+        let from_files = secret_files.read()?;
+        let lease_key = from_files
+            .lease
+            .or_else(|| config.lease_key.clone())
+            .unwrap_or_else(keysmith::sequence::lease::LeaseKey::random);
+        let shard_codec = from_files
+            .shard
+            .as_ref()
+            .or(config.shard_key_secret.as_ref())
+            .map(|s| Arc::new(ShardKeyCodec::signed(s)));
         let state = AppState {
             shared: Arc::new(Shared {
                 store,
@@ -600,11 +702,9 @@ impl AppState {
                 high_waters: keysmith::sequence::HighWaters::new(),
                 pools: Handles::new("pool", limits),
                 counter: tokio::sync::OnceCell::new(),
-                shard_codec: config.shard_key_secret.as_ref().map(ShardKeyCodec::signed),
-                lease_key: config
-                    .lease_key
-                    .clone()
-                    .unwrap_or_else(keysmith::sequence::lease::LeaseKey::random),
+                shard_codec: Swappable::new(shard_codec),
+                lease_key: Swappable::new(Arc::new(lease_key)),
+                secret_files,
                 metrics: Metrics::new(config.max_metric_names),
                 started: Instant::now(),
                 ids_config: config.ids.clone(),
@@ -634,6 +734,9 @@ impl AppState {
             files.extend([t.cert.clone(), t.key.clone()]);
             files.extend(t.client_ca.iter().cloned());
         }
+        let secrets = &self.shared.secret_files;
+        files.extend(secrets.lease.iter().cloned());
+        files.extend(secrets.shard_key.iter().cloned());
         files
     }
 
@@ -673,15 +776,16 @@ impl AppState {
     }
 
     /// Reloads what the server reads from files: the TLS certificate, key
-    /// and client CA of [`Config::tls`], and the access file
-    /// ([`Config::access_file`]). `keysmith serve` calls it on SIGHUP, and
+    /// and client CA of [`Config::tls`], the access file
+    /// ([`Config::access_file`]), and the secret files
+    /// ([`AppState::reload_secrets`]). `keysmith serve` calls it on SIGHUP, and
     /// the server itself when one of the files changes ([`reload`]).
     /// Connections accepted afterwards use the TLS files read; connections
     /// already open keep what they had. Requests that start afterwards use
     /// the access file read.
     ///
-    /// Each part is all or nothing: a TLS file or an access file that
-    /// cannot be read or used leaves that part as it was, and the server
+    /// Each part is all or nothing: a TLS file, an access file or a secret
+    /// file that cannot be read or used leaves that part as it was, and the server
     /// goes on serving; the other part is still reloaded.
     ///
     /// # Errors
@@ -693,7 +797,8 @@ impl AppState {
             None => Ok(()),
         };
         let access = self.reload_access();
-        tls.and(access)
+        let secrets = self.reload_secrets();
+        tls.and(access).and(secrets)
     }
 
     /// The access file the server reads, if it has one.
@@ -701,9 +806,45 @@ impl AppState {
         self.shared.access_file.as_deref()
     }
 
+    /// The secret files the server reads (lease, shard key), if any.
+    pub fn secret_files(&self) -> Vec<&std::path::Path> {
+        let f = &self.shared.secret_files;
+        f.lease
+            .iter()
+            .chain(f.shard_key.iter())
+            .map(|p| p.as_path())
+            .collect()
+    }
+
     /// The TLS files the server reads, if it serves HTTPS.
     pub fn tls_files(&self) -> Option<&TlsFiles> {
         self.shared.tls.as_deref().map(tls::Tls::files)
+    }
+
+    /// Reads the lease secret file and the shard key secret file again (those
+    /// of [`Config::lease_secret_file`] and [`Config::shard_key_secret_file`];
+    /// secrets given otherwise do not change) and signs with their newest
+    /// keys from now on, accepting every listed key: tokens and strings
+    /// signed with a key still listed keep working, those of a removed key
+    /// are refused. Requests in flight finish with the keys they started
+    /// with. Without secret files it changes nothing.
+    ///
+    /// # Errors
+    /// [`ServeError::Config`] saying which file and line is wrong (never
+    /// showing a secret) when a file cannot be read or parsed; then no key
+    /// changes, in either file.
+    pub fn reload_secrets(&self) -> Result<(), ServeError> {
+        let s = &self.shared;
+        let read = s.secret_files.read()?;
+        if let Some(k) = read.lease {
+            tracing::info!(keys = ?k.ids(), "lease secret file reloaded; the last key signs");
+            s.lease_key.set(Arc::new(k));
+        }
+        if let Some(k) = read.shard {
+            tracing::info!(keys = ?k.ids(), "shard key secret file reloaded; the last key signs");
+            s.shard_codec.set(Some(Arc::new(ShardKeyCodec::signed(&k))));
+        }
+        Ok(())
     }
 
     /// Samples allocation rates once a second while the state lives (and a

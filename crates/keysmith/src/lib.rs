@@ -73,6 +73,7 @@ pub mod names;
 mod numbering;
 pub mod numbers;
 pub mod pool;
+pub mod secrets;
 pub mod sequence;
 pub mod shard_key;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]

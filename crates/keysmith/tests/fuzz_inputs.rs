@@ -22,6 +22,21 @@ fn row_name_like() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Text shaped like a secret key file: lines of ids and secrets, comments,
+/// blank lines, stray colons and spaces.
+fn secret_file_like() -> impl Strategy<Value = String> {
+    proptest::collection::vec(
+        prop_oneof![
+            "[A-Za-z0-9._-]{1,8}:[ -~]{0,24}",
+            "#[ -~]{0,10}",
+            "[ \t]{0,2}",
+            "[ -~]{0,24}",
+        ],
+        0..6,
+    )
+    .prop_map(|lines| lines.join("\n"))
+}
+
 /// A valid external string of a random key, with one character replaced.
 fn edited_external() -> impl Strategy<Value = Vec<u8>> {
     (
@@ -64,5 +79,15 @@ proptest! {
     #[test]
     fn shard_key_decode_on_edited_external_strings(data in edited_external()) {
         checks::shard_key_decode(&data);
+    }
+
+    #[test]
+    fn secret_keys_parse_on_random_bytes(data in proptest::collection::vec(any::<u8>(), 0..200)) {
+        checks::secret_keys_parse(&data);
+    }
+
+    #[test]
+    fn secret_keys_parse_on_secret_file_like_text(s in secret_file_like()) {
+        checks::secret_keys_parse(s.as_bytes());
     }
 }

@@ -152,12 +152,21 @@ pub struct ServeArgs {
     /// Host name that prefixes counter names (default: the system host name).
     #[arg(long, value_name = "H")]
     counter_host: Option<String>,
-    /// A file holding the secret that signs shard key strings (at least 16
-    /// bytes; one trailing newline is dropped). Without it,
-    /// $KEYSMITH_SHARD_KEY_SECRET is used if set; with neither, the shard key
-    /// routes answer 501.
+    /// A file of the secrets that sign shard key strings: one bare secret (at
+    /// least 16 bytes; one trailing newline is dropped), or one key a line,
+    /// `KEY_ID:SECRET`, the last line signing and every listed key accepted
+    /// (`#` comments and blank lines ignored). The server reads it again on
+    /// reload. Without it, $KEYSMITH_SHARD_KEY_SECRET is used if set; with
+    /// neither, the shard key routes answer 501.
     #[arg(long, value_name = "PATH")]
     shard_key_secret_file: Option<PathBuf>,
+    /// A file of the secrets that sign lease tokens (of reserve and of worker
+    /// leases), in the format of --shard-key-secret-file: the last key signs,
+    /// every listed key opens; read again on reload. Without it,
+    /// $KEYSMITH_LEASE_SECRET is used if set; with neither, a random key (a
+    /// token opens only in this process).
+    #[arg(long, value_name = "PATH")]
+    lease_secret_file: Option<PathBuf>,
     /// Layout of the ids of POST /v1/ids/next: snowflake or js-safe (ids below 2^53).
     /// Every server of a group must use the same.
     #[arg(long, default_value = "snowflake", value_name = "PRESET")]
@@ -181,8 +190,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         None => Token::from_env().map_err(anyhow::Error::msg)?,
     };
     let authed = token.is_some() || args.access_file.is_some();
+    // A file wins over the environment, and the server reads it (again on
+    // reload).
     let shard_key_secret = match &args.shard_key_secret_file {
-        Some(path) => Some(ShardKeySecret::from_file(path)?),
+        Some(_) => None,
         None => ShardKeySecret::from_env()?,
     };
     let tls = match (args.tls_cert, args.tls_key) {
@@ -196,6 +207,10 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let mtls = tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+    let lease_key = match &args.lease_secret_file {
+        Some(_) => None,
+        None => keysmith::sequence::lease::LeaseKey::from_env()?,
+    };
     let config = Config {
         listen: args.listen,
         store_url: global.store_url(),
@@ -229,7 +244,9 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             host: args.counter_host,
         },
         shard_key_secret,
-        lease_key: keysmith::sequence::lease::LeaseKey::from_env()?,
+        shard_key_secret_file: args.shard_key_secret_file,
+        lease_key,
+        lease_secret_file: args.lease_secret_file,
         ids: keysmith::ids::IdConfig {
             group: args.ids_group,
             ..keysmith::ids::IdConfig::new(keysmith::ids::Layout::preset(&args.ids_preset)?)
@@ -310,8 +327,11 @@ fn reload_on_sighup(state: keysmith_server::AppState, format: LogFormat) {
                     if let Some(access) = state.access_file() {
                         read.push(format!("the access file {}", access.display()));
                     }
+                    for secrets in state.secret_files() {
+                        read.push(format!("the secret file {}", secrets.display()));
+                    }
                     if read.is_empty() {
-                        read.push("nothing (no TLS files, no access file)".into());
+                        read.push("nothing (no TLS, access or secret files)".into());
                     }
                     say(format, &format!("SIGHUP: reloaded {}", read.join("; ")));
                 }

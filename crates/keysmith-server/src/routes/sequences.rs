@@ -450,7 +450,7 @@ pub(crate) async fn reserve(
         return Err(ApiError::timeout(s.options.request_timeout));
     };
     let lease = lease.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
-    let token = s.lease_key.seal(&lease);
+    let token = s.lease_key.get().seal(&lease);
     let bound = |v: i64| {
         if as_strings {
             serde_json::Value::String(v.to_string())
@@ -512,7 +512,7 @@ pub(crate) async fn release(
             b.from
         ))
     })?;
-    let lease = s.lease_key.open(&name, &b.lease)?;
+    let lease = s.lease_key.get().open(&name, &b.lease)?;
     let mark = s.high_waters.get(&name);
     let store = s.store.clone();
     let deadline = super::deadline(started, s.options.request_timeout);

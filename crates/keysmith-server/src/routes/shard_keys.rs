@@ -1,6 +1,8 @@
 //! `POST /v1/shard-keys/encode` and `/decode`: external strings of shard
 //! keys, signed with the server's secret.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -58,8 +60,8 @@ fn view(codec: &ShardKeyCodec, key: &ShardKey, external: Option<String>) -> KeyV
     }
 }
 
-fn codec(state: &AppState) -> ApiResult<&ShardKeyCodec> {
-    state.shared().shard_codec.as_ref().ok_or_else(|| {
+fn codec(state: &AppState) -> ApiResult<Arc<ShardKeyCodec>> {
+    state.shared().shard_codec.get().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
             "no_secret",
@@ -131,7 +133,7 @@ pub(crate) async fn encode(
         .map(|(i, c)| id_of(&format!("children[{i}]"), c))
         .collect::<ApiResult<Vec<_>>>()?;
     let key = ShardKey::from_parts(origin, b.shard, record, children)?;
-    Ok(Json(view(codec, &key, None)))
+    Ok(Json(view(&codec, &key, None)))
 }
 
 /// `POST /v1/shard-keys/decode`.
@@ -169,5 +171,5 @@ pub(crate) async fn decode(
             key
         }
     };
-    Ok(Json(view(codec, &key, Some(b.external))))
+    Ok(Json(view(&codec, &key, Some(b.external))))
 }

@@ -78,7 +78,7 @@ fn ttl(state: &AppState, raw: Option<&String>) -> ApiResult<Option<Duration>> {
 
 fn leases(state: &AppState) -> WorkerLeases {
     let s = state.shared();
-    WorkerLeases::new(s.store.clone(), s.lease_key.clone())
+    WorkerLeases::new(s.store.clone(), (*s.lease_key.get()).clone())
 }
 
 /// `POST /v1/workers/{group}/lease?ttl_ms=T&max=N`: the lowest free worker

@@ -266,7 +266,8 @@ impl WorkerLeases {
                 Error::invalid(
                     "invalid worker lease token: give back the token the last lease or renewal returned, unchanged \
                      (a token from another server or from before a restart opens only with a shared lease secret, \
-                     KEYSMITH_LEASE_SECRET)",
+                     KEYSMITH_LEASE_SECRET or a lease secret file, and one signed with a key since removed from \
+                     that file no longer opens)",
                 )
             })?;
         if t.group != group {

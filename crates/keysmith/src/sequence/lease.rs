@@ -24,6 +24,7 @@ use sha2::Sha256;
 use super::high_water::HighWater;
 use super::strategy::Allocator;
 use super::{Strategy, describe};
+use crate::secrets::{Kind, SecretKeys};
 use crate::store::{CountsDelta, Put, SequenceStore, Store, check_count};
 use crate::{Error, Result};
 
@@ -213,45 +214,81 @@ fn count_in_background(store: Arc<dyn SequenceStore>, name: &str, delta: CountsD
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// The key that signs lease tokens. A token opens only with the key that
-/// sealed it: give every server behind one load balancer the same key (see
-/// [`LeaseKey::new`]), or releases sent to another server are refused.
+/// The keys that sign and open lease tokens: the newest signs, every one
+/// opens, so tokens sealed before a rotation keep opening while their key
+/// stays listed (see [`crate::secrets`] for the file format). A token opens
+/// only with a key that sealed it: give every server behind one load
+/// balancer the same keys (see [`LeaseKey::new`], [`LeaseKey::from_file`]),
+/// or releases sent to another server are refused. Its `Debug` form shows
+/// the key ids only.
 #[derive(Clone)]
-pub struct LeaseKey(HmacSha256);
+pub struct LeaseKey {
+    /// Oldest first; the last signs. Never empty.
+    keys: Vec<(String, HmacSha256)>,
+}
 
 impl std::fmt::Debug for LeaseKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LeaseKey(..)")
+        f.debug_tuple("LeaseKey").field(&self.ids()).finish()
     }
 }
+
+/// Lease secrets as key lists.
+const KIND: Kind = Kind {
+    what: "lease secret",
+    min_bytes: LeaseKey::MIN_BYTES,
+};
 
 impl LeaseKey {
     /// The shortest secret accepted.
     pub const MIN_BYTES: usize = 16;
 
-    /// A key from secret bytes (at least [`Self::MIN_BYTES`]).
+    /// One key (id [`crate::secrets::SINGLE_KEY_ID`]) from secret bytes (at
+    /// least [`Self::MIN_BYTES`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the secret is too short.
     pub fn new(secret: &[u8]) -> Result<LeaseKey> {
-        if secret.len() < Self::MIN_BYTES {
-            return Err(Error::invalid(format!(
-                "a lease secret must be at least {} bytes, this one is {}",
-                Self::MIN_BYTES,
-                secret.len()
-            )));
-        }
-        // Domain separation: the same secret may sign other things.
-        let mut m = <HmacSha256 as KeyInit>::new_from_slice(secret)
-            .map_err(|e| Error::invalid(format!("lease secret: {e}")))?;
-        m.update(b"keysmith lease key v1");
-        let derived = m.finalize().into_bytes();
-        let mac = <HmacSha256 as KeyInit>::new_from_slice(&derived)
-            .map_err(|e| Error::invalid(format!("lease secret: {e}")))?;
-        Ok(LeaseKey(mac))
+        Self::from_keys(&SecretKeys::single(secret.to_vec(), KIND)?)
     }
 
-    /// The key in `$KEYSMITH_LEASE_SECRET` (its UTF-8 bytes), if set.
+    /// The keys in `text`, a key list or one bare secret in the format of
+    /// [`crate::secrets`]; the last key signs, every key opens.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the line and what is wrong with it
+    /// (never showing a secret): a line not `KEY_ID:SECRET`, a secret
+    /// shorter than [`Self::MIN_BYTES`], an id or secret used twice, no key,
+    /// more than [`crate::secrets::MAX_KEYS`].
+    pub fn parse(text: &[u8]) -> Result<LeaseKey> {
+        Self::from_keys(&SecretKeys::parse(text, KIND)?)
+    }
+
+    /// The keys in the file at `path`, as [`Self::parse`]. Read it again
+    /// after editing the file to rotate.
+    ///
+    /// # Errors
+    /// As [`Self::parse`], naming the file, or when it cannot be read.
+    pub fn from_file(path: &std::path::Path) -> Result<LeaseKey> {
+        Self::from_keys(&SecretKeys::from_file(path, KIND)?)
+    }
+
+    fn from_keys(keys: &SecretKeys) -> Result<LeaseKey> {
+        let keys = keys
+            .keys()
+            .iter()
+            .map(|k| Ok((k.id.clone(), derive(&k.secret)?)))
+            .collect::<Result<_>>()?;
+        Ok(LeaseKey { keys })
+    }
+
+    /// The key ids, oldest first: the last one signs.
+    pub fn ids(&self) -> Vec<String> {
+        self.keys.iter().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// The one key `$KEYSMITH_LEASE_SECRET` holds (its UTF-8 bytes, a bare
+    /// secret, never a list), if set.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if it is set but too short or not Unicode.
@@ -274,7 +311,7 @@ impl LeaseKey {
     }
 
     /// The token of `lease`: URL-safe base64 of its fields and a 128-bit
-    /// signature.
+    /// signature by the newest key.
     pub fn seal(&self, lease: &Lease) -> String {
         let mut body = format!(
             "{}\n{}\n{}\n{}",
@@ -292,22 +329,25 @@ impl LeaseKey {
         )
     }
 
-    /// The lease a token describes, if this key sealed it for sequence `name`.
+    /// The lease a token describes, if one of these keys sealed it for
+    /// sequence `name`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a token that is malformed, edited,
-    /// sealed by another key, or made for another sequence.
+    /// sealed by a key not listed here (another, or one since removed), or
+    /// made for another sequence.
     pub fn open(&self, name: &str, token: &str) -> Result<Lease> {
         let bad = || {
             Error::invalid(
-                "invalid lease token: give back the token a reserve call of this server returned, unchanged (a token from another server or from before a restart opens only with a shared lease secret)",
+                "invalid lease token: give back the token a reserve call of this server returned, unchanged \
+                 (a token from another server or from before a restart opens only with a shared lease secret, \
+                 and one signed with a key since removed from the lease secret file no longer opens)",
             )
         };
         let (body, tag) = token.split_once('.').ok_or_else(bad)?;
         let body = URL_SAFE_NO_PAD.decode(body).map_err(|_| bad())?;
         let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| bad())?;
-        let want = self.tag(&body);
-        if tag.len() != 16 || !constant_time_eq(&tag, &want[..16]) {
+        if !self.verifies(&body, &tag) {
             return Err(bad());
         }
         let text = String::from_utf8(body).map_err(|_| bad())?;
@@ -353,24 +393,51 @@ impl LeaseKey {
     }
 
     /// The body of a token [`LeaseKey::seal_text`] made for `domain` with
-    /// this key, or `None` for a token malformed, edited, of another kind
-    /// or sealed by another key.
+    /// one of these keys, or `None` for a token malformed, edited, of another
+    /// kind or sealed by a key not listed.
     pub(crate) fn open_text(&self, domain: &str, token: &str) -> Option<String> {
         let (body, tag) = token.split_once('.')?;
         let body = URL_SAFE_NO_PAD.decode(body).ok()?;
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        let want = self.tag(&domained(domain, &body));
-        if tag.len() != 16 || !constant_time_eq(&tag, &want[..16]) {
+        if !self.verifies(&domained(domain, &body), &tag) {
             return None;
         }
         String::from_utf8(body).ok()
     }
 
+    /// The signature of `body` by the newest key.
     fn tag(&self, body: &[u8]) -> [u8; 32] {
-        let mut m = self.0.clone();
-        m.update(body);
-        m.finalize().into_bytes().into()
+        let (_, newest) = self.keys.last().expect("a LeaseKey has a key");
+        tag_with(newest, body)
     }
+
+    /// Whether `tag` is the 128-bit signature of `body` by any key, the
+    /// newest tried first.
+    fn verifies(&self, body: &[u8], tag: &[u8]) -> bool {
+        tag.len() == 16
+            && self
+                .keys
+                .iter()
+                .rev()
+                .any(|(_, mac)| constant_time_eq(tag, &tag_with(mac, body)[..16]))
+    }
+}
+
+fn tag_with(mac: &HmacSha256, body: &[u8]) -> [u8; 32] {
+    let mut m = mac.clone();
+    m.update(body);
+    m.finalize().into_bytes().into()
+}
+
+/// The MAC of lease tokens of `secret`, kept apart (by a derived key) from
+/// whatever else the same secret may sign.
+fn derive(secret: &[u8]) -> Result<HmacSha256> {
+    let mut m = <HmacSha256 as KeyInit>::new_from_slice(secret)
+        .map_err(|e| Error::invalid(format!("lease secret: {e}")))?;
+    m.update(b"keysmith lease key v1");
+    let derived = m.finalize().into_bytes();
+    <HmacSha256 as KeyInit>::new_from_slice(&derived)
+        .map_err(|e| Error::invalid(format!("lease secret: {e}")))
 }
 
 /// `domain`, a NUL, `body`: what a token of a kind other than sequence
@@ -436,6 +503,33 @@ mod tests {
         }
         assert!(k.open("example.com/a#main", &t[..t.len() - 1]).is_err());
         assert!(k.open("example.com/a#main", "").is_err());
+    }
+
+    #[test]
+    fn tokens_of_a_listed_key_open_after_a_rotation_and_not_after_its_removal() {
+        let (a, b) = ("first secret, long enough", "second secret, long enough");
+        let k1 = LeaseKey::new(a.as_bytes()).unwrap();
+        let both = LeaseKey::parse(format!("# rotation\nk1:{a}\nk2:{b}\n").as_bytes()).unwrap();
+        let k2 = LeaseKey::parse(format!("k2:{b}").as_bytes()).unwrap();
+        assert_eq!(both.ids(), ["k1", "k2"]);
+        assert!(!format!("{both:?}").contains("secret"), "{both:?}");
+        let old = k1.seal(&sample());
+        let new = both.seal(&sample());
+        assert_ne!(old, new, "the newest key signs");
+        assert_eq!(both.open("example.com/a#main", &old).unwrap(), sample());
+        assert_eq!(both.open("example.com/a#main", &new).unwrap(), sample());
+        assert_eq!(k2.open("example.com/a#main", &new).unwrap(), sample());
+        assert!(k1.open("example.com/a#main", &new).is_err());
+        let e = k2.open("example.com/a#main", &old).unwrap_err().to_string();
+        assert!(e.contains("key since removed"), "{e}");
+        // Worker-lease tokens alike.
+        let t = k1.seal_text("d", "body");
+        assert_eq!(both.open_text("d", &t).as_deref(), Some("body"));
+        assert_eq!(k2.open_text("d", &t), None);
+        assert_eq!(
+            k2.open_text("d", &both.seal_text("d", "x")).as_deref(),
+            Some("x")
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ use uuid::Uuid;
 
 use super::id::{Id, IdType, MAX_STRING_ID_BYTES};
 use super::{KeySchema, ShardKey};
+use crate::secrets::{Kind, SecretKeys};
 use crate::{Error, Result};
 
 /// The format version this keysmith writes and reads.
@@ -61,36 +62,37 @@ const DOMAIN: &[u8] = b"keysmith shard key\0";
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// A secret key for signing external strings.
+/// The secret keys that sign and check external strings: one key, or a
+/// list of keys with ids (see [`crate::secrets`] for the file format), the
+/// newest of which signs while every listed one is accepted, so strings
+/// signed before a rotation keep decoding while their key stays listed.
 ///
-/// It is at least [`ShardKeySecret::MIN_BYTES`] bytes; 32 random bytes (for
-/// example `openssl rand -base64 32`) is a good choice. Its `Debug` form does
-/// not show the bytes.
+/// Each key is at least [`ShardKeySecret::MIN_BYTES`] bytes; 32 random bytes
+/// (for example `openssl rand -base64 32`) is a good choice. Its `Debug`
+/// form shows the key ids only.
 #[derive(Clone)]
-pub struct ShardKeySecret(Vec<u8>);
+pub struct ShardKeySecret(SecretKeys);
+
+/// Shard key secrets as key lists.
+const KIND: Kind = Kind {
+    what: "shard key secret",
+    min_bytes: ShardKeySecret::MIN_BYTES,
+};
 
 impl ShardKeySecret {
     /// The shortest secret accepted.
     pub const MIN_BYTES: usize = 16;
 
-    /// Wraps secret bytes.
+    /// One key (id [`crate::secrets::SINGLE_KEY_ID`]) of secret bytes.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if it is shorter than [`Self::MIN_BYTES`].
     pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self> {
-        let bytes = bytes.into();
-        if bytes.len() < Self::MIN_BYTES {
-            return Err(Error::invalid(format!(
-                "a shard key secret must be at least {} bytes, this one is {}; use 32 random bytes, e.g. from `openssl rand -base64 32`",
-                Self::MIN_BYTES,
-                bytes.len()
-            )));
-        }
-        Ok(ShardKeySecret(bytes))
+        SecretKeys::single(bytes.into(), KIND).map(ShardKeySecret)
     }
 
-    /// The secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes), or
-    /// `None` when the variable is not set.
+    /// The secret in `$KEYSMITH_SHARD_KEY_SECRET` (its UTF-8 bytes, one bare
+    /// key, never a list), or `None` when the variable is not set.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if the variable is set but empty, not
@@ -112,41 +114,48 @@ impl ShardKeySecret {
         }
     }
 
-    /// The secret in a file: its bytes, less one trailing newline (`\n` or
-    /// `\r\n`).
+    /// The keys in `text`: a key list, or one bare secret (its bytes less
+    /// one trailing newline), in the format of [`crate::secrets`]. The last
+    /// key signs; every key is accepted.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the file when it cannot be read or
-    /// holds fewer than [`Self::MIN_BYTES`] bytes.
+    /// [`Error::InvalidArgument`] naming the line and what is wrong with it
+    /// (never showing a secret): a line not `KEY_ID:SECRET`, a secret
+    /// shorter than [`Self::MIN_BYTES`], an id or secret used twice, no key,
+    /// more than [`crate::secrets::MAX_KEYS`].
+    pub fn parse(text: &[u8]) -> Result<Self> {
+        SecretKeys::parse(text, KIND).map(ShardKeySecret)
+    }
+
+    /// The keys in a file, as [`Self::parse`]. A file of one bare secret
+    /// (the format before key lists) is one key, as before.
+    ///
+    /// # Errors
+    /// As [`Self::parse`], naming the file, or when it cannot be read.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
-        let mut bytes = std::fs::read(path).map_err(|e| {
-            Error::invalid(format!(
-                "cannot read the shard key secret file {}: {e}",
-                path.display()
-            ))
-        })?;
-        if bytes.ends_with(b"\r\n") {
-            bytes.truncate(bytes.len() - 2);
-        } else if bytes.ends_with(b"\n") {
-            bytes.pop();
-        }
-        Self::new(bytes)
-            .map_err(|e| Error::invalid(format!("shard key secret file {}: {e}", path.display())))
+        SecretKeys::from_file(path, KIND).map(ShardKeySecret)
+    }
+
+    /// The key ids, oldest first: the last one signs.
+    pub fn ids(&self) -> Vec<String> {
+        self.0.ids()
     }
 }
 
 impl fmt::Debug for ShardKeySecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ShardKeySecret(<hidden>)")
+        write!(f, "ShardKeySecret({:?}, <hidden>)", self.0.ids())
     }
 }
 
 /// Turns shard keys into external strings and back.
 ///
 /// - **Signed** (built with a [`ShardKeySecret`]): each string carries 96 bits
-///   of HMAC-SHA-256 over its content. Without the secret nobody can make a
-///   string this codec accepts, and any edit, truncation or string signed
-///   with another secret is rejected. Tags are compared in constant time.
+///   of HMAC-SHA-256 over its content, by the newest key. Without a listed
+///   key nobody can make a string this codec accepts, and any edit,
+///   truncation or string signed with another secret is rejected; a string
+///   is checked against each listed key, the newest first. Tags are
+///   compared in constant time.
 /// - **Unsigned** (no secret): each string carries a 32-bit checksum. It
 ///   catches typing and copying mistakes, **not** tampering: anyone can build
 ///   a valid unsigned string for any key. Do not use it where a client could
@@ -159,7 +168,8 @@ impl fmt::Debug for ShardKeySecret {
 /// precomputed); a codec is `Send + Sync`.
 #[derive(Clone)]
 pub struct ShardKeyCodec {
-    mac: Option<HmacSha256>,
+    /// One MAC per key, oldest first: the last signs. Empty: unsigned.
+    macs: Vec<HmacSha256>,
 }
 
 impl fmt::Debug for ShardKeyCodec {
@@ -171,18 +181,26 @@ impl fmt::Debug for ShardKeyCodec {
 }
 
 impl ShardKeyCodec {
-    /// A codec that signs with `secret`.
+    /// A codec that signs with the newest key of `secret` and accepts
+    /// strings signed with any of its keys.
     pub fn signed(secret: &ShardKeySecret) -> Self {
-        // HMAC takes keys of any length; new_from_slice cannot fail.
-        let mac = <HmacSha256 as KeyInit>::new_from_slice(&secret.0)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
-        ShardKeyCodec { mac: Some(mac) }
+        let macs = secret
+            .0
+            .keys()
+            .iter()
+            .map(|k| {
+                // HMAC takes keys of any length; new_from_slice cannot fail.
+                <HmacSha256 as KeyInit>::new_from_slice(&k.secret)
+                    .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"))
+            })
+            .collect();
+        ShardKeyCodec { macs }
     }
 
     /// A codec without a secret: its strings carry a checksum that catches
     /// accidental edits only. See the type's documentation.
     pub fn unsigned() -> Self {
-        ShardKeyCodec { mac: None }
+        ShardKeyCodec { macs: Vec::new() }
     }
 
     /// A signed codec with the secret in `$KEYSMITH_SHARD_KEY_SECRET` (its
@@ -201,7 +219,7 @@ impl ShardKeyCodec {
 
     /// Whether this codec signs (has a secret).
     pub fn is_signed(&self) -> bool {
-        self.mac.is_some()
+        !self.macs.is_empty()
     }
 
     /// The external string of `key`: URL-safe base64 without padding.
@@ -273,19 +291,19 @@ impl ShardKeyCodec {
             )));
         }
         let signed = bytes[1] & SIGNED != 0;
-        let tag_len = match (signed, &self.mac) {
-            (true, None) => {
+        let tag_len = match (signed, self.is_signed()) {
+            (true, false) => {
                 return Err(Error::invalid(format!(
                     "this shard key string is signed; configure the secret it was signed with ({SECRET_ENV} for the command line) to decode it"
                 )));
             }
-            (false, Some(_)) => {
+            (false, true) => {
                 return Err(Error::invalid(
                     "this shard key string is not signed, but a secret is configured: it was not made with this secret and is rejected",
                 ));
             }
-            (true, Some(_)) => MAC_BYTES,
-            (false, None) => CHECKSUM_BYTES,
+            (true, true) => MAC_BYTES,
+            (false, false) => CHECKSUM_BYTES,
         };
         let Some(split) = bytes
             .len()
@@ -297,30 +315,30 @@ impl ShardKeyCodec {
             ));
         };
         let (body, tag) = bytes.split_at(split);
-        match &self.mac {
-            Some(mac) => {
+        if self.is_signed() {
+            // Newest first: most strings are signed with it.
+            let signed_by_one = self.macs.iter().rev().any(|mac| {
                 let mut mac = mac.clone();
                 mac.update(DOMAIN);
                 mac.update(body);
-                mac.verify_truncated_left(tag).map_err(|_| {
-                    Error::invalid(
-                        "shard key string failed its signature check: it was edited, cut short, or signed with another secret",
-                    )
-                })?;
+                mac.verify_truncated_left(tag).is_ok()
+            });
+            if !signed_by_one {
+                return Err(Error::invalid(
+                    "shard key string failed its signature check: it was edited, cut short, or signed with another secret \
+                     (or with a key since removed from the shard key secret file)",
+                ));
             }
-            None => {
-                if checksum(body) != tag {
-                    return Err(Error::invalid(
-                        "shard key string failed its checksum: it was edited or cut short (mistyped?)",
-                    ));
-                }
-            }
+        } else if checksum(body) != tag {
+            return Err(Error::invalid(
+                "shard key string failed its checksum: it was edited or cut short (mistyped?)",
+            ));
         }
         parse_body(body)
     }
 
     fn append_tag(&self, buf: &mut Vec<u8>) {
-        match &self.mac {
+        match self.macs.last() {
             Some(mac) => {
                 let mut mac = mac.clone();
                 mac.update(DOMAIN);
@@ -624,17 +642,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secret");
         let secret = b"0123456789abcdef";
-        for (written, expected) in [
-            (b"0123456789abcdef\n".to_vec(), secret.to_vec()),
-            (b"0123456789abcdef\r\n".to_vec(), secret.to_vec()),
-            (
-                b"0123456789abcdef\n\n".to_vec(),
-                b"0123456789abcdef\n".to_vec(),
-            ),
+        for written in [
+            b"0123456789abcdef\n".to_vec(),
+            b"0123456789abcdef\r\n".to_vec(),
+            b"0123456789abcdef".to_vec(),
         ] {
             std::fs::write(&path, &written).unwrap();
-            assert_eq!(ShardKeySecret::from_file(&path).unwrap().0, expected);
+            let keys = ShardKeySecret::from_file(&path).unwrap();
+            assert_eq!(keys.0.keys().len(), 1);
+            assert_eq!(keys.0.keys()[0].secret, secret);
         }
+        // A secret of several lines was one bare secret before key lists;
+        // now it is a list, and refused with the line that is wrong.
+        std::fs::write(&path, b"0123456789abcdef\n\n").unwrap();
+        let e = ShardKeySecret::from_file(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1: expected KEY_ID:SECRET"), "{e}");
         std::fs::write(&path, b"short\n").unwrap();
         let e = ShardKeySecret::from_file(&path).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
@@ -642,5 +664,27 @@ mod tests {
         let missing = dir.path().join("missing");
         let e = ShardKeySecret::from_file(&missing).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn strings_of_every_listed_key_decode_and_the_newest_signs() {
+        let (a, b) = ("first shard secret 0123", "second shard secret 456");
+        let old = ShardKeyCodec::signed(&ShardKeySecret::new(a).unwrap());
+        let both = ShardKeySecret::parse(format!("k1:{a}\nk2:{b}\n").as_bytes()).unwrap();
+        assert_eq!(both.ids(), ["k1", "k2"]);
+        assert!(!format!("{both:?}").contains("secret 0123"), "{both:?}");
+        let both = ShardKeyCodec::signed(&both);
+        let only_new =
+            ShardKeyCodec::signed(&ShardKeySecret::parse(format!("k2:{b}").as_bytes()).unwrap());
+        let key = ShardKey::new('c', 3, 42i64).unwrap();
+        let s_old = old.encode(&key);
+        let s_new = both.encode(&key);
+        assert_ne!(s_old, s_new, "the newest key signs");
+        assert_eq!(both.decode_any(&s_old).unwrap(), key);
+        assert_eq!(both.decode_any(&s_new).unwrap(), key);
+        assert_eq!(only_new.decode_any(&s_new).unwrap(), key);
+        assert!(old.decode_any(&s_new).is_err());
+        let e = only_new.decode_any(&s_old).unwrap_err().to_string();
+        assert!(e.contains("key since removed"), "{e}");
     }
 }

@@ -5,7 +5,9 @@
 //! sharing the file wait for each other instead of failing. Every write runs in
 //! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front: the locked
 //! strategy is exactly that, and the optimistic and atomic ones get their
-//! conditional put and their single statement inside it.
+//! conditional put and their single statement inside it. The write-ahead
+//! log is kept small (checkpointed and truncated past [`WAL_SIZE_LIMIT`]),
+//! so that it cannot fill a small disk by itself: see [`wal`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -24,7 +26,10 @@ pub(crate) mod connect;
 mod numbers;
 mod pools;
 mod sequences;
+pub mod wal;
 mod workers;
+
+pub use wal::WAL_SIZE_LIMIT;
 
 /// How long a writer waits for another process's write lock, by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -139,6 +144,8 @@ pub struct SqliteStore {
     /// The store id kept in the file: its generation. A copy of the file
     /// keeps it.
     generation: Arc<str>,
+    /// Checkpoints the write-ahead log after writes that made it too large.
+    wal: Arc<wal::WalGuard>,
 }
 
 impl SqliteStore {
@@ -183,6 +190,7 @@ impl SqliteStore {
                 .map_err(|e| Error::Unavailable(format!("opening {}: {e}", path.display())))?
                 .map_err(|e| with_path(e, &path))?;
         Ok(SqliteStore {
+            wal: Arc::new(wal::WalGuard::new(&path, busy_timeout)),
             path,
             conn: Arc::new(Mutex::new(conn)),
             generation: generation.into(),
@@ -209,18 +217,24 @@ impl SqliteStore {
         .map_err(|e| Error::Unavailable(format!("sqlite worker failed: {e}")))?
     }
 
-    /// Runs `f` inside `BEGIN IMMEDIATE ... COMMIT`.
+    /// Runs `f` inside `BEGIN IMMEDIATE ... COMMIT` (rolled back if it
+    /// fails), then keeps the write-ahead log small ([`wal`]).
     async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.run(|conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db_err)?;
-            let out = f(&tx)?;
-            tx.commit().map_err(db_err)?;
-            Ok(out)
+        let wal = Arc::clone(&self.wal);
+        self.run(move |conn| {
+            let out = (|| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db_err)?;
+                let out = f(&tx)?;
+                tx.commit().map_err(db_err)?;
+                Ok(out)
+            })();
+            wal.after_write(conn);
+            out
         })
         .await
     }
@@ -270,6 +284,7 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<(Connection, S
     }
     conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
         .map_err(db_err)?;
+    wal::configure(&conn).map_err(db_err)?;
     let generation = migrate(&conn)?;
     Ok((conn, generation))
 }
@@ -369,6 +384,9 @@ fn db_err(e: rusqlite::Error) -> Error {
             Error::Corrupt(format!("not a keysmith database ({e}); check the path"))
         }
         Some(ErrorCode::DatabaseCorrupt) => Error::Corrupt(format!("{e}")),
+        Some(ErrorCode::DiskFull) => Error::Unavailable(format!(
+            "the disk holding the database is full ({e}); nothing was written: free space on it and retry"
+        )),
         Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
             Error::Unavailable(format!(
                 "cannot open or write the database ({e}); check the path and its permissions"
