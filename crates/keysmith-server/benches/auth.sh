@@ -30,15 +30,19 @@ token=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
     "$(printf '%s' "$token" | "$bin" access hash)"
 } >"$dir/access.toml"
 
-start() { # name extra-args...
+start() { # name extra-args...: starts a server, its address in $dir/NAME.log
   local name=$1; shift
-  "$bin" --store "sqlite://$dir/$name.db" serve --listen 127.0.0.1:0 "$@" 2>"$dir/$name.log" &
+  "$bin" --store "sqlite://$dir/$name.db" serve --listen 127.0.0.1:0 "$@" >/dev/null 2>"$dir/$name.log" &
   pids+=($!)
-  for _ in $(seq 100); do grep -q 'listening on' "$dir/$name.log" && break; sleep 0.1; done
-  grep -o 'http://[0-9.:]*' "$dir/$name.log" | head -1
 }
-open_base=$(start open)
-auth_base=$(start auth --access-file "$dir/access.toml")
+base_of() { # name: the address the server printed
+  for _ in $(seq 100); do grep -q 'listening on' "$dir/$1.log" && break; sleep 0.1; done
+  grep -o 'http://[0-9.:]*' "$dir/$1.log" | head -1
+}
+start open
+start auth --access-file "$dir/access.toml"
+open_base=$(base_of open)
+auth_base=$(base_of auth)
 curl -fsS -d '{"name":"bench/s"}' "$open_base/v1/sequences" >/dev/null
 curl -fsS -H "Authorization: Bearer $token" -d '{"name":"bench/s"}' "$auth_base/v1/sequences" >/dev/null
 
