@@ -338,8 +338,10 @@ async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
     assert_eq!(s, (100..110).collect::<Vec<_>>());
 
     b.drop_pool("p").await.unwrap();
+    // Below the dropped pool's values on purpose: the size is what matters.
     b.create_pool(&PoolSpec {
         start: 7,
+        start_below_dropped: true,
         ..PoolSpec::new("p", 3)
     })
     .await
@@ -353,6 +355,7 @@ async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
     b.drop_pool("p").await.unwrap();
     b.create_pool(&PoolSpec {
         start: 8,
+        start_below_dropped: true,
         ..PoolSpec::new("p", 3)
     })
     .await

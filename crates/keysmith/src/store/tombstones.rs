@@ -203,7 +203,7 @@ impl Tombstone {
             return Err(Error::invalid(format!(
                 "sequence {:?} was dropped before, and creating it again continues above the values it \
                  handed out (below {}), but its maximum leaves no room there; give a larger max, another \
-                 name, or start_below_dropped (--start-below-dropped) if no value handed out under this \
+                 name, or start_below_dropped if no value handed out under this \
                  name is in use any more",
                 spec.name,
                 self.floor()
@@ -239,7 +239,7 @@ impl Tombstone {
             Error::invalid(format!(
                 "pool {:?} was dropped before, and creating it again continues above the values it \
                  handed out (below {}), but a pool of size {} leaves no room there; give another name, \
-                 or start_below_dropped (--start-below-dropped) if no value handed out under this name \
+                 or start_below_dropped if no value handed out under this name \
                  is in use any more",
                 spec.name,
                 self.floor(),

@@ -371,7 +371,7 @@ impl SequenceStore for MysqlStore {
                     .transpose()?;
                 let counters_next: Option<i64> = tx
                     .exec_first(
-                        "SELECT MAX(next) FROM keysmith_number_counters WHERE name = ?",
+                        "SELECT MAX(next_value) FROM keysmith_number_counters WHERE name = ?",
                         (name,),
                     )
                     .await
