@@ -665,3 +665,24 @@ async fn a_pool_from_before_classes_reads_without_one() {
         Some(class)
     );
 }
+
+/// The tombstone is in etcd: a sequence and a pool dropped through one
+/// store, created again through another, continue above the values they
+/// handed out.
+#[tokio::test]
+async fn a_tombstone_is_seen_by_another_store() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(p.start, 4);
+}

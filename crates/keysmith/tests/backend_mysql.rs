@@ -670,3 +670,27 @@ async fn version_2_tables_get_the_pool_class_columns() {
     let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
     assert_eq!(again.start, 4, "continues above the number handed out");
 }
+
+/// The tombstone is in the database: a sequence and a pool dropped through
+/// one store, created again through a store opened afterwards, continue
+/// above the values they handed out.
+#[tokio::test]
+async fn a_tombstone_survives_reopening_the_store() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let a = MysqlStore::open(&url).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let b = MysqlStore::open(&url).await.unwrap();
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(p.start, 4);
+}
