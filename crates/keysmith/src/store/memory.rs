@@ -288,8 +288,9 @@ impl SequenceStore for MemoryStore {
                 .filter(|((n, _), _)| n == name)
                 .map(|(_, next)| *next)
                 .max();
+            let generation = s.generation();
             let t = s.sequence_tombstones.entry(name.to_owned()).or_default();
-            *t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next);
+            *t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
             s.counts.remove(name);
             s.forget_numbers(name);
             Ok(())
@@ -404,8 +405,9 @@ impl PoolStore for MemoryStore {
                 .pools
                 .remove(name)
                 .ok_or_else(|| Error::not_found("pool", name))?;
+            let generation = s.generation();
             let t = s.pool_tombstones.entry(name.to_owned()).or_default();
-            *t = t.after_pool_drop(row.residue.as_ref(), members.last().copied());
+            *t = t.after_pool_drop(&row, members.last().copied(), &generation);
             s.pool_marks.remove(name);
             Ok(())
         })

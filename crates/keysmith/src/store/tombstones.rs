@@ -50,7 +50,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{PoolSpec, Residue, SequenceRow, SequenceSpec, first_member};
+use super::{PoolRow, PoolSpec, SequenceRow, SequenceSpec, first_member};
 use crate::numbering::{Numbering, VALUE_BITS};
 use crate::{Error, Result};
 
@@ -112,15 +112,28 @@ impl Tombstone {
     /// (slots of a residue class, counters of a bit-reversed sequence),
     /// `numbering` its numbering (`None` for an ordinary sequence) and
     /// `counters_next` the largest next number of any of its period counters
-    /// (`None` without any), raised over `self` (the tombstone before). A
-    /// sequence that reserved nothing (its next still at its start) leaves
-    /// `self` unchanged.
+    /// (`None` without any), raised over `self` (the tombstone before);
+    /// `generation` is the store's current one: a row last written in
+    /// another is fenced first ([`SequenceRow::fence`]), so values a restore
+    /// lost from the row are covered too. A sequence that reserved nothing
+    /// (its next still at its start) leaves `self` unchanged.
     pub fn after_sequence_drop(
         self,
         row: &SequenceRow,
         numbering: Option<&Numbering>,
         counters_next: Option<i64>,
+        generation: &str,
     ) -> Tombstone {
+        // A row last written in another generation of the store (a restore,
+        // a promoted replica) may lag what was handed out: it is fenced
+        // first, as its next write would be, and its counters by the same
+        // margin.
+        let (row, skip) = match row.fence(generation) {
+            Some(fenced) => (fenced, row.failover_skip),
+            None => (row.clone(), 0),
+        };
+        let row = &row;
+        let counters_next = counters_next.map(|c| super::numbers::skip_counter(c, row.max, skip));
         let next = row.next.max(counters_next.unwrap_or(i64::MIN));
         if next <= row.start {
             // Nothing reserved (or all of it handed back): nothing to bound.
@@ -145,15 +158,24 @@ impl Tombstone {
         self.max(dropped)
     }
 
-    /// The tombstone a dropped pool leaves: `highest_member` its largest
-    /// stored member (`None`: it had none), `residue` its class; raised over
-    /// `self`.
+    /// The tombstone a dropped pool leaves: `row` as the store holds it,
+    /// `highest_member` its largest stored member (`None`: it had none),
+    /// `generation` the store's current one; raised over `self`.
     pub fn after_pool_drop(
         self,
-        residue: Option<&Residue>,
+        row: &PoolRow,
         highest_member: Option<i64>,
+        generation: &str,
     ) -> Tombstone {
-        let high_water = highest_member.map_or(0, |m| residue.map_or(m, |r| r.value(m)).max(0));
+        // A pool last written in another generation may lag what was handed
+        // out: its members count as fenced, as its next swap would fence
+        // them ([`super::pool_fence_rounds`]).
+        let rounds = match row.generation.as_deref() {
+            Some(g) if g != generation => super::pool_fence_rounds(row.size),
+            _ => 0,
+        };
+        let highest = highest_member.map(|m| m.saturating_add(rounds.saturating_mul(row.size)));
+        let high_water = highest.map_or(0, |m| row.value(m).max(0));
         self.max(Tombstone {
             high_water,
             reversed_next: 0,
@@ -254,6 +276,7 @@ impl Tombstone {
 mod tests {
     use super::*;
     use crate::numbering::{BitReversal, BitReversed};
+    use crate::store::Residue;
 
     fn row(next: i64) -> SequenceRow {
         SequenceRow {
@@ -276,9 +299,9 @@ mod tests {
 
     #[test]
     fn drops_only_raise_and_creates_continue_above() {
-        let t = Tombstone::default().after_sequence_drop(&row(100), None, None);
+        let t = Tombstone::default().after_sequence_drop(&row(100), None, None, "g");
         assert_eq!(t.high_water, 100);
-        let t = t.after_sequence_drop(&row(50), None, None);
+        let t = t.after_sequence_drop(&row(50), None, None, "g");
         assert_eq!(t.high_water, 100, "a lower drop keeps the higher mark");
         let spec = t.raise_sequence(&SequenceSpec::new("s"), None).unwrap();
         assert_eq!(spec.start, 100);
@@ -306,7 +329,7 @@ mod tests {
             ..Numbering::default()
         };
         // Slots 0..5 reserved: values up to 43; next slot 5 is value 53.
-        let t = Tombstone::default().after_sequence_drop(&row(5), Some(&numbering), None);
+        let t = Tombstone::default().after_sequence_drop(&row(5), Some(&numbering), None, "g");
         assert_eq!(t.high_water, 53);
         // A plain sequence starts at 53; the class again at slot 5.
         assert_eq!(
@@ -326,7 +349,7 @@ mod tests {
             bit_reversed: Some(BitReversed::default()),
             ..Numbering::default()
         };
-        let t = t.after_sequence_drop(&row(8), Some(&reversed), None);
+        let t = t.after_sequence_drop(&row(8), Some(&reversed), None, "g");
         let again = t
             .raise_sequence(&SequenceSpec::new("s"), Some(&reversed))
             .unwrap();
@@ -334,5 +357,35 @@ mod tests {
         // A plain one goes above every reversal of counters 1..8.
         let plain = t.raise_sequence(&SequenceSpec::new("s"), None).unwrap();
         assert_eq!(plain.start, reversed_bound(8));
+    }
+
+    #[test]
+    fn a_row_of_another_generation_is_fenced_first() {
+        // Written in generation "old", dropped in "new": the drop counts
+        // the failover margin as a restore's possible loss.
+        let spec = SequenceSpec {
+            failover_skip: Some(1000),
+            ..SequenceSpec::new("s")
+        };
+        let row = SequenceRow {
+            next: 10,
+            ..SequenceRow::created(&spec, "old")
+        };
+        let t = Tombstone::default().after_sequence_drop(&row, None, None, "new");
+        assert_eq!(t.high_water, 1010);
+        let same = Tombstone::default().after_sequence_drop(&row, None, None, "old");
+        assert_eq!(same.high_water, 10);
+        let pool = PoolRow {
+            name: "p".into(),
+            start: 1,
+            size: 4,
+            generation: Some("old".into()),
+            residue: None,
+        };
+        let rounds = crate::store::pool_fence_rounds(4);
+        let t = Tombstone::default().after_pool_drop(&pool, Some(9), "new");
+        assert_eq!(t.high_water, 9 + rounds * 4);
+        let t = Tombstone::default().after_pool_drop(&pool, Some(9), "old");
+        assert_eq!(t.high_water, 9);
     }
 }

@@ -731,9 +731,10 @@ impl PoolStore for EtcdStore {
                 break;
             };
             let row = self.parse_pool(name, &meta)?;
+            let generation = self.current_generation().await?;
             let t = self
                 .tombstone_of(POOL_KIND, name, tomb.as_ref())?
-                .after_pool_drop(row.residue.as_ref(), all.iter().copied().max());
+                .after_pool_drop(&row, all.iter().copied().max(), &generation);
             let txn = Txn::new()
                 .when([
                     Compare::mod_revision(

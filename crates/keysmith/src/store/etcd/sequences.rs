@@ -813,7 +813,8 @@ impl SequenceStore for EtcdStore {
                             counters_next = Some(counters_next.map_or(n, |c| c.max(n)));
                         }
                     }
-                    t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next);
+                    let generation = self.current_generation().await?;
+                    t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
                 }
                 Ok(None) => return Err(Error::not_found("sequence", name)),
                 Err(e) => tracing::warn!(sequence = name, "dropping a damaged sequence: {e}"),

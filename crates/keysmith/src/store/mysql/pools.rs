@@ -507,7 +507,12 @@ impl PoolStore for MysqlStore {
                     .await
                     .map_err(bad)?
                     .flatten();
-                let t = before.after_pool_drop(row.residue.as_ref(), highest);
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_pool_drop(&row, highest, &generation);
                 self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
                 tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
                     .await

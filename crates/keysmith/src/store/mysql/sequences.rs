@@ -377,7 +377,17 @@ impl SequenceStore for MysqlStore {
                     .await
                     .map_err(bad)?
                     .flatten();
-                let t = before.after_sequence_drop(&row, numbering.as_ref(), counters_next);
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_sequence_drop(
+                    &row,
+                    numbering.as_ref(),
+                    counters_next,
+                    &generation,
+                );
                 self.raise_tombstone(&mut tx, SEQUENCE_KIND, name, t)
                     .await?;
                 // The counts, numbering, counters and tickets go with it

@@ -360,7 +360,13 @@ impl PoolStore for PostgresStore {
                     .map_err(bad)?
                     .try_get(0)
                     .map_err(bad)?;
-                let t = before.after_pool_drop(row.residue.as_ref(), highest);
+                let generation: String = tx
+                    .query_one(&self.sql.generation, &[])
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let t = before.after_pool_drop(&row, highest, &generation);
                 self.raise_tombstone(&tx, POOL_KIND, name, t).await?;
                 tx.execute(&self.sql.pool_drop, &[&name])
                     .await

@@ -336,7 +336,18 @@ impl SequenceStore for PostgresStore {
                     .map_err(bad)?
                     .try_get(0)
                     .map_err(bad)?;
-                let t = before.after_sequence_drop(&row, numbering.as_ref(), counters_next);
+                let generation: String = tx
+                    .query_one(&self.sql.generation, &[])
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let t = before.after_sequence_drop(
+                    &row,
+                    numbering.as_ref(),
+                    counters_next,
+                    &generation,
+                );
                 self.raise_tombstone(&tx, SEQUENCE_KIND, name, t).await?;
                 tx.execute(&self.sql.drop, &[&name]).await.map_err(bad)?;
                 tx.commit().await.map_err(bad)

@@ -184,7 +184,7 @@ impl PoolStore for SqliteStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let row = require_pool(tx, &name)?;
             let highest: Option<i64> = tx
@@ -194,8 +194,8 @@ impl PoolStore for SqliteStore {
                     |r| r.get(0),
                 )
                 .map_err(db_err)?;
-            let t = read_tombstone(tx, POOL_KIND, &name)?
-                .after_pool_drop(row.residue.as_ref(), highest);
+            let t =
+                read_tombstone(tx, POOL_KIND, &name)?.after_pool_drop(&row, highest, &generation);
             write_tombstone(tx, POOL_KIND, &name, t)?;
             tx.execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
                 .map_err(db_err)?;

@@ -164,7 +164,7 @@ impl SequenceStore for SqliteStore {
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let row = require_row(tx, &name)?;
             let numbering = super::numbers::read_numbering_on(tx, &name)?;
@@ -179,6 +179,7 @@ impl SequenceStore for SqliteStore {
                 &row,
                 numbering.as_ref(),
                 counters_next,
+                &generation,
             );
             write_tombstone(tx, SEQUENCE_KIND, &name, t)?;
             tx.execute(
