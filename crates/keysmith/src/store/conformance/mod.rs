@@ -65,6 +65,7 @@ macro_rules! conformance_tests {
             sequences::ping_answers,
             sequences::a_dropped_name_continues_above_what_it_handed_out,
             sequences::numbered_and_mapped_sequences_continue_above_a_drop,
+            sequences::racing_drops_and_creates_never_repeat_a_value,
             pools::pool_create_read_members,
             pools::pool_sample_is_random_subset,
             pools::pool_sample_is_uniform_after_swaps,
