@@ -152,6 +152,21 @@ pub(super) fn write_tombstone(
     .map_err(db_err)
 }
 
+/// The numbering of `name`, if it has one (read by numbered sequences
+/// and by a drop, for its tombstone).
+pub(super) fn read_numbering_on(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<crate::store::Numbering>> {
+    let settings: Option<String> = conn
+        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
+        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
+        .map_err(db_err)?;
+    settings
+        .map(|s| crate::store::parse_numbering(name, &s))
+        .transpose()
+}
+
 /// Columns added to tables of older files, each added if it is missing.
 /// Version 4: generations. The store's id (its generation) in
 /// `keysmith_meta`, and per sequence the generation of its last write, its

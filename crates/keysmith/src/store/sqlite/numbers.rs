@@ -18,17 +18,6 @@ use crate::store::{
     ticket_ttl_ms,
 };
 
-/// The numbering of `name`, if it has one.
-pub(super) fn read_numbering_on(conn: &Connection, name: &str) -> Result<Option<Numbering>> {
-    let settings: Option<String> = conn
-        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
-        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
-        .map_err(db_err)?;
-    settings
-        .map(|s| crate::store::parse_numbering(name, &s))
-        .transpose()
-}
-
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
 /// runs on older files.
 pub(super) const TICKETS_SCHEMA: &str = "

@@ -167,7 +167,7 @@ impl SequenceStore for SqliteStore {
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let row = require_row(tx, &name)?;
-            let numbering = super::numbers::read_numbering_on(tx, &name)?;
+            let numbering = read_numbering_on(tx, &name)?;
             let counters_next: Option<i64> = tx
                 .query_row(
                     "SELECT max(next) FROM keysmith_number_counters WHERE name = ?1",
