@@ -209,7 +209,8 @@ impl Tombstone {
                     if b >= VALUE_BITS {
                         0
                     } else {
-                        spec.max.min((1i64 << (VALUE_BITS - b)) - 1)
+                        // b = 0 (only value 0 below): every counter.
+                        spec.max.min(((1u64 << (VALUE_BITS - b)) - 1) as i64)
                     }
                 } else {
                     spec.max
@@ -354,6 +355,15 @@ mod tests {
             .raise_sequence(&SequenceSpec::new("s"), Some(&reversed))
             .unwrap();
         assert_eq!((again.start, again.max), (8, (1 << 57) - 1));
+        // Only value 0 handed out below: every counter is still fine.
+        let zero = Tombstone {
+            high_water: 1,
+            reversed_next: 0,
+        };
+        let all = zero
+            .raise_sequence(&SequenceSpec::new("s"), Some(&reversed))
+            .unwrap();
+        assert_eq!((all.start, all.max), (1, SequenceSpec::new("s").max));
         // A plain one goes above every reversal of counters 1..8.
         let plain = t.raise_sequence(&SequenceSpec::new("s"), None).unwrap();
         assert_eq!(plain.start, reversed_bound(8));
@@ -387,5 +397,72 @@ mod tests {
         assert_eq!(t.high_water, 9 + rounds * 4);
         let t = Tombstone::default().after_pool_drop(&pool, Some(9), "old");
         assert_eq!(t.high_water, 9);
+    }
+
+    /// One incarnation of a name: its kind (0 plain, 1 a residue class of
+    /// `3 mod 7`, 2 numbered per period, 3 bit-reversed), the start asked
+    /// for and how many values it hands out before its drop.
+    fn incarnation() -> impl proptest::strategy::Strategy<Value = (u8, i64, i64)> {
+        use proptest::prelude::*;
+        (0u8..4, 0i64..60, 0i64..40)
+    }
+
+    proptest::proptest! {
+        /// Whatever kinds follow each other under one name, no value is
+        /// handed out twice (values compared as integers; a numbered
+        /// sequence's numbers in two periods).
+        #[test]
+        fn no_value_repeats_across_incarnations(steps in proptest::collection::vec(incarnation(), 1..8)) {
+            let class = Residue { increment: 7, offset: 3 };
+            let reversal = BitReversal::new(&BitReversed::default());
+            let mut t = Tombstone::default();
+            let mut seen = std::collections::BTreeSet::new();
+            for (kind, start, n) in steps {
+                let numbering = match kind {
+                    1 => Some(Numbering { residue: Some(class), ..Numbering::default() }),
+                    2 => Some(Numbering { template: Some("N-{n}".into()), ..Numbering::default() }),
+                    3 => Some(Numbering { bit_reversed: Some(BitReversed::default()), ..Numbering::default() }),
+                    _ => None,
+                };
+                let asked = SequenceSpec {
+                    start: match kind {
+                        1 => class.slot_at_or_above(start),
+                        3 => start.max(1),
+                        _ => start,
+                    },
+                    ..SequenceSpec::new("s")
+                };
+                // No room above the dropped values (a bit-reversed one after
+                // a plain one high up): refused, nothing created.
+                let spec = match t.raise_sequence(&asked, numbering.as_ref()) {
+                    Ok(spec) => spec,
+                    Err(Error::InvalidArgument(_)) => continue,
+                    Err(e) => panic!("{e}"),
+                };
+                let row = SequenceRow::created(&spec, "g");
+                let counted = spec.start..spec.start + n;
+                // This incarnation's values, as integers (a numbered one's
+                // numbers of every period alike).
+                let values: std::collections::BTreeSet<i64> = match kind {
+                    1 => counted.clone().map(|slot| class.value(slot)).collect(),
+                    3 => counted.clone().map(|c| reversal.value_of(c).unwrap()).collect(),
+                    _ => counted.clone().collect(),
+                };
+                proptest::prop_assert!(
+                    values.is_disjoint(&seen),
+                    "kind {} from {} repeats {:?}",
+                    kind,
+                    spec.start,
+                    values.intersection(&seen).next()
+                );
+                seen.extend(values);
+                // Numbered and bit-reversed ones count in period counters.
+                let (row, counters) = match kind {
+                    2 | 3 => (row, Some(counted.end)),
+                    _ => (SequenceRow { next: counted.end, ..row }, None),
+                };
+                t = t.after_sequence_drop(&row, numbering.as_ref(), counters, "g");
+            }
+        }
     }
 }
