@@ -403,7 +403,6 @@ mod tests {
     /// `3 mod 7`, 2 numbered per period, 3 bit-reversed), the start asked
     /// for and how many values it hands out before its drop.
     fn incarnation() -> impl proptest::strategy::Strategy<Value = (u8, i64, i64)> {
-        use proptest::prelude::*;
         (0u8..4, 0i64..60, 0i64..40)
     }
 
