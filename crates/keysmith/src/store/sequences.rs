@@ -75,7 +75,9 @@ pub(crate) fn check_failover_skip(n: i64) -> Result<()> {
 pub struct SequenceSpec {
     /// Its name; see [`crate::validate_name`].
     pub name: String,
-    /// The first value handed out.
+    /// The first value handed out: raised by the create above the values a
+    /// dropped sequence of the same name handed out, unless
+    /// [`Self::start_below_dropped`] is set.
     pub start: i64,
     /// The last value handed out (inclusive).
     pub max: i64,
