@@ -321,3 +321,38 @@ fn adopt_reads_the_largest_key_of_a_mysql_table() {
     assert!(err.contains("not an integer"), "{err}");
     assert!(!err.contains(db.password()), "{err}");
 }
+
+/// An import over a name keysmith dropped: the sequence continues above the
+/// values the dropped one handed out when they are above `max_id`, and the
+/// report says where it really starts.
+#[test]
+fn an_import_over_a_dropped_name_continues_above_it() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let from = database_with(
+        db,
+        &format!(
+            "{LEAF_SCHEMA};
+             INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 10, 100);"
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("k.db").display());
+    common::ok(&store, &["create", "orders", "--start", "900"]);
+    common::ok(&store, &["next", "orders", "--count", "3"]);
+    common::ok(&store, &["drop", "orders"]);
+    let out = keysmith(&store)
+        .args(["import", "leaf", "--from", &from])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    // The handle reserved a block of 100 from 900, handed the tail back.
+    let (next, _) = next_and_block(&store, "orders");
+    assert_eq!(next, 903);
+    assert!(
+        stdout.contains("orders: created starting at 903"),
+        "{stdout}"
+    );
+}

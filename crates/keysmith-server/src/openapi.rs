@@ -284,6 +284,10 @@ pub(crate) fn document_with(limits: &Limits) -> Value {
                             start and max are rounded into the class; none of its values between them is a 400."},
                     "offset": {"type": ["integer", "null"], "minimum": 0, "maximum": keysmith::store::MAX_INCREMENT - 1,
                         "description": "With increment: every value's remainder, 0 <= offset < increment (default 0). Without increment: a 400."},
+                    "start_below_dropped": {"type": "boolean", "default": false,
+                        "description": "Creating a dropped name continues above the values it handed out: the start is raised above them \
+                            (the response's continued_above_dropped says to what). true starts at start even below them; only when none of \
+                            those values is in use any more. A max that leaves no room above them is a 400 naming this field."},
                     "gapless": {"type": "boolean", "default": false,
                         "description": "Gap-free numbers: taken with tickets (POST .../tickets), then committed or released; `next` is a 400."},
                     "period": {"type": ["string", "null"], "enum": ["day", "month", "year", null],
@@ -317,6 +321,9 @@ pub(crate) fn document_with(limits: &Limits) -> Value {
                     "generation": {"type": ["string", "null"], "description": "The store generation of the row's last write."},
                     "failover_skip": {"type": "integer"}, "failover_skip_set": {"type": "boolean"},
                     "skipped_at_failover": {"type": "integer", "description": "Values skipped at generation changes so far."},
+                    "continued_above_dropped": {"type": "integer", "description": "create only, present when a dropped sequence of the name \
+                        had handed out values at or above the start asked for: the start the sequence got instead (creating a dropped name \
+                        continues above the values it handed out)."},
                     "increment": {"type": "integer", "description": "Of a residue class: every value is offset modulo increment (next, start and max are values of it)."},
                     "offset": {"type": "integer"},
                     "server": {"description": "This server's handle, null until it handed out a value.",
@@ -332,6 +339,10 @@ pub(crate) fn document_with(limits: &Limits) -> Value {
                     "name": name_schema,
                     "start": {"type": "integer", "default": 1, "minimum": 0, "maximum": i64::MAX - 1,
                         "description": "The first number; with increment, rounded up to the first value of the class at or above it."},
+                    "start_below_dropped": {"type": "boolean", "default": false,
+                        "description": "Creating a dropped name continues above the numbers it handed out: the start is raised above them \
+                            (the response's continued_above_dropped says to what). true starts at start even below them; only when none of \
+                            those numbers is in use any more."},
                     "size": {"type": "integer", "minimum": 1, "maximum": max_pool_size,
                         "description": "Above this server's limit (`--max-pool-size`) is a 413."},
                     "increment": {"type": ["integer", "null"], "minimum": 2, "maximum": keysmith::store::MAX_INCREMENT,
@@ -345,6 +356,8 @@ pub(crate) fn document_with(limits: &Limits) -> Value {
                     "generation": {"type": ["string", "null"], "description": "The store generation the pool was created or last fenced in."},
                     "increment": {"type": "integer", "description": "Of a pool in a residue class: every number is offset modulo increment (start, lowest, highest and max_value are values of it). Absent otherwise."},
                     "offset": {"type": "integer"},
+                    "continued_above_dropped": {"type": "integer", "description": "create only, present when a dropped pool of the name \
+                        had handed out numbers at or above the start asked for: the start the pool got instead."},
                     "lowest": {"type": "integer", "description": "show only"}, "highest": {"type": "integer", "description": "show only"},
                     "taken": {"type": "integer", "description": "show only"}, "max_value": {"type": "integer", "description": "show only"},
                     "server": {"description": "This server's handle, null until it handed out a number.",
@@ -616,6 +629,24 @@ mod tests {
         let count = &doc["paths"]["/v1/pools/{name}/next"]["post"]["parameters"][0];
         assert_eq!(count["name"], "count");
         assert_eq!(count["schema"]["maximum"], 250);
+    }
+
+    /// Both creates take `start_below_dropped`, and both objects say when a
+    /// create continued above a dropped one.
+    #[test]
+    fn creates_document_the_tombstone_fields() {
+        let doc = document();
+        let schemas = &doc["components"]["schemas"];
+        for (create, shown) in [("CreateSequence", "Sequence"), ("CreatePool", "Pool")] {
+            assert_eq!(
+                schemas[create]["properties"]["start_below_dropped"]["type"], "boolean",
+                "{create}"
+            );
+            assert!(
+                schemas[shown]["properties"]["continued_above_dropped"].is_object(),
+                "{shown}"
+            );
+        }
     }
 
     /// Pools take a residue class as sequences do, with the same bounds.

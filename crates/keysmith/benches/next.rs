@@ -23,6 +23,7 @@ fn cached_handle() -> BlockingSequence {
         max: MAX_VALUE,
         block: 1 << 40,
         failover_skip: None,
+        start_below_dropped: false,
     };
     rt.block_on(sequence::create(&*store, &spec)).unwrap();
     Sequence::builder()
@@ -107,6 +108,7 @@ fn durable_sqlite(c: &mut Criterion) {
             max: MAX_VALUE,
             block,
             failover_skip: None,
+            start_below_dropped: false,
         };
         rt.block_on(sequence::create(&*store, &spec)).unwrap();
         let seq = rt

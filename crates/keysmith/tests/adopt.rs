@@ -233,3 +233,26 @@ async fn postgres_tables_in_any_schema() {
     }
     assert_eq!(next_of(&store, "inv").await, Some(100_000));
 }
+
+/// `adopt --create` over a dropped name: the store continues above the
+/// values the dropped sequence handed out when they are above the table's
+/// largest key, and the report says where it really starts.
+#[tokio::test]
+async fn adopt_create_over_a_dropped_name_continues_above_it() {
+    let (_dir, db) = sqlite_db();
+    let store = store();
+    sequence::create(&*store, &SequenceSpec::new("orders"))
+        .await
+        .unwrap();
+    let r = store.reserve_atomic("orders", 5000).await.unwrap();
+    sequence::remove(&*store, "orders").await.unwrap();
+    let report = sequence::adopt(&*store, "orders", &source(&db, "orders", "id"), true, false)
+        .await
+        .unwrap();
+    assert_eq!(report.action, AdoptAction::Created);
+    assert_eq!(
+        report.next_after, r.end,
+        "above the dropped values, not 1043"
+    );
+    assert_eq!(next_of(&store, "orders").await, Some(r.end));
+}

@@ -338,8 +338,10 @@ async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
     assert_eq!(s, (100..110).collect::<Vec<_>>());
 
     b.drop_pool("p").await.unwrap();
+    // Below the dropped pool's values on purpose: the size is what matters.
     b.create_pool(&PoolSpec {
         start: 7,
+        start_below_dropped: true,
         ..PoolSpec::new("p", 3)
     })
     .await
@@ -353,6 +355,7 @@ async fn a_pool_created_again_elsewhere_is_used_at_its_new_shape() {
     b.drop_pool("p").await.unwrap();
     b.create_pool(&PoolSpec {
         start: 8,
+        start_below_dropped: true,
         ..PoolSpec::new("p", 3)
     })
     .await
@@ -661,4 +664,25 @@ async fn a_pool_from_before_classes_reads_without_one() {
         other.read_pool("c").await.unwrap().unwrap().residue,
         Some(class)
     );
+}
+
+/// The tombstone is in etcd: a sequence and a pool dropped through one
+/// store, created again through another, continue above the values they
+/// handed out.
+#[tokio::test]
+async fn a_tombstone_is_seen_by_another_store() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(p.start, 4);
 }

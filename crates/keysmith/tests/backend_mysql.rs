@@ -71,6 +71,7 @@ async fn the_tables_are_in_the_urls_database_and_nowhere_else() {
             "keysmith_sequence_counts",
             "keysmith_sequences",
             "keysmith_tickets",
+            "keysmith_tombstones",
             "keysmith_workers",
         ]
     );
@@ -630,8 +631,9 @@ async fn tls_modes_against_a_server_with_tls() {
 }
 
 /// Tables at version 2 (before pools kept a residue class) are migrated on
-/// open: the version goes to 3, and a pool created before reads back
-/// without a class, its members as they were.
+/// open: the version goes to the current one, a pool created before reads
+/// back without a class, its members as they were, and a drop leaves a
+/// tombstone (version 4).
 #[tokio::test]
 async fn version_2_tables_get_the_pool_class_columns() {
     let Some(db) = TempMariaDb::shared() else {
@@ -645,6 +647,7 @@ async fn version_2_tables_get_the_pool_class_columns() {
     db.sql(&format!(
         "ALTER TABLE {name}.keysmith_pools DROP CONSTRAINT keysmith_pools_class,
              DROP COLUMN class_increment, DROP COLUMN class_offset;
+         DROP TABLE {name}.keysmith_tombstones;
          UPDATE {name}.keysmith_meta SET schema_version = 2;"
     ));
     let b = MysqlStore::open(&url).await.unwrap();
@@ -652,7 +655,7 @@ async fn version_2_tables_get_the_pool_class_columns() {
     assert_eq!((old.start, old.size, old.residue), (1, 3, None));
     assert_eq!(b.list_members("old").await.unwrap(), [1, 2, 3]);
     let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
-    assert_eq!(v.trim(), "3");
+    assert_eq!(v.trim(), "4");
     // The columns only hold a class keysmith writes (not half of one):
     // `sql` panics on the refused statement.
     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -662,4 +665,32 @@ async fn version_2_tables_get_the_pool_class_columns() {
     }))
     .is_err();
     assert!(refused, "half a class was stored");
+    assert!(b.swap_member("old", 1, 4).await.unwrap());
+    b.drop_pool("old").await.unwrap();
+    let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
+    assert_eq!(again.start, 4, "continues above the number handed out");
+}
+
+/// The tombstone is in the database: a sequence and a pool dropped through
+/// one store, created again through a store opened afterwards, continue
+/// above the values they handed out.
+#[tokio::test]
+async fn a_tombstone_survives_reopening_the_store() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let a = MysqlStore::open(&url).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let b = MysqlStore::open(&url).await.unwrap();
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(p.start, 4);
 }

@@ -93,6 +93,7 @@ async fn each_schema_is_a_separate_store() {
             "sequence_counts",
             "sequences",
             "tickets",
+            "tombstones",
             "workers"
         ]
     );
@@ -371,8 +372,10 @@ async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
     s.sort();
     assert_eq!(s, (100..110).collect::<Vec<_>>());
     b.drop_pool("p").await.unwrap();
+    // Below the dropped pool's values on purpose: the size is what matters.
     b.create_pool(&PoolSpec {
         start: 7,
+        start_below_dropped: true,
         ..PoolSpec::new("p", 2)
     })
     .await
@@ -562,8 +565,9 @@ async fn wait_until(what: &str, cond: impl Fn() -> bool) {
 }
 
 /// A schema at version 6 (before pools kept a residue class) is migrated
-/// on open: the version goes to 7, and a pool created before reads back
-/// without a class, its members as they were.
+/// on open: the version goes to the current one, a pool created before
+/// reads back without a class, its members as they were, and a drop leaves
+/// a tombstone (version 8).
 #[tokio::test]
 async fn a_version_6_schema_gets_the_pool_class_columns() {
     let Some(pg) = TempPostgres::shared() else {
@@ -578,6 +582,7 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
     admin
         .batch_execute(&format!(
             "ALTER TABLE \"{schema}\".pools DROP COLUMN class_increment, DROP COLUMN class_offset;
+             DROP TABLE \"{schema}\".tombstones;
              UPDATE \"{schema}\".keysmith_meta SET schema_version = 6;"
         ))
         .await
@@ -594,7 +599,7 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(v, 7);
+    assert_eq!(v, 8);
     // The columns only hold a class keysmith writes.
     let e = admin
         .execute(
@@ -608,4 +613,32 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
         Some("pools_class"),
         "{e:?}"
     );
+    assert!(b.swap_member("old", 1, 4).await.unwrap());
+    b.drop_pool("old").await.unwrap();
+    let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
+    assert_eq!(again.start, 4, "continues above the number handed out");
+}
+
+/// The tombstone is in the database: a sequence and a pool dropped through
+/// one store, created again through a store opened afterwards, continue
+/// above the values they handed out.
+#[tokio::test]
+async fn a_tombstone_survives_reopening_the_store() {
+    let Some(pg) = TempPostgres::shared() else {
+        return;
+    };
+    let url = url_with(pg, &fresh_schema());
+    let a = PostgresStore::open(&url).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let b = PostgresStore::open(&url).await.unwrap();
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!(p.start, 4);
 }

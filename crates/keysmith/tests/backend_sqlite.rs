@@ -35,6 +35,7 @@ async fn a_version_1_file_gets_the_worker_table() {
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute_batch(
         "DROP TABLE keysmith_workers;
+         DROP TABLE keysmith_tombstones;
          ALTER TABLE keysmith_pools DROP COLUMN class_increment;
          ALTER TABLE keysmith_pools DROP COLUMN class_offset;
          ALTER TABLE keysmith_sequences DROP COLUMN generation;
@@ -67,6 +68,10 @@ async fn a_version_1_file_gets_the_worker_table() {
         .await
         .unwrap();
     assert_eq!(lease.worker, 0);
+    // Version 6: the tombstones table; a drop leaves one.
+    b.drop_sequence("s").await.unwrap();
+    let again = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(again.start, r.end, "continues above the values handed out");
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i64 = c
         .query_row(
@@ -75,7 +80,37 @@ async fn a_version_1_file_gets_the_worker_table() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, 5);
+    assert_eq!(v, 6);
+}
+
+/// A tombstone is in the file: a sequence and a pool dropped by one
+/// process, created again by another that opened the file afresh,
+/// continue above the values they handed out.
+#[tokio::test]
+async fn a_tombstone_survives_reopening_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.db");
+    let a = SqliteStore::open(&path).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let r = a.reserve_atomic("s", 40).await.unwrap();
+    a.drop_sequence("s").await.unwrap();
+    a.create_pool(&keysmith::store::PoolSpec::new("p", 3))
+        .await
+        .unwrap();
+    assert!(a.swap_member("p", 1, 4).await.unwrap());
+    a.drop_pool("p").await.unwrap();
+    drop(a);
+    let b = SqliteStore::open(&path).await.unwrap();
+    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!(s.start, r.end);
+    let p = b
+        .create_pool(&keysmith::store::PoolSpec::new("p", 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        p.start, 4,
+        "above 1, the value handed out, at the largest member"
+    );
 }
 
 #[tokio::test]

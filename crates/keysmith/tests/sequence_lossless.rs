@@ -25,6 +25,7 @@ async fn setup(block: i64) -> (Arc<Faulty>, Sequence) {
         max: MAX_VALUE,
         block,
         failover_skip: None,
+        start_below_dropped: false,
     };
     sequence::create(&*inner, &spec).await.unwrap();
     let store = Faulty::new(inner);

@@ -23,6 +23,7 @@ fn handle(block: i64, prefetch: f64) -> (Arc<dyn Store>, BlockingSequence) {
         max: MAX_VALUE,
         block,
         failover_skip: None,
+        start_below_dropped: false,
     };
     rt.block_on(sequence::create(&*store, &spec)).unwrap();
     let seq = Sequence::builder()

@@ -38,6 +38,7 @@ async fn setup(max: i64, strategy: Strategy) -> (Arc<Faulty>, Sequence) {
         max,
         block: 1,
         failover_skip: None,
+        start_below_dropped: false,
     };
     sequence::create(&*inner, &spec).await.unwrap();
     let store = Faulty::new(inner);

@@ -109,6 +109,7 @@ pub async fn bench_sequence(store: &dyn Store) -> Result<String> {
         max: MAX_VALUE,
         block: 100,
         failover_skip: None,
+        start_below_dropped: false,
     };
     sequence::create(store, &spec).await?;
     Ok(name)

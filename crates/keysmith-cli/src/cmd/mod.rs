@@ -71,6 +71,15 @@ impl ClassArgs {
     }
 }
 
+/// What `create` and `pool create` print to stderr when the store raised
+/// the start above the values a dropped object of the name handed out.
+pub fn continued_note(kind: &str, name: &str, first: i64) -> String {
+    format!(
+        "note: a {kind} named {name:?} was dropped before; creating it again continues above the values it \
+         handed out, from {first} (--start-below-dropped starts where --start says)"
+    )
+}
+
 /// The line `show` prints for a residue class.
 pub fn class_line(r: &keysmith::store::Residue) -> String {
     format!(

@@ -26,6 +26,12 @@ pub enum PoolCommand {
         /// A residue class: every number is --offset modulo --increment.
         #[command(flatten)]
         class: super::ClassArgs,
+        /// Start at --start even if a dropped pool of this name handed out
+        /// numbers at or above it. By default creating a dropped name
+        /// continues above the numbers it handed out; use this only when
+        /// none of them is in use any more.
+        #[arg(long)]
+        start_below_dropped: bool,
     },
     /// Takes numbers from a pool and prints them, one a line, each as soon
     /// as it is taken.
@@ -87,9 +93,10 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
         size,
         start,
         class,
+        start_below_dropped,
     } = &cmd
     {
-        create_spec(name, *size, *start, class)?;
+        create_spec(name, *size, *start, class, *start_below_dropped)?;
     }
     let store = global.open().await?;
     match cmd {
@@ -98,10 +105,17 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
             size,
             start,
             class,
+            start_below_dropped,
         } => {
-            let spec = create_spec(&name, size, start, &class)?;
-            let row = pool::create(&*store, &spec).await?;
-            print_info(&pool::describe(&*store, &row.name).await?, global.json)
+            let spec = create_spec(&name, size, start, &class, start_below_dropped)?;
+            let created = pool::create(&*store, &spec).await?;
+            if let Some(first) = created.continued_above_dropped {
+                eprintln!("{}", super::continued_note("pool", &name, first));
+            }
+            print_info(
+                &pool::describe(&*store, &created.row.name).await?,
+                global.json,
+            )
         }
         PoolCommand::Take {
             name,
@@ -183,12 +197,14 @@ fn create_spec(
     size: i64,
     start: i64,
     class: &super::ClassArgs,
+    start_below_dropped: bool,
 ) -> Result<PoolSpec, super::UsageError> {
     let spec = PoolSpec {
         name: name.to_owned(),
         start,
         size,
         residue: class.residue()?,
+        start_below_dropped,
     };
     spec.validate()
         .map_err(|e| super::UsageError(e.to_string()))?;

@@ -64,6 +64,12 @@ pub enum SequenceCommand {
         /// the sequence's peak rate.
         #[arg(long, value_name = "N", allow_negative_numbers = true)]
         failover_skip: Option<i64>,
+        /// Start at --start even if a dropped sequence of this name handed
+        /// out values at or above it. By default creating a dropped name
+        /// continues above the values it handed out; use this only when none
+        /// of them is in use any more.
+        #[arg(long)]
+        start_below_dropped: bool,
     },
     /// Maps a value of a bit-reversed sequence back to its internal counter.
     DecodeReversed {
@@ -221,6 +227,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             max,
             block,
             failover_skip,
+            start_below_dropped,
             ..
         } => {
             let spec = SequenceSpec {
@@ -229,11 +236,15 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
                 max,
                 block,
                 failover_skip,
+                start_below_dropped,
             };
             let info = match &numbering {
                 Some(n) => numbers::create(&*store, &spec, n).await?,
                 None => sequence::create(&*store, &spec).await?,
             };
+            if let Some(first) = info.continued_above_dropped {
+                eprintln!("{}", super::continued_note("sequence", &spec.name, first));
+            }
             print_info(&info, numbering.as_ref(), global.json)
         }
         SequenceCommand::DecodeReversed { name, .. } => {

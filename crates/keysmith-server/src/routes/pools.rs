@@ -33,6 +33,10 @@ pub(crate) struct CreateBody {
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
     offset: Option<i64>,
+    /// Start at `start` even below the values a dropped pool of the same
+    /// name handed out (by default a dropped name continues above them).
+    #[serde(default, deserialize_with = "super::sequences::start_below_dropped")]
+    start_below_dropped: bool,
 }
 
 fn default_start() -> i64 {
@@ -116,10 +120,18 @@ pub(crate) async fn create(
         name: b.name,
         start: b.start,
         size: b.size,
+        start_below_dropped: b.start_below_dropped,
     };
-    let row = pool::create(&*state.shared().store, &spec).await?;
+    let created = pool::create(&*state.shared().store, &spec).await?;
+    let row = created.row;
     let server = server_view(&state, &row.name);
-    Ok((StatusCode::CREATED, Json(PoolView { row, server })).into_response())
+    let mut body = serde_json::to_value(PoolView { row, server })
+        .map_err(|e| ApiError::from(keysmith::Error::Corrupt(e.to_string())))?;
+    if let (Some(first), Some(obj)) = (created.continued_above_dropped, body.as_object_mut()) {
+        tracing::info!(pool = %spec.name, start = first, "created a dropped pool name again: continues above the values it handed out");
+        obj.insert("continued_above_dropped".into(), first.into());
+    }
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 #[derive(Serialize)]

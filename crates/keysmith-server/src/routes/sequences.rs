@@ -55,6 +55,20 @@ pub(crate) struct CreateBody {
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
     offset: Option<i64>,
+    /// Start at `start` even below the values a dropped sequence of the
+    /// same name handed out (by default a dropped name continues above them).
+    #[serde(default, deserialize_with = "start_below_dropped")]
+    start_below_dropped: bool,
+}
+
+/// Reads `start_below_dropped` of a create body (sequences and pools): a
+/// boolean, else an error that names the field.
+pub(crate) fn start_below_dropped<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<bool, D::Error> {
+    <bool as Deserialize>::deserialize(d).map_err(|e| {
+        serde::de::Error::custom(format!("start_below_dropped must be true or false: {e}"))
+    })
 }
 
 fn default_start() -> i64 {
@@ -135,8 +149,14 @@ pub(crate) async fn create(
         max: b.max,
         block: b.block,
         failover_skip: b.failover_skip,
+        start_below_dropped: b.start_below_dropped,
     };
     let store = &*state.shared().store;
+    let noted = |info: &SequenceInfo| {
+        if let Some(first) = info.continued_above_dropped {
+            tracing::info!(sequence = %info.row.name, start = first, "created a dropped sequence name again: continues above the values it handed out");
+        }
+    };
     if b.skip_range.is_some() && !b.bit_reversed {
         return Err(ApiError::bad_request(
             "skip_range goes with bit_reversed: true",
@@ -155,11 +175,13 @@ pub(crate) async fn create(
             residue,
         };
         let info = numbers::create(store, &spec, &numbering).await?;
+        noted(&info);
         let mut v = view(&state, info);
         v.numbering = Some(numbering);
         return Ok((StatusCode::CREATED, Json(v)).into_response());
     }
     let info = sequence::create(store, &spec).await?;
+    noted(&info);
     Ok((StatusCode::CREATED, Json(view(&state, info))).into_response())
 }
 

@@ -61,7 +61,10 @@ pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
 
 /// Creates a numbered sequence: its row and its numbering in one write.
 /// Both are checked first, so a bad template, period or bound creates
-/// nothing.
+/// nothing. Over a dropped name every period's numbers start above every
+/// number the dropped sequence handed out, and a bit-reversed sequence
+/// continues its counter (see [`crate::store::Tombstone`]), unless
+/// `spec.start_below_dropped` is set.
 ///
 /// # Errors
 /// [`Error::InvalidName`], [`Error::InvalidArgument`] (bounds, template),
@@ -83,7 +86,8 @@ pub async fn create(
     if let Some(r) = numbering.residue {
         return crate::sequence::create_in_class(store, spec, r).await;
     }
-    Ok(store.create_numbered(spec, numbering).await?.into())
+    let row = store.create_numbered(spec, numbering).await?;
+    Ok(SequenceInfo::created(row, None, spec.start))
 }
 
 /// The numbering of a sequence: `None` for an ordinary one.

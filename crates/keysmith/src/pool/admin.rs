@@ -22,14 +22,42 @@ use crate::{Error, Result, closest_names, validate_name};
 /// out at most once. Returns the row in values: `start` the pool's first
 /// value, and its class.
 ///
+/// Creating a dropped name continues above the values it handed out: the
+/// store raises `start` to the first member above every value a dropped
+/// pool of the name handed out (its tombstone), unless
+/// `spec.start_below_dropped` is set; [`CreatedPool::continued_above_dropped`]
+/// says when it did.
+///
 /// # Errors
 /// What [`PoolSpec::validate`] finds ([`Error::InvalidName`],
 /// [`Error::InvalidArgument`], also for a bad class or a start and size
-/// whose values would pass `i64::MAX`); [`Error::AlreadyExists`]; what the
-/// store fails with. Nothing is written on error.
-pub async fn create(store: &dyn PoolStore, spec: &PoolSpec) -> Result<PoolRow> {
+/// whose values would pass `i64::MAX`, before or after the raise);
+/// [`Error::AlreadyExists`]; what the store fails with. Nothing is written
+/// on error.
+pub async fn create(store: &dyn PoolStore, spec: &PoolSpec) -> Result<CreatedPool> {
     spec.validate()?;
-    Ok(store.create_pool(&spec.stored()).await?.in_values())
+    let stored = spec.stored();
+    let row = store.create_pool(&stored).await?;
+    let raised = row.start > stored.start;
+    let row = row.in_values();
+    Ok(CreatedPool {
+        continued_above_dropped: raised.then_some(row.start),
+        row,
+    })
+}
+
+/// What [`create`] returns: the pool's row in values, and whether its start
+/// was raised above a dropped pool's values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CreatedPool {
+    /// The row: name, start (its first value), size, generation, class.
+    #[serde(flatten)]
+    pub row: PoolRow,
+    /// `Some(start)` when a pool of the same name had been dropped and the
+    /// store raised the requested start above the values it handed out: the
+    /// first value the pool starts at. `None` when it starts where asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_above_dropped: Option<i64>,
 }
 
 /// The state of a pool as [`describe`] sees it, in values.
@@ -206,9 +234,11 @@ pub async fn list(store: &dyn PoolStore) -> Result<Vec<PoolRow>> {
         .collect())
 }
 
-/// Drops a pool and its members. A pool created later under the same name
-/// starts again from its own start: its numbers may repeat ones handed out
-/// by the dropped pool.
+/// Drops a pool and its members. The store keeps a tombstone of the name
+/// (in the same transaction), so creating a dropped name continues above
+/// the values it handed out: a pool created later under the same name
+/// starts above every value this one handed out, unless it is created with
+/// `start_below_dropped`.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names; what

@@ -65,7 +65,9 @@ use crate::{Error, Result, validate_name};
 
 mod admin;
 
-pub use admin::{PoolInfo, create, describe, list, members, remove, runway, runway_from_marks};
+pub use admin::{
+    CreatedPool, PoolInfo, create, describe, list, members, remove, runway, runway_from_marks,
+};
 
 pub use crate::store::{MAX_POOL_SIZE, PoolSpec};
 

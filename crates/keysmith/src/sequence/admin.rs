@@ -12,15 +12,20 @@ use crate::{Error, Result, closest_names, validate_name};
 
 use super::SequenceInfo;
 
-/// Creates a sequence.
+/// Creates a sequence. Creating a dropped name continues above the values
+/// it handed out: the start is raised above them unless
+/// `spec.start_below_dropped` is set, and the result's
+/// [`SequenceInfo::continued_above_dropped`] says so.
 ///
 /// # Errors
 /// [`Error::InvalidName`] / [`Error::InvalidArgument`] for a bad spec (see
-/// [`SequenceSpec::validate`]), [`Error::AlreadyExists`], what the store
-/// fails with. Nothing is written on error.
+/// [`SequenceSpec::validate`]) or a maximum that leaves no room above the
+/// dropped values, [`Error::AlreadyExists`], what the store fails with.
+/// Nothing is written on error.
 pub async fn create(store: &dyn SequenceStore, spec: &SequenceSpec) -> Result<SequenceInfo> {
     spec.validate()?;
-    Ok(store.create_sequence(spec).await?.into())
+    let row = store.create_sequence(spec).await?;
+    Ok(SequenceInfo::created(row, None, spec.start))
 }
 
 /// Creates a sequence whose values are all `residue.offset` modulo
@@ -45,12 +50,13 @@ pub async fn create_in_class(
         ..Numbering::default()
     };
     let row = store.create_numbered(&slots, &numbering).await?;
-    Ok(SequenceInfo::of(row, Some(residue)))
+    Ok(SequenceInfo::created(row, Some(residue), slots.start))
 }
 
 /// Creates a sequence unless one of that name exists, and returns the row
 /// the store holds: the new one, or the existing one, whatever its bounds
-/// (callers that care compare them). When two callers race, one creates it
+/// (callers that care compare them). A new one over a dropped name starts
+/// above the values the dropped one handed out, as with [`create`]. When two callers race, one creates it
 /// and both get its row. The one place keysmith creates a sequence on first
 /// use (revision numbers, identity ranges).
 ///
@@ -266,8 +272,11 @@ pub async fn alter(store: &dyn Store, name: &str, spec: &AlterSpec) -> Result<Se
     }
 }
 
-/// Drops a sequence. Its values are gone for good: a sequence created later
-/// under the same name starts again from its own start.
+/// Drops a sequence. The store keeps a tombstone of the name (in the same
+/// transaction), so creating a dropped name continues above the values it
+/// handed out: a sequence created later under the same name starts above
+/// every value this one reserved, unless it is created with
+/// `start_below_dropped`.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] listing similar names.

@@ -142,9 +142,13 @@ pub async fn adopt(
                 ..SequenceSpec::new(name)
             };
             spec.validate()?;
-            if !dry_run {
-                admin::create(store, &spec).await?;
-            }
+            // A dropped name continues above the values it handed out: the
+            // store may raise the start above the table's largest key too.
+            let start = if dry_run {
+                start
+            } else {
+                admin::create(store, &spec).await?.row.next
+            };
             Ok(report(None, start, AdoptAction::Created))
         }
     }

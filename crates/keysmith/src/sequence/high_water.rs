@@ -249,8 +249,9 @@ impl HighWaters {
         m.entry(name.to_owned()).or_default().clone()
     }
 
-    /// Forgets `name` (it was dropped: a sequence created later under the
-    /// same name starts again from its own start).
+    /// Forgets `name` (it was dropped; a sequence created later under the
+    /// same name continues above the values it handed out, unless created
+    /// with `start_below_dropped`, which may start again below).
     pub fn forget(&self, name: &str) {
         let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
         m.remove(name);

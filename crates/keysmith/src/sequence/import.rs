@@ -230,7 +230,7 @@ async fn import_row(
         Err(why) => return Ok(item(ImportAction::Refused, None, None, Some(why))),
     };
     // The first value of the class above max_id.
-    let start = residue.map_or(spec.start, |r| r.first_at_or_above(spec.start));
+    let mut start = residue.map_or(spec.start, |r| r.first_at_or_above(spec.start));
     let step_note = match source.step {
         Some(s) if s == spec.block => None,
         other => Some(format!(
@@ -261,7 +261,9 @@ async fn import_row(
             None => admin::create(store, &spec).await,
         };
         match created {
-            Ok(_) => {}
+            // Over a dropped name the store continues above the values it
+            // handed out, which may be above max_id.
+            Ok(info) => start = info.row.next,
             Err(Error::AlreadyExists { .. }) => {
                 // Created by someone else meanwhile.
                 let info = admin::show(store, &source.name).await?;

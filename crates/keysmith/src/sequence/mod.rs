@@ -912,6 +912,14 @@ pub struct SequenceInfo {
     /// [`Residue`]).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub residue: Option<Residue>,
+    /// Only from a create: `Some(start)` when a sequence of the same name
+    /// had been dropped and the store raised the requested start above the
+    /// values it handed out (creating a dropped name continues above the
+    /// values it handed out; see [`crate::store::Tombstone`]): the first
+    /// value (for a bit-reversed sequence, the first counter) it starts
+    /// at. `None` when it starts where asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continued_above_dropped: Option<i64>,
 }
 
 impl From<SequenceRow> for SequenceInfo {
@@ -932,6 +940,19 @@ impl SequenceInfo {
             },
             usage: None,
             residue,
+            continued_above_dropped: None,
+        }
+    }
+
+    /// [`Self::of`] for the row a create returned, given the start it asked
+    /// for (in the row's own units: slots of a residue class): says whether
+    /// the store raised it above a dropped sequence's values.
+    pub(crate) fn created(row: SequenceRow, residue: Option<Residue>, asked: i64) -> SequenceInfo {
+        let raised = row.start > asked;
+        let info = SequenceInfo::of(row, residue);
+        SequenceInfo {
+            continued_above_dropped: raised.then_some(info.row.start),
+            ..info
         }
     }
 }

@@ -179,7 +179,7 @@ impl ShardRanges {
             start: *range.start(),
             max: *range.end(),
             block,
-            failover_skip: None,
+            ..SequenceSpec::new("")
         };
         spec.validate()?;
         Ok(spec)
@@ -202,7 +202,9 @@ impl ShardRanges {
     ) -> Result<SequenceRow> {
         let spec = self.sequence_spec(prefix, shard, block)?;
         let row = crate::sequence::create_or_get(store, &spec).await?;
-        if row.start == spec.start && row.max == spec.max {
+        // A start above the range's: created again after a drop, it
+        // continued above the values the dropped one handed out, in range.
+        if row.max == spec.max && (spec.start..=spec.max).contains(&row.start) {
             Ok(row)
         } else {
             Err(Error::invalid(format!(

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::{
     Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Settle, Store, WorkerClaim,
-    WorkerLease, WorkerStore, all_taken, lowest_free,
+    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Settle, Store, Tombstone,
+    WorkerClaim, WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
     NumberStore, Numbering, PeriodRange, TakenNumber, check_ttl, not_numbered, refused,
@@ -51,6 +51,10 @@ struct State {
     /// (name, period, number) -> its ticket (`None`: released) and expiry
     /// (system-clock ms), while the number is open.
     open: BTreeMap<(String, i64, i64), (Option<String>, i64)>,
+    /// The tombstones of dropped sequences, by name.
+    sequence_tombstones: BTreeMap<String, Tombstone>,
+    /// The tombstones of dropped pools, by name.
+    pool_tombstones: BTreeMap<String, Tombstone>,
 }
 
 #[derive(Debug, Clone)]
@@ -189,7 +193,8 @@ impl SequenceStore for MemoryStore {
                     name: spec.name.clone(),
                 });
             }
-            let row = SequenceRow::created(spec, &s.generation());
+            let spec = s.raised(spec, None)?;
+            let row = SequenceRow::created(&spec, &s.generation());
             s.sequences.insert(spec.name.clone(), row.clone());
             Ok(row)
         })
@@ -272,12 +277,23 @@ impl SequenceStore for MemoryStore {
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.with(|s| {
+            let row = s
+                .sequences
+                .remove(name)
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let numbering = s.numbering.get(name).map(|(n, _)| n.clone());
+            let counters_next = s
+                .counters
+                .iter()
+                .filter(|((n, _), _)| n == name)
+                .map(|(_, next)| *next)
+                .max();
+            let generation = s.generation();
+            let t = s.sequence_tombstones.entry(name.to_owned()).or_default();
+            *t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
             s.counts.remove(name);
             s.forget_numbers(name);
-            s.sequences
-                .remove(name)
-                .map(drop)
-                .ok_or_else(|| Error::not_found("sequence", name))
+            Ok(())
         })
     }
 }
@@ -285,7 +301,7 @@ impl SequenceStore for MemoryStore {
 #[async_trait]
 impl PoolStore for MemoryStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let name = spec.name.as_str();
         self.with(|s| {
             if s.pools.contains_key(name) {
                 return Err(Error::AlreadyExists {
@@ -293,6 +309,13 @@ impl PoolStore for MemoryStore {
                     name: name.to_owned(),
                 });
             }
+            let (start, size) = match s.pool_tombstones.get(name) {
+                Some(t) => {
+                    let raised = t.raise_pool(spec)?;
+                    (raised.start, raised.size)
+                }
+                None => (spec.start, spec.size),
+            };
             let row = PoolRow {
                 name: name.to_owned(),
                 start,
@@ -378,11 +401,15 @@ impl PoolStore for MemoryStore {
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
         self.with(|s| {
-            s.pool_marks.remove(name);
-            s.pools
+            let (row, members) = s
+                .pools
                 .remove(name)
-                .map(drop)
-                .ok_or_else(|| Error::not_found("pool", name))
+                .ok_or_else(|| Error::not_found("pool", name))?;
+            let generation = s.generation();
+            let t = s.pool_tombstones.entry(name.to_owned()).or_default();
+            *t = t.after_pool_drop(&row, members.last().copied(), &generation);
+            s.pool_marks.remove(name);
+            Ok(())
         })
     }
 }
@@ -528,6 +555,14 @@ impl WorkerStore for MemoryStore {
 }
 
 impl State {
+    /// `spec` raised above its name's tombstone, if it has one.
+    fn raised(&self, spec: &SequenceSpec, numbering: Option<&Numbering>) -> Result<SequenceSpec> {
+        match self.sequence_tombstones.get(&spec.name) {
+            Some(t) => t.raise_sequence(spec, numbering),
+            None => Ok(spec.clone()),
+        }
+    }
+
     fn forget_numbers(&mut self, name: &str) {
         self.numbering.remove(name);
         self.counters.retain(|(n, _), _| n != name);
@@ -606,7 +641,8 @@ impl NumberStore for MemoryStore {
                     name: spec.name.clone(),
                 });
             }
-            let row = SequenceRow::created(spec, &s.generation());
+            let spec = s.raised(spec, Some(numbering))?;
+            let row = SequenceRow::created(&spec, &s.generation());
             s.forget_numbers(&spec.name);
             s.sequences.insert(spec.name.clone(), row.clone());
             s.numbering

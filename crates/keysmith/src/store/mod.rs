@@ -43,6 +43,7 @@ mod sequences;
 pub mod sqlite;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod tls;
+mod tombstones;
 mod workers;
 
 pub use crate::numbering::{MAX_INCREMENT, Numbering, Period, Residue};
@@ -69,6 +70,8 @@ pub use sequences::{
     FAILOVER_SKIP_FLOOR, MARK_INTERVAL_MS, MAX_RESERVATION, Put, RateMark, RateMarks, Reservation,
     SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip,
 };
+pub(crate) use tombstones::{POOL_KIND, SEQUENCE_KIND};
+pub use tombstones::{Tombstone, reversed_bound};
 pub use workers::{
     MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerEntry,
     WorkerFloorMove, WorkerLease, WorkerStore,

@@ -70,10 +70,16 @@ pub struct TakenNumber {
 #[async_trait]
 pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// Creates the sequence's row (as [`super::SequenceStore::create_sequence`])
-    /// and its numbering, in one write: both or neither.
+    /// and its numbering, in one write: both or neither. The start is raised
+    /// above the name's tombstone in that write as `create_sequence` does,
+    /// in the numbering's own units ([`super::Tombstone::raise_sequence`]:
+    /// slots of a residue class, counters of a bit-reversed sequence, the
+    /// start of every period's counter).
     ///
     /// # Errors
-    /// [`Error::AlreadyExists`] if a sequence of that name exists.
+    /// [`Error::AlreadyExists`] if a sequence of that name exists;
+    /// [`Error::InvalidArgument`] when `spec.max` leaves no room above the
+    /// tombstone.
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

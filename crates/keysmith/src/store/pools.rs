@@ -53,6 +53,13 @@ pub struct PoolSpec {
     /// [`PoolRow`]).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub residue: Option<Residue>,
+    /// Start where asked even below the values a dropped pool of the same
+    /// name handed out. By default (`false`) creating a dropped name
+    /// continues above the values it handed out: the store raises `start`
+    /// to the first member above the name's [`super::Tombstone`]. Set it
+    /// only when no value handed out under the name is in use any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_below_dropped: bool,
 }
 
 impl PoolSpec {
@@ -64,6 +71,7 @@ impl PoolSpec {
             start: DEFAULT_POOL_START,
             size,
             residue: None,
+            start_below_dropped: false,
         }
     }
 
@@ -102,6 +110,16 @@ impl PoolSpec {
     #[cfg(feature = "mysql")]
     pub(crate) fn validate_stored(&self) -> Result<()> {
         self.check_parts()?;
+        self.check_room(self.start)
+    }
+
+    /// That every first member of a spec as a store receives it (`start`
+    /// the first stored member) can be taken once without passing
+    /// `i64::MAX`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying the largest start that would do.
+    pub(crate) fn check_stored_room(&self) -> Result<()> {
         self.check_room(self.start)
     }
 
@@ -357,8 +375,15 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// changes are [`PoolStore::swap_member`] of `take` for `take + size`, and back
     /// (of `take + size` for `take`) to return a number never handed out.
     ///
+    /// Before anything is written, in the same transaction, `spec.start` is
+    /// raised above the name's tombstone ([`super::Tombstone::raise_pool`];
+    /// unchanged with `spec.start_below_dropped`): creating a dropped name
+    /// continues above the values it handed out. The row returned says the
+    /// start used.
+    ///
     /// # Errors
-    /// [`Error::AlreadyExists`].
+    /// [`Error::AlreadyExists`]; [`Error::InvalidArgument`] when the raised
+    /// members would pass `i64::MAX`.
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow>;
 
     /// The pool's row, or `None`.
@@ -422,7 +447,10 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// Every pool, ordered by name.
     async fn list_pools(&self) -> Result<Vec<PoolRow>>;
 
-    /// Removes a pool and its members.
+    /// Removes a pool and its members, and in the same transaction raises
+    /// the name's tombstone to the value of its largest member
+    /// ([`super::Tombstone::after_pool_drop`]), above every value it handed
+    /// out.
     ///
     /// # Errors
     /// [`Error::NotFound`].

@@ -75,7 +75,9 @@ pub(crate) fn check_failover_skip(n: i64) -> Result<()> {
 pub struct SequenceSpec {
     /// Its name; see [`crate::validate_name`].
     pub name: String,
-    /// The first value handed out.
+    /// The first value handed out: raised by the create above the values a
+    /// dropped sequence of the same name handed out, unless
+    /// [`Self::start_below_dropped`] is set.
     pub start: i64,
     /// The last value handed out (inclusive).
     pub max: i64,
@@ -85,6 +87,15 @@ pub struct SequenceSpec {
     /// generation (a failover, a restore); `None`: automatic
     /// ([`auto_failover_skip`], raised as the observed rate grows).
     pub failover_skip: Option<i64>,
+    /// Start where asked even below the values a dropped sequence of the
+    /// same name handed out. By default (`false`) creating a dropped name
+    /// continues above the values it handed out: the store raises `start`
+    /// above the name's [`super::Tombstone`] (see its module for how
+    /// residue classes, bit-reversed and numbered sequences map), so no
+    /// value is handed out twice. Set it only when no value handed out
+    /// under the name is in use any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_below_dropped: bool,
 }
 
 impl SequenceSpec {
@@ -98,6 +109,7 @@ impl SequenceSpec {
             max: MAX_VALUE,
             block: DEFAULT_BLOCK,
             failover_skip: None,
+            start_below_dropped: false,
         }
     }
 
@@ -495,10 +507,16 @@ impl SequenceCounts {
 /// statement.
 #[async_trait]
 pub trait SequenceStore: Send + Sync + std::fmt::Debug {
-    /// Creates a sequence with `next = spec.start` and version 1.
+    /// Creates a sequence with `next = start` and version 1, where `start`
+    /// is `spec.start` raised above the name's tombstone, read in the same
+    /// transaction ([`super::Tombstone::raise_sequence`]; unchanged with
+    /// `spec.start_below_dropped`): creating a dropped name continues above
+    /// the values it handed out. The row returned says the start used.
     ///
     /// # Errors
-    /// [`Error::AlreadyExists`] if a sequence of that name exists.
+    /// [`Error::AlreadyExists`] if a sequence of that name exists;
+    /// [`Error::InvalidArgument`] when `spec.max` leaves no room above the
+    /// tombstone.
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow>;
 
     /// The row of a sequence, or `None`.
@@ -565,7 +583,10 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// Every sequence, ordered by name.
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;
 
-    /// Removes a sequence.
+    /// Removes a sequence, and in the same transaction raises the name's
+    /// tombstone above every value it handed out
+    /// ([`super::Tombstone::after_sequence_drop`]), so that a sequence
+    /// created again under the name continues above them.
     ///
     /// # Errors
     /// [`Error::NotFound`] if there is none.

@@ -38,6 +38,7 @@ pub async fn create_scratch(store: &dyn Store) -> Result<Scratch> {
             start: SCRATCH_POOL_START,
             size: SCRATCH_POOL_SIZE,
             residue: None,
+            start_below_dropped: false,
         },
     )
     .await

@@ -123,11 +123,10 @@ pub(crate) async fn cached_handle() -> anyhow::Result<Arc<keysmith::sequence::Bl
         let rt = tokio::runtime::Builder::new_current_thread().build()?;
         let store: Arc<dyn Store> = Arc::new(keysmith::store::memory::MemoryStore::new());
         let spec = SequenceSpec {
-            name: "hot".into(),
             start: 1,
             max: MAX_VALUE,
             block: 1 << 40,
-            failover_skip: None,
+            ..SequenceSpec::new("hot")
         };
         rt.block_on(sequence::create(&*store, &spec))?;
         drop(rt);

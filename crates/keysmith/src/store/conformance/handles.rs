@@ -934,7 +934,8 @@ pub async fn pool_values_stay_in_their_class(store: Arc<dyn Store>) {
         },
     )
     .await
-    .unwrap();
+    .unwrap()
+    .row;
     // 11 is the first value 2 mod 3 at or above 10.
     assert_eq!((row.start, row.size, row.residue), (11, 5, Some(class)));
     assert_eq!(
@@ -943,7 +944,8 @@ pub async fn pool_values_stay_in_their_class(store: Arc<dyn Store>) {
     );
     let plain = pool::create(&*store, &pool_spec("plain", 10, 5))
         .await
-        .unwrap();
+        .unwrap()
+        .row;
     assert_eq!((plain.start, plain.residue), (10, None));
 
     let open = || ValuePool::builder().store(store.clone()).name("rc").build();
@@ -1127,5 +1129,69 @@ pub async fn pool_values_of_a_class_near_i64_max_exhaust(store: Arc<dyn Store>) 
         pool::members(&*store, "top").await.unwrap(),
         vec![last - 1000, last],
         "exhaustion changed the pool"
+    );
+}
+
+/// A handle that allocated, its sequence dropped and created again: a new
+/// handle's values are above every value the old handle handed out or
+/// still holds in its block, and the create says it continued above them.
+pub async fn a_sequence_created_again_hands_out_above_a_dropped_one(store: Arc<dyn Store>) {
+    create(&store, "again", 1, 1_000_000, 10).await;
+    let old = Sequence::builder()
+        .store(store.clone())
+        .name("again")
+        .build()
+        .await
+        .unwrap();
+    let mut before = vec![old.next().await.unwrap(), old.next().await.unwrap()];
+    sequence::remove(&*store, "again").await.unwrap();
+    let info = sequence::create(&*store, &spec("again", 1, 1_000_000))
+        .await
+        .unwrap();
+    let start = info
+        .continued_above_dropped
+        .expect("continued above the drop");
+    assert_eq!(start, info.row.start);
+    // The old handle still hands out what its block holds.
+    before.push(old.next().await.unwrap());
+    let new = Sequence::builder()
+        .store(store.clone())
+        .name("again")
+        .build()
+        .await
+        .unwrap();
+    let after = new.next_n(5).await.unwrap();
+    let highest = *before.iter().max().unwrap();
+    assert!(
+        after.iter().all(|v| *v > highest),
+        "{after:?} not above {before:?}"
+    );
+    // And a pool the same way.
+    pool::create(&*store, &pool_spec("again", 1, 3))
+        .await
+        .unwrap();
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("again")
+        .build()
+        .await
+        .unwrap();
+    let taken = h.take_n(5).await.unwrap();
+    pool::remove(&*store, "again").await.unwrap();
+    let created = pool::create(&*store, &pool_spec("again", 1, 3))
+        .await
+        .unwrap();
+    assert!(created.continued_above_dropped.is_some());
+    let h = ValuePool::builder()
+        .store(store.clone())
+        .name("again")
+        .build()
+        .await
+        .unwrap();
+    let later = h.take_n(3).await.unwrap();
+    let highest = *taken.iter().max().unwrap();
+    assert!(
+        later.iter().all(|v| *v > highest),
+        "{later:?} not above {taken:?}"
     );
 }

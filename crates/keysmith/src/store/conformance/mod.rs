@@ -63,6 +63,9 @@ macro_rules! conformance_tests {
             sequences::rows_record_generation_and_failover_margin,
             sequences::counts_are_recorded_and_go_with_the_sequence,
             sequences::ping_answers,
+            sequences::a_dropped_name_continues_above_what_it_handed_out,
+            sequences::numbered_and_mapped_sequences_continue_above_a_drop,
+            sequences::racing_drops_and_creates_never_repeat_a_value,
             pools::pool_create_read_members,
             pools::pool_sample_is_random_subset,
             pools::pool_sample_is_uniform_after_swaps,
@@ -72,6 +75,7 @@ macro_rules! conformance_tests {
             pools::pool_rate_marks_move_and_go_with_the_pool,
             pools::fence_pool_moves_every_member_by_whole_rounds,
             pools::pool_residue_class_is_kept_with_the_pool,
+            pools::a_dropped_pool_name_continues_above_what_it_handed_out,
             handles::threads_and_handles_never_share_a_value,
             handles::strict_handles_increase_in_time_order,
             handles::strict_callers_sharing_reservations_keep_time_order,
@@ -95,6 +99,7 @@ macro_rules! conformance_tests {
             handles::pool_values_stay_in_their_class,
             handles::pool_give_back_takes_only_what_the_handle_holds,
             handles::pool_values_of_a_class_near_i64_max_exhaust,
+            handles::a_sequence_created_again_hands_out_above_a_dropped_one,
             workers::workers_are_leased_lowest_first,
             workers::fence_workers_moves_every_floor,
             workers::all_worker_ids_taken_is_a_clear_error,
@@ -141,9 +146,7 @@ fn spec(name: &str, start: i64, max: i64) -> SequenceSpec {
 /// A pool spec.
 fn pool_spec(name: &str, start: i64, size: i64) -> PoolSpec {
     PoolSpec {
-        name: name.into(),
         start,
-        size,
-        residue: None,
+        ..PoolSpec::new(name, size)
     }
 }

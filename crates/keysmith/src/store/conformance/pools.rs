@@ -309,3 +309,44 @@ pub async fn pool_residue_class_is_kept_with_the_pool(store: Arc<dyn Store>) {
         .unwrap();
     store.fence_pool("plain-top", 1).await.unwrap();
 }
+
+/// Creating a dropped pool name continues above the values it handed out
+/// (its largest member bounds them); a second drop keeps the higher mark;
+/// `start_below_dropped` starts where asked.
+pub async fn a_dropped_pool_name_continues_above_what_it_handed_out(store: Arc<dyn Store>) {
+    store.create_pool(&pool_spec("t", 1, 4)).await.unwrap();
+    // Take 1 (its slot now holds 5), then 5 (9): handed out 1 and 5.
+    assert!(store.swap_member("t", 1, 5).await.unwrap());
+    assert!(store.swap_member("t", 5, 9).await.unwrap());
+    store.drop_pool("t").await.unwrap();
+    let again = store.create_pool(&pool_spec("t", 1, 4)).await.unwrap();
+    assert_eq!(
+        again.start, 9,
+        "the largest member bounds what was handed out"
+    );
+    assert_eq!(store.list_members("t").await.unwrap(), vec![9, 10, 11, 12]);
+    store.drop_pool("t").await.unwrap();
+    let below = PoolSpec {
+        start_below_dropped: true,
+        ..pool_spec("t", 1, 4)
+    };
+    assert_eq!(store.create_pool(&below).await.unwrap().start, 1);
+    store.drop_pool("t").await.unwrap();
+    let again = store.create_pool(&pool_spec("t", 1, 4)).await.unwrap();
+    assert_eq!(
+        again.start, 12,
+        "the higher mark (12) of the two drops is kept"
+    );
+    // A pool whose members would pass i64::MAX above the mark is refused.
+    store.drop_pool("t").await.unwrap();
+    let top = i64::MAX - 10;
+    store.create_pool(&pool_spec("big", top, 4)).await.unwrap();
+    assert!(store.swap_member("big", top, top + 4).await.unwrap());
+    store.drop_pool("big").await.unwrap();
+    let e = store
+        .create_pool(&pool_spec("big", 1, 4))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(store.read_pool("big").await.unwrap(), None);
+}

@@ -183,7 +183,8 @@ pub async fn list_and_drop(store: Arc<dyn Store>) {
     let e = store.drop_sequence("b").await.unwrap_err();
     assert!(matches!(e, Error::NotFound { .. }), "{e}");
     assert_eq!(store.list_sequences().await.unwrap().len(), 2);
-    // A dropped name can be created again, from its own start.
+    // A dropped name can be created again; it reserved nothing, so from
+    // its own start.
     let again = store.create_sequence(&spec("b", 7, 10)).await.unwrap();
     assert_eq!(again.next, 7);
 }
@@ -483,4 +484,187 @@ pub async fn rows_record_generation_and_failover_margin(store: Arc<dyn Store>) {
     store.raise_failover_skip("gen-set", 1_000).await.unwrap();
     let row = store.read_sequence("gen-set").await.unwrap().unwrap();
     assert_eq!(row.failover_skip, 5, "a margin set by hand stays");
+}
+
+/// Creating a dropped name continues above the values it handed out: every
+/// way of moving `next` (atomic and locked reservations, a conditional put)
+/// is covered by the tombstone the drop leaves; a second drop keeps the
+/// higher mark; `start_below_dropped` starts where asked; a maximum with no
+/// room above the mark is a clear error that creates nothing.
+pub async fn a_dropped_name_continues_above_what_it_handed_out(store: Arc<dyn Store>) {
+    let mut handed = Vec::new();
+    store.create_sequence(&spec("t", 1, 1000)).await.unwrap();
+    let a = store.reserve_atomic("t", 10).await.unwrap();
+    let l = store.reserve_locked("t", 5).await.unwrap();
+    handed.extend((a.start..a.end).chain(l.start..l.end));
+    let row = store.read_sequence("t").await.unwrap().unwrap();
+    let Put::Done(row) = store.put_if_version("t", 30, row.version).await.unwrap() else {
+        panic!("a put on the current version conflicted");
+    };
+    handed.extend(16..30);
+    assert_eq!(row.next, 30);
+    store.drop_sequence("t").await.unwrap();
+    let again = store.create_sequence(&spec("t", 1, 1000)).await.unwrap();
+    assert_eq!((again.start, again.next), (30, 30), "{again:?}");
+    let r = store.reserve_atomic("t", 5).await.unwrap();
+    assert!(
+        handed.iter().all(|v| *v < r.start),
+        "{r:?} repeats a value handed out before the drop"
+    );
+    // Dropped again with a lower next (created below on purpose): the
+    // mark stays at the higher of the two drops.
+    store.drop_sequence("t").await.unwrap();
+    let below = SequenceSpec {
+        start_below_dropped: true,
+        ..spec("t", 1, 1000)
+    };
+    let low = store.create_sequence(&below).await.unwrap();
+    assert_eq!(
+        (low.start, low.next),
+        (1, 1),
+        "start_below_dropped starts where asked"
+    );
+    store.reserve_atomic("t", 3).await.unwrap();
+    store.drop_sequence("t").await.unwrap();
+    let again = store.create_sequence(&spec("t", 1, 1000)).await.unwrap();
+    assert_eq!(again.start, 35, "the mark of the first drop (35) is kept");
+    // A start above the mark is kept as asked.
+    store.drop_sequence("t").await.unwrap();
+    let high = store.create_sequence(&spec("t", 500, 1000)).await.unwrap();
+    assert_eq!(high.start, 500);
+    store.drop_sequence("t").await.unwrap();
+    // No room above the mark: refused, nothing written.
+    let e = store.create_sequence(&spec("t", 1, 20)).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert!(e.to_string().contains("start_below_dropped"), "{e}");
+    assert_eq!(store.read_sequence("t").await.unwrap(), None);
+    // Another name is not affected.
+    let other = store.create_sequence(&spec("u", 1, 20)).await.unwrap();
+    assert_eq!(other.start, 1);
+}
+
+/// Numbered, residue-class and bit-reversed sequences leave tombstones in
+/// their own units and continue above them: period numbers above every
+/// number of every period, a class above its values, a bit-reversed one
+/// from its next counter, and a plain one above all of those values.
+pub async fn numbered_and_mapped_sequences_continue_above_a_drop(store: Arc<dyn Store>) {
+    use crate::store::{Numbering, Residue, reversed_bound};
+    // Numbers with a format, two periods.
+    let formatted = Numbering {
+        template: Some("INV-{n}".into()),
+        ..Numbering::default()
+    };
+    store
+        .create_numbered(&spec("n", 1, 1000), &formatted)
+        .await
+        .unwrap();
+    let r = store.reserve_numbers("n", 0, 7).await.unwrap();
+    assert_eq!((r.start, r.end), (1, 8));
+    store.drop_sequence("n").await.unwrap();
+    let again = store
+        .create_numbered(&spec("n", 1, 1000), &formatted)
+        .await
+        .unwrap();
+    assert_eq!(again.start, 8);
+    assert_eq!(store.reserve_numbers("n", 0, 1).await.unwrap().start, 8);
+    store.drop_sequence("n").await.unwrap();
+    // A residue class (values 3 mod 10; the store keeps slots).
+    let class = Residue {
+        increment: 10,
+        offset: 3,
+    };
+    let in_class = Numbering {
+        residue: Some(class),
+        ..Numbering::default()
+    };
+    store
+        .create_numbered(&spec("c", 0, 1000), &in_class)
+        .await
+        .unwrap();
+    let r = store.reserve_atomic("c", 5).await.unwrap(); // slots 0..5: values up to 43
+    assert_eq!((r.start, r.end), (0, 5));
+    store.drop_sequence("c").await.unwrap();
+    let plain = store.create_sequence(&spec("c", 1, 1000)).await.unwrap();
+    assert_eq!(
+        plain.start, 53,
+        "above value 43 (slot 4), at the class's next value"
+    );
+    store.drop_sequence("c").await.unwrap();
+    let class_again = store
+        .create_numbered(&spec("c", 0, 1000), &in_class)
+        .await
+        .unwrap();
+    // The plain one reserved nothing: the mark is still 53, slot 5.
+    assert_eq!(class_again.start, 5);
+    // Bit-reversed: the counter continues.
+    let reversed = Numbering {
+        bit_reversed: Some(Default::default()),
+        ..Numbering::default()
+    };
+    store
+        .create_numbered(&spec("b", 1, MAX_VALUE), &reversed)
+        .await
+        .unwrap();
+    let r = store.reserve_numbers("b", 0, 8).await.unwrap();
+    assert_eq!((r.start, r.end), (1, 9));
+    store.drop_sequence("b").await.unwrap();
+    let b = store
+        .create_numbered(&spec("b", 1, MAX_VALUE), &reversed)
+        .await
+        .unwrap();
+    assert_eq!(b.start, 9, "a bit-reversed sequence continues its counter");
+    store.drop_sequence("b").await.unwrap();
+    let plain = store
+        .create_sequence(&spec("b", 1, MAX_VALUE))
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.start,
+        reversed_bound(9),
+        "above every reversal of counters 1..9"
+    );
+}
+
+/// Tasks that create, reserve from and drop one name at once, over and over:
+/// no two reservations overlap, whichever incarnation of the sequence they
+/// came from (a create and a drop of one name never miss each other's
+/// tombstone).
+pub async fn racing_drops_and_creates_never_repeat_a_value(store: Arc<dyn Store>) {
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..15 {
+                    match store.create_sequence(&spec("race", 1, MAX_VALUE)).await {
+                        Ok(_) | Err(Error::AlreadyExists { .. }) => {}
+                        Err(e) => panic!("create: {e}"),
+                    }
+                    for _ in 0..2 {
+                        match store.reserve_atomic("race", 3).await {
+                            Ok(r) => got.push(r),
+                            Err(Error::NotFound { .. } | Error::Contention { .. }) => {}
+                            Err(e) => panic!("reserve: {e}"),
+                        }
+                    }
+                    match store.drop_sequence("race").await {
+                        Ok(()) | Err(Error::NotFound { .. } | Error::Contention { .. }) => {}
+                        Err(e) => panic!("drop: {e}"),
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = BTreeSet::new();
+    let mut ranges = 0;
+    for t in tasks {
+        for r in t.await.unwrap() {
+            ranges += 1;
+            for v in r.start..r.end {
+                assert!(all.insert(v), "{v} was reserved twice");
+            }
+        }
+    }
+    assert!(ranges > 0, "nothing was reserved");
 }

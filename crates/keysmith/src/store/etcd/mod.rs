@@ -52,6 +52,7 @@
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/lease` | a worker id's lease (on an etcd lease), its fence |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/floor` | its fence and time floor, JSON; outlives leases |
 //! | `PREFIX/numbers/ENAME/...` | a numbered sequence's settings, current period, counters and tickets (`numbers.rs`) |
+//! | `PREFIX/tombstones/sequence/ENAME`, `PREFIX/tombstones/pool/ENAME` | what a drop of the name left, JSON [`super::Tombstone`]; a create compares it unchanged since it read it |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
 //! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
@@ -144,8 +145,8 @@ use serde::{Deserialize, Serialize};
 
 use super::remembered::Remembered;
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMarks, Reservation,
+    SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store, Tombstone,
 };
 use crate::{Error, Result};
 
@@ -326,6 +327,55 @@ impl EtcdStore {
 
     fn creating_key(&self, name: &str) -> String {
         format!("{}pool-creating/{}", self.prefix, escape(name))
+    }
+
+    fn tombstone_key(&self, kind: &str, name: &str) -> String {
+        format!("{}tombstones/{kind}/{}", self.prefix, escape(name))
+    }
+
+    /// The tombstone in `kv` (`None`: nothing dropped yet).
+    fn tombstone_of(&self, kind: &str, name: &str, kv: Option<&KeyValue>) -> Result<Tombstone> {
+        kv.map_or(Ok(Tombstone::default()), |kv| {
+            serde_json::from_slice(kv.value()).map_err(|e| {
+                Error::Corrupt(format!(
+                    "the tombstone of {kind} {name:?} under etcd prefix {:?} cannot be read ({e}); was it written by a newer keysmith?",
+                    self.prefix
+                ))
+            })
+        })
+    }
+
+    /// The compare that the tombstone read as `kv` is still the one stored
+    /// (a missing key has mod revision 0).
+    fn tombstone_unchanged(&self, kind: &str, name: &str, kv: Option<&KeyValue>) -> Compare {
+        Compare::mod_revision(
+            self.tombstone_key(kind, name),
+            CompareOp::Equal,
+            kv.map_or(0, KeyValue::mod_revision),
+        )
+    }
+
+    /// The put of tombstone `t`.
+    fn tombstone_put(&self, kind: &str, name: &str, t: Tombstone) -> Result<TxnOp> {
+        let v = serde_json::to_vec(&t).map_err(|e| Error::Corrupt(e.to_string()))?;
+        Ok(TxnOp::put(self.tombstone_key(kind, name), v, None))
+    }
+
+    /// Reads the tombstone of `name` of `kind`, and its key-value to compare.
+    async fn read_tombstone(
+        &self,
+        kind: &str,
+        name: &str,
+    ) -> Result<(Tombstone, Option<KeyValue>)> {
+        let key = self.tombstone_key(kind, name);
+        let resp = self
+            .call("read a tombstone", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await?;
+        let kv = resp.kvs().first().cloned();
+        Ok((self.tombstone_of(kind, name, kv.as_ref())?, kv))
     }
 
     fn members_prefix(&self, name: &str) -> String {

@@ -64,11 +64,11 @@ struct Snapshot {
 }
 
 impl EtcdStore {
-    fn numbers_prefix(&self, name: &str) -> String {
+    pub(super) fn numbers_prefix(&self, name: &str) -> String {
         format!("{}numbers/{}/", self.prefix, escape(name))
     }
 
-    fn settings_key(&self, name: &str) -> String {
+    pub(super) fn settings_key(&self, name: &str) -> String {
         format!("{}settings", self.numbers_prefix(name))
     }
 
@@ -371,7 +371,7 @@ impl NumberStore for EtcdStore {
         numbering: &Numbering,
     ) -> Result<SequenceRow> {
         let put = self.put_settings_op(&spec.name, numbering)?;
-        self.create_with(spec, put).await
+        self.create_with(spec, Some(numbering), put).await
     }
 
     async fn clock_ms(&self) -> Result<i64> {

@@ -300,10 +300,66 @@ impl EtcdStore {
 /// and etcd allows 128 operations by default.
 const FENCE_BATCH: usize = 60;
 
-#[async_trait]
-impl PoolStore for EtcdStore {
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+impl EtcdStore {
+    /// One snapshot of a pool: its meta key, its tombstone's key, its
+    /// members (slot order) and the revision they were read at; `None` when
+    /// there is no pool. Members are read in pages, every page at the first
+    /// one's revision.
+    async fn members_snapshot(
+        &self,
+        name: &str,
+    ) -> Result<Option<(KeyValue, Option<KeyValue>, Vec<i64>, i64)>> {
+        let prefix = self.members_prefix(name);
+        let end = prefix_end(&prefix);
+        let page_of = || GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.pool_key(name), None),
+            TxnOp::get(prefix.clone(), Some(page_of())),
+            TxnOp::get(self.tombstone_key(POOL_KIND, name), None),
+        ]);
+        let resp = self.txn("list pool members", txn).await?;
+        let ops = resp.op_responses();
+        let Some(meta) = first_kv(&ops, 0)? else {
+            return Ok(None);
+        };
+        let tomb = first_kv(&ops, 2)?;
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut page = kvs(&ops, 1)?;
+        let mut out = Vec::new();
+        // Later pages are read at the first page's revision: one snapshot.
+        while !page.is_empty() {
+            for kv in &page {
+                out.push(self.member_of(name, kv)?);
+            }
+            if (page.len() as i64) < PAGE {
+                break;
+            }
+            let mut from = page[page.len() - 1].key().to_vec();
+            from.push(0);
+            let opts = page_of().with_revision(revision);
+            page = self
+                .call("list pool members", |mut c| {
+                    let (from, opts) = (from.clone(), opts.clone());
+                    async move { c.get(from, Some(opts)).await }
+                })
+                .await?
+                .take_kvs();
+        }
+        Ok(Some((meta, tomb, out, revision)))
+    }
+}
+
+impl EtcdStore {
+    /// [`PoolStore::create_pool`] of `spec` raised above the tombstone read
+    /// as `tombstone`, which its first transaction compares unchanged:
+    /// [`Error::AlreadyExists`] also when it changed.
+    async fn create_pool_at(
+        &self,
+        spec: &PoolSpec,
+        tombstone: Option<&KeyValue>,
+    ) -> Result<PoolRow> {
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+
         match start.checked_add(size) {
             Some(_) if size >= 1 => {}
             _ => {
@@ -324,6 +380,7 @@ impl PoolStore for EtcdStore {
         let absent = [
             Compare::version(self.pool_key(name), CompareOp::Equal, 0),
             Compare::version(self.creating_key(name), CompareOp::Equal, 0),
+            self.tombstone_unchanged(POOL_KIND, name, tombstone),
         ];
         let exists = || Error::AlreadyExists {
             kind: "pool",
@@ -403,6 +460,32 @@ impl PoolStore for EtcdStore {
         } else {
             Err(gone())
         }
+    }
+}
+
+#[async_trait]
+impl PoolStore for EtcdStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        for _ in 0..META_ATTEMPTS * 4 {
+            let (tomb, kv) = self.read_tombstone(POOL_KIND, &spec.name).await?;
+            let raised = tomb.raise_pool(spec)?;
+            match self.create_pool_at(&raised, kv.as_ref()).await {
+                // A drop moved the tombstone since it was read: again.
+                Err(Error::AlreadyExists { .. })
+                    if self
+                        .read_tombstone(POOL_KIND, &spec.name)
+                        .await?
+                        .1
+                        .map(|k| k.mod_revision())
+                        != kv.as_ref().map(KeyValue::mod_revision)
+                        && self.read_pool(&spec.name).await?.is_none() => {}
+                other => return other,
+            }
+        }
+        Err(Error::Contention {
+            name: spec.name.clone(),
+            attempts: META_ATTEMPTS * 4,
+        })
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
@@ -545,40 +628,10 @@ impl PoolStore for EtcdStore {
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
-        let prefix = self.members_prefix(name);
-        let end = prefix_end(&prefix);
-        let page_of = || GetOptions::new().with_range(end.clone()).with_limit(PAGE);
-        let txn = Txn::new().and_then([
-            TxnOp::get(self.pool_key(name), None),
-            TxnOp::get(prefix.clone(), Some(page_of())),
-        ]);
-        let resp = self.txn("list pool members", txn).await?;
-        let ops = resp.op_responses();
-        if first_kv(&ops, 0)?.is_none() {
-            return Err(Error::not_found("pool", name));
-        }
-        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
-        let mut page = kvs(&ops, 1)?;
-        let mut out = Vec::new();
-        // Later pages are read at the first page's revision: one snapshot.
-        while !page.is_empty() {
-            for kv in &page {
-                out.push(self.member_of(name, kv)?);
-            }
-            if (page.len() as i64) < PAGE {
-                break;
-            }
-            let mut from = page[page.len() - 1].key().to_vec();
-            from.push(0);
-            let opts = page_of().with_revision(revision);
-            page = self
-                .call("list pool members", |mut c| {
-                    let (from, opts) = (from.clone(), opts.clone());
-                    async move { c.get(from, Some(opts)).await }
-                })
-                .await?
-                .take_kvs();
-        }
+        let (_, _, mut out, _) = self
+            .members_snapshot(name)
+            .await?
+            .ok_or_else(|| Error::not_found("pool", name))?;
         // Slot order is not value order.
         out.sort_unstable();
         Ok(out)
@@ -672,19 +725,42 @@ impl PoolStore for EtcdStore {
                 Some(etcd_client::DeleteOptions::new().with_prefix()),
             )
         };
-        let txn = Txn::new()
-            .when([Compare::version(self.pool_key(name), CompareOp::Greater, 0)])
-            .and_then([
-                TxnOp::delete(self.pool_marks_key(name), None),
-                TxnOp::delete(self.pool_key(name), None),
-                members(),
-                TxnOp::delete(self.creating_key(name), None),
-            ]);
         self.pool_meta.forget(name);
-        if self.txn("drop a pool", txn).await?.succeeded() {
-            return Ok(());
+        for _ in 0..META_ATTEMPTS * 4 {
+            let Some((meta, tomb, all, at)) = self.members_snapshot(name).await? else {
+                break;
+            };
+            let row = self.parse_pool(name, &meta)?;
+            let generation = self.current_generation().await?;
+            let t = self
+                .tombstone_of(POOL_KIND, name, tomb.as_ref())?
+                .after_pool_drop(&row, all.iter().copied().max(), &generation);
+            let txn = Txn::new()
+                .when([
+                    Compare::mod_revision(
+                        self.pool_key(name),
+                        CompareOp::Equal,
+                        meta.mod_revision(),
+                    ),
+                    Compare::mod_revision(self.members_prefix(name), CompareOp::Less, at + 1)
+                        .with_prefix(),
+                    self.tombstone_unchanged(POOL_KIND, name, tomb.as_ref()),
+                ])
+                .and_then([
+                    TxnOp::delete(self.pool_marks_key(name), None),
+                    TxnOp::delete(self.pool_key(name), None),
+                    members(),
+                    TxnOp::delete(self.creating_key(name), None),
+                    self.tombstone_put(POOL_KIND, name, t)?,
+                ]);
+            if self.txn("drop a pool", txn).await?.succeeded() {
+                self.pool_meta.forget(name);
+                return Ok(());
+            }
         }
-        // A pool whose creation is under way or died half-way.
+        self.pool_meta.forget(name);
+        // A pool whose creation is under way or died half-way: it handed
+        // nothing out (it was never published), so no tombstone.
         let txn = Txn::new()
             .when([Compare::version(
                 self.creating_key(name),
@@ -694,6 +770,11 @@ impl PoolStore for EtcdStore {
             .and_then([TxnOp::delete(self.creating_key(name), None), members()]);
         if self.txn("drop a pool", txn).await?.succeeded() {
             Ok(())
+        } else if self.read_pool(name).await?.is_some() {
+            Err(Error::Contention {
+                name: name.to_owned(),
+                attempts: META_ATTEMPTS * 4,
+            })
         } else {
             Err(Error::not_found("pool", name))
         }

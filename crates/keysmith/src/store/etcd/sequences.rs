@@ -535,7 +535,7 @@ impl EtcdStore {
 impl SequenceStore for EtcdStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         // Numbering keys a drop by an older keysmith may have left behind.
-        self.create_with(spec, self.delete_numbers_op(&spec.name))
+        self.create_with(spec, None, self.delete_numbers_op(&spec.name))
             .await
     }
 
@@ -773,19 +773,83 @@ impl SequenceStore for EtcdStore {
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.row_hints.forget(name);
-        let txn = Txn::new()
-            .when([Compare::version(self.seq_key(name), CompareOp::Greater, 0)])
-            .and_then([
-                TxnOp::delete(self.seq_key(name), None),
-                TxnOp::delete(self.next_key(name), None),
-                TxnOp::delete(self.counts_key(name), None),
-                self.delete_numbers_op(name),
+        let numbers = self.numbers_prefix(name);
+        for _ in 0..ATOMIC_ATTEMPTS {
+            // One snapshot: the row, every numbering key, the tombstone.
+            let read = Txn::new().and_then([
+                TxnOp::get(self.seq_key(name), None),
+                TxnOp::get(self.next_key(name), None),
+                TxnOp::get(numbers.clone(), Some(GetOptions::new().with_prefix())),
+                TxnOp::get(self.tombstone_key(SEQUENCE_KIND, name), None),
             ]);
-        if self.txn("drop a sequence", txn).await?.succeeded() {
-            Ok(())
-        } else {
-            Err(Error::not_found("sequence", name))
+            let resp = self.txn("drop a sequence", read).await?;
+            let at = revision_of(&resp);
+            let ops = resp.op_responses();
+            let (seq_kv, next_kv) = (first_kv(&ops, 0)?, first_kv(&ops, 1)?);
+            let Some(seq_kv) = seq_kv else {
+                return Err(Error::not_found("sequence", name));
+            };
+            let tomb_kv = first_kv(&ops, 3)?;
+            let mut t = self.tombstone_of(SEQUENCE_KIND, name, tomb_kv.as_ref())?;
+            // A half-written row (Corrupt) is dropped as its message says,
+            // raising the tombstone by what its next key holds, if anything.
+            match self.build_row(name, Some(&seq_kv), next_kv.as_ref()) {
+                Ok(Some(row)) => {
+                    let (mut numbering, mut counters_next) = (None, None::<i64>);
+                    for kv in kvs(&ops, 2)? {
+                        let key = String::from_utf8_lossy(kv.key());
+                        if key == self.settings_key(name) {
+                            numbering = Some(crate::store::parse_numbering(
+                                name,
+                                &String::from_utf8_lossy(kv.value()),
+                            )?);
+                        } else if key.starts_with(&format!("{numbers}p/")) && key.ends_with("/next")
+                        {
+                            let n: i64 = String::from_utf8_lossy(kv.value()).parse().map_err(|_| {
+                                Error::Corrupt(format!(
+                                    "a period counter of sequence {name:?} ({key}) is not a number"
+                                ))
+                            })?;
+                            counters_next = Some(counters_next.map_or(n, |c| c.max(n)));
+                        }
+                    }
+                    let generation = self.current_generation().await?;
+                    t = t.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
+                }
+                Ok(None) => return Err(Error::not_found("sequence", name)),
+                Err(e) => tracing::warn!(sequence = name, "dropping a damaged sequence: {e}"),
+            }
+            let txn = Txn::new()
+                .when([
+                    Compare::mod_revision(
+                        self.seq_key(name),
+                        CompareOp::Equal,
+                        seq_kv.mod_revision(),
+                    ),
+                    Compare::mod_revision(
+                        self.next_key(name),
+                        CompareOp::Equal,
+                        next_kv.as_ref().map_or(0, KeyValue::mod_revision),
+                    ),
+                    Compare::mod_revision(numbers.clone(), CompareOp::Less, at + 1).with_prefix(),
+                    self.tombstone_unchanged(SEQUENCE_KIND, name, tomb_kv.as_ref()),
+                ])
+                .and_then([
+                    TxnOp::delete(self.seq_key(name), None),
+                    TxnOp::delete(self.next_key(name), None),
+                    TxnOp::delete(self.counts_key(name), None),
+                    self.delete_numbers_op(name),
+                    self.tombstone_put(SEQUENCE_KIND, name, t)?,
+                ]);
+            if self.txn("drop a sequence", txn).await?.succeeded() {
+                self.row_hints.forget(name);
+                return Ok(());
+            }
         }
+        Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
     }
 }
 
@@ -900,41 +964,59 @@ impl EtcdStore {
 
     /// Creates a sequence's keys, with `extra` in the same transaction (the
     /// numbering's settings, or the deletion of stale numbering keys).
+    /// Creates the sequence of `spec` (with `numbering`, whose settings
+    /// `extra` writes, if it has one), its start raised above the name's
+    /// tombstone, which the transaction compares unchanged since it was read.
     pub(super) async fn create_with(
         &self,
         spec: &SequenceSpec,
+        numbering: Option<&crate::store::Numbering>,
         extra: TxnOp,
     ) -> Result<SequenceRow> {
         let generation = self.current_generation().await?;
-        let row = SequenceRow::created(spec, &generation);
-        let value = SpecValue::of(&row).encode(&spec.name)?;
-        let txn = Txn::new()
-            .when([
-                Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
-                Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
-            ])
-            .and_then([
-                TxnOp::put(self.seq_key(&spec.name), value, None),
-                TxnOp::put(
-                    self.next_key(&spec.name),
-                    next_value(spec.start, &generation),
-                    None,
-                ),
-                // Counts a drop by an older keysmith may have left behind.
-                TxnOp::delete(self.counts_key(&spec.name), None),
-                extra,
-            ])
-            .or_else(self.row_gets(&spec.name));
-        let resp = self.txn("create a sequence", txn).await?;
-        if !resp.succeeded() {
-            // Tells a half-written leftover (Corrupt) from a real sequence.
-            self.row_from(&spec.name, &resp.op_responses(), 0)?;
-            return Err(Error::AlreadyExists {
-                kind: "sequence",
-                name: spec.name.clone(),
-            });
+        for _ in 0..ATOMIC_ATTEMPTS {
+            let (tomb, tomb_kv) = self.read_tombstone(SEQUENCE_KIND, &spec.name).await?;
+            let spec = &tomb.raise_sequence(spec, numbering)?;
+            let row = SequenceRow::created(spec, &generation);
+            let value = SpecValue::of(&row).encode(&spec.name)?;
+            let txn = Txn::new()
+                .when([
+                    Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
+                    Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
+                    self.tombstone_unchanged(SEQUENCE_KIND, &spec.name, tomb_kv.as_ref()),
+                ])
+                .and_then([
+                    TxnOp::put(self.seq_key(&spec.name), value, None),
+                    TxnOp::put(
+                        self.next_key(&spec.name),
+                        next_value(spec.start, &generation),
+                        None,
+                    ),
+                    // Counts a drop by an older keysmith may have left behind.
+                    TxnOp::delete(self.counts_key(&spec.name), None),
+                    extra.clone(),
+                ])
+                .or_else(self.row_gets(&spec.name));
+            let resp = self.txn("create a sequence", txn).await?;
+            if resp.succeeded() {
+                return Ok(row);
+            }
+            // Tells a half-written leftover (Corrupt) from a real sequence;
+            // with neither, a drop moved the tombstone: read it again.
+            if self
+                .row_from(&spec.name, &resp.op_responses(), 0)?
+                .is_some()
+            {
+                return Err(Error::AlreadyExists {
+                    kind: "sequence",
+                    name: spec.name.clone(),
+                });
+            }
         }
-        Ok(row)
+        Err(Error::Contention {
+            name: spec.name.clone(),
+            attempts: ATOMIC_ATTEMPTS,
+        })
     }
 }
 

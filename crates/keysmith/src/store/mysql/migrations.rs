@@ -133,4 +133,17 @@ pub(super) const MIGRATIONS: &[&[&str]] = &[
              AND (class_increment IS NULL
                   OR (class_increment >= 2 AND class_offset >= 0
                       AND class_offset < class_increment)))"],
+    // 4: tombstones of dropped sequences and pools (store/tombstones.rs):
+    // bounds above every value a dropped object of a name handed out, so
+    // that creating the name again continues above them. Creates and drops
+    // of a name lock its row first (an upsert, then a locking read); a drop
+    // raises it (GREATEST) in the transaction that deletes. Objects dropped
+    // before this migration left none.
+    &["CREATE TABLE IF NOT EXISTS keysmith_tombstones (
+        kind          VARBINARY(16) NOT NULL,
+        name          VARBINARY(512) NOT NULL,
+        high_water    BIGINT NOT NULL,
+        reversed_next BIGINT NOT NULL,
+        PRIMARY KEY (kind, name)
+    ) ENGINE=InnoDB"],
 ];

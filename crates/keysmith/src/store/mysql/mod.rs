@@ -61,8 +61,9 @@ use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOp
 
 use super::remembered::Remembered;
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
+    Reservation, SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Tombstone,
 };
 use crate::{Error, Result};
 
@@ -86,7 +87,7 @@ pub(crate) use url::*;
 pub use mysql_async;
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -512,6 +513,59 @@ impl Store for MysqlStore {
             })
             .await;
         self.settle(c, out)
+    }
+}
+
+impl MysqlStore {
+    /// Locks the tombstone of `name` of `kind` for the rest of `tx` (made
+    /// empty if missing) and reads it: the first statements of every create
+    /// and drop, so that those of one name run one after the other.
+    async fn lock_tombstone(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        kind: &str,
+        name: &str,
+    ) -> Result<Tombstone> {
+        let bad = |e: mysql_async::Error| self.my(&e);
+        tx.exec_drop(
+            "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next)
+             VALUES (?, ?, 0, 0) ON DUPLICATE KEY UPDATE high_water = high_water",
+            (kind, name),
+        )
+        .await
+        .map_err(bad)?;
+        let r: Row = tx
+            .exec_first(
+                "SELECT high_water, reversed_next FROM keysmith_tombstones
+                 WHERE kind = ? AND name = ? FOR UPDATE",
+                (kind, name),
+            )
+            .await
+            .map_err(bad)?
+            .ok_or_else(|| self.corrupt(&format!("the tombstone of {kind} {name:?} vanished")))?;
+        Ok(Tombstone {
+            high_water: self.col(&r, 0)?,
+            reversed_next: self.col(&r, 1)?,
+        })
+    }
+
+    /// Raises the tombstone of `name` of `kind` (locked by
+    /// [`Self::lock_tombstone`]) to `t`, never lowering it.
+    async fn raise_tombstone(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        kind: &str,
+        name: &str,
+        t: Tombstone,
+    ) -> Result<()> {
+        tx.exec_drop(
+            "UPDATE keysmith_tombstones SET high_water = GREATEST(high_water, ?),
+                 reversed_next = GREATEST(reversed_next, ?)
+             WHERE kind = ? AND name = ?",
+            (t.high_water, t.reversed_next, kind, name),
+        )
+        .await
+        .map_err(|e| self.my(&e))
     }
 }
 

@@ -251,7 +251,7 @@ impl NumberStore for MysqlStore {
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
-                let row = self.insert_sequence(&mut tx, spec).await?;
+                let row = self.insert_sequence(&mut tx, spec, Some(numbering)).await?;
                 tx.exec_drop(
                     "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?, ?, 0)",
                     (&spec.name, &settings),

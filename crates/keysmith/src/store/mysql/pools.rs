@@ -166,7 +166,7 @@ impl MysqlStore {
 impl PoolStore for MysqlStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         spec.validate_stored()?;
-        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let name = spec.name.as_str();
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
@@ -176,6 +176,11 @@ impl PoolStore for MysqlStore {
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
+                let raised = self
+                    .lock_tombstone(&mut tx, POOL_KIND, name)
+                    .await?
+                    .raise_pool(spec)?;
+                let (start, size) = (raised.start, raised.size);
                 match tx
                     .exec_drop(
                         format!(
@@ -477,15 +482,44 @@ impl PoolStore for MysqlStore {
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
-                c.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;
+                let r: Option<Row> = tx
+                    .exec_first(
+                        format!(
+                            "SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"
+                        ),
+                        (name,),
+                    )
                     .await
-                    .map_err(|e| self.my(&e))?;
+                    .map_err(bad)?;
+                let Some(r) = r else {
+                    self.pool_sizes.forget(name);
+                    return Err(Error::not_found("pool", name));
+                };
+                let row = self.pool_row(&r)?;
+                let highest: Option<i64> = tx
+                    .exec_first(
+                        "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .flatten();
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_pool_drop(&row, highest, &generation);
+                self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
+                tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)?;
                 self.pool_sizes.forget(name);
-                if c.affected_rows() == 0 {
-                    Err(Error::not_found("pool", name))
-                } else {
-                    Ok(())
-                }
+                Ok(())
             })
             .await;
         self.settle(c, out)

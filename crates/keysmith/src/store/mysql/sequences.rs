@@ -98,7 +98,12 @@ impl MysqlStore {
         &self,
         tx: &mut mysql_async::Transaction<'_>,
         spec: &SequenceSpec,
+        numbering: Option<&crate::store::Numbering>,
     ) -> Result<SequenceRow> {
+        let spec = &self
+            .lock_tombstone(tx, SEQUENCE_KIND, &spec.name)
+            .await?
+            .raise_sequence(spec, numbering)?;
         let inserted = tx
             .exec_drop(
                 format!(
@@ -148,7 +153,7 @@ impl SequenceStore for MysqlStore {
         let out = self
             .deadline(async {
                 let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
-                let row = self.insert_sequence(&mut tx, spec).await?;
+                let row = self.insert_sequence(&mut tx, spec, None).await?;
                 tx.commit().await.map_err(|e| self.my(&e))?;
                 Ok(row)
             })
@@ -340,16 +345,57 @@ impl SequenceStore for MysqlStore {
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;
+                let r: Option<Row> = tx
+                    .exec_first(
+                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ? FOR UPDATE"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let Some(r) = r else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let row = self.sequence_row(&r, 0)?;
+                let settings: Option<String> = tx
+                    .exec_first(
+                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let numbering = settings
+                    .map(|s| crate::store::parse_numbering(name, &s))
+                    .transpose()?;
+                let counters_next: Option<i64> = tx
+                    .exec_first(
+                        "SELECT MAX(next_value) FROM keysmith_number_counters WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .flatten();
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_sequence_drop(
+                    &row,
+                    numbering.as_ref(),
+                    counters_next,
+                    &generation,
+                );
+                self.raise_tombstone(&mut tx, SEQUENCE_KIND, name, t)
+                    .await?;
                 // The counts, numbering, counters and tickets go with it
                 // (ON DELETE CASCADE), in the same statement.
-                c.exec_drop("DELETE FROM keysmith_sequences WHERE name = ?", (name,))
+                tx.exec_drop("DELETE FROM keysmith_sequences WHERE name = ?", (name,))
                     .await
-                    .map_err(|e| self.my(&e))?;
-                if c.affected_rows() == 0 {
-                    Err(Error::not_found("sequence", name))
-                } else {
-                    Ok(())
-                }
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)
             })
             .await;
         self.settle(c, out)

@@ -318,4 +318,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
                  OR (class_increment >= 2 AND class_offset >= 0
                      AND class_offset < class_increment)));
     "#,
+    // 8: tombstones of dropped sequences and pools (store/tombstones.rs):
+    // bounds above every value a dropped object of a name handed out, so
+    // that creating the name again continues above them. A drop raises its
+    // name's row (GREATEST) in the transaction that deletes; a create locks
+    // the row first (an upsert) and raises its start above it. Sequences
+    // and pools dropped before this migration left none.
+    r#"
+    CREATE TABLE {s}.tombstones (
+        kind          text COLLATE "C" NOT NULL,
+        name          text COLLATE "C" NOT NULL,
+        high_water    bigint NOT NULL,
+        reversed_next bigint NOT NULL,
+        PRIMARY KEY (kind, name)
+    );
+    "#,
 ];

@@ -58,8 +58,9 @@ use tokio_postgres::error::SqlState;
 
 use super::remembered::Remembered;
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
+    Reservation, SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Tombstone,
 };
 use crate::{Error, Result};
 
@@ -81,7 +82,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -441,6 +442,8 @@ struct Sql {
     pool_fence_claim: String,
     pool_fence_top: String,
     pool_fence_move: String,
+    tombstone_lock: String,
+    tombstone_raise: String,
 }
 
 const COLS: &str = "name, next, start_value, max_value, block, version, \
@@ -592,7 +595,60 @@ impl Sql {
                 "SELECT {POOL_COLS} FROM {s}.pools ORDER BY name"
             ),
             pool_drop: format!("DELETE FROM {s}.pools WHERE name = $1"),
+            // Locks the tombstone row of a name (made empty if missing) for
+            // the rest of the transaction and reads it: creates and drops of
+            // one name take this lock first, so they run one after the other.
+            tombstone_lock: format!(
+                "INSERT INTO {s}.tombstones (kind, name, high_water, reversed_next)
+                 VALUES ($1, $2, 0, 0)
+                 ON CONFLICT (kind, name) DO UPDATE SET high_water = {s}.tombstones.high_water
+                 RETURNING high_water, reversed_next"
+            ),
+            tombstone_raise: format!(
+                "UPDATE {s}.tombstones SET high_water = GREATEST(high_water, $3),
+                     reversed_next = GREATEST(reversed_next, $4)
+                 WHERE kind = $1 AND name = $2"
+            ),
         }
+    }
+}
+
+impl PostgresStore {
+    /// Locks the tombstone of `name` of `kind` for the rest of `tx` and
+    /// reads it (empty when nothing was dropped): the first statement of
+    /// every create and drop.
+    async fn lock_tombstone(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        kind: &str,
+        name: &str,
+    ) -> Result<Tombstone> {
+        let r = tx
+            .query_one(&self.sql.tombstone_lock, &[&kind, &name])
+            .await
+            .map_err(|e| self.pg(&e))?;
+        Ok(Tombstone {
+            high_water: r.try_get(0).map_err(|e| self.pg(&e))?,
+            reversed_next: r.try_get(1).map_err(|e| self.pg(&e))?,
+        })
+    }
+
+    /// Raises the tombstone of `name` of `kind` (locked by
+    /// [`Self::lock_tombstone`]) to `t`, never lowering it.
+    async fn raise_tombstone(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        kind: &str,
+        name: &str,
+        t: Tombstone,
+    ) -> Result<()> {
+        tx.execute(
+            &self.sql.tombstone_raise,
+            &[&kind, &name, &t.high_water, &t.reversed_next],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.pg(&e))
     }
 }
 

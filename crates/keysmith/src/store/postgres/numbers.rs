@@ -301,29 +301,7 @@ impl NumberStore for PostgresStore {
             .deadline(async {
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
                 let tx = c.transaction().await.map_err(bad)?;
-                let row = match tx
-                    .query_one(
-                        &self.sql.create,
-                        &[
-                            &spec.name,
-                            &spec.start,
-                            &spec.max,
-                            &spec.block,
-                            &spec.initial_failover_skip(),
-                            &spec.failover_skip.is_some(),
-                        ],
-                    )
-                    .await
-                {
-                    Ok(r) => self.row(&r, 0)?,
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        return Err(Error::AlreadyExists {
-                            kind: "sequence",
-                            name: spec.name.clone(),
-                        });
-                    }
-                    Err(e) => return Err(bad(e)),
-                };
+                let row = self.insert_sequence(&tx, spec, Some(numbering)).await?;
                 tx.execute(
                     &format!(
                         "INSERT INTO {s}.numbering (name, settings, current_period) VALUES ($1, $2, 0)"

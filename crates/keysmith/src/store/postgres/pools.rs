@@ -71,36 +71,46 @@ impl PostgresStore {
 #[async_trait]
 impl PoolStore for PostgresStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let name = spec.name.as_str();
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
         );
-        let last = match (start >= 0, size >= 0, start.checked_add(size)) {
-            (true, true, Some(_)) => start + size - 1,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
-                )));
-            }
+        let checked = |start: i64, size: i64| match (start >= 0, size >= 0, start.checked_add(size))
+        {
+            (true, true, Some(_)) => Ok(start + size - 1),
+            _ => Err(Error::invalid(format!(
+                "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
+            ))),
         };
-        let c = self.client().await?;
+        checked(spec.start, spec.size)?;
+        let mut c = self.client().await?;
         let out = self
             .deadline(async {
-                match c
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                let spec = self
+                    .lock_tombstone(&tx, POOL_KIND, name)
+                    .await?
+                    .raise_pool(spec)?;
+                let (start, size) = (spec.start, spec.size);
+                let last = checked(start, size)?;
+                match tx
                     .execute(
                         &self.sql.pool_create,
                         &[&name, &start, &size, &last, &increment, &offset],
                     )
                     .await
                 {
-                    Ok(_) => Ok(PoolRow {
-                        name: name.to_owned(),
-                        start,
-                        size,
-                        generation: None,
-                        residue: spec.residue,
-                    }),
+                    Ok(_) => {
+                        tx.commit().await.map_err(|e| self.pg(&e))?;
+                        Ok(PoolRow {
+                            name: name.to_owned(),
+                            start,
+                            size,
+                            generation: None,
+                            residue: spec.residue,
+                        })
+                    }
                     Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                         Err(Error::AlreadyExists {
                             kind: "pool",
@@ -323,19 +333,47 @@ impl PoolStore for PostgresStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let c = self.client().await?;
+        let mut c = self.client().await?;
         let out = self
             .deadline(async {
-                let n = c
-                    .execute(&self.sql.pool_drop, &[&name])
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let tx = c.transaction().await.map_err(bad)?;
+                let before = self.lock_tombstone(&tx, POOL_KIND, name).await?;
+                let Some(r) = tx
+                    .query_opt(&format!("{} FOR UPDATE", self.sql.pool_read), &[&name])
                     .await
-                    .map_err(|e| self.pg(&e))?;
+                    .map_err(bad)?
+                else {
+                    self.pool_sizes.forget(name);
+                    return Err(Error::not_found("pool", name));
+                };
+                let row = self.pool_row(&r)?;
+                let highest: Option<i64> = tx
+                    .query_one(
+                        &format!(
+                            "SELECT max(value) FROM {}.pool_members WHERE pool = $1",
+                            quote_ident(&self.schema)
+                        ),
+                        &[&name],
+                    )
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let generation: String = tx
+                    .query_one(&self.sql.generation, &[])
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let t = before.after_pool_drop(&row, highest, &generation);
+                self.raise_tombstone(&tx, POOL_KIND, name, t).await?;
+                tx.execute(&self.sql.pool_drop, &[&name])
+                    .await
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)?;
                 self.pool_sizes.forget(name);
-                if n == 0 {
-                    Err(Error::not_found("pool", name))
-                } else {
-                    Ok(())
-                }
+                Ok(())
             })
             .await;
         self.settle(c, out)

@@ -94,36 +94,13 @@ impl PostgresStore {
 impl SequenceStore for PostgresStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         spec.validate()?;
-        let c = self.client().await?;
+        let mut c = self.client().await?;
         let out = self
             .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.create)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                match c
-                    .query_one(
-                        &st,
-                        &[
-                            &spec.name,
-                            &spec.start,
-                            &spec.max,
-                            &spec.block,
-                            &spec.initial_failover_skip(),
-                            &spec.failover_skip.is_some(),
-                        ],
-                    )
-                    .await
-                {
-                    Ok(r) => self.row(&r, 0),
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        Err(Error::AlreadyExists {
-                            kind: "sequence",
-                            name: spec.name.clone(),
-                        })
-                    }
-                    Err(e) => Err(self.pg(&e)),
-                }
+                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+                let row = self.insert_sequence(&tx, spec, None).await?;
+                tx.commit().await.map_err(|e| self.pg(&e))?;
+                Ok(row)
             })
             .await;
         self.settle(c, out)
@@ -321,21 +298,100 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
-        let c = self.client().await?;
+        let s = quote_ident(&self.schema);
+        let mut c = self.client().await?;
         let out = self
             .deadline(async {
-                let n = c
-                    .execute(&self.sql.drop, &[&name])
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let tx = c.transaction().await.map_err(bad)?;
+                let before = self.lock_tombstone(&tx, SEQUENCE_KIND, name).await?;
+                let Some(r) = tx
+                    .query_opt(&format!("{} FOR UPDATE", self.sql.read), &[&name])
                     .await
-                    .map_err(|e| self.pg(&e))?;
-                if n == 0 {
-                    Err(Error::not_found("sequence", name))
-                } else {
-                    Ok(())
-                }
+                    .map_err(bad)?
+                else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let row = self.row(&r, 0)?;
+                let numbering = match tx
+                    .query_opt(
+                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
+                        &[&name],
+                    )
+                    .await
+                    .map_err(bad)?
+                {
+                    Some(r) => Some(crate::store::parse_numbering(
+                        name,
+                        &r.try_get::<_, String>(0).map_err(bad)?,
+                    )?),
+                    None => None,
+                };
+                let counters_next: Option<i64> = tx
+                    .query_one(
+                        &format!("SELECT max(next) FROM {s}.number_counters WHERE name = $1"),
+                        &[&name],
+                    )
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let generation: String = tx
+                    .query_one(&self.sql.generation, &[])
+                    .await
+                    .map_err(bad)?
+                    .try_get(0)
+                    .map_err(bad)?;
+                let t = before.after_sequence_drop(
+                    &row,
+                    numbering.as_ref(),
+                    counters_next,
+                    &generation,
+                );
+                self.raise_tombstone(&tx, SEQUENCE_KIND, name, t).await?;
+                tx.execute(&self.sql.drop, &[&name]).await.map_err(bad)?;
+                tx.commit().await.map_err(bad)
             })
             .await;
         self.settle(c, out)
+    }
+}
+
+impl PostgresStore {
+    /// Inserts the row of `spec` (with `numbering`, if it has one: the
+    /// caller inserts that) in `tx`, its start raised above the name's
+    /// tombstone, which stays locked until `tx` ends.
+    pub(super) async fn insert_sequence(
+        &self,
+        tx: &tokio_postgres::Transaction<'_>,
+        spec: &SequenceSpec,
+        numbering: Option<&crate::store::Numbering>,
+    ) -> Result<SequenceRow> {
+        let spec = &self
+            .lock_tombstone(tx, SEQUENCE_KIND, &spec.name)
+            .await?
+            .raise_sequence(spec, numbering)?;
+        match tx
+            .query_one(
+                &self.sql.create,
+                &[
+                    &spec.name,
+                    &spec.start,
+                    &spec.max,
+                    &spec.block,
+                    &spec.initial_failover_skip(),
+                    &spec.failover_skip.is_some(),
+                ],
+            )
+            .await
+        {
+            Ok(r) => self.row(&r, 0),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(Error::AlreadyExists {
+                kind: "sequence",
+                name: spec.name.clone(),
+            }),
+            Err(e) => Err(self.pg(&e)),
+        }
     }
 }
 

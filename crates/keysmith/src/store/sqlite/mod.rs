@@ -17,8 +17,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use super::{
-    Alteration, CountsDelta, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks, Reservation,
-    SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
+    Reservation, SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
+    Tombstone,
 };
 use crate::{Error, Result};
 
@@ -35,7 +36,7 @@ pub use wal::WAL_SIZE_LIMIT;
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -104,6 +105,72 @@ CREATE TABLE IF NOT EXISTS keysmith_workers (
     PRIMARY KEY (grp, worker)
 ) WITHOUT ROWID;
 ";
+
+/// Version 6: the tombstones of dropped sequences and pools (see
+/// [`crate::store::Tombstone`]). `CREATE TABLE IF NOT EXISTS`, so it also
+/// runs on older files, which dropped names before without a mark: their
+/// earlier drops are not known, only those from now on.
+const TOMBSTONES_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS keysmith_tombstones (
+    kind          TEXT NOT NULL,
+    name          TEXT NOT NULL,
+    high_water    INTEGER NOT NULL,
+    reversed_next INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+) WITHOUT ROWID;
+";
+
+/// The tombstone of `name` of `kind` ([`crate::store::SEQUENCE_KIND`],
+/// [`crate::store::POOL_KIND`]); empty when there is none.
+pub(super) fn read_tombstone(conn: &Connection, kind: &str, name: &str) -> Result<Tombstone> {
+    conn.prepare_cached(
+        "SELECT high_water, reversed_next FROM keysmith_tombstones WHERE kind = ?1 AND name = ?2",
+    )
+    .and_then(|mut s| {
+        s.query_row(params![kind, name], |r| {
+            Ok(Tombstone {
+                high_water: r.get(0)?,
+                reversed_next: r.get(1)?,
+            })
+        })
+        .optional()
+    })
+    .map(Option::unwrap_or_default)
+    .map_err(db_err)
+}
+
+/// Writes the tombstone of `name` of `kind`, in the caller's transaction
+/// (the one that deletes the object): `t` is the old one raised already.
+pub(super) fn write_tombstone(
+    conn: &Connection,
+    kind: &str,
+    name: &str,
+    t: Tombstone,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (kind, name) DO UPDATE SET high_water = max(high_water, excluded.high_water),
+             reversed_next = max(reversed_next, excluded.reversed_next)",
+        params![kind, name, t.high_water, t.reversed_next],
+    )
+    .map(drop)
+    .map_err(db_err)
+}
+
+/// The numbering of `name`, if it has one (read by numbered sequences
+/// and by a drop, for its tombstone).
+pub(super) fn read_numbering_on(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<crate::store::Numbering>> {
+    let settings: Option<String> = conn
+        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
+        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
+        .map_err(db_err)?;
+    settings
+        .map(|s| crate::store::parse_numbering(name, &s))
+        .transpose()
+}
 
 /// Columns added to tables of older files, each added if it is missing.
 /// Version 4: generations. The store's id (its generation) in
@@ -292,7 +359,7 @@ fn open_connection(path: &Path, busy_timeout: Duration) -> Result<(Connection, S
 /// Creates or upgrades the tables; returns the store id (made on first use).
 fn migrate(conn: &Connection) -> Result<String> {
     conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA} {}",
+        "BEGIN IMMEDIATE; {SCHEMA} {WORKERS_SCHEMA} {} {TOMBSTONES_SCHEMA}",
         numbers::TICKETS_SCHEMA
     ))
     .map_err(db_err)?;

@@ -18,17 +18,6 @@ use crate::store::{
     ticket_ttl_ms,
 };
 
-/// The numbering of `name`, if it has one.
-fn read_numbering_on(conn: &Connection, name: &str) -> Result<Option<Numbering>> {
-    let settings: Option<String> = conn
-        .prepare_cached("SELECT settings FROM keysmith_numbering WHERE name = ?1")
-        .and_then(|mut s| s.query_row([name], |r| r.get(0)).optional())
-        .map_err(db_err)?;
-    settings
-        .map(|s| crate::store::parse_numbering(name, &s))
-        .transpose()
-}
-
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
 /// runs on older files.
 pub(super) const TICKETS_SCHEMA: &str = "
@@ -175,8 +164,9 @@ impl NumberStore for SqliteStore {
         let (spec, generation) = (spec.clone(), self.generation.clone());
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let numbering = numbering.clone();
         self.write(move |tx| {
-            let row = super::sequences::insert(tx, &spec, &generation)?;
+            let row = super::sequences::insert(tx, &spec, Some(&numbering), &generation)?;
             tx.execute(
                 "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?1, ?2, 0)",
                 params![spec.name, settings],

@@ -5,10 +5,10 @@ use super::*;
 #[async_trait]
 impl PoolStore for SqliteStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        let (name, start, size, residue) =
-            (spec.name.as_str(), spec.start, spec.size, spec.residue);
-        let (name, generation) = (name.to_owned(), self.generation.to_string());
+        let (spec, generation) = (spec.clone(), self.generation.to_string());
         self.write(move |tx| {
+            let spec = read_tombstone(tx, POOL_KIND, &spec.name)?.raise_pool(&spec)?;
+            let (name, start, size, residue) = (spec.name, spec.start, spec.size, spec.residue);
             let inserted = tx
                 .execute(
                     "INSERT INTO keysmith_pools (name, start, size, generation, class_increment, class_offset)
@@ -184,15 +184,21 @@ impl PoolStore for SqliteStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            if tx
-                .execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
-                .map_err(db_err)?
-                == 0
-            {
-                return Err(Error::not_found("pool", &name));
-            }
+            let row = require_pool(tx, &name)?;
+            let highest: Option<i64> = tx
+                .query_row(
+                    "SELECT max(value) FROM keysmith_pool_members WHERE pool = ?1",
+                    [&name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            let t =
+                read_tombstone(tx, POOL_KIND, &name)?.after_pool_drop(&row, highest, &generation);
+            write_tombstone(tx, POOL_KIND, &name, t)?;
+            tx.execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
+                .map_err(db_err)?;
             tx.execute("DELETE FROM keysmith_pool_marks WHERE name = ?1", [&name])
                 .map_err(db_err)?;
             tx.execute("DELETE FROM keysmith_pool_members WHERE pool = ?1", [&name])

@@ -1,6 +1,7 @@
 //! SQLite: the [`SequenceStore`] half of the contract.
 
 use super::*;
+use crate::store::Numbering;
 
 impl SqliteStore {
     /// Both reservation strategies: read (fenced), plan and write in one
@@ -29,7 +30,8 @@ impl SqliteStore {
 impl SequenceStore for SqliteStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         let (spec, generation) = (spec.clone(), self.generation.clone());
-        self.write(move |tx| insert(tx, &spec, &generation)).await
+        self.write(move |tx| insert(tx, &spec, None, &generation))
+            .await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
@@ -162,20 +164,32 @@ impl SequenceStore for SqliteStore {
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
-        let name = name.to_owned();
+        let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
+            let row = require_row(tx, &name)?;
+            let numbering = read_numbering_on(tx, &name)?;
+            let counters_next: Option<i64> = tx
+                .query_row(
+                    "SELECT max(next) FROM keysmith_number_counters WHERE name = ?1",
+                    [&name],
+                    |r| r.get(0),
+                )
+                .map_err(db_err)?;
+            let t = read_tombstone(tx, SEQUENCE_KIND, &name)?.after_sequence_drop(
+                &row,
+                numbering.as_ref(),
+                counters_next,
+                &generation,
+            );
+            write_tombstone(tx, SEQUENCE_KIND, &name, t)?;
             tx.execute(
                 "DELETE FROM keysmith_sequence_counts WHERE name = ?1",
                 [&name],
             )
             .map_err(db_err)?;
-            match tx
-                .execute("DELETE FROM keysmith_sequences WHERE name = ?1", [&name])
-                .map_err(db_err)?
-            {
-                0 => Err(Error::not_found("sequence", &name)),
-                _ => Ok(()),
-            }
+            tx.execute("DELETE FROM keysmith_sequences WHERE name = ?1", [&name])
+                .map_err(db_err)?;
+            Ok(())
         })
         .await
     }
@@ -255,11 +269,15 @@ fn read_row(conn: &Connection, name: &str) -> Result<Option<SequenceRow>> {
 }
 
 /// Inserts a sequence's row (in a write transaction).
+/// Inserts the row of `spec` (with `numbering`, if it has one: the caller
+/// inserts that), its start raised above the name's tombstone.
 pub(super) fn insert(
     tx: &rusqlite::Transaction<'_>,
     spec: &SequenceSpec,
+    numbering: Option<&Numbering>,
     generation: &str,
 ) -> Result<SequenceRow> {
+    let spec = &read_tombstone(tx, SEQUENCE_KIND, &spec.name)?.raise_sequence(spec, numbering)?;
     let row = SequenceRow::created(spec, generation);
     let inserted = tx
         .execute(
