@@ -393,6 +393,7 @@ mod tests {
                 start: 1,
                 size: 4,
                 residue: None,
+                start_below_dropped: false,
             };
             keysmith::pool::create(&*store, &spec).await.unwrap();
         }
