@@ -56,7 +56,13 @@ echo "machine: $(nproc) cores; wrk -t1 -c$conns, $secs s a row; server: $bin (sq
 # Warm-up of both.
 WRK_METHOD=POST wrk -t1 -c4 -d2s -s "$here/report.lua" "$open_base/v1/sequences/bench%2Fs/next" >/dev/null
 WRK_METHOD=POST wrk -t1 -c4 -d2s -H "Authorization: Bearer $token" -s "$here/report.lua" "$auth_base/v1/sequences/bench%2Fs/next" >/dev/null
+# Odd rounds run the open server first, even rounds the other.
 for r in $(seq 1 "$rounds"); do
-  run "round $r  no access file        " "$open_base"
-  run "round $r  access file, 100 principals" "$auth_base" -H "Authorization: Bearer $token"
+  if [ $((r % 2)) = 1 ]; then
+    run "round $r  no access file        " "$open_base"
+    run "round $r  access file, 100 principals" "$auth_base" -H "Authorization: Bearer $token"
+  else
+    run "round $r  access file, 100 principals" "$auth_base" -H "Authorization: Bearer $token"
+    run "round $r  no access file        " "$open_base"
+  fi
 done
