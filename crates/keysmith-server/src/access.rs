@@ -35,7 +35,7 @@
 //! The token of `$KEYSMITH_TOKEN` / `--token-file` is one more principal,
 //! named [`TOKEN_PRINCIPAL`], with every right. Without a token and an
 //! access file, every request is [`Caller::anyone`], with every right
-//! (allowed on loopback addresses only).
+//! (allowed on loopback addresses only, unless `--insecure-no-auth`).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -336,6 +336,11 @@ impl AccessFile {
         if who.trim().is_empty() {
             return Err("a [[principal]] has an empty name: give each one a name".into());
         }
+        if who == TOKEN_PRINCIPAL || who == ANYONE {
+            return Err(format!(
+                "principal {who:?}: that name is the server's own (the token of $KEYSMITH_TOKEN is {TOKEN_PRINCIPAL:?}, a server without auth {ANYONE:?}); pick another"
+            ));
+        }
         if !names.insert(who.clone()) {
             return Err(format!("principal {who:?} is named twice: each name once"));
         }
@@ -494,6 +499,9 @@ pub enum ObjectKind {
     ShardKeys,
     /// The server itself: status, metrics, the API document.
     Server,
+    /// Whatever bears the name: a fence moves sequences, pools and worker
+    /// floors alike.
+    AnyKind,
 }
 
 impl ObjectKind {
@@ -506,6 +514,7 @@ impl ObjectKind {
             ObjectKind::Counter => "counter",
             ObjectKind::ShardKeys => "shard_keys",
             ObjectKind::Server => "server",
+            ObjectKind::AnyKind => "any",
         }
     }
 }
@@ -573,7 +582,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         })
     };
     let (get, post, patch, delete) = (
-        *method == Method::GET,
+        *method == Method::GET || *method == Method::HEAD,
         *method == Method::POST,
         *method == Method::PATCH,
         *method == Method::DELETE,
@@ -602,7 +611,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         "/v1/pools/{name}" if get => n(Read, K::Pool, T::Path),
         "/v1/pools/{name}" if delete => n(Admin, K::Pool, T::Path),
         "/v1/pools/{name}/next" if post => n(Use, K::Pool, T::Path),
-        "/v1/fence" if post => n(Admin, K::Sequence, T::Body),
+        "/v1/fence" if post => n(Admin, K::AnyKind, T::Body),
         "/v1/counters/next" if post => n(Use, K::Counter, T::Fixed(COUNTERS)),
         "/v1/shard-keys/encode" if post => n(Admin, K::ShardKeys, T::Fixed(SHARD_KEYS)),
         "/v1/shard-keys/decode" if post => n(Use, K::ShardKeys, T::Fixed(SHARD_KEYS)),
@@ -714,6 +723,10 @@ mod tests {
             (
                 &format!("[[principal]]\nname = \"a\"\ntoken = \"{ok}\"\n"),
                 "unknown field",
+            ),
+            (
+                &format!("[[principal]]\nname = \"token\"\ntoken_sha256 = \"{ok}\"\n"),
+                "the server's own",
             ),
         ];
         for (text, want) in cases {

@@ -7,9 +7,12 @@
 //! principal, the peer address, the request id, the method and the route
 //! *template* (never the path: lease tokens and ticket ids stay out of the
 //! trail), the action and the object, the status, and for admin actions the
-//! request's body and the object's state before and after. Refusals (401, 403, 429) are capped at
-//! [`REFUSALS_PER_SECOND`] lines a second; the next line written says how
-//! many were left out (`suppressed`).
+//! request's body and the object's state before and after. Refusals (401,
+//! 403, 429) are capped at [`REFUSALS_PER_SECOND`] lines a second, those of
+//! unknown callers (401) and those of known principals (403, 429) each on
+//! their own, so a flood of bad tokens cannot hide a principal probing what
+//! it may not do; the next line written of each says how many were left out
+//! (`suppressed`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -150,8 +153,10 @@ impl Line {
 #[derive(Debug)]
 pub(crate) struct Audit {
     file: Option<(PathBuf, Mutex<std::fs::File>)>,
-    refusals: DefaultDirectRateLimiter,
-    suppressed: AtomicU64,
+    /// Refusals of requests that named no principal, and what was left out.
+    unknown: (DefaultDirectRateLimiter, AtomicU64),
+    /// Refusals of known principals, and what was left out.
+    known: (DefaultDirectRateLimiter, AtomicU64),
 }
 
 impl Audit {
@@ -179,21 +184,31 @@ impl Audit {
         };
         let per_second = NonZeroU32::new(REFUSALS_PER_SECOND).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(2 * REFUSALS_PER_SECOND).unwrap_or(NonZeroU32::MIN);
+        let bucket = || {
+            (
+                RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
+                AtomicU64::new(0),
+            )
+        };
         Ok(Audit {
             file,
-            refusals: RateLimiter::direct(Quota::per_second(per_second).allow_burst(burst)),
-            suppressed: AtomicU64::new(0),
+            unknown: bucket(),
+            known: bucket(),
         })
     }
 
     /// Writes `line` (a refusal only while under [`REFUSALS_PER_SECOND`]).
     pub(crate) fn write(&self, mut line: Line) {
         if line.event == Event::Refused {
-            if self.refusals.check().is_err() {
-                self.suppressed.fetch_add(1, Relaxed);
+            let (limiter, suppressed) = match line.principal {
+                None => &self.unknown,
+                Some(_) => &self.known,
+            };
+            if limiter.check().is_err() {
+                suppressed.fetch_add(1, Relaxed);
                 return;
             }
-            let n = self.suppressed.swap(0, Relaxed);
+            let n = suppressed.swap(0, Relaxed);
             line.suppressed = (n > 0).then_some(n);
         }
         line.time = now_rfc3339();

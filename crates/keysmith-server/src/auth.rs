@@ -213,7 +213,7 @@ pub(crate) async fn authenticate(
             }
         },
     };
-    if let Some(limiter) = access.limiters.get(&principal.name)
+    if let Some((_, limiter)) = access.limiters.get(&principal.name)
         && limiter.check().is_err()
     {
         let why = format!(
@@ -323,62 +323,87 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
     };
     let request = crate::extract::parse_strict(&body).ok();
     let req = Request::from_parts(parts.clone(), Body::from(body));
-    // Creates under a quota run one at a time, so that two cannot both
-    // find room for one more.
-    let quota = match (template.as_str(), &object) {
-        ("/v1/sequences", Named::One(_)) => {
-            principal.max_sequences.map(|m| (ObjectKind::Sequence, m))
-        }
-        ("/v1/pools", Named::One(_)) => principal.max_pools.map(|m| (ObjectKind::Pool, m)),
-        _ => None,
-    };
-    let _one_at_a_time = match quota {
-        Some(_) => Some(state.shared().create_lock.lock().await),
-        None => None,
-    };
-    if let Some((kind, max)) = quota {
-        match owned(&state, &principal, kind).await {
-            Ok(have) if have >= max => {
-                let why = format!(
-                    "principal {:?} has {have} {}s, its quota (max_{}s = {max}); drop one or ask the server's operator for a larger quota",
-                    principal.name,
-                    kind.as_str(),
-                    kind.as_str()
-                );
-                let mut l = line(audit::Event::Refused);
-                l.status = Some(403);
-                l.reason = Some(why.clone());
-                state.shared().audit.write(l);
-                return ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", why).into_response();
+    // The admin action runs in a task of its own, in the caller's scope:
+    // a client that hangs up cannot cut it off between the store's change
+    // and its audit line. Its checks and snapshots are under the request
+    // timeout (the handler has its own).
+    let limit = state.shared().options.request_timeout;
+    let audit_line = line(audit::Event::Admin);
+    let refused_line = line(audit::Event::Refused);
+    let caller = Caller(principal.clone());
+    let task = access::scope(caller.clone(), async move {
+        let quota = match (template.as_str(), &object) {
+            ("/v1/sequences", Named::One(_)) => {
+                principal.max_sequences.map(|m| (ObjectKind::Sequence, m))
             }
-            Ok(_) => {}
-            Err(e) => return ApiError::from(e).into_response(),
+            ("/v1/pools", Named::One(_)) => principal.max_pools.map(|m| (ObjectKind::Pool, m)),
+            _ => None,
+        };
+        // Creates under a quota run one at a time, so that two cannot both
+        // find room for one more (in this process: servers sharing a store
+        // each count for themselves).
+        let _one_at_a_time = match quota {
+            Some(_) => match tokio::time::timeout(limit, state.shared().create_lock.lock()).await {
+                Ok(g) => Some(g),
+                Err(_) => return ApiError::timeout(limit).into_response(),
+            },
+            None => None,
+        };
+        if let Some((kind, max)) = quota {
+            match tokio::time::timeout(limit, owned(&state, &principal, kind)).await {
+                Err(_) => return ApiError::timeout(limit).into_response(),
+                Ok(Err(e)) => return ApiError::from(e).into_response(),
+                Ok(Ok(have)) if have >= max => {
+                    let why = format!(
+                        "principal {:?} has {have} {}s, its quota (max_{}s = {max}); drop one or ask the server's operator for a larger quota",
+                        principal.name,
+                        kind.as_str(),
+                        kind.as_str()
+                    );
+                    let mut l = refused_line;
+                    l.status = Some(403);
+                    l.reason = Some(why.clone());
+                    state.shared().audit.write(l);
+                    return ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", why)
+                        .into_response();
+                }
+                Ok(Ok(_)) => {}
+            }
         }
-    }
-    let before = snapshot(&state, need.kind, &object).await;
-    let res = next.run(req).await;
-    let (res, after) = if need.kind == ObjectKind::Sequence && template == "/v1/fence" {
-        // The fence's answer is its before and after.
-        let (head, body) = res.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX)
-            .await
-            .unwrap_or_default();
-        let after = serde_json::from_slice(&bytes).ok();
-        (
-            Response::from_parts(head, axum::body::Body::from(bytes)),
-            after,
+        let before = snapshot(&state, need.kind, &object, limit).await;
+        let res = next.run(req).await;
+        let (res, after) = if template == "/v1/fence" {
+            // The fence's answer is its before and after.
+            let (head, body) = res.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let after = serde_json::from_slice(&bytes).ok();
+            (
+                Response::from_parts(head, axum::body::Body::from(bytes)),
+                after,
+            )
+        } else {
+            let after = snapshot(&state, need.kind, &object, limit).await;
+            (res, after)
+        };
+        let mut l = audit_line;
+        l.request = request;
+        l.status = Some(res.status().as_u16());
+        l.before = before.or(Some(serde_json::Value::Null));
+        l.after = after.or(Some(serde_json::Value::Null));
+        state.shared().audit.write(l);
+        res
+    });
+    match tokio::spawn(task).await {
+        Ok(res) => res,
+        Err(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the admin request failed: {e}"),
         )
-    } else {
-        let after = snapshot(&state, need.kind, &object).await;
-        (res, after)
-    };
-    let mut l = line(audit::Event::Admin);
-    l.request = request;
-    l.status = Some(res.status().as_u16());
-    l.before = before.or(Some(serde_json::Value::Null));
-    l.after = after.or(Some(serde_json::Value::Null));
-    state.shared().audit.write(l);
-    res
+        .into_response(),
+    }
 }
 
 /// The name a request acts on.
@@ -486,8 +511,24 @@ async fn owned(state: &AppState, principal: &Principal, kind: ObjectKind) -> key
 }
 
 /// A sequence or pool as `show` sees it, for the audit trail; `None` when
-/// there is none (or the store could not say).
-async fn snapshot(state: &AppState, kind: ObjectKind, object: &Named) -> Option<serde_json::Value> {
+/// there is none (or the store could not say within `limit`).
+async fn snapshot(
+    state: &AppState,
+    kind: ObjectKind,
+    object: &Named,
+    limit: std::time::Duration,
+) -> Option<serde_json::Value> {
+    tokio::time::timeout(limit, snapshot_now(state, kind, object))
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn snapshot_now(
+    state: &AppState,
+    kind: ObjectKind,
+    object: &Named,
+) -> Option<serde_json::Value> {
     let Named::One(name) = object else {
         return None;
     };

@@ -100,13 +100,31 @@ impl From<keysmith::Error> for ApiError {
     fn from(e: keysmith::Error) -> Self {
         use keysmith::Error as E;
         let message = e.to_string();
-        let (status, code) = match &e {
-            E::NotFound { similar, .. } => {
+        let (status, code) = match e {
+            E::NotFound {
+                kind,
+                name,
+                similar,
+            } => {
+                // "Did you mean" names only what the caller may read, in the
+                // message as in `similar` (converted inside the handler, so
+                // in the caller's scope).
+                let similar: Vec<String> = similar
+                    .iter()
+                    .filter(|n| crate::access::visible(n))
+                    .cloned()
+                    .collect();
+                let message = E::NotFound {
+                    kind,
+                    name: name.clone(),
+                    similar: similar.clone(),
+                }
+                .to_string();
                 return ApiError {
                     status: StatusCode::NOT_FOUND,
                     code: "not_found",
                     message,
-                    similar: similar.clone(),
+                    similar,
                 };
             }
             E::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),

@@ -506,6 +506,8 @@ pub(crate) struct Shared {
     pub(crate) audit: audit::Audit,
     /// Creates under a quota run one at a time.
     pub(crate) create_lock: tokio::sync::Mutex<()>,
+    /// Reloads run one at a time.
+    pub(crate) reloading: std::sync::Mutex<()>,
     pub(crate) sequences: Handles<Sequence>,
     /// Numbered sequences' handles: their settings, read once.
     pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
@@ -537,14 +539,18 @@ pub(crate) struct Shared {
 pub(crate) struct AccessState {
     /// `None`: no authentication (neither token nor access file).
     pub(crate) file: Option<access::AccessFile>,
-    /// The request rate of each principal that has one, by name.
-    pub(crate) limiters: std::collections::HashMap<String, governor::DefaultDirectRateLimiter>,
+    /// The request rate of each principal that has one, by name, with the
+    /// rate it was made for (a reload keeps a limiter whose rate is the same,
+    /// so that reloading refills no one's burst).
+    pub(crate) limiters:
+        std::collections::HashMap<String, (access::Rate, Arc<governor::DefaultDirectRateLimiter>)>,
 }
 
 impl AccessState {
     fn load(
         path: Option<&std::path::Path>,
         token: Option<[u8; 32]>,
+        previous: Option<&AccessState>,
     ) -> Result<AccessState, String> {
         let file = match (path, token) {
             (None, None) => return Ok(AccessState::default()),
@@ -560,8 +566,15 @@ impl AccessState {
             .iter()
             .filter_map(|p| {
                 let r = p.rate?;
-                let quota = governor::Quota::per_second(r.per_second).allow_burst(r.burst);
-                Some((p.name.clone(), governor::RateLimiter::direct(quota)))
+                let kept = previous
+                    .and_then(|prev| prev.limiters.get(&p.name))
+                    .filter(|(rate, _)| *rate == r)
+                    .map(|(_, l)| l.clone());
+                let limiter = kept.unwrap_or_else(|| {
+                    let quota = governor::Quota::per_second(r.per_second).allow_burst(r.burst);
+                    Arc::new(governor::RateLimiter::direct(quota))
+                });
+                Some((p.name.clone(), (r, limiter)))
             })
             .collect();
         Ok(AccessState {
@@ -655,8 +668,8 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
         let tls = config.check()?.map(Arc::new);
         let token = config.token.as_ref().map(Token::digest);
-        let access =
-            AccessState::load(config.access_file.as_deref(), token).map_err(ServeError::Config)?;
+        let access = AccessState::load(config.access_file.as_deref(), token, None)
+            .map_err(ServeError::Config)?;
         let audit = audit::Audit::open(config.audit_log.as_deref()).map_err(ServeError::Config)?;
         let limits = HandleLimits {
             max_open: config.max_open_handles,
@@ -683,6 +696,7 @@ impl AppState {
                 access: arc_swap::ArcSwap::from_pointee(access),
                 audit,
                 create_lock: tokio::sync::Mutex::new(()),
+                reloading: std::sync::Mutex::new(()),
                 options: Options {
                     max_count: config.max_count,
                     max_fence_skip: config.max_fence_skip,
@@ -757,7 +771,8 @@ impl AppState {
             kind: "access_file",
             name: Some(path.display().to_string()),
         });
-        let outcome = AccessState::load(Some(path), s.token);
+        let previous = s.access.load_full();
+        let outcome = AccessState::load(Some(path), s.token, Some(&previous));
         match outcome {
             Ok(access) => {
                 line.after = Some(serde_json::json!({
@@ -792,6 +807,13 @@ impl AppState {
     /// [`ServeError::Config`] naming the file and saying what is wrong (the
     /// first failure).
     pub fn reload(&self) -> Result<(), ServeError> {
+        // One reload at a time (SIGHUP and the file watcher may ask at
+        // once): the last to finish read the newest files.
+        let _one = self
+            .shared
+            .reloading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let tls = match &self.shared.tls {
             Some(tls) => tls.reload(),
             None => Ok(()),

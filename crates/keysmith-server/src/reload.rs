@@ -2,10 +2,12 @@
 //!
 //! SIGHUP is one way to ask for a reload; the other is to change a file: a
 //! task looks at the files' metadata (modification time, size, inode) every
-//! [`POLL`] and reloads when any of them differs from the last look. Editors
-//! and `kubectl` (which swaps a symlink) both show up this way. A file that
-//! cannot be looked at (being replaced) counts as changed the next time it
-//! can.
+//! [`POLL`] and reloads once they differ from what the last reload saw and
+//! have stayed the same for one more look, so that a file being written is
+//! not read half way (replace files by renaming a finished one over them to
+//! be sure). Editors and `kubectl` (which swaps a symlink) both show up this
+//! way. A file that is missing counts as a change too: the reload fails,
+//! says why, and keeps what was in use.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -46,18 +48,21 @@ pub(crate) fn watch(state: &AppState, files: Vec<PathBuf>, reload: fn(&AppState)
     };
     let weak = std::sync::Arc::downgrade(&state.shared);
     rt.spawn(async move {
-        let mut last: Vec<Option<Stamp>> = files.iter().map(stamp).collect();
+        // What the last reload (or the start) saw, and the look before.
+        let mut loaded: Vec<Option<Stamp>> = files.iter().map(stamp).collect();
+        let mut seen = loaded.clone();
         let mut tick = tokio::time::interval(POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tick.tick().await;
             let Some(shared) = weak.upgrade() else { return };
             let now: Vec<Option<Stamp>> = files.iter().map(stamp).collect();
-            // A file missing right now (being swapped) waits for the next look.
-            if now != last && now.iter().all(Option::is_some) {
-                last = now;
+            // Changed, and settled since the last look.
+            if now != loaded && now == seen {
+                loaded = now.clone();
                 reload(&AppState { shared });
             }
+            seen = now;
         }
     });
 }

@@ -87,16 +87,19 @@ pub(crate) fn span<B>(req: &axum::http::Request<B>) -> Span {
 /// route parameter (`/v1/workers/g/lease/{token}/renew`), so that no log
 /// holds a credential.
 pub(crate) fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
-    let segs: Vec<&str> = path.split('/').collect();
-    // "", "v1", kind, name, "lease" | "tickets", SECRET, verb
+    let mut segs: Vec<&str> = path.split('/').collect();
+    // "", "v1", kind, name, "lease" | "tickets", SECRET, ...: whatever
+    // follows the secret (a verb, a slash, nothing), the secret goes.
     let secret = match segs.as_slice() {
-        ["", "v1", "workers", _, "lease", _, _] => "{token}",
-        ["", "v1", "sequences", _, "tickets", _, _] => "{ticket}",
+        ["", "v1", "workers", _, "lease", _, ..] => "{token}",
+        ["", "v1", "sequences", _, "tickets", _, ..] => "{ticket}",
         _ => return std::borrow::Cow::Borrowed(path),
     };
-    let mut out = segs;
-    out[5] = secret;
-    std::borrow::Cow::Owned(out.join("/"))
+    if segs[5].is_empty() {
+        return std::borrow::Cow::Borrowed(path);
+    }
+    segs[5] = secret;
+    std::borrow::Cow::Owned(segs.join("/"))
 }
 
 /// One `debug` line per answered request.
@@ -141,7 +144,20 @@ mod tests {
             loggable_path("/v1/sequences/inv/tickets/T0K/commit"),
             "/v1/sequences/inv/tickets/{ticket}/commit"
         );
-        for kept in ["/v1/sequences/tickets/next", "/v1/workers/g/lease", "/"] {
+        assert_eq!(
+            loggable_path("/v1/workers/g/lease/SECRET"),
+            "/v1/workers/g/lease/{token}"
+        );
+        assert_eq!(
+            loggable_path("/v1/workers/g/lease/SECRET/renew/"),
+            "/v1/workers/g/lease/{token}/renew/"
+        );
+        for kept in [
+            "/v1/sequences/tickets/next",
+            "/v1/workers/g/lease",
+            "/v1/workers/g/lease/",
+            "/",
+        ] {
             assert_eq!(loggable_path(kept), kept);
         }
     }

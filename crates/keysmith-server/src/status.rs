@@ -167,7 +167,12 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
         refresh_ms: REFRESH_MS,
         sequences,
         pools,
-        ids: s.ids.get().map(|g| g.status()),
+        // The ids generator's worker group is a name like any other.
+        ids: s
+            .ids
+            .get()
+            .filter(|_| crate::access::visible(&s.ids_config.group))
+            .map(|g| g.status()),
     })
 }
 

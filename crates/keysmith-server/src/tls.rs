@@ -56,11 +56,11 @@ pub struct TlsFiles {
 /// The verified client certificate of a connection (mutual TLS), in the
 /// extensions of each of its requests.
 ///
-/// `subject` is the certificate's subject as x509-parser prints it, RFC
-/// 4514 style: `TYPE=value` attributes in the order the certificate holds
-/// them, joined by `, ` (the attributes of one multi-valued RDN by ` + `),
-/// the usual types by their short names (`CN`, `O`, `OU`, `C`, `L`, `ST`,
-/// ...), values unescaped. A certificate whose subject is only the common
+/// `subject` is the certificate's subject, RFC 4514 style: `TYPE=value`
+/// attributes in the order the certificate holds them, joined by `, ` (the
+/// attributes of one multi-valued RDN by ` + `), the usual types by their
+/// short names (`CN`, `O`, `OU`, `C`, `L`, `ST`, ...), values with RFC
+/// 4514's special characters escaped (`O=acme\, CN=ops` is one attribute). A certificate whose subject is only the common
 /// name `team-a` gives exactly `CN=team-a`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClientCert {
@@ -219,11 +219,96 @@ pub(crate) fn client_cert(conn: &rustls::ServerConnection) -> Result<Option<Clie
     };
     let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
         .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
-    let subject = cert
-        .subject()
-        .to_string_with_registry(x509_parser::objects::oid_registry())
-        .map_err(|e| format!("cannot read the client certificate's subject: {e}"))?;
-    Ok(Some(ClientCert { subject }))
+    Ok(Some(ClientCert {
+        subject: subject_string(cert.subject())?,
+    }))
+}
+
+/// A subject as [`ClientCert::subject`] writes it: `TYPE=value` in the
+/// certificate's order, RDNs joined by `, `, the attributes of one RDN by
+/// ` + `, and in values the characters RFC 4514 escapes (`, + " \ < > ;`,
+/// a leading `#` or space, a trailing space) escaped with `\`, so that no
+/// value can pass for more attributes than it is. A value that is not a
+/// string is written `#` and its DER bytes in hex, as RFC 4514 says.
+fn subject_string(name: &x509_parser::x509::X509Name<'_>) -> Result<String, String> {
+    use x509_parser::der_parser::asn1_rs::Tag;
+    let registry = x509_parser::objects::oid_registry();
+    let mut rdns = Vec::new();
+    for rdn in name.iter() {
+        let mut attrs = Vec::new();
+        for a in rdn.iter() {
+            let ty = x509_parser::objects::oid2abbrev(a.attr_type(), registry)
+                .map(str::to_owned)
+                .unwrap_or_else(|_| a.attr_type().to_id_string());
+            let v = a.attr_value();
+            let text = match v.tag() {
+                Tag::NumericString
+                | Tag::VisibleString
+                | Tag::PrintableString
+                | Tag::GeneralString
+                | Tag::GraphicString
+                | Tag::T61String
+                | Tag::VideotexString
+                | Tag::Utf8String
+                | Tag::Ia5String => std::str::from_utf8(v.data).ok().map(str::to_owned),
+                Tag::BmpString => {
+                    let units: Vec<u16> = v
+                        .data
+                        .chunks_exact(2)
+                        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                        .collect();
+                    String::from_utf16(&units).ok()
+                }
+                _ => None,
+            };
+            let value = match text {
+                Some(t) => escape_rfc4514(&t),
+                None => format!(
+                    "#{}",
+                    v.data
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                ),
+            };
+            attrs.push(format!("{ty}={value}"));
+        }
+        rdns.push(attrs.join(" + "));
+    }
+    Ok(rdns.join(", "))
+}
+
+/// A string attribute value with RFC 4514's special characters escaped.
+fn escape_rfc4514(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let last = v.chars().count().saturating_sub(1);
+    for (i, c) in v.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && matches!(c, '#' | ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod subject_tests {
+    use super::escape_rfc4514;
+
+    #[test]
+    fn values_cannot_pass_for_more_attributes() {
+        assert_eq!(escape_rfc4514("team-a"), "team-a");
+        assert_eq!(escape_rfc4514("acme, CN=ops"), "acme\\, CN=ops");
+        assert_eq!(
+            escape_rfc4514("a+b;c\"d\\e<f>"),
+            "a\\+b\\;c\\\"d\\\\e\\<f\\>"
+        );
+        assert_eq!(escape_rfc4514("#x "), "\\#x\\ ");
+        assert_eq!(escape_rfc4514(" "), "\\ ");
+    }
 }
 
 #[cfg(test)]

@@ -392,6 +392,10 @@ async fn listings_metrics_and_hints_show_only_readable_names() {
         .unwrap_or_default();
     assert!(similar.contains(&"team-a/orders"), "{v}");
     assert!(!similar.iter().any(|s| s.starts_with("team-b")), "{v}");
+    assert!(
+        !v["error"]["message"].as_str().unwrap().contains("team-b"),
+        "the message names team-b: {v}"
+    );
     let (_, v) = call(
         &srv,
         OPS,

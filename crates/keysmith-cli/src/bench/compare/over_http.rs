@@ -18,6 +18,9 @@ pub(super) async fn http_rows(
         listen: "127.0.0.1:0".parse()?,
         store_url: url.to_owned(),
         adaptive: None,
+        // The reserve row asks for a million values an answer (reserve is
+        // capped by max_count like next).
+        max_count: keysmith::sequence::MAX_BATCH,
         ..keysmith_server::Config::default()
     };
     let server = keysmith_server::Server::bind(config).await?;
