@@ -27,10 +27,10 @@
 //!   decode); the ids of `/v1/ids` by the server's ids worker group (`ids`
 //!   by default).
 //!
-//! Each route names the grant it needs in one table, [`need`]; a request
+//! Each route names the grant it needs in one table, [`requirement`]; a request
 //! without it is answered 403 before its handler runs, so it changes
 //! nothing. Lists, the status page, `/metrics` and "did you mean" hints show
-//! only names the caller may read ([`visible`]).
+//! only names the caller may read.
 //!
 //! The token of `$KEYSMITH_TOKEN` / `--token-file` is one more principal,
 //! named [`TOKEN_PRINCIPAL`], with every right. Without a token and an
