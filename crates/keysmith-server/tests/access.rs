@@ -84,6 +84,23 @@ async fn call(
     json_of(b.send().await.unwrap()).await
 }
 
+/// `POST path` with no body, as `token`.
+async fn post(srv: &TestServer, token: &str, path: &str) -> (StatusCode, Value) {
+    call(srv, token, Method::POST, path, None).await
+}
+
+/// `POST /v1/sequences {"name": name}` as `token`.
+async fn create(srv: &TestServer, token: &str, name: &str) -> (StatusCode, Value) {
+    call(
+        srv,
+        token,
+        Method::POST,
+        "/v1/sequences",
+        Some(json!({ "name": name })),
+    )
+    .await
+}
+
 /// Every row of every table of the store, as text: what "changes nothing"
 /// is checked against.
 fn store_state(db: &Path) -> BTreeMap<String, Vec<String>> {
@@ -277,14 +294,7 @@ async fn a_team_on_the_other_teams_names_gets_403_and_changes_nothing() {
     )
     .await;
     assert_eq!(st, StatusCode::OK, "{v}");
-    let (st, v) = call(
-        &srv,
-        TEAM_A,
-        Method::POST,
-        "/v1/sequences",
-        Some(json!({"name": "team-a/new"})),
-    )
-    .await;
+    let (st, v) = create(&srv, TEAM_A, "team-a/new").await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
     srv.stop().await;
 }
@@ -468,14 +478,7 @@ max_pools = 1
         assert_eq!(st, StatusCode::CREATED, "{v}");
     }
     let before = store_state(&srv.db_path());
-    let (st, v) = call(
-        &srv,
-        small,
-        Method::POST,
-        "/v1/sequences",
-        Some(json!({"name": "small/c"})),
-    )
-    .await;
+    let (st, v) = create(&srv, small, "small/c").await;
     assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
     assert_eq!(v["error"]["code"], "quota_exceeded");
     assert_eq!(store_state(&srv.db_path()), before);
@@ -507,14 +510,7 @@ max_pools = 1
     )
     .await;
     assert_eq!(st, StatusCode::OK);
-    let (st, v) = call(
-        &srv,
-        small,
-        Method::POST,
-        "/v1/sequences",
-        Some(json!({"name": "small/c"})),
-    )
-    .await;
+    let (st, v) = create(&srv, small, "small/c").await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
     srv.stop().await;
 }
@@ -567,7 +563,7 @@ burst = 2
         "ten requests at once with a burst of 2 were not limited"
     );
     // The refused ones took nothing: the next value follows the last one given.
-    let (_, v) = call(&srv, OPS, Method::POST, &path, None).await;
+    let (_, v) = post(&srv, OPS, &path).await;
     assert_eq!(values(&v), vec![got.len() as i64 + 1], "{got:?}");
     // Other principals are not limited by it.
     for _ in 0..5 {
@@ -681,14 +677,7 @@ async fn each_admin_route_writes_one_audit_line() {
     }
     // Uses and reads write nothing.
     let n = audit_lines(&srv).len();
-    call(
-        &srv,
-        TEAM_A,
-        Method::POST,
-        "/v1/sequences",
-        Some(json!({"name": "team-a/x"})),
-    )
-    .await;
+    create(&srv, TEAM_A, "team-a/x").await;
     call(
         &srv,
         TEAM_A,
