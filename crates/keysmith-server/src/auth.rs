@@ -458,7 +458,12 @@ async fn object_of(
             let bytes = read_body(state, body).await?;
             let named = match crate::extract::parse_strict(&bytes) {
                 Ok(v) => match (v.get("name"), v.get("all")) {
-                    (Some(serde_json::Value::String(n)), None) => Named::One(n.clone()),
+                    // A name, with `all` absent or false (the fence's body
+                    // takes `"all": false` beside a name).
+                    (
+                        Some(serde_json::Value::String(n)),
+                        None | Some(serde_json::Value::Bool(false)),
+                    ) => Named::One(n.clone()),
                     // Unreadable: it takes a grant on every name (the
                     // handler refuses it anyway).
                     _ => Named::Every,

@@ -675,6 +675,29 @@ async fn each_admin_route_writes_one_audit_line() {
             assert_eq!(l["request"], json!({"block": 7}), "{l}");
         }
     }
+    // A fence naming its sequence with "all": false needs the grant on that
+    // name only; "all": true needs it on every name.
+    let (st, v) = call(
+        &srv,
+        TEAM_A,
+        Method::POST,
+        "/v1/sequences",
+        Some(json!({"name": "team-a/f"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let fence = |all: bool| json!({"name": "team-a/f", "all": all, "skip": 5});
+    let (st, v) = call(&srv, TEAM_A, Method::POST, "/v1/fence", Some(fence(false))).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = call(
+        &srv,
+        TEAM_A,
+        Method::POST,
+        "/v1/fence",
+        Some(json!({"all": true, "skip": 5})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
     // Uses and reads write nothing.
     let n = audit_lines(&srv).len();
     create(&srv, TEAM_A, "team-a/x").await;
