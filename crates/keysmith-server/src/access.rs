@@ -460,9 +460,12 @@ impl AccessFile {
 pub struct Caller(pub Arc<Principal>);
 
 impl Caller {
-    /// The caller of a server without authentication: every right.
+    /// The caller of a server without authentication: every right. Made
+    /// once per process (every request of such a server is this caller).
     pub fn anyone() -> Caller {
-        Caller(Arc::new(Principal::root(ANYONE)))
+        static ANYONE_CALLER: std::sync::LazyLock<Arc<Principal>> =
+            std::sync::LazyLock::new(|| Arc::new(Principal::root(ANYONE)));
+        Caller(ANYONE_CALLER.clone())
     }
 }
 

@@ -172,8 +172,9 @@ pub(crate) async fn authenticate(
     }
     let access = state.shared().access.load_full();
     let Some(file) = &access.file else {
-        req.extensions_mut().insert(Caller::anyone());
-        return access::scope(Caller::anyone(), next.run(req)).await;
+        let anyone = Caller::anyone();
+        req.extensions_mut().insert(anyone.clone());
+        return access::scope(anyone, next.run(req)).await;
     };
     let principal = match presented(&req) {
         Presented::Credential(p) => {
