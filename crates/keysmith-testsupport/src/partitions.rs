@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use keysmith::verify::history::{Checked, History, HistoryViolation, Order};
+use keysmith_core::verify::history::{Checked, History, HistoryViolation, Order};
 use serde_json::Value;
 
 use crate::netns::{Host, Net, PostgresNet};

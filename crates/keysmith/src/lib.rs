@@ -53,36 +53,53 @@
 //! ```
 //!
 //! Errors are one enum, [`Error`], whose variants say what the caller can do.
+//!
+//! # Crates
+//!
+//! This crate is a facade: [`keysmith_core`] holds the store contract,
+//! handles and errors, and one crate per store holds all that talks to it
+//! (`keysmith-sqlite`, `keysmith-postgres`, `keysmith-mysql`,
+//! `keysmith-etcd`), each behind a cargo feature of the same name here.
+//! Every path of the core is re-exported unchanged; what this crate adds is
+//! what needs the drivers: [`store::open`] (a store from a URL),
+//! [`sequence::adopt`] and [`sequence::import`] (a source database from a
+//! URL) and [`shard_set`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-// A build without a driver (features `sqlite`, `postgres`) keeps helpers
-// only the drivers use: not dead in a full build, which CI checks strictly.
-#![cfg_attr(
-    not(all(feature = "sqlite", feature = "postgres")),
-    allow(dead_code, unused_imports, unused_variables)
-)]
 
-mod any_sequence;
-mod backoff;
-mod clock;
-mod error;
-pub mod fence;
-pub mod ids;
-mod name;
-pub mod names;
-mod numbering;
-pub mod numbers;
-pub mod pool;
-pub mod secrets;
-pub mod sequence;
-pub mod shard_key;
+pub use keysmith_core::*;
+
+mod registry;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 pub mod shard_set;
-pub mod store;
-pub mod verify;
 
-pub use any_sequence::{AnySequence, Values};
-pub use backoff::DEFAULT_RETRY_BUDGET;
-pub use error::{Error, Result};
-pub(crate) use error::{closest_names, error_chain};
-pub use name::{MAX_NAME_BYTES, validate_name};
+pub mod store {
+    //! The Store contract and its backends: everything of
+    //! [`keysmith_core::store`], the backends this build holds (one module
+    //! per cargo feature: [`sqlite`], [`postgres`], [`mysql`], [`etcd`]) and
+    //! [`open`], which picks one from a URL.
+    pub use keysmith_core::store::*;
+    #[cfg(feature = "etcd")]
+    pub use keysmith_etcd as etcd;
+    #[cfg(feature = "mysql")]
+    pub use keysmith_mysql as mysql;
+    #[cfg(feature = "postgres")]
+    pub use keysmith_postgres as postgres;
+    #[cfg(feature = "sqlite")]
+    pub use keysmith_sqlite as sqlite;
+
+    pub use crate::registry::open;
+    /// The conformance suite's old path: it moved out of `store` to
+    /// [`crate::conformance`], beside the contract rather than inside it.
+    #[cfg(feature = "conformance")]
+    pub use keysmith_core::conformance;
+}
+
+pub mod sequence {
+    //! Named durable sequences: everything of [`keysmith_core::sequence`],
+    //! and [`adopt`] and [`import`], which open their source database from a
+    //! URL with this build's drivers.
+    pub use keysmith_core::sequence::*;
+
+    pub use crate::registry::{adopt, import, open_source};
+}

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use keysmith::Error;
-use keysmith::store::etcd::{EtcdStore, EtcdUrl};
+use keysmith::store::etcd::{EtcdStore, EtcdUrl, etcd_client};
 use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
 use keysmith::store::{Put, SequenceSpec, Store};
 use keysmith_testsupport::etcd::TempEtcd;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use keysmith::sequence::{Sequence, Strategy};
 use keysmith::store::etcd::EtcdStore;
+use keysmith::store::etcd::etcd_client;
 use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
 use keysmith::store::{Put, SequenceSpec, Store};
 use keysmith_testsupport::etcd::EtcdCluster;

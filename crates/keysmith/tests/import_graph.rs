@@ -1,5 +1,8 @@
-//! The import graph of `src/` has no circles and the store imports nothing
-//! above it. No circles: no two files reach each other
+//! The import graph of the whole workspace has no circles: not between
+//! crates (their normal dependencies), not between the files of any crate's
+//! `src/`; the product crates depend on no test support and no benchmark
+//! code; and the store contract imports nothing above it. No circles
+//! between files: no two files reach each other
 //! through `crate::`, `super::` and `self::` paths (a parent module and its
 //! own submodules excepted, which is how Rust re-exports). ARCHITECTURE.md
 //! says data flows one way; this keeps it true.
@@ -199,37 +202,127 @@ fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     }
 }
 
-#[test]
-fn src_has_no_import_circles() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = BTreeMap::new();
-    read_tree(&root, &root, &mut files);
-    assert!(files.len() > 50, "read only {} files", files.len());
-    let graph = edges(&files);
-    // The graph is real: the sequence module reaches the store contract.
-    assert!(graph["sequence/admin.rs"].contains("store/mod.rs"));
-    if let Some(circle) = find_circle(&graph) {
-        panic!("import circle: {}", circle.join(" -> "));
-    }
+/// The workspace's `crates/` directory.
+fn crates_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The store contract and its backends sit below everything that uses
-/// them: a file under `store/` imports only the store, the plain data of
-/// numbered sequences (`numbering/`) and the crate's base (errors, the
-/// clock, names, retries). The conformance suite is the exception: a test
-/// harness of handles over any store, kept beside the stores it checks.
+/// Every crate of the workspace: its directory name and its files under `src/`.
+fn workspace_crates() -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(crates_dir()).unwrap() {
+        let dir = entry.unwrap().path();
+        let src = dir.join("src");
+        if dir.join("Cargo.toml").is_file() && src.is_dir() {
+            let mut files = BTreeMap::new();
+            read_tree(&src, &src, &mut files);
+            let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+            out.insert(name, files);
+        }
+    }
+    out
+}
+
+/// The workspace crates a crate's manifest names under `[dependencies]`
+/// (normal dependencies: what its users link), by package name.
+fn normal_dependencies(krate: &str) -> BTreeSet<String> {
+    let manifest = std::fs::read_to_string(crates_dir().join(krate).join("Cargo.toml")).unwrap();
+    let mut deps = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+        } else if in_deps && line.starts_with("keysmith") {
+            let name = line.split(['=', ' ']).next().unwrap_or("");
+            deps.insert(name.to_owned());
+        }
+    }
+    deps
+}
+
+/// The crates users install or link: everything but the lab and test support.
+const PRODUCT: [&str; 8] = [
+    "keysmith",
+    "keysmith-core",
+    "keysmith-sqlite",
+    "keysmith-postgres",
+    "keysmith-mysql",
+    "keysmith-etcd",
+    "keysmith-cli",
+    "keysmith-server",
+];
+
+#[test]
+fn no_crate_has_import_circles_in_its_files() {
+    let crates = workspace_crates();
+    for krate in PRODUCT {
+        assert!(crates.contains_key(krate), "crate {krate} not found");
+    }
+    let core = &crates["keysmith-core"];
+    assert!(
+        core.len() > 50,
+        "read only {} files of the core",
+        core.len()
+    );
+    for (krate, files) in &crates {
+        let graph = edges(files);
+        if let Some(circle) = find_circle(&graph) {
+            panic!("import circle in {krate}: {}", circle.join(" -> "));
+        }
+    }
+    // The graph is real: the sequence module reaches the store contract.
+    assert!(edges(core)["sequence/admin.rs"].contains("store/mod.rs"));
+}
+
+#[test]
+fn crates_depend_on_each_other_without_circles_and_the_product_on_no_lab() {
+    let crates = workspace_crates();
+    let graph: BTreeMap<String, BTreeSet<String>> = crates
+        .keys()
+        .map(|k| (k.clone(), normal_dependencies(k)))
+        .collect();
+    // The graph is real: the facade links the core.
+    assert!(graph["keysmith"].contains("keysmith-core"));
+    if let Some(circle) = find_circle(&graph) {
+        panic!("crate dependency circle: {}", circle.join(" -> "));
+    }
+    let mut lab = Vec::new();
+    for krate in PRODUCT {
+        for dep in &graph[krate] {
+            if dep == "keysmith-testsupport" || dep == "keysmith-bench" {
+                lab.push(format!("{krate} depends on {dep}"));
+            }
+        }
+        for (file, src) in &crates[krate] {
+            if src.contains("keysmith_testsupport") || src.contains("keysmith_bench") {
+                lab.push(format!(
+                    "{krate}/src/{file} names test support or benchmark code"
+                ));
+            }
+        }
+    }
+    assert!(lab.is_empty(), "the product links the lab: {lab:#?}");
+}
+
+/// The store contract sits below everything that uses it: a file under
+/// the core's `store/` or `driver/` imports only the store, the driver
+/// helpers, the plain data of numbered sequences (`numbering/`) and the
+/// crate's base (errors, the clock, names, retries).
 #[test]
 fn the_store_imports_nothing_above_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = BTreeMap::new();
-    read_tree(&root, &root, &mut files);
+    let crates = workspace_crates();
+    let files = &crates["keysmith-core"];
     let below = |t: &str| {
-        ["store/", "numbering/"].iter().any(|p| t.starts_with(p))
+        ["store/", "driver/", "numbering/"]
+            .iter()
+            .any(|p| t.starts_with(p))
             || ["error.rs", "clock.rs", "name.rs", "backoff.rs"].contains(&t)
     };
     let mut upward = Vec::new();
-    for (file, targets) in edges(&files) {
-        let layered = (file.starts_with("store/") && !file.starts_with("store/conformance/"))
+    for (file, targets) in edges(files) {
+        let layered = file.starts_with("store/")
+            || file.starts_with("driver/")
             || file.starts_with("numbering/");
         for t in targets.iter().filter(|t| layered && !below(t)) {
             upward.push(format!("{file} -> {t}"));

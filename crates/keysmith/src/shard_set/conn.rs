@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use rusqlite::TransactionBehavior;
 
-use crate::store::postgres::connect::{ConnectConfig, pg_connect, postgres_error};
-use crate::store::sqlite::connect::{sqlite_error, sqlite_open};
 use crate::{Error, Result};
+use keysmith_postgres::connect::{ConnectConfig, pg_connect, postgres_error};
+use keysmith_sqlite::connect::{sqlite_error, sqlite_open};
 
 /// The table that records a database's shard id.
 pub const IDENTITY_TABLE: &str = "keysmith_shard_identity";

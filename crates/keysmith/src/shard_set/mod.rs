@@ -49,10 +49,10 @@ use crate::{Error, Result};
 
 pub(crate) mod conn;
 
-pub use crate::store::postgres::connect::postgres_error;
-pub use crate::store::sqlite::connect::sqlite_error;
 pub use conn::{IDENTITY_TABLE, PostgresShard, ShardConnection, ShardDb, SqliteShard};
 use conn::{Recorded, Target};
+pub use keysmith_postgres::connect::postgres_error;
+pub use keysmith_sqlite::connect::sqlite_error;
 
 /// What a shard set's configuration file looks like, for error messages.
 const FORMAT_HELP: &str = "a shard set file is TOML with one [[shard]] table per shard, each with id (0 to 65535) and url (sqlite://PATH or postgres://...)";
@@ -715,8 +715,8 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
         .ok_or_else(|| bad_scheme("has no scheme"))?;
     match scheme {
         "sqlite" => {
-            let (path, busy_timeout) = crate::store::sqlite::parse_url(rest)
-                .map_err(|e| e.context(&format!("shard {id}")))?;
+            let (path, busy_timeout) =
+                keysmith_sqlite::parse_url(rest).map_err(|e| e.context(&format!("shard {id}")))?;
             if path.as_os_str().is_empty() {
                 return Err(bad_scheme("has no path"));
             }
@@ -739,7 +739,7 @@ fn parse_shard(id: u16, url: &str, base: Option<&Path>) -> Result<Shard> {
             })
         }
         "postgres" | "postgresql" => {
-            let (config, schema) = crate::store::postgres::connect_config(url)
+            let (config, schema) = keysmith_postgres::connect_config(url)
                 .map_err(|e| e.context(&format!("shard {id}")))?;
             let hosts: Vec<String> = config
                 .get_hosts()
@@ -799,6 +799,13 @@ fn normalize(path: &Path) -> Result<PathBuf> {
         }
     }
     Ok(out)
+}
+
+#[async_trait::async_trait]
+impl crate::shard_key::ShardStores for ShardSet {
+    async fn open_store(&self, shard: u16) -> Result<Arc<dyn Store>> {
+        ShardSet::open_store(self, shard).await
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,28 @@
+//! What a store backend builds on: the contract ([`crate::store`], re-exported
+//! here whole) and the pieces every backend shares, written once.
+//!
+//! This module is the API boundary between `keysmith-core` and the driver
+//! crates (`keysmith-sqlite`, `keysmith-postgres`, `keysmith-mysql`,
+//! `keysmith-etcd`) and any backend written outside this workspace.
+//! Applications have no use for it: they open stores through the `keysmith`
+//! crate and use handles ([`crate::sequence::Sequence`], [`crate::pool::Pool`]).
+//!
+//! - the arithmetic and checks of the store contract: fences of rows and
+//!   pools ([`fenced_member`], [`numbers_fence`]), argument checks
+//!   ([`check_count`], [`parse_numbering`]), slot sampling ([`sample_slots`]),
+//!   worker-lease rules ([`check_times`], [`all_taken`]);
+//! - [`remembered::Remembered`]: a bounded map of what a backend read last;
+//! - [`credentials`] and [`tls`]: certificate, key and password files, and
+//!   the rustls verifier of the SQL stores' `sslmode` checks;
+//! - [`error_chain`] and [`now_ms`]: an error's causes in one line, and the
+//!   clock rows store times by.
+
+#[cfg(feature = "tls")]
+pub mod credentials;
+pub mod remembered;
+#[cfg(feature = "tls")]
+pub mod tls;
+
+pub use crate::clock::now_ms;
+pub use crate::error::error_chain;
+pub use crate::store::*;

@@ -1,0 +1,552 @@
+//! Business numbers: gap-free numbers with tickets, numbers that restart
+//! every day, month or year by the store's clock, and formatted numbers
+//! (`INV-20261123-0042`).
+//!
+//! A *numbered* sequence is created with [`create`] and a [`Numbering`]; its
+//! settings live in the store beside it, so every process counts and formats
+//! alike. Its numbers come from a [`Numbers`] handle, one store round trip
+//! per call (never from a cached block: a block reserved before midnight
+//! must not hand out yesterday's numbers after it, and a gap-free number
+//! must be recorded as taken before it leaves the store):
+//!
+//! - [`Numbers::next_n`] (a sequence that is not gap-free): `n` numbers of
+//!   the current period. Gaps are possible as for any sequence (a caller
+//!   that loses its numbers); duplicates never.
+//! - [`Numbers::take`], then [`Numbers::commit`] or [`Numbers::release`] (a
+//!   gap-free sequence): see [`crate::store::NumberStore`]. *Gap-free* means:
+//!   within a period, the committed numbers are `start..start+k` with no
+//!   hole once every ticket taken was committed, released (its number is
+//!   taken again, first) or expired (likewise). A number released or
+//!   expired after its period ended stays a hole: numbers are taken only in
+//!   the current period.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> keysmith_core::Result<()> {
+//! use keysmith_core::numbers::{self, Numbering, Numbers, Period};
+//! use keysmith_core::store::{self, SequenceSpec};
+//!
+//! let store = store::open("memory://").await?;
+//! let invoices = Numbering {
+//!     gapless: true,
+//!     period: Some(Period::Year),
+//!     template: Some("INV-{period}-{n:04}".into()),
+//!     ..Numbering::default()
+//! };
+//! numbers::create(&*store, &SequenceSpec::new("invoices"), &invoices).await?;
+//! let h = Numbers::open(store, "invoices").await?;
+//! let t = h.take(numbers::DEFAULT_TICKET_TTL).await?;
+//! assert!(t.text.ends_with("-0001"));
+//! h.commit(&t.ticket.to_string()).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::ids::Clock;
+use crate::sequence::SequenceInfo;
+use crate::store::{SequenceSpec, Store, TakenNumber, check_ttl};
+use crate::{Error, Result, validate_name};
+
+pub use crate::numbering::{
+    BitReversal, BitReversed, DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number,
+    SkipRange, Template, VALUE_BITS,
+};
+pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
+
+/// Creates a numbered sequence: its row and its numbering in one write.
+/// Both are checked first, so a bad template, period or bound creates
+/// nothing. Over a dropped name every period's numbers start above every
+/// number the dropped sequence handed out, and a bit-reversed sequence
+/// continues its counter (see [`crate::store::Tombstone`]), unless
+/// `spec.start_below_dropped` is set.
+///
+/// # Errors
+/// [`Error::InvalidName`], [`Error::InvalidArgument`] (bounds, template),
+/// [`Error::AlreadyExists`].
+pub async fn create(
+    store: &dyn Store,
+    spec: &SequenceSpec,
+    numbering: &Numbering,
+) -> Result<SequenceInfo> {
+    spec.validate()?;
+    numbering.validate()?;
+    if numbering.bit_reversed.is_some() && spec.start < 1 {
+        return Err(Error::invalid(format!(
+            "a bit-reversed sequence starts at 1 or above (counter 0 would be value 0), got start {}",
+            spec.start
+        )));
+    }
+    // A residue class is handed out in blocks: the sequence module keeps it.
+    if let Some(r) = numbering.residue {
+        return crate::sequence::create_in_class(store, spec, r).await;
+    }
+    let row = store.create_numbered(spec, numbering).await?;
+    Ok(SequenceInfo::created(row, None, spec.start))
+}
+
+/// The numbering of a sequence: `None` for an ordinary one.
+///
+/// # Errors
+/// [`Error::InvalidName`]; [`Error::NotFound`] (with similar names) when
+/// there is no such sequence.
+pub async fn numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering>> {
+    validate_name(name)?;
+    match store.read_numbering(name).await? {
+        Some(n) => Ok(Some(n)),
+        None => crate::sequence::describe(store, name).await.map(|_| None),
+    }
+}
+
+/// A ticket: what a gap-free number's holder quotes to commit or release
+/// it. Written `PERIOD-VALUE-TOKEN` (period `0` without one), the token 32
+/// random hex digits (128 bits), so no one commits another's number by
+/// guessing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    /// The period key of the number (0 without a period).
+    pub period: i64,
+    /// The number.
+    pub value: i64,
+    token: String,
+}
+
+impl Ticket {
+    fn new(taken: TakenNumber, token: String) -> Ticket {
+        Ticket {
+            period: taken.period,
+            value: taken.value,
+            token,
+        }
+    }
+
+    /// The random part.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}-{}", self.period, self.value, self.token)
+    }
+}
+
+impl std::str::FromStr for Ticket {
+    type Err = Error;
+
+    /// `PERIOD-VALUE-TOKEN` as [`Ticket`] writes it.
+    fn from_str(s: &str) -> Result<Ticket> {
+        let bad = || {
+            Error::invalid(format!(
+                "{:?} is not a ticket keysmith handed out (PERIOD-VALUE-TOKEN, as ticket take printed it); quote the ticket exactly",
+                s.chars().take(80).collect::<String>()
+            ))
+        };
+        let mut it = s.split('-');
+        let (Some(p), Some(v), Some(t), None) = (it.next(), it.next(), it.next(), it.next()) else {
+            return Err(bad());
+        };
+        let num = |x: &str| {
+            (!x.is_empty() && x.len() <= 19 && x.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| x.parse::<i64>().ok())
+                .flatten()
+        };
+        let (Some(period), Some(value)) = (num(p), num(v)) else {
+            return Err(bad());
+        };
+        if t.len() != 32 || !t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(bad());
+        }
+        Ok(Ticket {
+            period,
+            value,
+            token: t.to_owned(),
+        })
+    }
+}
+
+/// A gap-free number taken: [`Numbers::take`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The number's parts.
+    pub number: Number,
+    /// The number as the sequence prints it (its template, else the integer).
+    pub text: String,
+    /// What commits or releases it.
+    pub ticket: Ticket,
+}
+
+/// A number handed out, with its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Formatted {
+    /// The number's parts.
+    pub number: Number,
+    /// As the sequence prints it.
+    pub text: String,
+}
+
+/// A handle on a numbered sequence: its settings, read once, and where
+/// periods are read from (the store's clock, or one given for tests).
+#[derive(Debug, Clone)]
+pub struct Numbers {
+    store: Arc<dyn Store>,
+    name: String,
+    numbering: Numbering,
+    template: Option<Template>,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl Numbers {
+    /// Opens a handle on numbered sequence `name`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] (with similar names) for a missing sequence;
+    /// [`Error::WrongKind`] for an ordinary one (create it with a
+    /// numbering); [`Error::Corrupt`] for settings this keysmith cannot read.
+    pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
+        let Some(numbering) = numbering(&*store, name).await? else {
+            return Err(Error::WrongKind(format!(
+                "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: use keysmith next {name}, or create a sequence with --gapless, --period, --format or --bit-reversed"
+            )));
+        };
+        Numbers::with_numbering(store, name, numbering)
+    }
+
+    /// A handle from settings already read (with
+    /// [`NumberStore::read_numbering`](crate::store::NumberStore::read_numbering)): saves a read.
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a sequence whose values are a residue class
+    /// (they come in blocks: open a [`crate::sequence::Sequence`]);
+    /// [`Error::Corrupt`] for settings this keysmith cannot read.
+    pub fn with_numbering(
+        store: Arc<dyn Store>,
+        name: &str,
+        numbering: Numbering,
+    ) -> Result<Numbers> {
+        if let Some(r) = numbering.residue {
+            return Err(Error::WrongKind(format!(
+                "sequence {name:?} hands out plain integers {} modulo {} in blocks: use keysmith next {name} or a keysmith::sequence::Sequence",
+                r.offset, r.increment
+            )));
+        }
+        let template = Template::for_numbering(&numbering)
+            .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
+        Ok(Numbers {
+            store,
+            name: name.to_owned(),
+            numbering,
+            template,
+            clock: None,
+        })
+    }
+
+    /// Reads periods from `clock` instead of the store's clock: for tests
+    /// that cross a period boundary. The store still never goes back to a
+    /// period before its current one.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Numbers {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The sequence's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its numbering settings.
+    pub fn numbering(&self) -> &Numbering {
+        &self.numbering
+    }
+
+    /// Its template (`None`: plain integers).
+    pub fn template(&self) -> Option<&Template> {
+        self.template.as_ref()
+    }
+
+    /// Whether numbers are printed as text ( a template) rather than plain
+    /// integers.
+    pub fn is_formatted(&self) -> bool {
+        self.template.is_some()
+    }
+
+    /// The period key to ask for: 0 without a period.
+    async fn period(&self) -> Result<i64> {
+        let Some(p) = self.numbering.period else {
+            return Ok(0);
+        };
+        let ms = match &self.clock {
+            Some(c) => c.now_ms(),
+            None => self.store.clock_ms().await?,
+        };
+        p.key_at(ms)
+    }
+
+    fn number(&self, period: i64, n: i64) -> Number {
+        Number {
+            period: self.numbering.period.map(|_| period),
+            n,
+        }
+    }
+
+    /// `number` as the sequence prints it.
+    pub fn format(&self, number: &Number) -> String {
+        match &self.template {
+            Some(t) => t.format(number),
+            None => number.n.to_string(),
+        }
+    }
+
+    /// The parts of a number this sequence printed.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for text the sequence's template does not
+    /// write.
+    pub fn parse(&self, text: &str) -> Result<Number> {
+        match &self.template {
+            Some(t) => t.parse_number(text),
+            None => text
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0 && n.to_string() == text)
+                .map(|n| Number { period: None, n })
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{text:?} is not a number of sequence {:?}: it prints plain integers",
+                        self.name
+                    ))
+                }),
+        }
+    }
+
+    /// `n` numbers (`1..=MAX_RESERVATION`) of the current period, all of
+    /// one period, in one store round trip (two with a period on
+    /// PostgreSQL: its clock, then the reservation).
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a gap-free sequence (take tickets);
+    /// [`Error::InvalidArgument`] for a bad `n`; [`Error::Exhausted`] when fewer than `n` numbers are left in
+    /// the period (those left are skipped: a gap, never a duplicate);
+    /// [`Error::NotFound`], [`Error::Unavailable`].
+    pub async fn next_n(&self, n: i64) -> Result<Vec<Formatted>> {
+        if self.numbering.gapless {
+            return Err(crate::sequence::blocks_refused(&self.name, &self.numbering));
+        }
+        crate::store::check_count("count", n)?;
+        let period = self.period().await?;
+        if let Some(b) = &self.numbering.bit_reversed {
+            return self.next_reversed(BitReversal::new(b), period, n).await;
+        }
+        let r = self.store.reserve_numbers(&self.name, period, n).await?;
+        if r.end - r.start < n {
+            let max = crate::sequence::describe(&*self.store, &self.name)
+                .await
+                .map_or(r.end - 1, |row| row.max);
+            return Err(Error::Exhausted {
+                name: self.name.clone(),
+                max,
+            });
+        }
+        Ok((r.start..r.end)
+            .map(|v| {
+                let number = self.number(r.period, v);
+                Formatted {
+                    text: self.format(&number),
+                    number,
+                }
+            })
+            .collect())
+    }
+
+    /// `n` values of a bit-reversed sequence: the reversals of reserved
+    /// counters, those in the skip range left out (a gap) and made up for
+    /// by more reservations. The skip range holds at most half of the
+    /// values, so few rounds are needed; the bound is a guard.
+    async fn next_reversed(&self, r: BitReversal, period: i64, n: i64) -> Result<Vec<Formatted>> {
+        const MAX_ROUNDS: usize = 64;
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..MAX_ROUNDS {
+            let need = n - out.len() as i64;
+            let got = self.store.reserve_numbers(&self.name, period, need).await?;
+            out.extend((got.start..got.end).filter_map(|c| r.value_of(c)).map(|v| {
+                let number = self.number(got.period, v);
+                Formatted {
+                    text: self.format(&number),
+                    number,
+                }
+            }));
+            if got.end - got.start < need {
+                let max = crate::sequence::describe(&*self.store, &self.name)
+                    .await
+                    .map_or(got.end - 1, |row| row.max);
+                return Err(Error::Exhausted {
+                    name: self.name.clone(),
+                    max,
+                });
+            }
+            if out.len() as i64 == n {
+                return Ok(out);
+            }
+        }
+        Err(Error::Contention {
+            name: self.name.clone(),
+            attempts: MAX_ROUNDS as u32,
+        })
+    }
+
+    /// The counter a value of a bit-reversed sequence was made from.
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a sequence that is not bit-reversed;
+    /// [`Error::InvalidArgument`] for a value it never hands out.
+    pub fn decode_reversed(&self, value: i64) -> Result<i64> {
+        let Some(b) = &self.numbering.bit_reversed else {
+            return Err(Error::WrongKind(format!(
+                "sequence {:?} is not bit-reversed (create it with --bit-reversed)",
+                self.name
+            )));
+        };
+        BitReversal::new(b).counter_of(value)
+    }
+
+    /// Takes a gap-free number with a ticket valid for `ttl` (by the
+    /// store's clock): the lowest number of the current period that was
+    /// released or whose ticket expired, else the next new one. Commit it
+    /// with [`Self::commit`] or free it with [`Self::release`].
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a sequence that is not gap-free;
+    /// [`Error::InvalidArgument`] for a TTL outside 1 ms..=[`MAX_TICKET_TTL`]; [`Error::Exhausted`];
+    /// [`Error::NotFound`]; [`Error::Unavailable`].
+    pub async fn take(&self, ttl: Duration) -> Result<Taken> {
+        if !self.numbering.gapless {
+            return Err(Error::WrongKind(format!(
+                "sequence {:?} is not gap-free: use keysmith next {0}, or create a sequence with --gapless to take numbers with tickets",
+                self.name
+            )));
+        }
+        check_ttl(ttl)?;
+        let period = self.period().await?;
+        let token = hex(&rand::random::<[u8; 16]>());
+        let taken = self
+            .store
+            .take_ticket(&self.name, period, &token, ttl)
+            .await?;
+        let number = self.number(taken.period, taken.value);
+        Ok(Taken {
+            text: self.format(&number),
+            number,
+            ticket: Ticket::new(taken, token),
+        })
+    }
+
+    fn ticket(&self, ticket: &str) -> Result<Ticket> {
+        self.has_tickets()?;
+        ticket.parse()
+    }
+
+    fn has_tickets(&self) -> Result<()> {
+        if self.numbering.gapless {
+            Ok(())
+        } else {
+            Err(Error::WrongKind(format!(
+                "sequence {:?} is not gap-free: it has no tickets",
+                self.name
+            )))
+        }
+    }
+
+    /// Makes the ticket's number final. Refused, changing nothing, when the
+    /// number was committed or released already, or its ticket expired and
+    /// another holder took it.
+    ///
+    /// # Errors
+    /// [`Error::TicketRefused`]; [`Error::InvalidArgument`] for a string
+    /// that is not a ticket; [`Error::WrongKind`] for a sequence that is not
+    /// gap-free; [`Error::NotFound`]; [`Error::Unavailable`].
+    pub async fn commit(&self, ticket: &str) -> Result<Formatted> {
+        self.commit_ticket(&self.ticket(ticket)?).await
+    }
+
+    /// [`Self::commit`] for a [`Ticket`] already parsed (as [`Self::take`]
+    /// returns it).
+    ///
+    /// # Errors
+    /// As [`Self::commit`].
+    pub async fn commit_ticket(&self, t: &Ticket) -> Result<Formatted> {
+        self.has_tickets()?;
+        self.store
+            .commit_ticket(&self.name, t.period, t.value, &t.token)
+            .await?;
+        let number = self.number(t.period, t.value);
+        Ok(Formatted {
+            text: self.format(&number),
+            number,
+        })
+    }
+
+    /// Frees the ticket's number: it is the next one taken (the lowest
+    /// free one of the period is taken first). Refused as [`Self::commit`].
+    ///
+    /// # Errors
+    /// As [`Self::commit`].
+    pub async fn release(&self, ticket: &str) -> Result<Formatted> {
+        self.release_ticket(&self.ticket(ticket)?).await
+    }
+
+    /// [`Self::release`] for a [`Ticket`] already parsed.
+    ///
+    /// # Errors
+    /// As [`Self::commit`].
+    pub async fn release_ticket(&self, t: &Ticket) -> Result<Formatted> {
+        self.has_tickets()?;
+        self.store
+            .release_ticket(&self.name, t.period, t.value, &t.token)
+            .await?;
+        let number = self.number(t.period, t.value);
+        Ok(Formatted {
+            text: self.format(&number),
+            number,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_round_trip_and_refuse_junk() {
+        let t: Ticket = "20261123-42-0123456789abcdef0123456789abcdef"
+            .parse()
+            .unwrap();
+        assert_eq!((t.period, t.value), (20261123, 42));
+        assert_eq!(
+            t.to_string(),
+            "20261123-42-0123456789abcdef0123456789abcdef"
+        );
+        for bad in [
+            "",
+            "42",
+            "0-42-xyz",
+            "0-42-0123456789ABCDEF0123456789abcdef",
+            "0--0123456789abcdef0123456789abcdef",
+            "0-42-0123456789abcdef0123456789abcdef-1",
+            "-1-42-0123456789abcdef0123456789abcdef",
+            "0-99999999999999999999-0123456789abcdef0123456789abcdef",
+        ] {
+            let e = bad.parse::<Ticket>().unwrap_err().to_string();
+            assert!(e.contains("not a ticket"), "{bad}: {e}");
+        }
+    }
+}

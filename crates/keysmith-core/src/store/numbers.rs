@@ -1,0 +1,294 @@
+//! The business-number half of the store contract: [`NumberStore`], for
+//! sequences created with [`Numbering`] settings (gap-free numbers with
+//! tickets, numbers per day, month or year, formatted numbers; the library
+//! side is [`crate::numbers`]).
+//!
+//! A numbered sequence has a row like any sequence (so names stay unique and
+//! `list`, `show` and `drop` work), its [`Numbering`] beside it, and a
+//! counter per *period key*: `0` for a sequence without a period, else the
+//! period as a number (`20261123` for a day, `202611` for a month, `2026` for
+//! a year, UTC). Each counter starts at the sequence's `start` and stops at
+//! its `max`. The store also records the sequence's *current period*, which
+//! only moves forward: a call names the period its clock says, and the store
+//! uses the later of that and the recorded one, so a caller whose clock lags
+//! never hands out numbers of a period that has ended.
+//!
+//! Gap-free numbers (a [`Numbering::gapless`] sequence) are handed out with a
+//! ticket each: the number is *open* until its holder commits it (final) or
+//! releases it. [`NumberStore::take_ticket`] hands out the lowest open number
+//! of the current period that was released or whose ticket expired (its
+//! holder died), else the next new one. A ticket stays valid until it is
+//! committed, released or its number is taken again after it expired: the
+//! time to live says when a number may go to someone else, not when a commit
+//! is refused, the same way a fence decides for worker leases. Expiry is
+//! decided by the store's clock: the system clock for SQLite and memory (one
+//! machine), `clock_timestamp()` for PostgreSQL, an etcd lease for etcd.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::{SequenceRow, SequenceSpec};
+use crate::numbering::Numbering;
+use crate::{Error, Result};
+
+/// How long a ticket lives when the caller does not say: 60 seconds. A
+/// holder that dies blocks its number that long; after that the number is
+/// handed out again.
+pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(60);
+
+/// The longest a ticket may live: a day.
+pub const MAX_TICKET_TTL: Duration = Duration::from_secs(86_400);
+
+/// Numbers reserved from one period's counter: `start..end` of period key
+/// `period` (0 without a period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PeriodRange {
+    /// The period key the numbers belong to: the later of the one asked for
+    /// and the sequence's current period.
+    pub period: i64,
+    /// First number (inclusive).
+    pub start: i64,
+    /// One past the last.
+    pub end: i64,
+}
+
+/// A number taken with a ticket: [`NumberStore::take_ticket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TakenNumber {
+    /// Its period key (0 without a period).
+    pub period: i64,
+    /// The number.
+    pub value: i64,
+}
+
+/// What a backend does for numbered sequences. Names have been validated;
+/// numbering settings checked with [`Numbering::validate`]; tokens are the
+/// caller's random strings. Every write is durable when the method returns,
+/// and every method is safe to race with any other, in any process.
+#[async_trait]
+pub trait NumberStore: Send + Sync + std::fmt::Debug {
+    /// Creates the sequence's row (as [`super::SequenceStore::create_sequence`])
+    /// and its numbering, in one write: both or neither. The start is raised
+    /// above the name's tombstone in that write as `create_sequence` does,
+    /// in the numbering's own units ([`super::Tombstone::raise_sequence`]:
+    /// slots of a residue class, counters of a bit-reversed sequence, the
+    /// start of every period's counter).
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if a sequence of that name exists;
+    /// [`Error::InvalidArgument`] when `spec.max` leaves no room above the
+    /// tombstone.
+    async fn create_numbered(
+        &self,
+        spec: &SequenceSpec,
+        numbering: &Numbering,
+    ) -> Result<SequenceRow>;
+
+    /// The numbering of a sequence created with [`Self::create_numbered`]:
+    /// `None` for an ordinary sequence, and for one that does not exist.
+    /// [`crate::sequence::Sequence`] handles and every other block-based use
+    /// read it to refuse a numbered sequence.
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>>;
+
+    /// The store's clock, milliseconds since the Unix epoch: what periods
+    /// are decided by. PostgreSQL's `clock_timestamp()`; the system clock for
+    /// SQLite and memory (one machine); for etcd, which has no clock, the
+    /// caller's system clock (the recorded current period keeps it from
+    /// going back).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`].
+    async fn clock_ms(&self) -> Result<i64>;
+
+    /// Reserves up to `n` numbers (`1..=MAX_RESERVATION`) of a numbered
+    /// sequence in the later of `period` and its current period, which
+    /// becomes current; a period's counter starts at the sequence's start.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence,
+    /// [`Error::Exhausted`] when the period's counter passed the maximum.
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange>;
+
+    /// Takes a number of a numbered sequence with ticket `token`, valid for
+    /// `ttl` by the store's clock: in the later of `period` and the current
+    /// period (which becomes current), the lowest number that was released
+    /// or whose ticket expired, else the next new one.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`] (no open number to take
+    /// again and the counter passed the maximum), [`Error::InvalidArgument`]
+    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`].
+    async fn take_ticket(
+        &self,
+        name: &str,
+        period: i64,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<TakenNumber>;
+
+    /// Makes number `value` of `period` final if it is still held by
+    /// `token` (also after the ticket's time to live, as long as no one took
+    /// the number since). Changes nothing otherwise.
+    ///
+    /// # Errors
+    /// [`Error::TicketRefused`] saying why (committed already, released,
+    /// taken again by another holder, never taken); [`Error::NotFound`] for
+    /// a missing sequence.
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+
+    /// Frees number `value` of `period`, if it is still held by `token`, so
+    /// that it is the next one handed out. Changes nothing otherwise.
+    ///
+    /// # Errors
+    /// As [`Self::commit_ticket`].
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+
+    /// The operator's fence of a numbered sequence: moves the counter of
+    /// its current period forward by `skip` (0 allowed: a gap-free sequence
+    /// confirmed to have lost nothing) and records the store's generation,
+    /// which lets a gap-free sequence take numbers again. Returns the period
+    /// and the counter before and after.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence.
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)>;
+}
+
+/// What a numbered sequence's take or reservation does first when the store
+/// is in generation `generation` (see [`SequenceRow::fence`]): the rule every
+/// backend applies in the same transaction, written once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NumbersFence {
+    /// The row was written in this generation: nothing to do.
+    Current,
+    /// The row predates recorded generations: record this one, skip nothing.
+    Record,
+    /// A counted (not gap-free) sequence in a new generation: the period's
+    /// counter moves forward by this many numbers first (a period counter
+    /// never repeats a number), and the generation is recorded.
+    Skip(i64),
+    /// A gap-free sequence in a new generation: refused until the operator
+    /// fences it ([`Error::FenceNeeded`]).
+    Refuse,
+}
+
+/// The [`NumbersFence`] of `row` (gap-free or not) in `generation`.
+pub fn numbers_fence(row: &SequenceRow, gapless: bool, generation: &str) -> NumbersFence {
+    match row.generation.as_deref() {
+        None => NumbersFence::Record,
+        Some(g) if g == generation => NumbersFence::Current,
+        Some(_) if gapless => NumbersFence::Refuse,
+        Some(_) => NumbersFence::Skip(row.failover_skip),
+    }
+}
+
+impl NumbersFence {
+    /// The error of a refusal, for sequence `name`.
+    pub fn check(&self, name: &str) -> Result<()> {
+        match self {
+            NumbersFence::Refuse => Err(Error::FenceNeeded {
+                name: name.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A period counter `next` moved forward by `skip`, clamped at `max + 1`.
+pub fn skip_counter(next: i64, max: i64, skip: i64) -> i64 {
+    next + skip.clamp(0, (max + 1 - next).max(0))
+}
+
+/// A numbering as the store keeps it (JSON), read back.
+///
+/// # Errors
+/// [`Error::Corrupt`] for text this keysmith cannot read.
+pub fn parse_numbering(name: &str, s: &str) -> Result<Numbering> {
+    serde_json::from_str(s).map_err(|e| {
+        Error::Corrupt(format!(
+            "the numbering of sequence {name:?} cannot be read ({e}); was it written by a newer keysmith?"
+        ))
+    })
+}
+
+/// Checks a ticket's time to live.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] outside 1 ms..=[`MAX_TICKET_TTL`].
+pub fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl < Duration::from_millis(1) || ttl > MAX_TICKET_TTL {
+        return Err(Error::invalid(format!(
+            "a ticket's time to live must be between 1 ms and a day (86400 s), got {ttl:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Milliseconds of a TTL.
+pub fn ttl_ms(ttl: Duration) -> i64 {
+    ttl.as_millis().min(i64::MAX as u128) as i64
+}
+
+/// What a ticket's holder does with its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// The number is used: it stays taken for good.
+    Commit,
+    /// The number goes back, to be taken again.
+    Release,
+}
+
+impl std::fmt::Display for Settle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Settle::Commit => "commit",
+            Settle::Release => "release",
+        })
+    }
+}
+
+/// The error of a commit or release whose ticket does not hold the number.
+/// `holder`: what the store holds for the number: `None` when the number is
+/// not open (committed, or never taken), `Some(None)` when it was released,
+/// `Some(Some(_))` when another ticket holds it.
+pub fn refused(
+    what: Settle,
+    name: &str,
+    period: i64,
+    value: i64,
+    holder: Option<Option<&str>>,
+) -> Error {
+    let number = if period == 0 {
+        format!("number {value} of {name:?}")
+    } else {
+        format!("number {value} of period {period} of {name:?}")
+    };
+    let why = match holder {
+        None => "it is not open: it was committed already, or never taken",
+        Some(None) => "it was released: take a new number",
+        Some(Some(_)) => {
+            "its ticket expired and the number was taken again by another holder: take a new number"
+        }
+    };
+    Error::TicketRefused(format!("cannot {what} {number} with this ticket: {why}"))
+}
+
+/// The error of a take, reservation or commit on a sequence with no
+/// numbering.
+pub fn not_numbered(name: &str) -> Error {
+    Error::not_found("numbered sequence", name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_bounded() {
+        check_ttl(Duration::from_secs(1)).unwrap();
+        assert!(check_ttl(Duration::ZERO).is_err());
+        assert!(check_ttl(MAX_TICKET_TTL + Duration::from_secs(1)).is_err());
+    }
+}

@@ -1,0 +1,696 @@
+//! The sequence half of the store contract: [`SequenceStore`] and the rows,
+//! specs and reservations it speaks in.
+//!
+//! The arithmetic of a reservation ([`SequenceRow::plan`]) and the bounds of
+//! a spec live here, once, so no backend writes them again.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::MAX_VALUE;
+use crate::{Error, Result};
+
+/// The largest number of values one reservation may ask for.
+pub const MAX_RESERVATION: i64 = 1 << 40;
+
+/// The first value of a sequence created without one.
+pub const DEFAULT_START: i64 = 1;
+
+/// The block size of a sequence created without one.
+pub const DEFAULT_BLOCK: i64 = 100;
+
+/// The smallest automatic failover margin (see [`auto_failover_skip`]).
+pub const FAILOVER_SKIP_FLOOR: i64 = 1_000_000;
+
+/// The replication lag, in seconds, the automatic failover margin covers at
+/// the sequence's peak rate (see [`auto_failover_skip`]).
+pub const FAILOVER_LAG_ALLOWANCE_SECS: i64 = 600;
+
+/// The automatic failover margin of a sequence with block size `block` whose
+/// highest observed rate is `peak_rate` values per second: the largest of
+/// [`FAILOVER_SKIP_FLOOR`], 100 blocks, and what the peak rate reserves in
+/// [`FAILOVER_LAG_ALLOWANCE_SECS`], at most [`MAX_RESERVATION`].
+///
+/// The arithmetic: a standby that is `L` seconds behind lost at most what
+/// was reserved in those `L` seconds, `rate x L` values, plus the blocks
+/// reserved at once (adaptive blocks grow to 10 000 by default, so 100
+/// blocks of the sequence's own size or the floor of a million cover many
+/// servers' worth). Ten minutes at the peak rate covers the replication
+/// lag of an asynchronous standby that is still worth promoting; a longer
+/// lag needs a larger margin (`--failover-skip`) or the operator's
+/// `keysmith fence`.
+pub fn auto_failover_skip(block: i64, peak_rate: Option<f64>) -> i64 {
+    let by_rate = peak_rate
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map_or(0, |r| {
+            let v = (r * FAILOVER_LAG_ALLOWANCE_SECS as f64).ceil();
+            if v >= MAX_RESERVATION as f64 {
+                MAX_RESERVATION
+            } else {
+                v as i64
+            }
+        });
+    FAILOVER_SKIP_FLOOR
+        .max(block.saturating_mul(100))
+        .max(by_rate)
+        .min(MAX_RESERVATION)
+}
+
+/// Checks a failover margin is in `0..=MAX_RESERVATION`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] saying what is accepted.
+pub fn check_failover_skip(n: i64) -> Result<()> {
+    if (0..=MAX_RESERVATION).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "failover skip must be between 0 and {MAX_RESERVATION}, got {n}"
+        )))
+    }
+}
+
+/// What a new sequence looks like.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SequenceSpec {
+    /// Its name; see [`crate::validate_name`].
+    pub name: String,
+    /// The first value handed out: raised by the create above the values a
+    /// dropped sequence of the same name handed out, unless
+    /// [`Self::start_below_dropped`] is set.
+    pub start: i64,
+    /// The last value handed out (inclusive).
+    pub max: i64,
+    /// The default block size of handles opened on it.
+    pub block: i64,
+    /// How far `next` moves forward when a write finds the store in another
+    /// generation (a failover, a restore); `None`: automatic
+    /// ([`auto_failover_skip`], raised as the observed rate grows).
+    pub failover_skip: Option<i64>,
+    /// Start where asked even below the values a dropped sequence of the
+    /// same name handed out. By default (`false`) creating a dropped name
+    /// continues above the values it handed out: the store raises `start`
+    /// above the name's [`super::Tombstone`] (see its module for how
+    /// residue classes, bit-reversed and numbered sequences map), so no
+    /// value is handed out twice. Set it only when no value handed out
+    /// under the name is in use any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub start_below_dropped: bool,
+}
+
+impl SequenceSpec {
+    /// A spec with the defaults: start [`DEFAULT_START`], maximum
+    /// [`MAX_VALUE`] and block [`DEFAULT_BLOCK`]. The CLI and the server
+    /// take their defaults from here.
+    pub fn new(name: impl Into<String>) -> Self {
+        SequenceSpec {
+            name: name.into(),
+            start: DEFAULT_START,
+            max: MAX_VALUE,
+            block: DEFAULT_BLOCK,
+            failover_skip: None,
+            start_below_dropped: false,
+        }
+    }
+
+    /// The failover margin the row starts with: the given one, else
+    /// [`auto_failover_skip`] of the block.
+    pub fn initial_failover_skip(&self) -> i64 {
+        self.failover_skip
+            .unwrap_or_else(|| auto_failover_skip(self.block, None))
+    }
+
+    /// Checks name and bounds: `0 <= start <= max <= MAX_VALUE`,
+    /// `1 <= block <= MAX_RESERVATION`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`] or [`Error::InvalidArgument`] saying which.
+    pub fn validate(&self) -> Result<()> {
+        crate::validate_name(&self.name)?;
+        if self.start < 0 {
+            return Err(Error::invalid(format!(
+                "start must be 0 or more, got {}",
+                self.start
+            )));
+        }
+        if self.max > MAX_VALUE {
+            return Err(Error::invalid(format!(
+                "max must be at most {MAX_VALUE}, got {}",
+                self.max
+            )));
+        }
+        if self.start > self.max {
+            return Err(Error::invalid(format!(
+                "start ({}) must not be above max ({})",
+                self.start, self.max
+            )));
+        }
+        check_count("block", self.block)?;
+        if let Some(n) = self.failover_skip {
+            check_failover_skip(n)?;
+        }
+        Ok(())
+    }
+}
+
+/// A sequence as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SequenceRow {
+    /// The sequence's name.
+    pub name: String,
+    /// The next value nobody has reserved; `max + 1` once exhausted.
+    pub next: i64,
+    /// The first value the sequence was created with.
+    pub start: i64,
+    /// The last value it may hand out.
+    pub max: i64,
+    /// The default block size.
+    pub block: i64,
+    /// Bumped by every change of `next`; the basis of optimistic allocation.
+    pub version: u64,
+    /// The generation of the store the row was last written in (see
+    /// [`SequenceRow::fence`]); `None` for a row not written since keysmith
+    /// began recording generations: its next write records one.
+    pub generation: Option<String>,
+    /// How far `next` moves forward when a write finds the row written in
+    /// another generation of the store.
+    pub failover_skip: i64,
+    /// Whether [`Self::failover_skip`] was set by hand (`create`, `alter`);
+    /// otherwise it follows the observed rate ([`auto_failover_skip`]).
+    pub failover_skip_set: bool,
+    /// Values skipped so far at generation changes ("skipped at failover";
+    /// `skipped_at_failover` in JSON).
+    #[serde(rename = "skipped_at_failover")]
+    pub failover_skipped: i64,
+}
+
+impl SequenceRow {
+    /// The row `create_sequence` writes for `spec` in store generation
+    /// `generation`: `next = start`, version 1.
+    pub fn created(spec: &SequenceSpec, generation: &str) -> SequenceRow {
+        SequenceRow {
+            name: spec.name.clone(),
+            next: spec.start,
+            start: spec.start,
+            max: spec.max,
+            block: spec.block,
+            version: 1,
+            generation: Some(generation.to_owned()),
+            failover_skip: spec.initial_failover_skip(),
+            failover_skip_set: spec.failover_skip.is_some(),
+            failover_skipped: 0,
+        }
+    }
+
+    /// The row a write in store generation `current` must start from.
+    ///
+    /// `None` when the row was last written in `current` (or in no recorded
+    /// generation: the write records `current` and skips nothing). Otherwise
+    /// the store lost writes or is another copy (a promoted replica, a
+    /// restore): the fenced row, which every backend writes before anything
+    /// else in the same transaction, has `next` moved forward by
+    /// [`Self::failover_skip`] (clamped at `max + 1`), the new generation,
+    /// the version bumped and the skip added to [`Self::failover_skipped`].
+    /// A conditional put that was planned on the old row then conflicts, and
+    /// its caller plans again from the fenced row.
+    pub fn fence(&self, current: &str) -> Option<SequenceRow> {
+        let old = self.generation.as_deref()?;
+        if old == current {
+            return None;
+        }
+        let skip = self.failover_skip.clamp(0, self.remaining().max(0));
+        Some(SequenceRow {
+            next: self.next + skip,
+            version: self.version + 1,
+            generation: Some(current.to_owned()),
+            failover_skipped: self.failover_skipped.saturating_add(skip),
+            ..self.clone()
+        })
+    }
+
+    /// How many values are left to reserve.
+    pub fn remaining(&self) -> i64 {
+        // next <= max + 1 and max + 1 <= i64::MAX, next >= 0: cannot overflow.
+        self.max + 1 - self.next
+    }
+
+    /// Plans a reservation of up to `n` values from this row: the half-open
+    /// range to hand out. Near the maximum the range is shorter than `n`.
+    ///
+    /// # Errors
+    /// [`Error::Exhausted`] when nothing is left.
+    pub fn plan(&self, n: i64) -> Result<Reservation> {
+        let left = self.remaining();
+        if left <= 0 {
+            return Err(Error::Exhausted {
+                name: self.name.clone(),
+                max: self.max,
+            });
+        }
+        let take = n.min(left);
+        Ok(Reservation {
+            start: self.next,
+            end: self.next + take,
+            version: self.version + 1,
+            fenced: 0,
+        })
+    }
+}
+
+/// A range of values reserved durably for one caller: `start..end`, and the
+/// row version the reservation left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    /// First value (inclusive).
+    pub start: i64,
+    /// One past the last value.
+    pub end: i64,
+    /// The row's version right after this reservation was committed.
+    pub version: u64,
+    /// Values the same store call skipped first because the row was written
+    /// in another generation of the store ([`SequenceRow::fence`]); 0 almost
+    /// always.
+    pub fenced: i64,
+}
+
+impl Reservation {
+    /// Number of values reserved.
+    pub fn len(&self) -> i64 {
+        self.end - self.start
+    }
+
+    /// Whether the range is empty (never true for a reservation a store returns).
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// The outcome of [`SequenceStore::put_if_version`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// The row was written; this is the row now stored.
+    Done(SequenceRow),
+    /// The version did not match; this is the row the store holds, so the
+    /// caller can retry without reading again.
+    Conflict(SequenceRow),
+}
+
+/// New values for a sequence's `next`, `max` and `block`, all three (the
+/// caller fills in those it keeps from the row it read). Checked above the
+/// backends, in [`crate::sequence::alter`]: `next` only moves forward and
+/// `max` never goes below what was reserved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Alteration {
+    /// The next value to reserve.
+    pub next: i64,
+    /// The last value the sequence may hand out.
+    pub max: i64,
+    /// The default block size.
+    pub block: i64,
+    /// The failover margin ([`SequenceRow::failover_skip`]).
+    pub failover_skip: i64,
+    /// Whether the margin was set by hand ([`SequenceRow::failover_skip_set`]).
+    pub failover_skip_set: bool,
+}
+
+impl Alteration {
+    /// An alteration that keeps everything of `row`.
+    pub fn keep(row: &SequenceRow) -> Alteration {
+        Alteration {
+            next: row.next,
+            max: row.max,
+            block: row.block,
+            failover_skip: row.failover_skip,
+            failover_skip_set: row.failover_skip_set,
+        }
+    }
+}
+
+/// How often a sequence's rate mark moves forward: its reservation rate is
+/// measured over one to two of these.
+pub const MARK_INTERVAL_MS: i64 = 60_000;
+
+/// Changes to what the store counts of a sequence (see [`SequenceCounts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CountsDelta {
+    /// Values handed back to the store by `close` (they are reserved again later).
+    pub handed_back: i64,
+    /// Values handles reported as handed out when they closed cleanly.
+    pub handed_out: i64,
+    /// Values a clean `close` could not hand back (someone reserved since): a
+    /// known gap.
+    pub abandoned: i64,
+    /// Values skipped by moving `next` forward (`alter`, `adopt`).
+    pub skipped: i64,
+}
+
+/// The count of a sequence or pool at one time, for its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateMark {
+    /// Milliseconds since the Unix epoch, by the clock of the process that
+    /// recorded it.
+    pub at_ms: i64,
+    /// The count then: [`SequenceCounts::reserved`] of a sequence, the
+    /// numbers taken from a pool.
+    pub reserved: i64,
+}
+
+/// The two newest [`RateMark`]s of a sequence or pool: the one place where
+/// marks move and rates are measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateMarks {
+    /// The newest mark.
+    pub mark: Option<RateMark>,
+    /// The one before it.
+    pub prev_mark: Option<RateMark>,
+}
+
+impl RateMarks {
+    /// The marks after seeing `value` at `now_ms`: the first value makes the
+    /// first mark; after that the marks move once per [`MARK_INTERVAL_MS`].
+    pub fn advance(self, now_ms: i64, value: i64) -> RateMarks {
+        let here = RateMark {
+            at_ms: now_ms,
+            reserved: value,
+        };
+        match self.mark {
+            None => RateMarks {
+                mark: Some(here),
+                prev_mark: None,
+            },
+            Some(m) if now_ms.saturating_sub(m.at_ms) >= MARK_INTERVAL_MS => RateMarks {
+                mark: Some(here),
+                prev_mark: Some(m),
+            },
+            Some(_) => self,
+        }
+    }
+
+    /// Per second, from the older mark (else the newer) to `value` at
+    /// `now_ms`; `None` before a second of history.
+    pub fn rate(&self, now_ms: i64, value: i64) -> Option<f64> {
+        let from = self.prev_mark.or(self.mark)?;
+        let ms = now_ms.saturating_sub(from.at_ms);
+        if ms < 1000 {
+            return None;
+        }
+        let values = value.saturating_sub(from.reserved).max(0);
+        Some(values as f64 * 1000.0 / ms as f64)
+    }
+
+    /// Per second between the two marks alone (for readers that have no
+    /// newer value); `None` without both.
+    pub fn rate_between(&self) -> Option<f64> {
+        let (prev, mark) = (self.prev_mark?, self.mark?);
+        let ms = mark.at_ms.saturating_sub(prev.at_ms);
+        (ms >= 1000)
+            .then(|| mark.reserved.saturating_sub(prev.reserved).max(0) as f64 * 1000.0 / ms as f64)
+    }
+}
+
+/// What the store counts of a sequence beside its row. Every value reserved
+/// is, in the end, handed out, handed back or lost; the counts say which as
+/// far as clean closes reported it, and what is left is
+/// [`Self::unaccounted`]: values in open handles, and at most what handles
+/// that died had left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceCounts {
+    /// Values handed back by `close`.
+    pub handed_back: i64,
+    /// Values reported handed out by handles that closed cleanly.
+    pub handed_out: i64,
+    /// Values a clean `close` could not hand back.
+    pub abandoned: i64,
+    /// Values skipped by moving `next` forward.
+    pub skipped: i64,
+    /// The newest rate mark.
+    pub mark: Option<RateMark>,
+    /// The one before it.
+    pub prev_mark: Option<RateMark>,
+}
+
+impl SequenceCounts {
+    /// Values ever reserved from `row`'s sequence: `next - start`, plus what
+    /// was handed back (and reserved again), less what was skipped.
+    pub fn reserved(&self, row: &SequenceRow) -> i64 {
+        (row.next - row.start)
+            .saturating_add(self.handed_back)
+            .saturating_sub(self.skipped)
+            .saturating_sub(row.failover_skipped)
+    }
+
+    /// Reserved values no clean close accounted for.
+    pub fn unaccounted(&self, row: &SequenceRow) -> i64 {
+        self.reserved(row)
+            .saturating_sub(self.handed_back)
+            .saturating_sub(self.handed_out)
+            .saturating_sub(self.abandoned)
+    }
+
+    /// These counts after `delta`, at `now_ms`, for `row` as the store holds
+    /// it: the one place the counts and rate marks are computed (backends
+    /// apply it in a transaction with the row).
+    pub fn apply(&self, row: &SequenceRow, delta: &CountsDelta, now_ms: i64) -> SequenceCounts {
+        let mut c = SequenceCounts {
+            handed_back: self.handed_back.saturating_add(delta.handed_back),
+            handed_out: self.handed_out.saturating_add(delta.handed_out),
+            abandoned: self.abandoned.saturating_add(delta.abandoned),
+            skipped: self.skipped.saturating_add(delta.skipped),
+            ..*self
+        };
+        let marks = RateMarks {
+            mark: c.mark,
+            prev_mark: c.prev_mark,
+        }
+        .advance(now_ms, c.reserved(row));
+        c.mark = marks.mark;
+        c.prev_mark = marks.prev_mark;
+        c
+    }
+
+    /// The automatic failover margin these counts call for (the rate now,
+    /// see [`auto_failover_skip`]): what [`SequenceStore::raise_failover_skip`]
+    /// is given once a minute.
+    pub fn failover_skip_wanted(&self, row: &SequenceRow, now_ms: i64) -> i64 {
+        auto_failover_skip(row.block, self.rate(row, now_ms))
+    }
+
+    /// Values reserved per second recently, measured from the older mark
+    /// (else the newer) to `row` at `now_ms`; `None` before there is a second
+    /// of history.
+    pub fn rate(&self, row: &SequenceRow, now_ms: i64) -> Option<f64> {
+        RateMarks {
+            mark: self.mark,
+            prev_mark: self.prev_mark,
+        }
+        .rate(now_ms, self.reserved(row))
+    }
+
+    /// Seconds until the sequence reaches its maximum at [`Self::rate`];
+    /// `None` without a rate, or at a rate of zero.
+    pub fn runway_seconds(&self, row: &SequenceRow, now_ms: i64) -> Option<f64> {
+        let rate = self.rate(row, now_ms).filter(|r| *r > 0.0)?;
+        Some(row.remaining().max(0) as f64 / rate)
+    }
+}
+
+/// What a backend does for sequences. Names given to these methods have been
+/// validated by the caller; counts are in `1..=MAX_RESERVATION`. Every write
+/// is durable when the method returns.
+///
+/// Generations: every write of `next` (put, alter, the reservations) records
+/// the store's current generation ([`super::Store::generation`]) in the row,
+/// and first, in the same transaction, applies [`SequenceRow::fence`]: a row
+/// last written in another generation moves forward by its failover margin
+/// before anything is planned from it. Checking costs no extra round trip:
+/// the generation is known to the store process or computed in the same
+/// statement.
+#[async_trait]
+pub trait SequenceStore: Send + Sync + std::fmt::Debug {
+    /// Creates a sequence with `next = start` and version 1, where `start`
+    /// is `spec.start` raised above the name's tombstone, read in the same
+    /// transaction ([`super::Tombstone::raise_sequence`]; unchanged with
+    /// `spec.start_below_dropped`): creating a dropped name continues above
+    /// the values it handed out. The row returned says the start used.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] if a sequence of that name exists;
+    /// [`Error::InvalidArgument`] when `spec.max` leaves no room above the
+    /// tombstone.
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow>;
+
+    /// The row of a sequence, or `None`.
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>>;
+
+    /// Sets `next` to `new_next` and bumps the version, only if the version is
+    /// still `expected_version`. On a mismatch nothing changes and the current
+    /// row comes back.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn put_if_version(&self, name: &str, new_next: i64, expected_version: u64)
+    -> Result<Put>;
+
+    /// Raises the failover margin of a sequence whose margin was not set by
+    /// hand to `at_least`, if it is below; changes nothing else (not the
+    /// version: allocation goes on undisturbed).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()>;
+
+    /// Sets `next`, `max`, `block` and the failover margin to `change`'s and bumps the version,
+    /// only if the version is still `expected_version`: the same conditional
+    /// write as [`Self::put_if_version`], so it is safe while handles
+    /// allocate. On a mismatch nothing changes and the current row comes back.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected_version: u64,
+    ) -> Result<Put>;
+
+    /// Reserves up to `n` values under a row lock (SELECT ... FOR UPDATE,
+    /// BEGIN IMMEDIATE, a lease-held lock), committed before it returns.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`].
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// Reserves up to `n` values with one server-side statement.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`].
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// Adds `delta` to the sequence's counts and moves its rate mark when the
+    /// last is [`MARK_INTERVAL_MS`] old, in one transaction with the row
+    /// (see [`SequenceCounts::apply`]).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()>;
+
+    /// The sequence's row and counts (all zero before anything was recorded).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is no such sequence.
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)>;
+
+    /// Every sequence, ordered by name.
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;
+
+    /// Removes a sequence, and in the same transaction raises the name's
+    /// tombstone above every value it handed out
+    /// ([`super::Tombstone::after_sequence_drop`]), so that a sequence
+    /// created again under the name continues above them.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if there is none.
+    async fn drop_sequence(&self, name: &str) -> Result<()>;
+}
+
+/// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `what`.
+pub fn check_count(what: &str, n: i64) -> Result<()> {
+    if (1..=MAX_RESERVATION).contains(&n) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what} must be between 1 and {MAX_RESERVATION}, got {n}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod counts_tests {
+    use super::*;
+
+    fn row(next: i64) -> SequenceRow {
+        let spec = SequenceSpec {
+            max: 1_000_000,
+            block: 10,
+            ..SequenceSpec::new("s")
+        };
+        SequenceRow {
+            next,
+            ..SequenceRow::created(&spec, "g")
+        }
+    }
+
+    #[test]
+    fn counts_add_up_and_marks_move_once_a_minute() {
+        let c = SequenceCounts::default();
+        let c = c.apply(
+            &row(101),
+            &CountsDelta {
+                handed_out: 60,
+                handed_back: 10,
+                abandoned: 5,
+                skipped: 20,
+            },
+            0,
+        );
+        // next - start + handed back - skipped = 100 + 10 - 20.
+        assert_eq!(c.reserved(&row(101)), 90);
+        assert_eq!(c.unaccounted(&row(101)), 90 - 10 - 60 - 5);
+        assert_eq!(
+            c.mark,
+            Some(RateMark {
+                at_ms: 0,
+                reserved: 90
+            })
+        );
+        let c = c.apply(&row(201), &CountsDelta::default(), MARK_INTERVAL_MS - 1);
+        assert_eq!((c.mark.map(|m| m.at_ms), c.prev_mark), (Some(0), None));
+        let c = c.apply(&row(301), &CountsDelta::default(), MARK_INTERVAL_MS);
+        assert_eq!(
+            c.prev_mark,
+            Some(RateMark {
+                at_ms: 0,
+                reserved: 90
+            })
+        );
+        assert_eq!(
+            c.mark,
+            Some(RateMark {
+                at_ms: MARK_INTERVAL_MS,
+                reserved: 290
+            })
+        );
+    }
+
+    #[test]
+    fn rate_and_runway_from_the_older_mark() {
+        let mut c = SequenceCounts::default();
+        assert_eq!(c.rate(&row(1), 10_000), None, "no mark, no rate");
+        c.mark = Some(RateMark {
+            at_ms: 0,
+            reserved: 0,
+        });
+        assert_eq!(c.rate(&row(1), 999), None, "under a second of history");
+        // 1000 values in 10 s: 100/s; 999_001 left -> 9990.01 s.
+        let r = row(1001);
+        assert_eq!(c.rate(&r, 10_000), Some(100.0));
+        assert_eq!(c.runway_seconds(&r, 10_000), Some(999_000.0 / 100.0));
+        c.prev_mark = Some(RateMark {
+            at_ms: -10_000,
+            reserved: 0,
+        });
+        assert_eq!(
+            c.rate(&r, 10_000),
+            Some(50.0),
+            "measured from the older mark"
+        );
+        assert_eq!(
+            c.runway_seconds(&row(1), 10_000),
+            None,
+            "a rate of zero has no runway"
+        );
+    }
+}

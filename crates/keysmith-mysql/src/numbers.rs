@@ -1,0 +1,393 @@
+//! MySQL: the [`NumberStore`] half of the contract. The clock is the
+//! server's ([`NOW_MS`]): periods ([`NumberStore::clock_ms`]) and ticket
+//! expiry are decided by one clock whatever the hosts' clocks say.
+//!
+//! Tables: `keysmith_numbering` (the settings as JSON and the current
+//! period; gone with its sequence), `keysmith_number_counters` (the next new
+//! number per period) and `keysmith_tickets` (the open numbers: token, NULL
+//! once released, and `expires_at` in ms). A committed number leaves no row.
+//!
+//! A take or reservation is one transaction that starts by moving the
+//! current period with an UPDATE of the numbering row: its row lock puts the
+//! takes of one sequence one after the other, so a counter is read and
+//! written by one caller at a time. Commit and release are one statement on
+//! the ticket's row, conditional on its token.
+
+use std::time::Duration;
+
+use mysql_async::Transaction;
+
+use super::*;
+use keysmith_core::driver::{
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
+    ticket_ttl_ms,
+};
+
+impl MysqlStore {
+    /// The numbering of `name`, if it has one.
+    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let text: Option<String> = c
+                    .exec_first(
+                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
+                    .transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    /// In `tx`: the later of `period` and the current one, made current
+    /// (locking the numbering row), and the sequence's row.
+    async fn current(
+        &self,
+        tx: &mut Transaction<'_>,
+        name: &str,
+        period: i64,
+    ) -> Result<(i64, SequenceRow, String)> {
+        let bad = |e: mysql_async::Error| self.my(&e);
+        tx.exec_drop(
+            "UPDATE keysmith_numbering SET current_period = GREATEST(current_period, ?) WHERE name = ?",
+            (period, name),
+        )
+        .await
+        .map_err(bad)?;
+        if tx.affected_rows() != 1 {
+            let exists: Option<i64> = tx
+                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            return Err(match exists {
+                Some(_) => not_numbered(name),
+                None => Error::not_found("sequence", name),
+            });
+        }
+        let r: Row = tx
+            .exec_first(
+                format!(
+                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
+                            q.block, q.version, q.generation, q.failover_skip,
+                            q.failover_skip_set, q.failover_skipped, {}
+                     FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
+                     WHERE n.name = ?",
+                    self.generation_expr()
+                ),
+                (name,),
+            )
+            .await
+            .map_err(bad)?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok((
+            self.col(&r, 0)?,
+            self.sequence_row(&r, 1)?,
+            self.col(&r, 11)?,
+        ))
+    }
+
+    /// [`Self::current`], with the generation rule of numbered sequences
+    /// applied first ([`keysmith_core::driver::numbers_fence`]) in `tx`.
+    async fn current_fenced(
+        &self,
+        tx: &mut Transaction<'_>,
+        name: &str,
+        period: i64,
+        gapless: bool,
+    ) -> Result<(i64, SequenceRow)> {
+        use keysmith_core::driver::{NumbersFence, numbers_fence};
+        let (period, row, generation) = self.current(tx, name, period).await?;
+        let rule = numbers_fence(&row, gapless, &generation);
+        rule.check(name)?;
+        let mut skipped = 0;
+        if let NumbersFence::Skip(skip) = rule {
+            let (before, after) = self.skip_numbers(tx, &row, period, skip).await?;
+            skipped = after - before;
+        }
+        if rule != NumbersFence::Current {
+            self.record_generation(tx, name, &generation, skipped)
+                .await?;
+        }
+        Ok((period, row))
+    }
+
+    /// Moves the counter of `period` forward by `skip`; before and after.
+    async fn skip_numbers(
+        &self,
+        tx: &mut Transaction<'_>,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)> {
+        let before = self.next_of(tx, &row.name, period, row.start).await?;
+        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
+        self.set_next(tx, &row.name, period, after).await?;
+        Ok((before, after))
+    }
+
+    async fn record_generation(
+        &self,
+        tx: &mut Transaction<'_>,
+        name: &str,
+        generation: &str,
+        skipped: i64,
+    ) -> Result<()> {
+        tx.exec_drop(
+            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
+             WHERE name = ?",
+            (generation, skipped, name),
+        )
+        .await
+        .map_err(|e| self.my(&e))
+    }
+
+    async fn next_of(
+        &self,
+        tx: &mut Transaction<'_>,
+        name: &str,
+        period: i64,
+        start: i64,
+    ) -> Result<i64> {
+        let next: Option<i64> = tx
+            .exec_first(
+                "SELECT next_value FROM keysmith_number_counters WHERE name = ? AND period = ?",
+                (name, period),
+            )
+            .await
+            .map_err(|e| self.my(&e))?;
+        Ok(next.unwrap_or(start))
+    }
+
+    async fn set_next(
+        &self,
+        tx: &mut Transaction<'_>,
+        name: &str,
+        period: i64,
+        next: i64,
+    ) -> Result<()> {
+        tx.exec_drop(
+            "INSERT INTO keysmith_number_counters (name, period, next_value) VALUES (?, ?, ?)
+             ON DUPLICATE KEY UPDATE next_value = VALUES(next_value)",
+            (name, period, next),
+        )
+        .await
+        .map_err(|e| self.my(&e))
+    }
+
+    /// Commit (delete) or release a number held by `token`; when it is
+    /// not, says why.
+    async fn settle_ticket(
+        &self,
+        what: Settle,
+        name: &str,
+        period: i64,
+        value: i64,
+        token: &str,
+    ) -> Result<()> {
+        let write = if what == Settle::Commit {
+            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        } else {
+            // expires_at 0: free to take at once.
+            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
+             WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        };
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                c.exec_drop(write, (name, period, value, token))
+                    .await
+                    .map_err(bad)?;
+                if c.affected_rows() == 1 {
+                    return Ok(());
+                }
+                let exists: Option<i64> = c
+                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                if exists.is_none() {
+                    return Err(Error::not_found("sequence", name));
+                }
+                let holder: Option<Option<String>> = c
+                    .exec_first(
+                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
+                        (name, period, value),
+                    )
+                    .await
+                    .map_err(bad)?;
+                Err(refused(
+                    what,
+                    name,
+                    period,
+                    value,
+                    holder.as_ref().map(|t| t.as_deref()),
+                ))
+            })
+            .await;
+        self.settle(c, out)
+    }
+}
+
+#[async_trait]
+impl NumberStore for MysqlStore {
+    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
+        self.numbering_of(name).await
+    }
+
+    async fn create_numbered(
+        &self,
+        spec: &SequenceSpec,
+        numbering: &Numbering,
+    ) -> Result<SequenceRow> {
+        spec.validate()?;
+        let settings =
+            serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let row = self.insert_sequence(&mut tx, spec, Some(numbering)).await?;
+                tx.exec_drop(
+                    "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?, ?, 0)",
+                    (&spec.name, &settings),
+                )
+                .await
+                .map_err(bad)?;
+                tx.commit().await.map_err(bad)?;
+                Ok(row)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn clock_ms(&self) -> Result<i64> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                c.query_first(format!("SELECT {NOW_MS}"))
+                    .await
+                    .map_err(|e| self.my(&e))?
+                    .ok_or_else(|| self.corrupt("the server's clock gave no answer"))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+        keysmith_core::driver::check_count("count", n)?;
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
+                let (period, row) = self.current_fenced(&mut tx, name, period, false).await?;
+                let next = self.next_of(&mut tx, name, period, row.start).await?;
+                let r = SequenceRow { next, ..row }.plan(n)?;
+                self.set_next(&mut tx, name, period, r.end).await?;
+                tx.commit().await.map_err(|e| self.my(&e))?;
+                Ok(PeriodRange {
+                    period,
+                    start: r.start,
+                    end: r.end,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn take_ticket(
+        &self,
+        name: &str,
+        period: i64,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<TakenNumber> {
+        check_ttl(ttl)?;
+        let ttl = ticket_ttl_ms(ttl);
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let (period, row) = self.current_fenced(&mut tx, name, period, true).await?;
+                // The numbering row's lock makes this the only take of the
+                // sequence now: the lowest open number that was released or
+                // expired is ours to take again.
+                let again: Option<i64> = tx
+                    .exec_first(
+                        format!(
+                            "SELECT value FROM keysmith_tickets
+                             WHERE name = ? AND period = ? AND (token IS NULL OR expires_at <= {NOW_MS})
+                             ORDER BY value LIMIT 1 FOR UPDATE"
+                        ),
+                        (name, period),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let value = match again {
+                    Some(value) => {
+                        tx.exec_drop(
+                            format!(
+                                "UPDATE keysmith_tickets SET token = ?, expires_at = {NOW_MS} + ?
+                                 WHERE name = ? AND period = ? AND value = ?"
+                            ),
+                            (token, ttl, name, period, value),
+                        )
+                        .await
+                        .map_err(bad)?;
+                        value
+                    }
+                    None => {
+                        let next = self.next_of(&mut tx, name, period, row.start).await?;
+                        let value = SequenceRow { next, ..row }.plan(1)?.start;
+                        self.set_next(&mut tx, name, period, value + 1).await?;
+                        tx.exec_drop(
+                            format!(
+                                "INSERT INTO keysmith_tickets (name, period, value, token, expires_at)
+                                 VALUES (?, ?, ?, ?, {NOW_MS} + ?)"
+                            ),
+                            (name, period, value, token, ttl),
+                        )
+                        .await
+                        .map_err(bad)?;
+                        value
+                    }
+                };
+                tx.commit().await.map_err(bad)?;
+                Ok(TakenNumber { period, value })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.settle_ticket(Settle::Commit, name, period, value, token)
+            .await
+    }
+
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.settle_ticket(Settle::Release, name, period, value, token)
+            .await
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let (period, row, generation) = self.current(&mut tx, name, i64::MIN).await?;
+                let (before, after) = self.skip_numbers(&mut tx, &row, period, skip).await?;
+                self.record_generation(&mut tx, name, &generation, after - before)
+                    .await?;
+                tx.commit().await.map_err(bad)?;
+                Ok((period, before, after))
+            })
+            .await;
+        self.settle(c, out)
+    }
+}

@@ -1,0 +1,560 @@
+//! MySQL: the [`PoolStore`] half of the contract.
+//!
+//! Members live one per slot in `keysmith_pool_members` (primary key
+//! `(pool, slot)`, unique `(pool, value)`). A sample is one statement
+//! reading the drawn slots and the pool's size together; a swap is one
+//! `UPDATE ... WHERE value = take`: InnoDB locks the member's row, so of two
+//! swaps of the same member the second re-reads the row after the first
+//! commits, finds `take` gone and changes nothing.
+
+use rand::seq::SliceRandom;
+
+use super::*;
+use keysmith_core::driver::Residue;
+
+/// `(SELECT 0 AS d UNION ALL ... SELECT 9)`: one decimal digit, to make
+/// slot numbers `0..size` in one `INSERT ... SELECT` (MySQL has no
+/// `generate_series`, and recursive CTEs are capped at 1000 rows there).
+const DIGITS: &str = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+     UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+     UNION ALL SELECT 8 UNION ALL SELECT 9)";
+
+/// The `INSERT ... SELECT` of a pool's members: slots `0..size` as the
+/// cross join of as many digit tables as `size - 1` has digits.
+fn members_insert(size: i64) -> String {
+    let digits = (size.max(1) - 1).to_string().len();
+    let tables: Vec<String> = (0..digits).map(|i| format!("{DIGITS} d{i}")).collect();
+    let slot: Vec<String> = (0..digits)
+        .map(|i| format!("d{i}.d * {}", 10_i64.pow(i as u32)))
+        .collect();
+    format!(
+        "INSERT INTO keysmith_pool_members (pool, slot, value)
+         SELECT ?, g.s, ? + g.s FROM (SELECT {} AS s FROM {}) g WHERE g.s < ?",
+        slot.join(" + "),
+        tables.join(" CROSS JOIN ")
+    )
+}
+
+/// The columns of a pool, in the order `pool_row` reads them.
+const POOL_COLUMNS: &str = "name, start_value, size, generation, class_increment, class_offset";
+
+impl MysqlStore {
+    /// A pool's row from [`POOL_COLUMNS`].
+    fn pool_row(&self, r: &Row) -> Result<PoolRow> {
+        let name: String = self.col(r, 0)?;
+        let residue =
+            keysmith_core::driver::stored_residue(&name, self.col(r, 4)?, self.col(r, 5)?)?;
+        Ok(PoolRow {
+            name,
+            start: self.col(r, 1)?,
+            size: self.col(r, 2)?,
+            generation: self.col(r, 3)?,
+            residue,
+        })
+    }
+
+    /// Moves every member of pool `name` forward by `rounds` and records the
+    /// server's generation, in one transaction, if the pool is still in
+    /// generation `from` (any, when `None`): of racing fences of one stale
+    /// pool, one moves it.
+    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                tx.exec_drop(
+                    format!(
+                        "UPDATE keysmith_pools SET generation = {}
+                         WHERE name = ? AND (? IS NULL OR generation <=> ?)",
+                        self.generation_expr()
+                    ),
+                    (name, from, from),
+                )
+                .await
+                .map_err(bad)?;
+                if tx.affected_rows() == 0 {
+                    return match (self.pool_shape(&mut tx, name).await?, from) {
+                        (None, _) => Err(Error::not_found("pool", name)),
+                        // Fenced by another caller already.
+                        (Some(_), Some(_)) => Ok(()),
+                        // Recorded already in this generation: move anyway.
+                        (Some((size, residue)), None) => {
+                            self.move_members(&mut tx, name, rounds, size, residue)
+                                .await?;
+                            tx.commit().await.map_err(bad)
+                        }
+                    };
+                }
+                let (size, residue) = self
+                    .pool_shape(&mut tx, name)
+                    .await?
+                    .ok_or_else(|| Error::not_found("pool", name))?;
+                self.move_members(&mut tx, name, rounds, size, residue)
+                    .await?;
+                tx.commit().await.map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    /// The pool's size and residue class in `tx`, or `None`.
+    async fn pool_shape(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        name: &str,
+    ) -> Result<Option<(i64, Option<Residue>)>> {
+        let shape: Option<(i64, Option<i64>, Option<i64>)> = tx
+            .exec_first(
+                "SELECT size, class_increment, class_offset FROM keysmith_pools WHERE name = ?",
+                (name,),
+            )
+            .await
+            .map_err(|e| self.my(&e))?;
+        shape
+            .map(|(size, k, r)| Ok((size, keysmith_core::driver::stored_residue(name, k, r)?)))
+            .transpose()
+    }
+
+    /// Every member forward by `rounds` in `tx` (each keeps its slot: no
+    /// two collide), or nothing when the largest would not fit.
+    async fn move_members(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        name: &str,
+        rounds: i64,
+        size: i64,
+        residue: Option<Residue>,
+    ) -> Result<()> {
+        let bad = |e: mysql_async::Error| self.my(&e);
+        let top: Option<Option<i64>> = tx
+            .exec_first(
+                "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
+                (name,),
+            )
+            .await
+            .map_err(bad)?;
+        if let Some(Some(top)) = top
+            && keysmith_core::driver::fenced_member(top, rounds, size, residue.as_ref()).is_none()
+        {
+            return Err(keysmith_core::driver::fence_exhausts(
+                name,
+                size,
+                residue.as_ref(),
+            ));
+        }
+        tx.exec_drop(
+            "UPDATE keysmith_pool_members SET value = value + ? WHERE pool = ?",
+            (rounds * size, name),
+        )
+        .await
+        .map_err(bad)
+    }
+
+    async fn pool_exists(&self, c: &mut Conn, name: &str) -> Result<bool> {
+        let r: Option<i64> = c
+            .exec_first("SELECT 1 FROM keysmith_pools WHERE name = ?", (name,))
+            .await
+            .map_err(|e| self.my(&e))?;
+        Ok(r.is_some())
+    }
+
+    /// The pool's size as the store holds it now, or `None`.
+    async fn pool_size(&self, c: &mut Conn, name: &str) -> Result<Option<i64>> {
+        c.exec_first("SELECT size FROM keysmith_pools WHERE name = ?", (name,))
+            .await
+            .map_err(|e| self.my(&e))
+    }
+}
+
+#[async_trait]
+impl PoolStore for MysqlStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        spec.validate_stored()?;
+        let name = spec.name.as_str();
+        let (increment, offset) = (
+            spec.residue.map(|r| r.increment),
+            spec.residue.map(|r| r.offset),
+        );
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let raised = self
+                    .lock_tombstone(&mut tx, POOL_KIND, name)
+                    .await?
+                    .raise_pool(spec)?;
+                let (start, size) = (raised.start, raised.size);
+                match tx
+                    .exec_drop(
+                        format!(
+                            "INSERT INTO keysmith_pools
+                                 (name, start_value, size, generation, class_increment, class_offset)
+                             VALUES (?, ?, ?, {}, ?, ?)",
+                            self.generation_expr()
+                        ),
+                        (name, start, size, increment, offset),
+                    )
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                        return Err(Error::AlreadyExists {
+                            kind: "pool",
+                            name: name.to_owned(),
+                        });
+                    }
+                    Err(e) => return Err(bad(e)),
+                }
+                tx.exec_drop(members_insert(size), (name, start, size))
+                    .await
+                    .map_err(bad)?;
+                if tx.affected_rows() != size as u64 {
+                    return Err(self.corrupt(&format!(
+                        "pool {name:?}: {} of {size} members were written",
+                        tx.affected_rows()
+                    )));
+                }
+                let generation: Option<String> = tx
+                    .exec_first(
+                        "SELECT generation FROM keysmith_pools WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .flatten();
+                tx.commit().await.map_err(bad)?;
+                Ok(PoolRow {
+                    name: name.to_owned(),
+                    start,
+                    size,
+                    generation,
+                    residue: spec.residue,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let r: Option<Row> = c
+                    .exec_first(
+                        format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                r.map(|r| self.pool_row(&r)).transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                // The size this store saw last, or a read of it; then as long
+                // as the statement reports another size (the pool was dropped
+                // and created again), draw again from that one.
+                let mut size = match self.pool_sizes.get(name) {
+                    Some(size) => size,
+                    None => match self.pool_size(&mut c, name).await? {
+                        Some(size) => size,
+                        None => return Err(Error::not_found("pool", name)),
+                    },
+                };
+                for _ in 0..MAX_RERUNS {
+                    let slots = keysmith_core::driver::sample_slots(size, k);
+                    if slots.is_empty() {
+                        return match self.pool_size(&mut c, name).await? {
+                            Some(_) => Ok(Vec::new()),
+                            None => Err(Error::not_found("pool", name)),
+                        };
+                    }
+                    // One statement: the pool's size, and the members of the
+                    // drawn slots (by the primary key), in one snapshot.
+                    let marks = vec!["?"; slots.len()].join(", ");
+                    let sql = format!(
+                        "SELECT p.size, m.value FROM keysmith_pools p
+                         LEFT JOIN keysmith_pool_members m ON m.pool = p.name AND m.slot IN ({marks})
+                         WHERE p.name = ?"
+                    );
+                    let mut params: Vec<mysql_async::Value> =
+                        slots.iter().map(|s| (*s).into()).collect();
+                    params.push(name.into());
+                    let rows: Vec<(i64, Option<i64>)> = c.exec(sql, params).await.map_err(bad)?;
+                    let Some(&(seen, _)) = rows.first() else {
+                        self.pool_sizes.forget(name);
+                        return Err(Error::not_found("pool", name));
+                    };
+                    self.pool_sizes.remember(name, seen);
+                    if seen != size {
+                        size = seen;
+                        continue;
+                    }
+                    let mut picked: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
+                    if picked.len() != slots.len() {
+                        return Err(self.corrupt(&format!(
+                            "pool {name:?} of size {size} has {} of the {} slots drawn; drop the pool and create it again",
+                            picked.len(),
+                            slots.len()
+                        )));
+                    }
+                    // Callers get random order, not slot order.
+                    picked.shuffle(&mut rand::rng());
+                    return Ok(picked);
+                }
+                Err(Error::Contention {
+                    name: name.to_owned(),
+                    attempts: MAX_RERUNS,
+                })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                // Only in the pool's generation (or a pool from before
+                // generations); otherwise the caller acts below.
+                match c
+                    .exec_drop(
+                        format!(
+                            "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
+                             SET m.value = ?
+                             WHERE m.pool = ? AND m.value = ?
+                               AND (p.generation IS NULL OR p.generation = {})",
+                            self.generation_expr()
+                        ),
+                        (put, name, take),
+                    )
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                        return Err(Error::Corrupt(format!(
+                            "pool {name:?} already holds {put}, which it should not yet"
+                        )));
+                    }
+                    Err(e) => return Err(self.my(&e)),
+                }
+                if c.affected_rows() == 1 {
+                    return Ok(None);
+                }
+                let state: Option<(Option<String>, String, i64)> = c
+                    .exec_first(
+                        format!(
+                            "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
+                            self.generation_expr()
+                        ),
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                state
+                    .map(Some)
+                    .ok_or_else(|| Error::not_found("pool", name))
+            })
+            .await;
+        // `None`: swapped; else the pool's generation, the server's, its size.
+        let Some((recorded, current, size)) = self.settle(c, out)? else {
+            return Ok(true);
+        };
+        match keysmith_core::driver::pool_generation(recorded.as_deref(), &current) {
+            keysmith_core::driver::PoolGeneration::Current
+            | keysmith_core::driver::PoolGeneration::Record => Ok(false),
+            keysmith_core::driver::PoolGeneration::Fence => {
+                let rounds = keysmith_core::driver::pool_fence_rounds(size);
+                self.fence_from(name, rounds, recorded.as_deref()).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
+        self.fence_from(name, rounds, None).await
+    }
+
+    async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let values: Vec<i64> = c
+                    .exec(
+                        "SELECT value FROM keysmith_pool_members WHERE pool = ? ORDER BY value",
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                if values.is_empty() && !self.pool_exists(&mut c, name).await? {
+                    return Err(Error::not_found("pool", name));
+                }
+                Ok(values)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                match tx
+                    .exec_drop(
+                        "INSERT INTO keysmith_pool_marks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
+                        (name,),
+                    )
+                    .await
+                {
+                    Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
+                        return Err(Error::not_found("pool", name));
+                    }
+                    other => other.map_err(bad)?,
+                }
+                let r: Row = tx
+                    .exec_first(
+                        "SELECT mark_at, mark_value, prev_at, prev_value FROM keysmith_pool_marks
+                         WHERE name = ? FOR UPDATE",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| Error::not_found("pool", name))?;
+                let m = self.marks_from(&r)?.advance(now_ms, taken);
+                let at = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+                let ((mark_at, mark_value), (prev_at, prev_value)) = (at(m.mark), at(m.prev_mark));
+                tx.exec_drop(
+                    "UPDATE keysmith_pool_marks SET mark_at = ?, mark_value = ?, prev_at = ?, prev_value = ?
+                     WHERE name = ?",
+                    (mark_at, mark_value, prev_at, prev_value, name),
+                )
+                .await
+                .map_err(bad)?;
+                tx.commit().await.map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let r: Row = c
+                    .exec_first(
+                        "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
+                         FROM keysmith_pools p LEFT JOIN keysmith_pool_marks m ON m.name = p.name
+                         WHERE p.name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?
+                    .ok_or_else(|| Error::not_found("pool", name))?;
+                self.marks_from(&r)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_pools(&self) -> Result<Vec<PoolRow>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let rows: Vec<Row> = c
+                    .query(format!(
+                        "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
+                    ))
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                rows.iter().map(|r| self.pool_row(r)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn drop_pool(&self, name: &str) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;
+                let r: Option<Row> = tx
+                    .exec_first(
+                        format!(
+                            "SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"
+                        ),
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let Some(r) = r else {
+                    self.pool_sizes.forget(name);
+                    return Err(Error::not_found("pool", name));
+                };
+                let row = self.pool_row(&r)?;
+                let highest: Option<i64> = tx
+                    .exec_first(
+                        "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .flatten();
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_pool_drop(&row, highest, &generation);
+                self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
+                tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)?;
+                self.pool_sizes.forget(name);
+                Ok(())
+            })
+            .await;
+        self.settle(c, out)
+    }
+}
+
+impl MysqlStore {
+    /// The marks in the four columns of a `keysmith_pool_marks` row (NULL: no mark).
+    fn marks_from(&self, r: &Row) -> Result<RateMarks> {
+        let mark = |i: usize| -> Result<Option<RateMark>> {
+            Ok(self
+                .col::<Option<i64>>(r, i)?
+                .zip(self.col::<Option<i64>>(r, i + 1)?)
+                .map(|(at_ms, reserved)| RateMark { at_ms, reserved }))
+        };
+        Ok(RateMarks {
+            mark: mark(0)?,
+            prev_mark: mark(2)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_inserts_use_as_many_digits_as_the_size_needs() {
+        assert_eq!(members_insert(1).matches("CROSS JOIN").count(), 0);
+        assert_eq!(members_insert(10).matches("CROSS JOIN").count(), 0);
+        assert_eq!(members_insert(11).matches("CROSS JOIN").count(), 1);
+        assert_eq!(members_insert(1_000_000).matches("CROSS JOIN").count(), 5);
+    }
+}

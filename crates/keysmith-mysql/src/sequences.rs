@@ -1,0 +1,431 @@
+//! MySQL: the [`SequenceStore`] half of the contract.
+//!
+//! Every write is one short transaction at READ COMMITTED, committed before
+//! the method returns:
+//!
+//! - optimistic (`put_if_version`, `alter_if_version`): an `UPDATE ... WHERE
+//!   version = ?`, then the row read in the same transaction: on a match it
+//!   is the row just written (locked by us), on a conflict the newest
+//!   committed row, which is what the caller retries from;
+//! - locked (`reserve_locked`): `SELECT ... FOR UPDATE`, the plan computed
+//!   here ([`SequenceRow::plan`]), one `UPDATE`;
+//! - atomic (`reserve_atomic`): one `UPDATE` that does the arithmetic on the
+//!   server, copying the first value reserved into `last_start`, then that
+//!   row read back in the same transaction (MySQL has no `RETURNING`).
+//!
+//! InnoDB's UPDATE reads the newest committed row and locks it, so two
+//! writers of one sequence run one after the other and never see the same
+//! `next_value`.
+
+use super::*;
+
+impl MysqlStore {
+    /// The conditional write of put and alter: the row fenced and locked
+    /// ([`Self::fenced_row`]), then `change` applied only if its version is
+    /// still `expected`; the row as it now is either way.
+    async fn write_if_version(
+        &self,
+        name: &str,
+        expected: u64,
+        change: impl FnOnce(SequenceRow) -> SequenceRow,
+    ) -> Result<Put> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                if row.version != expected {
+                    if fenced > 0 {
+                        tx.commit().await.map_err(bad)?;
+                    }
+                    return Ok(Put::Conflict(row));
+                }
+                let new = change(SequenceRow {
+                    version: row.version + 1,
+                    ..row
+                });
+                self.write_row(&mut tx, &new).await?;
+                tx.commit().await.map_err(bad)?;
+                Ok(Put::Done(new))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    /// Both reservation strategies: the row fenced and locked, the plan
+    /// computed here ([`SequenceRow::plan`]), one `UPDATE`, in one
+    /// transaction.
+    async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
+        keysmith_core::driver::check_count("count", n)?;
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let plan = match row.plan(n) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        if fenced > 0 {
+                            tx.commit().await.map_err(bad)?;
+                        }
+                        return Err(e);
+                    }
+                };
+                self.write_row(
+                    &mut tx,
+                    &SequenceRow {
+                        next: plan.end,
+                        version: plan.version,
+                        ..row
+                    },
+                )
+                .await?;
+                tx.commit().await.map_err(bad)?;
+                Ok(Reservation { fenced, ..plan })
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    /// Inserts a sequence's row in `tx` and reads it back.
+    pub(super) async fn insert_sequence(
+        &self,
+        tx: &mut mysql_async::Transaction<'_>,
+        spec: &SequenceSpec,
+        numbering: Option<&keysmith_core::driver::Numbering>,
+    ) -> Result<SequenceRow> {
+        let spec = &self
+            .lock_tombstone(tx, SEQUENCE_KIND, &spec.name)
+            .await?
+            .raise_sequence(spec, numbering)?;
+        let inserted = tx
+            .exec_drop(
+                format!(
+                    "INSERT INTO keysmith_sequences (name, next_value, start_value, max_value, block,
+                         version, generation, failover_skip, failover_skip_set)
+                     VALUES (?, ?, ?, ?, ?, 1, {}, ?, ?)",
+                    self.generation_expr()
+                ),
+                (
+                    &spec.name,
+                    spec.start,
+                    spec.start,
+                    spec.max,
+                    spec.block,
+                    spec.initial_failover_skip(),
+                    spec.failover_skip.is_some(),
+                ),
+            )
+            .await;
+        match inserted {
+            Ok(()) => {}
+            Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                return Err(Error::AlreadyExists {
+                    kind: "sequence",
+                    name: spec.name.clone(),
+                });
+            }
+            Err(e) => return Err(self.my(&e)),
+        }
+        let row: Row = tx
+            .exec_first(
+                format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
+                (&spec.name,),
+            )
+            .await
+            .map_err(|e| self.my(&e))?
+            .ok_or_else(|| Error::not_found("sequence", &spec.name))?;
+        self.sequence_row(&row, 0)
+    }
+}
+
+#[async_trait]
+impl SequenceStore for MysqlStore {
+    async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
+        spec.validate()?;
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
+                let row = self.insert_sequence(&mut tx, spec, None).await?;
+                tx.commit().await.map_err(|e| self.my(&e))?;
+                Ok(row)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let r: Option<Row> = c
+                    .exec_first(
+                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                r.map(|r| self.sequence_row(&r, 0)).transpose()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
+        self.write_if_version(name, expected, |row| SequenceRow {
+            next: new_next,
+            ..row
+        })
+        .await
+    }
+
+    async fn alter_if_version(
+        &self,
+        name: &str,
+        change: &Alteration,
+        expected: u64,
+    ) -> Result<Put> {
+        let change = *change;
+        self.write_if_version(name, expected, move |row| SequenceRow {
+            next: change.next,
+            max: change.max,
+            block: change.block,
+            failover_skip: change.failover_skip,
+            failover_skip_set: change.failover_skip_set,
+            ..row
+        })
+        .await
+    }
+
+    async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                c.exec_drop(
+                    "UPDATE keysmith_sequences SET failover_skip = ?
+                     WHERE name = ? AND NOT failover_skip_set AND failover_skip < ?",
+                    (at_least, name, at_least),
+                )
+                .await
+                .map_err(|e| self.my(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        // SELECT ... FOR UPDATE, the plan here, one UPDATE.
+        self.reserve(name, n).await
+    }
+
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        // The same one transaction: the generation check needs the row,
+        // which the locking read brings at no extra round trip over the
+        // UPDATE-then-read-back an atomic statement costs on MySQL (no
+        // RETURNING).
+        self.reserve(name, n).await
+    }
+
+    async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                // The counts row is locked, never the sequence's: allocation
+                // goes on meanwhile.
+                match tx
+                    .exec_drop(
+                        "INSERT INTO keysmith_sequence_counts (name, handed_back, handed_out, abandoned, skipped)
+                         VALUES (?, 0, 0, 0, 0) ON DUPLICATE KEY UPDATE name = name",
+                        (name,),
+                    )
+                    .await
+                {
+                    Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
+                        return Err(Error::not_found("sequence", name));
+                    }
+                    other => other.map_err(bad)?,
+                }
+                let counts: Row = tx
+                    .exec_first(
+                        format!("SELECT {CCOLS} FROM keysmith_sequence_counts WHERE name = ? FOR UPDATE"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                let counts = self.counts_from(&counts, 0)?;
+                let row: Row = tx
+                    .exec_first(
+                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                let row = self.sequence_row(&row, 0)?;
+                let c = counts.apply(&row, delta, now_ms);
+                let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+                let ((mark_at, mark_reserved), (prev_at, prev_reserved)) =
+                    (m(c.mark), m(c.prev_mark));
+                tx.exec_drop(
+                    "UPDATE keysmith_sequence_counts SET handed_back = ?, handed_out = ?, abandoned = ?,
+                     skipped = ?, mark_at = ?, mark_reserved = ?, prev_at = ?, prev_reserved = ?
+                     WHERE name = ?",
+                    (
+                        c.handed_back,
+                        c.handed_out,
+                        c.abandoned,
+                        c.skipped,
+                        mark_at,
+                        mark_reserved,
+                        prev_at,
+                        prev_reserved,
+                        name,
+                    ),
+                )
+                .await
+                .map_err(bad)?;
+                tx.commit().await.map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let r: Row = c
+                    .exec_first(
+                        format!(
+                            "SELECT s.name, s.next_value, s.start_value, s.max_value, s.block, s.version,
+                                    s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
+                                    {CCOLS_C}
+                             FROM keysmith_sequences s
+                             LEFT JOIN keysmith_sequence_counts c ON c.name = s.name
+                             WHERE s.name = ?"
+                        ),
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                Ok((self.sequence_row(&r, 0)?, self.counts_from(&r, 10)?))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let rows: Vec<Row> = c
+                    .query(format!(
+                        "SELECT {COLS} FROM keysmith_sequences ORDER BY name"
+                    ))
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                rows.iter().map(|r| self.sequence_row(r, 0)).collect()
+            })
+            .await;
+        self.settle(c, out)
+    }
+
+    async fn drop_sequence(&self, name: &str) -> Result<()> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                let mut tx = begin(&mut c).await.map_err(bad)?;
+                let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;
+                let r: Option<Row> = tx
+                    .exec_first(
+                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ? FOR UPDATE"),
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let Some(r) = r else {
+                    return Err(Error::not_found("sequence", name));
+                };
+                let row = self.sequence_row(&r, 0)?;
+                let settings: Option<String> = tx
+                    .exec_first(
+                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?;
+                let numbering = settings
+                    .map(|s| keysmith_core::driver::parse_numbering(name, &s))
+                    .transpose()?;
+                let counters_next: Option<i64> = tx
+                    .exec_first(
+                        "SELECT MAX(next_value) FROM keysmith_number_counters WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(bad)?
+                    .flatten();
+                let generation: String = tx
+                    .query_first(format!("SELECT {}", self.generation_expr()))
+                    .await
+                    .map_err(bad)?
+                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
+                let t = before.after_sequence_drop(
+                    &row,
+                    numbering.as_ref(),
+                    counters_next,
+                    &generation,
+                );
+                self.raise_tombstone(&mut tx, SEQUENCE_KIND, name, t)
+                    .await?;
+                // The counts, numbering, counters and tickets go with it
+                // (ON DELETE CASCADE), in the same statement.
+                tx.exec_drop("DELETE FROM keysmith_sequences WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                tx.commit().await.map_err(bad)
+            })
+            .await;
+        self.settle(c, out)
+    }
+}
+
+/// The columns of a sequence's counts, in the order `counts_from` reads them.
+const CCOLS: &str =
+    "handed_back, handed_out, abandoned, skipped, mark_at, mark_reserved, prev_at, prev_reserved";
+const CCOLS_C: &str = "c.handed_back, c.handed_out, c.abandoned, c.skipped, \
+    c.mark_at, c.mark_reserved, c.prev_at, c.prev_reserved";
+
+impl MysqlStore {
+    /// The counts in the eight columns from `at` (NULL counts are zero: a
+    /// sequence never recorded).
+    fn counts_from(&self, r: &Row, at: usize) -> Result<SequenceCounts> {
+        let n = |i: usize| -> Result<i64> { Ok(self.col::<Option<i64>>(r, at + i)?.unwrap_or(0)) };
+        let mark = |i: usize| -> Result<Option<RateMark>> {
+            Ok(self
+                .col::<Option<i64>>(r, at + i)?
+                .zip(self.col::<Option<i64>>(r, at + i + 1)?)
+                .map(|(at_ms, reserved)| RateMark { at_ms, reserved }))
+        };
+        Ok(SequenceCounts {
+            handed_back: n(0)?,
+            handed_out: n(1)?,
+            abandoned: n(2)?,
+            skipped: n(3)?,
+            mark: mark(4)?,
+            prev_mark: mark(6)?,
+        })
+    }
+}
