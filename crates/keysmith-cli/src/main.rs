@@ -8,7 +8,6 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-mod bench;
 mod cmd;
 
 /// keysmith hands out unique keys: durable sequences, value pools, shard keys,
@@ -55,9 +54,11 @@ enum Command {
     /// Value pools: N free numbers, taken with little contention.
     #[command(subcommand)]
     Pool(cmd::pool::PoolCommand),
-    /// Benchmarks: allocation rate, block-boundary stalls, keysmith beside its alternatives.
-    #[command(subcommand)]
-    Bench(cmd::bench::BenchCommand),
+    /// Deprecated: the benchmarks moved to the repository's lab binary,
+    /// keysmith-bench (`cargo run -p keysmith-bench --release -- compare`).
+    /// Says so and exits 2.
+    #[command(hide = true, disable_help_flag = true)]
+    Bench(cmd::moved::BenchArgs),
     /// Per-host counters: `<hostname>/<number>` names without a store.
     #[command(subcommand)]
     Counter(cmd::counter::CounterCommand),
@@ -211,7 +212,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sequence(c) => cmd::sequence::run(c, &cli.global).await,
             Command::Pool(c) => cmd::pool::run(c, &cli.global).await,
-            Command::Bench(c) => cmd::bench::run(c, &cli.global).await,
+            Command::Bench(a) => Err(cmd::moved::bench(&a).into()),
             Command::Counter(c) => cmd::counter::run(c, &cli.global).await,
             Command::RowName(c) => cmd::row_name::run(c, &cli.global).await,
             Command::ShardKey(c) => cmd::shard_key::run(c, &cli.global).await,

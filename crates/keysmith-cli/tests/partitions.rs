@@ -14,8 +14,8 @@
 //!
 //! The servers, the load clients and their calls, the PostgreSQL scenario
 //! and the checking of the calls' histories (`check_calls`, `check_loads`)
-//! are `keysmith_testsupport::partitions`, shared with `keysmith verify
-//! --partitions`, which runs that scenario by hand; what each test asserts
+//! are `keysmith_testsupport::partitions`, shared with `keysmith-bench
+//! partitions`, which runs that scenario by hand; what each test asserts
 //! is here.
 //!
 //! Needs root and `ip netns` (CI runs as root): elsewhere each test says
@@ -386,7 +386,7 @@ fn postgres_cut_off_from_one_of_three_servers() {
     let Some(pg) = PostgresNet::start(&net, "pg") else {
         return;
     };
-    // The scenario `keysmith verify --partitions` runs, with its figures
+    // The scenario `keysmith-bench partitions` runs, with its figures
     // asserted here.
     let run = partitions::postgres_cut_off_from_one_of_three(
         &net,

@@ -12,7 +12,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 
 use common::{Db, keysmith, ok};
 use keysmith_testsupport::postgres::TempPostgres;
@@ -159,111 +158,4 @@ fn a_store_private_to_one_process_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("memory://"), "{err}");
     assert!(out.stdout.is_empty());
-}
-
-#[test]
-fn partitions_conflicts_with_the_worker_flags() {
-    let db = Db::new();
-    for flag in ["--procs", "--kill-every"] {
-        let (code, err) = db.fails(&["verify", "--partitions", flag, "1"]);
-        assert_eq!(code, 2, "{flag}: {err}");
-        assert!(err.contains("--partitions") && err.contains(flag), "{err}");
-        assert!(!db.path().exists(), "{flag} touched the store");
-    }
-}
-
-/// `keysmith verify --partitions` for real: a throwaway PostgreSQL and three
-/// servers in network namespaces, PostgreSQL cut off from one for 5 s. It
-/// passes, and its report says what it saw. Skips (with why) where
-/// namespaces or PostgreSQL are not available, unless
-/// `KEYSMITH_REQUIRE_BACKENDS=1`.
-#[test]
-fn verify_partitions_passes_with_no_duplicates() {
-    if let Some(why) = keysmith_testsupport::netns::unavailable()
-        .or_else(keysmith_testsupport::netns::postgres_unavailable)
-    {
-        keysmith_testsupport::skip_or_fail("partition", &why);
-        return;
-    }
-    let out = Command::new(common::KEYSMITH)
-        .args(["verify", "--partitions", "--seconds", "5"])
-        .env_remove("KEYSMITH_STORE")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "verify --partitions failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    let last = stdout.lines().last().expect("a verdict line");
-    assert_eq!(last, "duplicates 0 order violations 0 ok", "{stdout}");
-    let s0 = stdout
-        .lines()
-        .find(|l| l.trim_start().starts_with("s0: "))
-        .unwrap_or_else(|| panic!("no line about s0: {stdout}"));
-    assert!(s0.contains("after the cut"), "{stdout}");
-    assert!(s0.contains("s after the heal"), "{stdout}");
-    println!("{stdout}");
-}
-
-/// Where the machine does not allow it, `verify --partitions` says what is
-/// missing and what would make it work, starts nothing, and exits 2:
-/// switched off with `KEYSMITH_NETNS=off`, and run as a user other than
-/// root (as is where the tests do not run as root; as `nobody` through
-/// `setpriv` where they do).
-#[test]
-fn verify_partitions_says_plainly_when_the_machine_does_not_allow_it() {
-    let not_here = |cmd: &mut Command, reason: &str| {
-        let out = cmd
-            .args(["verify", "--partitions", "--seconds", "5"])
-            .env_remove("KEYSMITH_STORE")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(
-            err.contains("keysmith verify --partitions cannot run on this machine"),
-            "{err}"
-        );
-        assert!(err.contains(reason), "{err}");
-        assert!(err.contains("It needs Linux, root"), "{err}");
-        assert!(err.contains("Nothing was started"), "{err}");
-        assert!(
-            out.stdout.is_empty(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    };
-    not_here(
-        Command::new(common::KEYSMITH).env("KEYSMITH_NETNS", "off"),
-        "KEYSMITH_NETNS=off",
-    );
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        not_here(&mut Command::new(common::KEYSMITH), "not root");
-        return;
-    }
-    let mut as_nobody = Command::new("setpriv");
-    as_nobody
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(common::KEYSMITH)
-        .current_dir(std::env::temp_dir());
-    // `nobody` must be able to run the binary (a target directory under a
-    // private home may not let it).
-    let runs = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(common::KEYSMITH)
-        .arg("--version")
-        .output();
-    match runs {
-        Ok(o) if o.status.success() => not_here(&mut as_nobody, "not root"),
-        Ok(o) => eprintln!(
-            "SKIP the not-root half: nobody cannot run {}: {}",
-            common::KEYSMITH,
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
-        Err(e) => eprintln!("SKIP the not-root half: no setpriv: {e}"),
-    }
 }

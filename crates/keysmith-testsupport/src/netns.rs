@@ -65,7 +65,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Why partition tests cannot run here, or `None` when they can: root and a
 /// working `ip netns`, and `KEYSMITH_NETNS` not `off` (which says "not
 /// here" on a machine that would allow it: for a run that must not touch
-/// namespaces, and to test what `keysmith verify --partitions` says then).
+/// namespaces, and to test what `keysmith-bench partitions` says then).
 pub fn unavailable() -> Option<String> {
     if std::env::var("KEYSMITH_NETNS").as_deref() == Ok("off") {
         return Some(

@@ -1,5 +1,5 @@
 //! What the partition tests (`crates/keysmith-cli/tests/partitions.rs`) and
-//! `keysmith verify --partitions` share, written once: a `keysmith serve`
+//! `keysmith-bench partitions` share, written once: a `keysmith serve`
 //! in a host of a [`Net`], load clients that call it over HTTP and write
 //! down every call ([`Call`]: invoke and complete time, status, values),
 //! what a cut-off server did ([`Timing`]), one whole scenario,

@@ -7,13 +7,13 @@
 //! `cargo bench -p keysmith --features etcd --bench etcd`
 //!
 //! A plain `main` (no criterion): each figure is one run of
-//! `allocation_rate` (`crates/keysmith-cli/src/bench/rate.rs`, included
-//! here) for [`MEASURE`], the same code behind `keysmith bench rate`. Without an etcd binary it prints why and exits.
+//! `allocation_rate` (`crates/keysmith-bench/src/rate.rs`, included
+//! here) for [`MEASURE`], the same code behind `keysmith-bench rate`. Without an etcd binary it prints why and exits.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-#[path = "../../keysmith-cli/src/bench/rate.rs"]
+#[path = "../../keysmith-bench/src/rate.rs"]
 mod rate;
 
 use keysmith::sequence::Strategy;

@@ -7,8 +7,8 @@
 //! Starts a server with `keysmith-testsupport`
 //! (`innodb_flush_log_at_trx_commit=1`), then prints two tables:
 //!
-//! - `allocation_rate` (`crates/keysmith-cli/src/bench/rate.rs`, the code
-//!   behind `keysmith bench rate`) for the atomic, locked and optimistic
+//! - `allocation_rate` (`crates/keysmith-bench/src/rate.rs`, the code
+//!   behind `keysmith-bench rate`) for the atomic, locked and optimistic
 //!   strategies, block sizes 1, 100 and 10 000, 1 and 8 clients: values/s,
 //!   store reservations, optimistic conflicts;
 //! - the bare `UPDATE ... LAST_INSERT_ID(v + 1)` per value (one autocommit
@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-#[path = "../../keysmith-cli/src/bench/rate.rs"]
+#[path = "../../keysmith-bench/src/rate.rs"]
 mod rate;
 
 use keysmith::sequence::Strategy;

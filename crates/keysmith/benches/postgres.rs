@@ -6,7 +6,7 @@
 //! Starts a server with `keysmith-testsupport` (fsync=on,
 //! synchronous_commit=on), then prints two tables:
 //!
-//! - `allocation_rate` (`crates/keysmith-cli/src/bench/rate.rs`, the code behind `keysmith bench rate`) for the atomic and optimistic
+//! - `allocation_rate` (`crates/keysmith-bench/src/rate.rs`, the code behind `keysmith-bench rate`) for the atomic and optimistic
 //!   strategies, block sizes 1, 100 and 10 000, 1 and 8 clients: values/s,
 //!   store reservations, optimistic conflicts;
 //! - `SELECT nextval(...)` through tokio-postgres, one statement (one round
@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../../keysmith-cli/src/bench/rate.rs"]
+#[path = "../../keysmith-bench/src/rate.rs"]
 mod rate;
 
 use keysmith::sequence::Strategy;

@@ -1,10 +1,10 @@
 //! One module per group of subcommands.
 
 pub mod access;
-pub mod bench;
 pub mod counter;
 pub mod ids;
 pub mod import;
+pub mod moved;
 pub mod pool;
 pub mod row_name;
 pub mod sequence;
@@ -14,7 +14,6 @@ pub mod shard_key;
 pub mod shard_set;
 pub mod ticket;
 pub mod verify;
-pub mod verify_partitions;
 pub mod workers;
 
 /// A bad argument found after parsing, before anything touched the store

@@ -40,8 +40,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// `keysmith verify`.
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// How long to run, in seconds (more than 0, at most 86400). With
-    /// --partitions: how long PostgreSQL stays cut off from one server.
+    /// How long to run, in seconds (more than 0, at most 86400).
     #[arg(long, default_value = "10", value_parser = seconds, allow_negative_numbers = true)]
     seconds: f64,
     /// Worker processes running at once (1 to 256).
@@ -51,13 +50,10 @@ pub struct VerifyArgs {
     /// (0: never kill; else at least 0.1).
     #[arg(long, default_value = "1", value_parser = kill_every, allow_negative_numbers = true)]
     kill_every: f64,
-    /// Instead of workers on --store: a network partition. A throwaway
-    /// PostgreSQL and three `keysmith serve`, each in a network namespace of
-    /// its own, under load while PostgreSQL is cut off from one server for
-    /// --seconds, then healed; every client's history checked. Needs root,
-    /// `ip netns` and PostgreSQL's binaries; says what is missing and exits
-    /// 2 otherwise. --store is not used.
-    #[arg(long, conflicts_with_all = ["procs", "kill_every"])]
+    /// Deprecated: the network-partition scenario moved to the repository's
+    /// lab binary, `keysmith-bench partitions`. Says how to run it there,
+    /// starts nothing, and exits 2.
+    #[arg(long, hide = true)]
     partitions: bool,
 }
 
@@ -93,7 +89,7 @@ fn kill_every(s: &str) -> Result<f64, String> {
 /// last line of stdout, and fails when the run did not pass.
 pub async fn run(args: VerifyArgs, global: &Global) -> anyhow::Result<()> {
     if args.partitions {
-        return super::verify_partitions::run(args.seconds, global.json).await;
+        return Err(super::moved::verify_partitions(args.seconds).into());
     }
     let url = global.store_url();
     if url.starts_with("memory:") {

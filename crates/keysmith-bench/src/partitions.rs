@@ -1,13 +1,15 @@
-//! `keysmith verify --partitions`: one network-partition scenario of the
-//! partition tests, run by hand. The scenario (namespaces, a throwaway
-//! PostgreSQL, three `keysmith serve` of this binary, the load, the cut and
-//! the heal) is `keysmith_testsupport::partitions`, the same code the tests
-//! run, and so is the checking of its calls (`check_loads`, through the
-//! library's `keysmith::verify::history`). This file only checks that the
-//! machine allows it, calls, and prints.
+//! `keysmith-bench partitions` (once `keysmith verify --partitions`): one
+//! network-partition scenario of the partition tests, run by hand. The
+//! scenario (namespaces, a throwaway PostgreSQL, three `keysmith serve` of
+//! the product binary, the load, the cut and the heal) is
+//! `keysmith_testsupport::partitions`, the same code the tests run, and so is
+//! the checking of its calls (`check_loads`, through the library's
+//! `keysmith::verify::history`). This file only checks that the machine
+//! allows it, calls, and prints.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use keysmith::verify::history::HistoryViolation;
@@ -18,29 +20,82 @@ use serde::Serialize;
 /// The exit status when the machine does not allow the run.
 const NOT_HERE: i32 = 2;
 
-/// Runs the scenario with PostgreSQL cut off for `seconds`; prints the
+/// The longest partition `--seconds` accepts: a day.
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// `--seconds`: more than 0, at most [`MAX_SECONDS`].
+pub fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v > 0.0 && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        Err(format!("must be more than 0 and at most {MAX_SECONDS}"))
+    }
+}
+
+/// The `keysmith` binary whose `create` and `serve` the scenario runs:
+/// `given`, else `keysmith` beside this binary. `Err` says why there is none
+/// that runs.
+fn keysmith_binary(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    let path = match given {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|e| Some(e.parent()?.join("keysmith")))
+            .filter(|p| p.is_file())
+            .ok_or(
+                "no keysmith binary beside keysmith-bench: build both \
+                 (cargo build --release -p keysmith-cli -p keysmith-bench) or give --keysmith PATH",
+            )?,
+    };
+    let out = Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run the keysmith binary {}: {e}", path.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() && version.starts_with("keysmith ") {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is not a keysmith binary (`--version` printed {:?})",
+            path.display(),
+            version.trim()
+        ))
+    }
+}
+
+/// Runs the scenario with PostgreSQL cut off for `seconds`, its servers
+/// the `keysmith` binary `keysmith` (see [`keysmith_binary`]); prints the
 /// report (JSON with `json`); fails when the history checker finds a
 /// violation. Exits 2, having started nothing, when the machine does not
 /// allow it.
-pub async fn run(seconds: f64, json: bool) -> anyhow::Result<()> {
-    let missing: Vec<String> = [netns::unavailable(), netns::postgres_unavailable()]
-        .into_iter()
-        .flatten()
-        .collect();
-    if !missing.is_empty() {
-        eprintln!(
-            "keysmith verify --partitions cannot run on this machine:\n  - {}\n\
-             It needs Linux, root (it makes network namespaces), `ip` from iproute2 \
-             with `ip netns` working, and PostgreSQL's server binaries (initdb, postgres) \
-             with a user other than root to run them as (default postgres, or \
-             KEYSMITH_PG_USER). As root, on Debian: apt-get install iproute2 postgresql; \
-             then run it again as root. Nothing was started.",
-            missing.join("\n  - ")
-        );
-        std::process::exit(NOT_HERE);
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| anyhow::anyhow!("cannot find the keysmith binary to start servers: {e}"))?;
+pub async fn run(seconds: f64, keysmith: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let exe = keysmith_binary(keysmith);
+    let missing: Vec<String> = [
+        netns::unavailable(),
+        netns::postgres_unavailable(),
+        exe.as_ref().err().cloned(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let exe = match exe {
+        Ok(exe) if missing.is_empty() => exe,
+        _ => {
+            eprintln!(
+                "keysmith-bench partitions cannot run on this machine:\n  - {}\n\
+                 It needs Linux, root (it makes network namespaces), `ip` from iproute2 \
+                 with `ip netns` working, PostgreSQL's server binaries (initdb, postgres) \
+                 with a user other than root to run them as (default postgres, or \
+                 KEYSMITH_PG_USER), and the keysmith binary. As root, on Debian: apt-get \
+                 install iproute2 postgresql; then, in a clone of the repository, as root: \
+                 cargo build --release -p keysmith-cli -p keysmith-bench && \
+                 target/release/keysmith-bench partitions. Nothing was started.",
+                missing.join("\n  - ")
+            );
+            std::process::exit(NOT_HERE);
+        }
+    };
     let partition = Duration::from_secs_f64(seconds);
     // ctrl-c or SIGTERM: the scenario stops at its next wait, and the
     // network is torn down as it returns.
@@ -62,7 +117,7 @@ pub async fn run(seconds: f64, json: bool) -> anyhow::Result<()> {
         partitions::interrupt();
     });
     eprintln!(
-        "verify --partitions: starting PostgreSQL and 3 servers in network namespaces; \
+        "partitions: starting PostgreSQL and 3 servers in network namespaces; \
          PostgreSQL will be cut off from server s0 for {seconds} s"
     );
     let ran = tokio::task::spawn_blocking(move || {

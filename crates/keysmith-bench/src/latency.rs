@@ -1,4 +1,4 @@
-//! `keysmith bench latency`: the latency of `POST /v1/sequences/{name}/next`
+//! `keysmith-bench latency`: the latency of `POST /v1/sequences/{name}/next`
 //! (count=1) at a fixed request rate beside the server's no-op `GET /livez`
 //! at the same rate, in alternating rows of one run, on an in-process server
 //! over a fresh SQLite file. Two sequences: one whose block runs out during
@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::compare;
 use super::http;
+use super::rows;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -52,9 +52,9 @@ pub struct Stall {
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
     pub round: u32,
-    /// Rate asked and served, percentiles, load: as a row of `bench compare`.
+    /// Rate asked and served, percentiles, load: as a row of `keysmith-bench compare`.
     #[serde(flatten)]
-    pub line: compare::LatencyRow,
+    pub line: rows::LatencyRow,
     /// The sequence's block (`None` for `/livez`).
     pub block: Option<i64>,
     pub stalls: Vec<Stall>,
@@ -153,7 +153,7 @@ async fn measure(addr: SocketAddr, o: &Options) -> anyhow::Result<Report> {
             }
             let row = LatencyRow {
                 round,
-                line: compare::LatencyRow::of(name, o.rate, &l),
+                line: rows::LatencyRow::of(name, o.rate, &l),
                 block,
                 stalls: stalls(&l.slow, block),
             };

@@ -1,7 +1,19 @@
 //! The table: what each row guarantees, its figures, and the markdown of
 //! the report.
 
-use super::*;
+use serde::Serialize;
+
+use crate::http;
+
+/// The 1-minute load average, from `/proc/loadavg` (Linux); `None` elsewhere.
+pub fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
 
 /// What a row's values are guaranteed to be.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -86,7 +98,7 @@ pub struct LatencyRow {
 
 impl LatencyRow {
     /// The percentiles of `l`, a load sent at `rate` requests a second.
-    pub fn of(name: String, rate: f64, l: &super::super::http::Load) -> LatencyRow {
+    pub fn of(name: String, rate: f64, l: &http::Load) -> LatencyRow {
         LatencyRow {
             name,
             rate,
@@ -100,7 +112,7 @@ impl LatencyRow {
     }
 }
 
-/// What `bench compare` measured.
+/// What `keysmith-bench compare` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub seconds: f64,

@@ -1,4 +1,4 @@
-//! The strict rows of `bench compare` (issue 26): a strict sequence (block 1)
+//! The strict rows of `keysmith-bench compare` (issue 26): a strict sequence (block 1)
 //! over HTTP at 1, 4, 16 and 64 connections, beside the store's bare fsync
 //! loop, one durable write per value, measured in alternating slices with
 //! each row (the disk's fsync rate moves with the machine's other work).
@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::compare::{KS_STRICT, Row, measured, skipped};
 use super::http;
+use super::rows::{KS_STRICT, Row, human, measured, skipped};
 
 /// Connections of the strict HTTP rows.
 pub const CONNS: [usize; 4] = [1, 4, 16, 64];
@@ -223,7 +223,7 @@ async fn measure(at: &At<'_>) -> anyhow::Result<Vec<Row>> {
                 "count=1; {per}; p50 {:.0} us, p99.9 {:.0} us; the bare loop in the slices between: {}/s",
                 l.pct(0.5).unwrap_or(0) as f64 / 1000.0,
                 l.pct(0.999).unwrap_or(0) as f64 / 1000.0,
-                super::compare::human(base_rate),
+                human(base_rate),
             ),
             baseline: Some((
                 format!("{}, interleaved", baseline_name(store_name)),

@@ -1,5 +1,5 @@
 //! The stall at block boundaries: single `next()` calls timed one by one
-//! (`keysmith bench stall`).
+//! (`keysmith-bench stall`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! `keysmith bench compare`: keysmith beside what a user would pick instead,
+//! `keysmith-bench compare`: keysmith beside what a user would pick instead,
 //! and beside the limit (a bare atomic), in one process run.
 //!
 //! Every row runs for the same time, one after the other, on the same
@@ -14,20 +14,18 @@ use std::time::{Duration, Instant};
 
 use keysmith::sequence::{self, Sequence, Strategy};
 use keysmith::store::{MAX_VALUE, SequenceSpec, Store};
-use serde::Serialize;
 
 use super::http;
 use super::redis::Redis;
 
 mod native;
 mod over_http;
-mod rows;
 mod timing;
 
+use super::rows::*;
 use native::*;
 use over_http::*;
-pub use rows::*;
-pub use timing::*;
+pub(crate) use timing::*;
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -7,16 +7,6 @@ use super::*;
 #[repr(align(128))]
 pub(crate) struct Padded(pub(crate) AtomicU64);
 
-/// The 1-minute load average, from `/proc/loadavg` (Linux); `None` elsewhere.
-pub fn loadavg() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Calls `op` on `threads` threads for `d`; returns calls per second, all threads together.
 pub(super) fn on_threads(threads: usize, d: Duration, op: impl Fn() + Sync) -> f64 {
     on_threads_overlap(threads, d, op).0

@@ -1,8 +1,8 @@
-//! SVG charts of `bench compare` (plotters, SVG backend only).
+//! SVG charts of `keysmith-bench compare` (plotters, SVG backend only).
 
 use plotters::prelude::*;
 
-use super::compare::{Report, human};
+use super::rows::{Report, human};
 
 const DURABLE: RGBColor = RGBColor(31, 119, 180);
 const NOT_DURABLE: RGBColor = RGBColor(255, 127, 14);

@@ -1,4 +1,4 @@
-//! `keysmith bench limit`: cached `next()` against a bare
+//! `keysmith-bench limit`: cached `next()` against a bare
 //! `AtomicU64::fetch_add` (the limit), on one thread and on two, in short
 //! alternating slices (keysmith, atomic, keysmith, atomic, ...).
 //!
@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::compare::{Padded, cached_handle, loadavg, on_threads_overlap};
+use super::compare::{Padded, cached_handle, on_threads_overlap};
+use super::rows::loadavg;
 
 /// A slice counts as "together" when its threads were on a CPU at once at
 /// least this share of the wall time, per thread.

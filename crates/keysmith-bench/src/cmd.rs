@@ -1,16 +1,19 @@
-//! `keysmith bench`: allocation rate and block-boundary stalls on a store;
-//! keysmith beside what a user would pick instead.
+//! The subcommands of `keysmith-bench` (what `keysmith bench` had, and
+//! `partitions`, once `keysmith verify --partitions`): allocation rate and
+//! block-boundary stalls on a store; keysmith beside what a user would pick
+//! instead; the network-partition scenario.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use keysmith::sequence::Strategy;
 
-use crate::bench::chart;
-use crate::bench::compare::{self, Options};
-use crate::bench::rate::{self, RateReport};
-use crate::bench::stall::{self, StallReport};
-use crate::bench::{latency, limit};
+use crate::chart;
+use crate::compare::{self, Options};
+use crate::rate::{self, RateReport};
+use crate::rows;
+use crate::stall::{self, StallReport};
+use crate::{latency, limit, partitions};
 
 use crate::Global;
 
@@ -130,11 +133,35 @@ pub enum BenchCommand {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// A network partition (once `keysmith verify --partitions`): a
+    /// throwaway PostgreSQL and three `keysmith serve`, each in a network
+    /// namespace of its own, under load while PostgreSQL is cut off from one
+    /// server for --seconds, then healed; every client's history checked.
+    /// Needs Linux, root, `ip netns`, PostgreSQL's binaries and the
+    /// `keysmith` binary; says what is missing and exits 2 otherwise.
+    #[command(visible_alias = "verify-partitions")]
+    Partitions {
+        /// How long PostgreSQL stays cut off from one server, in seconds
+        /// (more than 0, at most 86400).
+        #[arg(long, default_value = "10", value_parser = partitions::seconds, allow_negative_numbers = true)]
+        seconds: f64,
+        /// The `keysmith` binary the servers run (default: `keysmith` beside
+        /// this binary, as `cargo build -p keysmith-cli -p keysmith-bench`
+        /// leaves it).
+        #[arg(long, env = "KEYSMITH_BIN", value_name = "PATH")]
+        keysmith: Option<PathBuf>,
+    },
 }
 
 /// Runs a benchmark and prints a table (or JSON lines).
+///
+/// # Errors
+/// Bad options, or a store or server that fails mid-run.
 pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Partitions { seconds, keysmith } => {
+            partitions::run(seconds, keysmith, global.json).await
+        }
         BenchCommand::Rate {
             block,
             clients,
@@ -268,7 +295,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                     .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", out.display()))?;
             }
             let report = compare::run(&o).await?;
-            let md = compare::markdown(&report);
+            let md = rows::markdown(&report);
             if global.json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

@@ -1,4 +1,4 @@
-//! `keysmith bench compare` runs and writes a well-formed table and SVG
+//! `keysmith-bench compare` runs and writes a well-formed table and SVG
 //! charts: tiny durations, SQLite and in-process rows (and the HTTP rows of
 //! an in-process server); no PostgreSQL, MySQL, etcd or Redis, whose rows must then
 //! say they were skipped. Speed is not checked here (see BENCHMARKS.md).
@@ -6,13 +6,13 @@
 use std::process::{Command, Output};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_keysmith"))
+    Command::new(env!("CARGO_BIN_EXE_keysmith-bench"))
         .args(args)
         .env_remove("KEYSMITH_STORE")
         // No redis-server on the PATH: its rows are skipped.
         .env("PATH", "")
         .output()
-        .expect("keysmith runs")
+        .expect("keysmith-bench runs")
 }
 
 /// The elements of an SVG document open and close in order, and it is one
@@ -44,7 +44,6 @@ fn compare_writes_a_table_and_charts() {
     let d = dir.path().to_str().unwrap();
     let o = out.to_str().unwrap();
     let res = run(&[
-        "bench",
         "compare",
         "--seconds",
         "0.05",
@@ -139,7 +138,7 @@ fn bad_options_are_clear_errors() {
         (vec!["--conns", "0"], "--conns"),
         (vec!["--redis", "http://x"], "redis://"),
     ] {
-        let mut all = vec!["bench", "compare", "--no-http", "--seconds", "0.01"];
+        let mut all = vec!["compare", "--no-http", "--seconds", "0.01"];
         all.extend(&args);
         let res = run(&all);
         assert!(!res.status.success(), "{args:?} succeeded");

@@ -1,5 +1,5 @@
 //! Durable allocation rate: clients calling `next()` for a while, on any
-//! store (`keysmith bench rate`).
+//! store (`keysmith-bench rate`).
 //!
 //! Written against the library's public API only, so the library's own
 //! benches (`crates/keysmith/benches/postgres.rs`, `etcd.rs`) include this
