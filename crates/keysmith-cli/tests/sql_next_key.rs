@@ -513,18 +513,18 @@ async fn sql_sessions_beside_the_library_the_cli_and_a_server_never_share_a_valu
         .await
         .unwrap()
         .get(0);
+    let left: i64 = admin
+        .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "no prepared transaction left");
     let t = tally.lock().unwrap();
     assert_eq!(
         rows as usize, t.committed,
         "every committed insert is a row"
     );
     assert!(t.rolled_back > 0 && t.prepared > 0 && t.killed > 0);
-    let left: i64 = admin
-        .query_one("SELECT count(*) FROM pg_prepared_xacts", &[])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0);
     // The clients sharing a connection shared its block: their values run
     // on from one another's (a block of 20 serves several of them).
     let pooled = pooled_values.lock().unwrap();
