@@ -63,6 +63,11 @@ async fn insert(c: &Client, seq: &str, who: &str) -> Result<i64, tokio_postgres:
     Ok(r.get(0))
 }
 
+/// An insert that failed: a duplicate key is a value handed out twice.
+fn refused(e: tokio_postgres::Error) -> i64 {
+    panic!("an insert with next_key failed (23505: a value handed out twice): {e:?}")
+}
+
 async fn next_key(c: &Client, seq: &str) -> i64 {
     c.query_one(&format!("SELECT {SCHEMA}.next_key($1)"), &[&seq])
         .await
@@ -316,9 +321,15 @@ async fn sql_sessions_beside_the_library_the_cli_and_a_server_never_share_a_valu
             let c = session(&pg_url, &format!("nk-session-{s}")).await;
             for i in 0..40usize {
                 c.batch_execute("BEGIN").await.unwrap();
-                let rows = 1 + (i + s) % 3;
+                // The transactions that roll back or prepare take more than
+                // a block: each reserves one of its own that must not
+                // outlive its rollback.
+                let rows = match i % 6 {
+                    1 | 4 => 21 + (i + s) % 5,
+                    _ => 1 + (i + s) % 3,
+                };
                 for _ in 0..rows {
-                    insert(&c, "orders", "sql").await.unwrap();
+                    insert(&c, "orders", "sql").await.unwrap_or_else(refused);
                 }
                 match i % 6 {
                     1 => {
@@ -361,13 +372,13 @@ async fn sql_sessions_beside_the_library_the_cli_and_a_server_never_share_a_valu
             let killer = session(&pg_url, &format!("nk-killer-{v}")).await;
             for round in 0..8 {
                 let c = session(&pg_url, &format!("nk-victim-{v}")).await;
-                insert(&c, "orders", "sql").await.unwrap();
+                insert(&c, "orders", "sql").await.unwrap_or_else(refused);
                 tally.lock().unwrap().committed += 1;
                 c.batch_execute("BEGIN").await.unwrap();
                 // Every other round the transaction reserves a block of its own.
                 let rows = if round % 2 == 0 { 2 } else { 25 };
                 for _ in 0..rows {
-                    insert(&c, "orders", "sql").await.unwrap();
+                    insert(&c, "orders", "sql").await.unwrap_or_else(refused);
                 }
                 let pid: i32 = c
                     .query_one("SELECT pg_backend_pid()", &[])
@@ -398,7 +409,9 @@ async fn sql_sessions_beside_the_library_the_cli_and_a_server_never_share_a_valu
             for i in 0..30usize {
                 let c = pooled.lock().await;
                 c.batch_execute("BEGIN").await.unwrap();
-                let v = insert(&c, "orders", &format!("pooled-{p}")).await.unwrap();
+                let v = insert(&c, "orders", &format!("pooled-{p}"))
+                    .await
+                    .unwrap_or_else(refused);
                 if (i + p) % 5 == 2 {
                     c.batch_execute("ROLLBACK").await.unwrap();
                     tally.lock().unwrap().rolled_back += 1;
