@@ -14,7 +14,8 @@
 # Usage: crates/keysmith/benches/pgbench-next-key.sh
 #   KEYSMITH=path/to/keysmith (default: $CARGO_TARGET_DIR or target, release
 #   then debug), PG_BIN (default: the newest /usr/lib/postgresql/*/bin),
-#   CLIENTS=8 THREADS=2 RUN_SECONDS=8 RUNS=2.
+#   CLIENTS=8 THREADS=2 RUN_SECONDS=8 RUNS=2 WARMUP_SECONDS=2 (one untimed
+#   run of each script first: new tables, new sessions, the first blocks).
 # Prints one line per run and the ratio of the means. Stops the server and
 # removes its directory on exit.
 set -euo pipefail
@@ -22,6 +23,7 @@ set -euo pipefail
 CLIENTS=${CLIENTS:-8}
 THREADS=${THREADS:-2}
 SECONDS_PER_RUN=${RUN_SECONDS:-8}
+WARMUP_SECONDS=${WARMUP_SECONDS:-2}
 RUNS=${RUNS:-2}
 PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)}
 target=${CARGO_TARGET_DIR:-target}
@@ -76,12 +78,16 @@ echo "INSERT INTO nat_orders VALUES (nextval('nat'), 'sql');" >"$dir/nextval.sql
 loader=$!
 
 tps() {
-    "$PG_BIN/pgbench" -n -c "$CLIENTS" -j "$THREADS" -T "$SECONDS_PER_RUN" -f "$dir/$1.sql" \
+    "$PG_BIN/pgbench" -n -c "$CLIENTS" -j "$THREADS" -T "${2:-$SECONDS_PER_RUN}" -f "$dir/$1.sql" \
         -h 127.0.0.1 -p "$port" -U postgres postgres 2>&1 |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
 
 echo "# $(date -u +%FT%TZ) PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), $CLIENTS clients, $THREADS threads, ${SECONDS_PER_RUN}s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$WARMUP_SECONDS" -gt 0 ]; then
+    tps next_key "$WARMUP_SECONDS" >/dev/null
+    tps nextval "$WARMUP_SECONDS" >/dev/null
+fi
 nk_sum=0
 nv_sum=0
 for run in $(seq 1 "$RUNS"); do
