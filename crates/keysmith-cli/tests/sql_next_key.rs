@@ -674,3 +674,52 @@ async fn a_failover_with_sql_sessions_in_flight_repeats_no_value() {
         after_crash - at_cut
     );
 }
+
+/// A store at schema version 8 (every call of `next_key` reserved one
+/// value in the caller's transaction) gets the session blocks when a
+/// keysmith of this version opens it, and keeps allocating above what the
+/// old function handed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_8_store_gets_session_blocks_on_open() {
+    let Some(pg) = server() else {
+        return;
+    };
+    let pg_url = pg.url();
+    let url = store_url(&pg_url);
+    let admin = session(&pg_url, "nk-admin").await;
+    create(&url, &admin, "old", "10", &[]).await;
+    // The function and version as migration 8 left them.
+    admin
+        .batch_execute(&format!(
+            "CREATE OR REPLACE FUNCTION {SCHEMA}.next_key(seq text) RETURNS bigint
+             LANGUAGE sql AS $fn$ SELECT first_value FROM {SCHEMA}.reserve(seq, 1) $fn$;
+             UPDATE {SCHEMA}.keysmith_meta SET schema_version = 8;"
+        ))
+        .await
+        .unwrap();
+    let a = session(&pg_url, "nk-a").await;
+    let v1 = next_key(&a, "old").await;
+    assert_eq!(
+        next_free(&url, "old"),
+        v1 + 1,
+        "version 8: one value per call"
+    );
+    // `keysmith show` (in next_free, above) opened the store: it migrated.
+    let version: i32 = admin
+        .query_one(
+            &format!("SELECT schema_version FROM {SCHEMA}.keysmith_meta"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 9);
+    let v2 = next_key(&a, "old").await;
+    assert_eq!(v2, v1 + 1);
+    assert_eq!(
+        next_free(&url, "old"),
+        v1 + 11,
+        "a block of 10 for the session"
+    );
+    assert_eq!(next_key(&a, "old").await, v2 + 1);
+}
