@@ -267,6 +267,14 @@ async fn a_session_block_follows_its_reservation() {
         .get(0);
     assert_eq!(kept, None, "a strict sequence keeps no session block");
 
+    // The longest name (512 bytes, not ASCII) keys a session block too.
+    let long = "é/".repeat(170) + "é";
+    assert_eq!(long.len(), keysmith::MAX_NAME_BYTES);
+    common::ok(&url, &["create", &long, "--block", "10"]);
+    let l1 = next_key(&a, &long).await;
+    assert_eq!(next_key(&a, &long).await, l1 + 1);
+    assert_eq!(next_free(&url, &long), l1 + 10);
+
     // Errors as before: a missing sequence names it.
     let err = a
         .query_one(&format!("SELECT {SCHEMA}.next_key('nope')"), &[])
