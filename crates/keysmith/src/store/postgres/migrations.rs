@@ -377,8 +377,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
             x := cur[4];
             IF v < lim AND x <> '0'
                AND x <> COALESCE(pg_current_xact_id_if_assigned()::text, '') THEN
-                -- Reserved by an earlier transaction of this session that
-                -- was prepared (two-phase): usable only if it committed.
+                -- Reserved by an earlier transaction of this session: once
+                -- known to have committed, x is 0 from then on. Only a
+                -- prepared one (two-phase) can have ended otherwise and
+                -- left the setting: then the block is dropped.
                 IF pg_xact_status(x::xid8) = 'committed' THEN
                     x := '0';
                 ELSE
