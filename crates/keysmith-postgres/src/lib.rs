@@ -87,7 +87,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -273,9 +273,10 @@ impl PostgresStore {
             return Ok(()); // Someone else migrated while we waited; drop rolls back.
         }
         for step in &MIGRATIONS[current as usize..] {
-            tx.batch_execute(&step.replace("{s}", &s))
-                .await
-                .map_err(|e| self.pg(&e))?;
+            let step = step
+                .replace("{s}", &s)
+                .replace("{schema_name}", &self.schema);
+            tx.batch_execute(&step).await.map_err(|e| self.pg(&e))?;
         }
         tx.execute(
             &format!(

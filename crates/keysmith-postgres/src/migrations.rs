@@ -1,7 +1,8 @@
 //! The schema's migrations: the SQL that takes a store from each version to the next.
 
 /// Migrations, in order: migration `i` takes the schema from version `i` to
-/// `i + 1`. `{s}` stands for the quoted schema name.
+/// `i + 1`. `{s}` stands for the quoted schema name, `{schema_name}` for the
+/// name itself (a-z, 0-9 and _ only: `connect::validate_schema`).
 pub(super) const MIGRATIONS: &[&str] = &[
     // 1: sequences and pools.
     //
@@ -332,5 +333,76 @@ pub(super) const MIGRATIONS: &[&str] = &[
         reversed_next bigint NOT NULL,
         PRIMARY KEY (kind, name)
     );
+    "#,
+    // 9: `next_key` from a block per session (README "From SQL"). The
+    // session's cursor is a custom setting, `keysmith.b_<schema>_<hex of the
+    // name>` = `pid,next,end,xid`: the values next..end-1 of a block that
+    // `reserve` took for this backend (`pid`), and while the transaction that
+    // reserved it may still roll back, that transaction's id (else 0).
+    //
+    // - A setting made with set_config(.., false) is undone when its
+    //   transaction or savepoint rolls back, as is the UPDATE of `reserve`
+    //   in it: a reservation rolled back takes the cursor with it, and values
+    //   taken in a transaction that rolled back go back to the session (as
+    //   they went back to the sequence before).
+    // - PREPARE TRANSACTION keeps session settings, whatever COMMIT PREPARED
+    //   or ROLLBACK PREPARED then do: so a block is used outside the
+    //   transaction that reserved it only once pg_xact_status says that
+    //   transaction committed; aborted, unknown or still prepared, the rest
+    //   of the block is dropped (a gap, never a repeat).
+    // - A setting of another backend (a default from the server, a role or a
+    //   pooler) is never a block of this one: `pid` must be this backend's.
+    // - Strict sequences (block 1) reserve every value inside the caller's
+    //   transaction as before: only that keeps values in time order across
+    //   every caller, as strict promises.
+    // The block is `block` values, as a library handle's (no adaptive
+    // growth: a session's calls are not seen by anyone to measure a rate).
+    // `reserve` fences the row first, so a failover moves the row on before
+    // any session of the new primary takes a block.
+    r#"
+    CREATE OR REPLACE FUNCTION {s}.next_key(seq text) RETURNS bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        k text := 'keysmith.b_{schema_name}_' || encode(convert_to(seq, 'UTF8'), 'hex');
+        cur text[] := string_to_array(current_setting(k, true), ',');
+        me int := pg_backend_pid();
+        v bigint;
+        b bigint;
+        lim bigint;
+        x text;
+    BEGIN
+        IF cardinality(cur) = 4 AND cur[1] = me::text THEN
+            v := cur[2]::bigint;
+            lim := cur[3]::bigint;
+            x := cur[4];
+            IF v < lim AND x <> '0'
+               AND x <> COALESCE(pg_current_xact_id_if_assigned()::text, '') THEN
+                -- Reserved by an earlier transaction of this session: once
+                -- known to have committed, x is 0 from then on. Only a
+                -- prepared one (two-phase) can have ended otherwise and
+                -- left the setting: then the block is dropped.
+                IF pg_xact_status(x::xid8) = 'committed' THEN
+                    x := '0';
+                ELSE
+                    v := lim;
+                END IF;
+            END IF;
+            IF v < lim THEN
+                -- An assignment, not PERFORM: a simple expression, no query.
+                k := set_config(k, me || ',' || (v + 1) || ',' || lim || ',' || x, false);
+                RETURN v;
+            END IF;
+        END IF;
+        SELECT q.block INTO b FROM {s}.sequences q WHERE q.name = seq;
+        IF NOT FOUND OR b <= 1 THEN
+            -- Strict, or missing (reserve raises naming it).
+            SELECT r.first_value INTO v FROM {s}.reserve(seq, 1) r;
+            RETURN v;
+        END IF;
+        SELECT r.first_value, r.next_free INTO v, lim FROM {s}.reserve(seq, b) r;
+        k := set_config(k, me || ',' || (v + 1) || ',' || lim || ',' || pg_current_xact_id(), false);
+        RETURN v;
+    END
+    $fn$;
     "#,
 ];

@@ -599,7 +599,7 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(v, 8);
+    assert_eq!(v, SCHEMA_VERSION);
     // The columns only hold a class keysmith writes.
     let e = admin
         .execute(
