@@ -93,7 +93,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use keysmith::pool::ValuePool;
 use keysmith::sequence::AdaptivePolicy;
-use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
+use keysmith::sequence::{MAX_BATCH, Strategy};
 use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
@@ -508,9 +508,9 @@ pub(crate) struct Shared {
     pub(crate) create_lock: tokio::sync::Mutex<()>,
     /// Reloads run one at a time.
     pub(crate) reloading: std::sync::Mutex<()>,
-    pub(crate) sequences: Handles<Sequence>,
-    /// Numbered sequences' handles: their settings, read once.
-    pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
+    /// Sequences' handles, of either kind (a numbered one holds its
+    /// settings, read once).
+    pub(crate) sequences: Handles<keysmith::AnySequence>,
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     /// Read once per request; replaced by [`AppState::reload_secrets`].
@@ -711,10 +711,9 @@ impl AppState {
                     counter: config.counter.clone(),
                 },
                 token,
-                sequences: Handles::new("sequence", limits),
-                numbered: Handles::new("sequence", limits),
+                sequences: Handles::new(access::ObjectKind::Sequence, limits),
                 high_waters: keysmith::sequence::HighWaters::new(),
-                pools: Handles::new("pool", limits),
+                pools: Handles::new(access::ObjectKind::Pool, limits),
                 counter: tokio::sync::OnceCell::new(),
                 shard_codec: Swappable::new(shard_codec),
                 lease_key: Swappable::new(Arc::new(lease_key)),
@@ -768,7 +767,7 @@ impl AppState {
         };
         let mut line = audit::Line::new(audit::Event::AccessReload);
         line.object = Some(audit::Object {
-            kind: "access_file",
+            kind: access::ObjectKind::AccessFile,
             name: Some(path.display().to_string()),
         });
         let previous = s.access.load_full();
@@ -906,7 +905,6 @@ impl AppState {
                 tick.tick().await;
                 let Some(s) = weak.upgrade() else { return };
                 s.sequences.close_idle(&s.metrics).await;
-                s.numbered.close_idle(&s.metrics).await;
                 s.pools.close_idle(&s.metrics).await;
             }
         });
@@ -927,7 +925,7 @@ impl AppState {
         let (usage, pool_runways) = tokio::time::timeout(METRICS_STORE_BUDGET, async {
             let mut usage = Vec::new();
             for (name, e) in s.sequences.snapshot() {
-                if !e.named {
+                if !e.named || !matches!(e.handle, keysmith::AnySequence::Plain(_)) {
                     continue;
                 }
                 if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
@@ -949,13 +947,19 @@ impl AppState {
         })
         .await
         .unwrap_or_default();
-        let seqs: Vec<_> = s
-            .sequences
-            .snapshot()
+        let open_sequences = s.sequences.snapshot();
+        let numbered = open_sequences
+            .iter()
+            .filter(|(_, e)| matches!(e.handle, keysmith::AnySequence::Numbered(_)))
+            .count();
+        let seqs: Vec<_> = open_sequences
             .into_iter()
-            .map(|(n, e)| {
-                let st = e.handle.stats();
-                (
+            .filter_map(|(n, e)| {
+                let keysmith::AnySequence::Plain(seq) = &e.handle else {
+                    return None;
+                };
+                let st = seq.stats();
+                Some((
                     if e.named {
                         n
                     } else {
@@ -964,10 +968,10 @@ impl AppState {
                     HandleCounters {
                         refills: st.reservations,
                         conflicts: st.conflicts,
-                        size: e.handle.block(),
+                        size: seq.block(),
                         skipped_at_failover: st.skipped_at_failover,
                     },
-                )
+                ))
             })
             .collect();
         let pools: Vec<_> = s
@@ -1001,8 +1005,8 @@ impl AppState {
             ids.as_ref(),
             s.started.elapsed().as_secs_f64(),
             Gauges {
-                sequences: s.sequences.len(),
-                numbered: s.numbered.len(),
+                sequences: seqs.len(),
+                numbered,
                 pools: s.pools.len(),
                 high_waters: s.high_waters.len(),
             },
@@ -1014,7 +1018,6 @@ impl AppState {
     /// with [`keysmith::Error::Closed`] (a 503).
     pub async fn close(&self) {
         self.shared.sequences.close_all().await;
-        self.shared.numbered.close_all().await;
         self.shared.pools.close_all().await;
         if let Some(g) = self.shared.ids.get()
             && let Err(e) = g.close().await

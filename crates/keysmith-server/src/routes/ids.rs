@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::NextQuery;
 use crate::AppState;
@@ -39,7 +39,19 @@ pub(crate) async fn next(
     let n = q.count(state.shared().options.max_count)?;
     let as_strings = q.as_strings()?;
     let ids = generator(&state).await?.next_n(n).await?;
-    Ok(super::list_response("ids", &ids, as_strings, None))
+    Ok(Json(IdsBody {
+        ids: super::Ints {
+            values: &ids,
+            as_strings,
+        },
+    })
+    .into_response())
+}
+
+/// The answer of `POST /v1/ids/next`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct IdsBody<'a> {
+    ids: super::Ints<'a>,
 }
 
 /// `?from=T&to=T`: RFC 3339 or ms since 1970.

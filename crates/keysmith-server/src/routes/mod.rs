@@ -120,58 +120,45 @@ pub(crate) struct Partial {
     pub(crate) message: String,
 }
 
-/// `{"values": [...]}`, as numbers or as strings, with `"partial": {...}`
-/// when fewer values than asked for are in it.
-pub(crate) fn values_response(
-    values: &[i64],
-    as_strings: bool,
-    partial: Option<&Partial>,
-) -> Response {
-    list_response("values", values, as_strings, partial)
+/// The answer of a route that takes values: `{"values": [...]}`, with
+/// `"partial": {...}` when fewer values than asked for are in it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ValuesBody<'a, T> {
+    pub(crate) values: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) partial: Option<&'a Partial>,
 }
 
-/// `{"KEY": [...]}`, as numbers or as strings, with `"partial": {...}` when
-/// given.
-pub(crate) fn list_response(
-    key: &str,
-    values: &[i64],
-    as_strings: bool,
-    partial: Option<&Partial>,
-) -> Response {
-    use std::fmt::Write;
-    let mut body = String::with_capacity(16 + values.len() * 22);
-    let _ = write!(body, "{{\"{key}\":[");
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        // Writing into a String cannot fail.
-        let _ = if as_strings {
-            write!(body, "\"{v}\"")
+/// Integers as JSON: numbers, or strings of them with `as=string` (for
+/// clients whose numbers lose precision above 2^53).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ints<'a> {
+    pub(crate) values: &'a [i64],
+    pub(crate) as_strings: bool,
+}
+
+impl Serialize for Ints<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.as_strings {
+            s.collect_seq(self.values.iter().map(|v| Int(*v, true)))
         } else {
-            write!(body, "{v}")
-        };
+            s.collect_seq(self.values)
+        }
     }
-    body.push(']');
-    if let Some(p) = partial {
-        let _ = write!(
-            body,
-            ",\"partial\":{}",
-            serde_json::to_string(p).unwrap_or_else(|_| "true".into())
-        );
-    }
-    body.push('}');
-    json_text(body)
 }
 
-/// A response with a JSON body that is already text.
-pub(crate) fn json_text(body: String) -> Response {
-    let mut res = body.into_response();
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    res
+/// One integer as JSON: a number, or (`.1`) a string of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Int(pub(crate) i64, pub(crate) bool);
+
+impl Serialize for Int {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.1 {
+            s.collect_str(&self.0)
+        } else {
+            s.serialize_i64(self.0)
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -13,7 +13,7 @@ use keysmith::pool::{self, PoolInfo, ValuePool};
 use keysmith::store::{DEFAULT_POOL_START, PoolRow, PoolSpec};
 use serde::{Deserialize, Serialize};
 
-use super::{NextQuery, Partial, values_response};
+use super::{Ints, NextQuery, Partial, ValuesBody};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
@@ -291,5 +291,12 @@ pub(crate) async fn next(
         }
     };
     entry.record(&values, started);
-    Ok(values_response(&values, as_strings, partial.as_ref()))
+    Ok(Json(ValuesBody {
+        values: Ints {
+            values: &values,
+            as_strings,
+        },
+        partial: partial.as_ref(),
+    })
+    .into_response())
 }

@@ -8,13 +8,13 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keysmith::AnySequence;
-use keysmith::numbers::{self, Numbering, Numbers, Period};
+use keysmith::numbers::{self, Numbering, Period};
 use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
+use keysmith::{AnySequence, Values};
 use serde::{Deserialize, Serialize};
 
-use super::{NextQuery, Started, values_response};
+use super::{NextQuery, Started, ValuesBody};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
@@ -112,17 +112,22 @@ pub(crate) struct HandleView {
 }
 
 impl HandleView {
-    pub(crate) fn of(e: &Entry<Sequence>) -> HandleView {
-        let stats = e.handle.stats();
+    /// The view of a plain sequence's handle; `None` for a numbered one
+    /// (it holds no block).
+    pub(crate) fn of(e: &Entry<AnySequence>) -> Option<HandleView> {
+        let AnySequence::Plain(seq) = &e.handle else {
+            return None;
+        };
+        let stats = seq.stats();
         let last = e.last.load(std::sync::atomic::Ordering::Relaxed);
-        HandleView {
-            block: e.handle.block(),
+        Some(HandleView {
+            block: seq.block(),
             served: e.served.load(std::sync::atomic::Ordering::Relaxed),
             last_served: (last >= 0).then_some(last),
             rate: e.rate(),
             refills: stats.reservations,
             conflicts: stats.conflicts,
-        }
+        })
     }
 }
 
@@ -131,7 +136,7 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
         .shared()
         .sequences
         .get(&info.row.name)
-        .map(|e| HandleView::of(&e));
+        .and_then(|e| HandleView::of(&e));
     SequenceView {
         info,
         server,
@@ -233,7 +238,6 @@ pub(crate) async fn drop(
     // After the store forgot it: a request racing with this one cannot
     // reopen a handle on it.
     s.sequences.remove(&name, &s.metrics).await;
-    s.numbered.remove(&name, &s.metrics).await;
     s.high_waters.forget(&name);
     Ok(Json(super::Dropped { dropped: name }))
 }
@@ -251,21 +255,12 @@ fn builder(state: &AppState, name: &str) -> keysmith::sequence::SequenceBuilder 
     b
 }
 
-/// The open handle of `name`, of either kind.
-enum Opened {
-    Plain(Arc<Entry<Sequence>>),
-    Numbered(Arc<Entry<Numbers>>),
-}
-
 /// The handle `next` uses: the one open already, else one opened by
 /// [`AnySequence::open`] (two store calls whatever the kind) and kept.
-async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
+async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnySequence>>> {
     let s = state.shared();
     if let Some(e) = s.sequences.get_to_use(name) {
-        return Ok(Opened::Plain(e));
-    }
-    if let Some(e) = s.numbered.get_to_use(name) {
-        return Ok(Opened::Numbered(e));
+        return Ok(e);
     }
     let opened = AnySequence::open(s.store.clone(), name, builder(state, name)).await;
     if !matches!(opened, Ok(AnySequence::Plain(_))) {
@@ -274,27 +269,21 @@ async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
         // values take no memory.
         s.high_waters.forget_if_unused(name);
     }
-    match opened? {
-        AnySequence::Plain(seq) => s
-            .sequences
-            .get_or_open(name, &s.metrics, || async { Ok(seq) })
-            .await
-            .map(Opened::Plain),
-        AnySequence::Numbered(h) => s
-            .numbered
-            .get_or_open(name, &s.metrics, || async { Ok(h) })
-            .await
-            .map(Opened::Numbered),
-    }
+    let opened = opened?;
+    s.sequences
+        .get_or_open(name, &s.metrics, || async { Ok(opened) })
+        .await
 }
 
-/// `POST /v1/sequences/{name}/next`. The values come from one reservation
-/// (or the handle's cache), taken by [`detached_until`]: a client that
-/// hangs up cannot cut a reservation off after the store committed it
-/// (which would drop a block), and a store that does not answer (cut off,
-/// paused) gets a 503 `timeout` by the route's [`super::deadline`], a
-/// little before the request timeout, while the reservation goes on in the
-/// background and fills the handle for the requests after it.
+/// `POST /v1/sequences/{name}/next`: [`AnySequence::next_n`], for either
+/// kind. The values come from one reservation (or a plain handle's cache),
+/// taken by [`detached_until`]: a client that hangs up cannot cut a
+/// reservation off after the store committed it (which would drop a
+/// block), and a store that does not answer (cut off, paused) gets a 503
+/// `timeout` by the route's [`super::deadline`], a little before the
+/// request timeout, while the reservation goes on in the background and
+/// fills the handle for the requests after it. Formatted numbers go out as
+/// strings.
 pub(crate) async fn next(
     State(state): State<AppState>,
     Extension(Started(started)): Extension<Started>,
@@ -307,77 +296,52 @@ pub(crate) async fn next(
     // Checked before the store is asked, so a bad name is a 400 whether or not
     // a handle is open.
     keysmith::validate_name(&name)?;
-    // A handle closed under us (its sequence dropped by another request) is
-    // retried once with a fresh handle, which then says what happened.
+    // A handle closed under us (its sequence dropped by another request), or
+    // whose sequence is gone (dropped, or made again of the other kind,
+    // behind the server's back), is retried once with a fresh handle, which
+    // then says what is there now.
     let mut retried = false;
     loop {
-        let entry = match handle_any(&state, &name).await? {
-            Opened::Plain(e) => e,
-            // A numbered sequence's numbers come from the store, one call
-            // per request.
-            Opened::Numbered(e) => {
-                match super::tickets::numbered_next(&e, count, as_strings, started).await {
-                    // Dropped (or made plain) behind the server's back: forget
-                    // the handle, and open again once to say what is there now.
-                    Err(keysmith::Error::NotFound { .. }) if !retried => {
-                        s.numbered.evict(&name, &e, &s.metrics).await;
-                        retried = true;
-                        continue;
-                    }
-                    Err(err) => {
-                        if matches!(err, keysmith::Error::NotFound { .. }) {
-                            s.numbered.evict(&name, &e, &s.metrics).await;
-                        }
-                        return Err(err.into());
-                    }
-                    Ok(response) => return Ok(response),
-                }
-            }
-        };
+        let entry = handle(&state, &name).await?;
+        let deadline = super::deadline(started, s.options.request_timeout);
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.
-        let deadline = super::deadline(started, s.options.request_timeout);
-        let taken = if count == 1 {
-            detached_until(
-                deadline,
-                async move {
-                    let r = entry.handle.next().await.map(|v| vec![v]);
-                    (entry, r)
-                },
-                late_values,
-            )
-            .await
-        } else {
-            detached_until(
-                deadline,
-                async move {
-                    let r = entry.handle.next_n(count).await;
-                    (entry, r)
-                },
-                late_values,
-            )
-            .await
-        }
+        let taken = detached_until(
+            deadline,
+            async move {
+                let r = entry.handle.next_n(count).await;
+                (entry, r)
+            },
+            late_values,
+        )
+        .await
         .map_err(|e| keysmith::Error::Unavailable(format!("the task taking values failed: {e}")))?;
         let Some((entry, result)) = taken else {
             return Err(ApiError::timeout(s.options.request_timeout));
         };
         match result {
             Ok(values) => {
-                entry.record(&values, started);
-                return Ok(values_response(&values, as_strings, None));
+                match &values {
+                    Values::Plain(v) => entry.record(v, started),
+                    Values::Numbers { numbers, .. } => {
+                        let ns: Vec<i64> = numbers.iter().map(|f| f.number.n).collect();
+                        entry.record(&ns, started);
+                    }
+                }
+                return Ok(Json(ValuesBody {
+                    values: values.json_values(as_strings),
+                    partial: None,
+                })
+                .into_response());
             }
-            Err(keysmith::Error::Closed { .. }) if !retried => {
+            Err(e @ (keysmith::Error::Closed { .. } | keysmith::Error::NotFound { .. })) => {
                 s.sequences.evict(&name, &entry, &s.metrics).await;
+                if retried {
+                    return Err(e.into());
+                }
                 retried = true;
             }
-            Err(e) => {
-                if matches!(e, keysmith::Error::NotFound { .. }) {
-                    // Dropped behind the server's back: forget the handle.
-                    s.sequences.evict(&name, &entry, &s.metrics).await;
-                }
-                return Err(e.into());
-            }
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -386,8 +350,11 @@ pub(crate) async fn next(
 /// deadline: skipped, never handed out (a gap, as a crash leaves), and
 /// said in the log. A plain function: nothing is cloned for the requests
 /// served at once.
-fn late_values((entry, r): (Arc<Entry<Sequence>>, keysmith::Result<Vec<i64>>)) {
-    let name = entry.handle.name();
+fn late_values((entry, r): (Arc<Entry<AnySequence>>, keysmith::Result<Values>)) {
+    let name = match &entry.handle {
+        AnySequence::Plain(s) => s.name(),
+        AnySequence::Numbered(n) => n.name(),
+    };
     match r {
         Ok(values) => tracing::warn!(
             sequence = %name,

@@ -1,7 +1,6 @@
 //! Numbered sequences: `/v1/sequences/{name}/tickets` (gap-free numbers:
-//! take, commit, release), `/v1/sequences/{name}/parse`, and `next` on a
-//! periodic or formatted sequence ([`numbered_next`]). Every call goes to the
-//! store: a number is recorded as taken before it leaves.
+//! take, commit, release) and `/v1/sequences/{name}/parse`. Every call goes
+//! to the store: a number is recorded as taken before it leaves.
 
 use std::time::Duration;
 
@@ -17,7 +16,6 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
-use crate::handles::Entry;
 
 /// `{name}` and `{ticket}` of a ticket's path.
 #[derive(Debug)]
@@ -137,24 +135,4 @@ pub(crate) async fn parse(
     let h = open(&state, &name).await?;
     let n = h.parse(&b.value)?;
     Ok(Json(n).into_response())
-}
-
-/// `next` on a numbered sequence through the server's handle: `count`
-/// numbers in one store call (two with a period), as strings for a
-/// formatted sequence (`{"values":["INV-20261123-0042"]}`).
-pub(crate) async fn numbered_next(
-    entry: &Entry<Numbers>,
-    count: i64,
-    as_strings: bool,
-    started: std::time::Instant,
-) -> keysmith::Result<Response> {
-    let h = &entry.handle;
-    let numbers = h.next_n(count).await?;
-    let ns: Vec<i64> = numbers.iter().map(|f| f.number.n).collect();
-    entry.record(&ns, started);
-    let taken = keysmith::Values::Numbers {
-        numbers,
-        formatted: h.is_formatted(),
-    };
-    Ok(Json(serde_json::json!({ "values": taken.json_values(as_strings) })).into_response())
 }
