@@ -195,11 +195,15 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
 }
 
 /// `GET /v1/status`.
+#[utoipa::path(get, path = "/v1/status", summary = "What the status page shows", description = "",
+    responses((status = 200, description = "Status; integers that may pass 2^53 are strings.", content_type = "application/json")))]
 pub(crate) async fn json(State(state): State<AppState>) -> ApiResult<Json<Status>> {
     Ok(Json(collect(&state).await?))
 }
 
 /// `GET /`.
+#[utoipa::path(get, path = "/", summary = "Status page (HTML)", description = "",
+    responses((status = 200, description = "HTML.", content_type = "text/html")))]
 pub(crate) async fn page(State(state): State<AppState>) -> ApiResult<Response> {
     let status = collect(&state).await?;
     let mut res = render(&status).into_response();

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::names::{CounterNames, HostCounter};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::NextQuery;
 use crate::AppState;
@@ -44,6 +45,11 @@ async fn open(cfg: crate::CounterConfig) -> ApiResult<Arc<HostCounter>> {
 
 /// Takes `count` names. The counter file is written and synced before the
 /// names leave, on a blocking thread (the counter locks and syncs a file).
+#[utoipa::path(post, path = "/v1/counters/next", summary = "Take `<hostname>/<n>` names from this host's counter",
+    description = "Names are unique across a cluster as long as host names are; numbers increase per host.",
+    params(NextQuery),
+    responses((status = 200, description = "The names, ascending; `first`/`last` are strings with as=string.", body = CounterBody),
+        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn next(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<NextQuery>,
@@ -79,11 +85,19 @@ pub(crate) async fn next(
 }
 
 /// The answer of `POST /v1/counters/next`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CounterNames)]
 pub(crate) struct CounterBody<'a> {
+    /// This host's name.
     host: &'a str,
+    /// The first number taken (a string with as=string).
+    #[schema(value_type = crate::openapi::library::IntOrString)]
     first: U64,
+    /// The last number taken (a string with as=string).
+    #[schema(value_type = crate::openapi::library::IntOrString)]
     last: U64,
+    /// `<host>/<n>` for each, ascending.
+    #[schema(value_type = Vec<String>)]
     names: NameList<'a>,
 }
 
