@@ -243,6 +243,11 @@ const PROBES: [&str; 3] = ["/healthz", "/livez", "/readyz"];
 /// OpenAPI version this server speaks.
 fn complete(doc: &mut Value) {
     doc["openapi"] = json!("3.1.0");
+    // Exactly as written (utoipa's schema model does not hold every JSON
+    // Schema form, e.g. a oneOf with a description).
+    for (name, schema) in library::all() {
+        doc["components"]["schemas"][name] = schema;
+    }
     doc["components"]["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
     doc["security"] = json!([{"bearer": []}]);
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
@@ -385,24 +390,33 @@ fn from_json(v: Value) -> RefOr<Schema> {
     serde_json::from_value(v).unwrap_or_else(|_| RefOr::T(Schema::Object(schema::Object::new())))
 }
 
-/// Declares a component named `$name` whose schema is `$json`: the
-/// objects the library serializes and the server passes through.
-macro_rules! library_schema {
-    ($(#[$doc:meta])* $name:ident, $json:expr) => {
-        $(#[$doc])*
-        #[allow(dead_code)] // A type for its schema only.
-        pub(crate) struct $name;
+/// Declares components whose schemas are written out in JSON: the
+/// objects the library serializes and the server passes through. Each is a
+/// type for `body = ...` of an operation; `all()` lists them, and the
+/// document holds each one exactly as written (see `complete`).
+macro_rules! library_schemas {
+    ($($(#[$doc:meta])* $name:ident => $json:expr;)*) => {
+        $(
+            $(#[$doc])*
+            #[allow(dead_code)] // A type for its schema only.
+            pub(crate) struct $name;
 
-        impl utoipa::PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                from_json($json)
+            impl utoipa::PartialSchema for $name {
+                fn schema() -> RefOr<Schema> {
+                    from_json($json)
+                }
             }
-        }
 
-        impl utoipa::ToSchema for $name {
-            fn name() -> std::borrow::Cow<'static, str> {
-                std::borrow::Cow::Borrowed(stringify!($name))
+            impl utoipa::ToSchema for $name {
+                fn name() -> std::borrow::Cow<'static, str> {
+                    std::borrow::Cow::Borrowed(stringify!($name))
+                }
             }
+        )*
+
+        /// Every schema written out here, by name, as written.
+        pub(crate) fn all() -> Vec<(&'static str, Value)> {
+            vec![$((stringify!($name), $json)),*]
         }
     };
 }
@@ -419,39 +433,26 @@ pub(crate) mod library {
         json!({"oneOf": [{"type": "integer"}, {"type": "string"}]})
     }
 
-    library_schema!(
+    library_schemas! {
         /// The body of `PATCH /v1/sequences/{name}` ([`keysmith::sequence::AlterSpec`]).
-        AlterSequence,
-        json!({"type": "object", "additionalProperties": false, "properties": {
+        AlterSequence => json!({"type": "object", "additionalProperties": false, "properties": {
             "next": {"type": ["integer", "null"], "format": "int64", "description": "null or absent keeps the current value (so for every field)."},
             "max": {"type": ["integer", "null"], "format": "int64"},
             "block": {"type": ["integer", "null"], "format": "int64"},
             "failover_skip": {"type": ["integer", "null"], "format": "int64", "minimum": 0, "maximum": MAX_RESERVATION,
-                "description": "How far next moves forward when a reservation finds the store in a new generation; set by hand from now on."}}})
-    );
-
-    library_schema!(
+                "description": "How far next moves forward when a reservation finds the store in a new generation; set by hand from now on."}}});
         /// With `bit_reversed`: values never handed out ([`keysmith::numbers::SkipRange`]).
-        SkipRange,
-        json!({"type": "object", "required": ["start", "end"], "additionalProperties": false,
+        SkipRange => json!({"type": "object", "required": ["start", "end"], "additionalProperties": false,
             "description": "With bit_reversed: values start..end (end excluded) are never handed out; 0 <= start < end, at most 2^62 values.",
             "properties": {"start": {"type": "integer", "minimum": 0, "maximum": MAX_VALUE},
-                           "end": {"type": "integer", "minimum": 1, "maximum": i64::MAX}}})
-    );
-
-    library_schema!(
+                           "end": {"type": "integer", "minimum": 1, "maximum": i64::MAX}}});
         /// How a numbered sequence hands out numbers ([`keysmith::numbers::Numbering`]).
-        Numbering,
-        json!({"type": "object", "properties": {
+        Numbering => json!({"type": "object", "properties": {
             "gapless": {"type": "boolean"}, "period": {"type": ["string", "null"]}, "template": {"type": ["string", "null"]},
             "residue": {"type": "object", "required": ["increment", "offset"], "properties": {
-                "increment": {"type": "integer"}, "offset": {"type": "integer"}}}}})
-    );
-
-    library_schema!(
+                "increment": {"type": "integer"}, "offset": {"type": "integer"}}}}});
         /// A sequence ([`keysmith::sequence::SequenceInfo`]) with this server's handle.
-        Sequence,
-        json!({"type": "object", "properties": {
+        Sequence => json!({"type": "object", "properties": {
             "numbering": {"$ref": "#/components/schemas/Numbering"},
             "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
             "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
@@ -468,19 +469,11 @@ pub(crate) mod library {
                 "oneOf": [{"type": "null"}, {"type": "object", "properties": {
                     "block": {"type": "integer", "description": "Current (adaptive) block size."},
                     "served": {"type": "integer"}, "last_served": {"type": ["integer", "null"]},
-                    "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}})
-    );
-
-    library_schema!(
+                    "rate": {"type": "number"}, "refills": {"type": "integer"}, "conflicts": {"type": "integer"}}}]}}});
         /// Every sequence.
-        SequenceList,
-        json!({"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}})
-    );
-
-    library_schema!(
+        SequenceList => json!({"type": "object", "properties": {"sequences": {"type": "array", "items": {"$ref": "#/components/schemas/Sequence"}}}});
         /// A pool ([`keysmith::store::PoolRow`], [`keysmith::pool::PoolInfo`]) with this server's handle.
-        Pool,
-        json!({"type": "object", "properties": {
+        Pool => json!({"type": "object", "properties": {
             "name": {"type": "string"}, "start": {"type": "integer", "description": "The first number (a value of the class, for a pool in one)."},
             "size": {"type": "integer"},
             "generation": {"type": ["string", "null"], "description": "The store generation the pool was created or last fenced in."},
@@ -495,55 +488,31 @@ pub(crate) mod library {
             "server": {"description": "This server's handle, null until it handed out a number.",
                 "oneOf": [{"type": "null"}, {"type": "object", "properties": {
                     "served": {"type": "integer"}, "rate": {"type": "number"}, "attempts": {"type": "integer"},
-                    "conflicts": {"type": "integer"}, "conflict_rate": {"type": "number"}}}]}}})
-    );
-
-    library_schema!(
+                    "conflicts": {"type": "integer"}, "conflict_rate": {"type": "number"}}}]}}});
         /// Every pool.
-        PoolList,
-        json!({"type": "object", "properties": {"pools": {"type": "array", "items": {"$ref": "#/components/schemas/Pool"}}}})
-    );
-
-    library_schema!(
+        PoolList => json!({"type": "object", "properties": {"pools": {"type": "array", "items": {"$ref": "#/components/schemas/Pool"}}}});
         /// What a fence moved ([`keysmith::fence::FenceReport`]).
-        FenceReport,
-        json!({"type": "object", "required": ["dry_run", "changes", "left_alone"], "properties": {
+        FenceReport => json!({"type": "object", "required": ["dry_run", "changes", "left_alone"], "properties": {
             "dry_run": {"type": "boolean"},
             "changes": {"type": "array", "items": {"type": "object", "properties": {
                 "kind": {"type": "string"}, "name": {"type": "string"},
                 "before": {"type": "integer"}, "after": {"type": "integer"}}}},
-            "left_alone": {"type": "array", "items": {"type": "string"}}}})
-    );
-
-    library_schema!(
+            "left_alone": {"type": "array", "items": {"type": "string"}}}});
         /// The parts of a number a sequence printed ([`keysmith::numbers::Number`]).
-        NumberParts,
-        json!({"type": "object", "required": ["period", "n"], "properties": {
-            "period": {"type": ["integer", "null"]}, "n": {"type": "integer"}}})
-    );
-
-    library_schema!(
+        NumberParts => json!({"type": "object", "required": ["period", "n"], "properties": {
+            "period": {"type": ["integer", "null"]}, "n": {"type": "integer"}}});
         /// An id taken apart ([`keysmith::ids::DecodedId`]).
-        DecodedId,
-        json!({"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
+        DecodedId => json!({"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
             "id": {"type": "integer", "format": "int64"}, "time_ms": {"type": "integer", "format": "int64"},
-            "time": {"type": "string", "format": "date-time"}, "worker": {"type": "integer"}, "sequence": {"type": "integer"}}})
-    );
-
-    library_schema!(
+            "time": {"type": "string", "format": "date-time"}, "worker": {"type": "integer"}, "sequence": {"type": "integer"}}});
         /// The ids of a time window ([`keysmith::ids::IdBounds`]).
-        IdBounds,
-        json!({"type": "object", "required": ["from_ms", "to_ms", "from", "to", "min_id", "max_id"], "properties": {
+        IdBounds => json!({"type": "object", "required": ["from_ms", "to_ms", "from", "to", "min_id", "max_id"], "properties": {
             "from_ms": {"type": "integer", "format": "int64"}, "to_ms": {"type": "integer", "format": "int64"},
             "from": {"type": "string"}, "to": {"type": "string"},
             "min_id": {"type": "integer", "format": "int64", "description": "The smallest id whose time unit overlaps the window."},
-            "max_id": {"type": "integer", "format": "int64", "description": "The largest id whose time unit overlaps the window."}}})
-    );
-
-    library_schema!(
+            "max_id": {"type": "integer", "format": "int64", "description": "The largest id whose time unit overlaps the window."}}});
         /// A worker lease ([`keysmith::ids::HeldWorker`]).
-        HeldWorker,
-        json!({"type": "object", "required": ["group", "worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"], "properties": {
+        HeldWorker => json!({"type": "object", "required": ["group", "worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"], "properties": {
             "group": {"type": "string"},
             "worker": {"type": "integer", "minimum": 0, "description": "The worker id, 0..max."},
             "fence": {"type": "integer", "minimum": 1, "description": "Bumped by every acquisition of this worker id."},
@@ -552,13 +521,9 @@ pub(crate) mod library {
             "until_ms": {"type": "integer", "format": "int64", "description": "Ids made with this worker id use times below this; renewals move it forward."},
             "expires_ms": {"type": "integer", "format": "int64", "description": "The lease expires then unless renewed; a renewal after it is a 409."},
             "ttl_ms": {"type": "integer"},
-            "lease": {"type": "string", "description": "The signed token that renews and releases the lease; a renewal returns a new one."}}})
-    );
-
-    library_schema!(
+            "lease": {"type": "string", "description": "The signed token that renews and releases the lease; a renewal returns a new one."}}});
         /// A group's worker ids ([`keysmith::ids::WorkerList`]).
-        WorkerList,
-        json!({"type": "object", "required": ["group", "workers"], "properties": {
+        WorkerList => json!({"type": "object", "required": ["group", "workers"], "properties": {
             "group": {"type": "string"},
             "workers": {"type": "array", "description": "Every worker id of the group ever leased, ordered by worker id, held or not; \
                 empty for a group no one leased from. No lease tokens.",
@@ -569,22 +534,14 @@ pub(crate) mod library {
                 "fence": {"type": "integer", "description": "The fence of its last acquisition."},
                 "until_ms": {"type": "integer", "format": "int64", "description": "Its time floor (ms since 1970): ids made with it lie below; the next holder starts at or above it."},
                 "expires_ms": {"type": ["integer", "null"], "format": "int64", "description": "While held: when the lease expires unless renewed (this server's clock)."},
-                "expires_in_ms": {"type": ["integer", "null"], "minimum": 0, "description": "While held: the time the lease has left by the store's clock (etcd: whole seconds)."}}}}}})
-    );
-
-    library_schema!(
+                "expires_in_ms": {"type": ["integer", "null"], "minimum": 0, "description": "While held: the time the lease has left by the store's clock (etcd: whole seconds)."}}}}}});
         /// An integer, or a string of one (`as=string`, or a formatted number).
-        IntOrString,
-        int_or_string()
-    );
-
-    library_schema!(
+        IntOrString => int_or_string();
         /// A shard key's record or child id.
-        Id,
-        json!({"description": "An integer (an i64), \"TYPE:VALUE\" (u32:42, string:abc, uuid:..., datetime:2024-05-01T12:00:00Z, duration:1.5s), or {\"type\", \"value\"}.",
+        Id => json!({"description": "An integer (an i64), \"TYPE:VALUE\" (u32:42, string:abc, uuid:..., datetime:2024-05-01T12:00:00Z, duration:1.5s), or {\"type\", \"value\"}.",
             "oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "object", "required": ["type", "value"],
-                "properties": {"type": {"type": "string"}, "value": {}}}]})
-    );
+                "properties": {"type": {"type": "string"}, "value": {}}}]});
+    }
 
     /// The bounds of `increment` (`schema_with` of the create bodies).
     pub(crate) fn increment() -> Schema {
@@ -801,6 +758,16 @@ mod tests {
             schemas["CreateSequence"]["properties"]["increment"]["maximum"],
             keysmith::store::MAX_INCREMENT
         );
+    }
+
+    /// The schemas written out are in the document as written.
+    #[test]
+    fn library_schemas_are_as_written() {
+        let doc = document();
+        for (name, schema) in library::all() {
+            assert_eq!(doc["components"]["schemas"][name], schema, "{name}");
+        }
+        assert!(doc["components"]["schemas"]["Id"]["oneOf"].is_array());
     }
 
     /// Every operation but the probes answers the shared statuses and needs

@@ -26,6 +26,7 @@ pub(crate) struct EncodeBody {
     /// for the empty key (shard 0, default ids).
     #[schema(pattern = "^[A-Za-z0-9]$")]
     origin: String,
+    #[schema(minimum = 0, maximum = 65535)]
     shard: u16,
     #[schema(value_type = crate::openapi::library::Id)]
     record: Value,
