@@ -487,8 +487,11 @@ pub(crate) fn visible(name: &str) -> bool {
         .unwrap_or(true)
 }
 
-/// What kind of object a route acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What kind of object a route acts on (and an audit line names): its
+/// word on the wire ([`ObjectKind::as_str`], the serde name) is the same in
+/// audit lines, metric labels and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ObjectKind {
     /// A sequence (`/v1/sequences`).
     Sequence,
@@ -504,7 +507,11 @@ pub enum ObjectKind {
     Server,
     /// Whatever bears the name: a fence moves sequences, pools and worker
     /// floors alike.
+    #[serde(rename = "any")]
     AnyKind,
+    /// The access file, whose reloads the audit trail records (no route
+    /// acts on it).
+    AccessFile,
 }
 
 impl ObjectKind {
@@ -518,6 +525,7 @@ impl ObjectKind {
             ObjectKind::ShardKeys => "shard_keys",
             ObjectKind::Server => "server",
             ObjectKind::AnyKind => "any",
+            ObjectKind::AccessFile => "access_file",
         }
     }
 }
@@ -635,6 +643,24 @@ fn need(method: &Method, template: &str) -> Option<Need> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An object kind's word is its serde name, the same everywhere.
+    #[test]
+    fn object_kinds_serialize_as_their_words() {
+        use ObjectKind as K;
+        for k in [
+            K::Sequence,
+            K::Pool,
+            K::WorkerGroup,
+            K::Counter,
+            K::ShardKeys,
+            K::Server,
+            K::AnyKind,
+            K::AccessFile,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str(), "{k:?}");
+        }
+    }
 
     fn digest(t: &str) -> String {
         token_digest_hex(t.as_bytes())

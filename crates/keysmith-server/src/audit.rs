@@ -47,8 +47,8 @@ pub enum Event {
 /// The object of an audit line.
 #[derive(Debug, Clone, Serialize)]
 pub struct Object {
-    /// What kind of object.
-    pub kind: &'static str,
+    /// What kind of object (its word on the wire, e.g. `"sequence"`).
+    pub kind: ObjectKind,
     /// Its name; `*` for every name (`fence --all`); absent for none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -57,10 +57,7 @@ pub struct Object {
 impl Object {
     /// An object of `kind` named `name`.
     pub fn new(kind: ObjectKind, name: Option<String>) -> Object {
-        Object {
-            kind: kind.as_str(),
-            name,
-        }
+        Object { kind, name }
     }
 }
 

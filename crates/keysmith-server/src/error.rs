@@ -25,15 +25,29 @@ pub struct ApiError {
     pub similar: Vec<String>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// The body of every error response.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub(crate) struct ErrorBody<'a> {
     error: Inner<'a>,
 }
 
-#[derive(Serialize)]
-struct Inner<'a> {
+/// What went wrong.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = ErrorDetail)]
+pub(crate) struct Inner<'a> {
+    /// A stable, machine-readable code.
+    #[schema(examples(
+        "not_found",
+        "already_exists",
+        "invalid_name",
+        "too_large",
+        "contention"
+    ))]
     code: &'a str,
+    /// What was wrong and what to do.
     message: &'a str,
+    /// Existing names that look alike (404 only).
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     similar: &'a [String],
 }
@@ -157,7 +171,7 @@ impl IntoResponse for ApiError {
     fn into_response(mut self) -> Response {
         // "Did you mean" shows only names the caller may read.
         self.similar.retain(|n| crate::access::visible(n));
-        let body = serde_json::to_vec(&Body {
+        let body = serde_json::to_vec(&ErrorBody {
             error: Inner {
                 code: self.code,
                 message: &self.message,

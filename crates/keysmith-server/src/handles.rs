@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use prometheus::{Histogram, IntCounter};
 
+use crate::access::ObjectKind;
 use crate::metrics::Metrics;
 
 /// How long the allocation rate is averaged over.
 pub(crate) const RATE_WINDOW: Duration = Duration::from_secs(10);
 
 /// A library handle the server keeps open per name.
-pub(crate) trait Handle: Clone + Send + Sync + 'static {
+pub(crate) trait Handle: Send + Sync + 'static {
     /// Closes the handle, handing back what it can; logs what happened.
     fn close(&self) -> impl Future<Output = ()> + Send;
 }
@@ -53,9 +54,14 @@ impl Handle for keysmith::sequence::Sequence {
     }
 }
 
-impl Handle for keysmith::numbers::Numbers {
-    /// A numbered sequence's handle holds no values: each call reserves its own.
-    async fn close(&self) {}
+impl Handle for keysmith::AnySequence {
+    /// A plain sequence hands its unused values back; a numbered sequence's
+    /// handle holds no values (each call reserves its own).
+    async fn close(&self) {
+        if let keysmith::AnySequence::Plain(s) = self {
+            Handle::close(s).await;
+        }
+    }
 }
 
 impl Handle for keysmith::pool::ValuePool {
@@ -133,10 +139,10 @@ pub(crate) struct HandleLimits {
     pub(crate) idle: Duration,
 }
 
-/// The open handles of one kind ("sequence" or "pool"), by name.
+/// The open handles of one kind (sequences or pools), by name.
 #[derive(Debug)]
 pub(crate) struct Handles<H> {
-    kind: &'static str,
+    kind: ObjectKind,
     map: RwLock<HashMap<String, Arc<Entry<H>>>>,
     closing: AtomicBool,
     limits: HandleLimits,
@@ -147,7 +153,7 @@ pub(crate) struct Handles<H> {
 }
 
 impl<H: Handle> Handles<H> {
-    pub(crate) fn new(kind: &'static str, limits: HandleLimits) -> Self {
+    pub(crate) fn new(kind: ObjectKind, limits: HandleLimits) -> Self {
         Handles {
             kind,
             map: RwLock::new(HashMap::new()),
@@ -256,7 +262,7 @@ impl<H: Handle> Handles<H> {
             }
         };
         if let Some((n, e)) = pushed_out {
-            tracing::debug!(kind = self.kind, name = %n, "closing the least recently used handle to open another");
+            tracing::debug!(kind = self.kind.as_str(), name = %n, "closing the least recently used handle to open another");
             self.close_entry(&n, &e, metrics).await;
         }
         if let Some(l) = loser {
@@ -270,7 +276,8 @@ impl<H: Handle> Handles<H> {
             return Err(keysmith::Error::Unavailable(format!(
                 "this server has {} {} handles open, every one in use by a request; retry shortly, \
                  or raise the server's max_open_handles (`keysmith serve --max-open-handles`)",
-                self.limits.max_open, self.kind
+                self.limits.max_open,
+                self.kind.as_str()
             )));
         }
         entry.ok_or_else(closed)
@@ -303,7 +310,7 @@ impl<H: Handle> Handles<H> {
                 .collect()
         };
         for (n, e) in &gone {
-            tracing::debug!(kind = self.kind, name = %n, "closing a handle idle for {} ms", idle_ms);
+            tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a handle idle for {} ms", idle_ms);
             self.close_entry(n, e, metrics).await;
         }
         gone.len()
@@ -420,7 +427,7 @@ mod tests {
         let store = pools(&["a", "b"]).await;
         let metrics = Metrics::new(10);
         let handles = Handles::new(
-            "pool",
+            ObjectKind::Pool,
             HandleLimits {
                 max_open: 1,
                 idle: Duration::from_secs(3600),
@@ -449,7 +456,7 @@ mod tests {
         let store = pools(&["a", "b"]).await;
         let metrics = Metrics::new(10);
         let handles = Handles::new(
-            "pool",
+            ObjectKind::Pool,
             HandleLimits {
                 max_open: 10,
                 idle: Duration::from_millis(1),

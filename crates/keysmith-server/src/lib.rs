@@ -9,30 +9,13 @@
 //! answered: a request sent after another was answered gets larger values.
 //! Unused block tails go back to the store when the server stops cleanly.
 //!
-//! | route | what |
-//! | --- | --- |
-//! | `POST /v1/sequences` `{"name", "start"?, "max"?, "block"?, "gapless"?, "period"?, "format"?, "failover_skip"?, "bit_reversed"?, "skip_range"?}` | create a sequence (201); `bit_reversed` with `skip_range` `{"start", "end"}`: values the bit reversal of a counter |
-//! | `PATCH /v1/sequences/{name}` `{"next"?, "max"?, "block"?, "failover_skip"?}` | alter: next only forward, max never below what was reserved |
-//! | `GET /v1/sequences`, `GET /v1/sequences/{name}` | list, show (with this server's handle: current block size, values served, rate) |
-//! | `DELETE /v1/sequences/{name}` | drop for good (and close the server's handle) |
-//! | `POST /v1/sequences/{name}/next?count=N&as=string` | `{"values": [...]}`, ascending; numbers (strings when formatted) for a numbered sequence |
-//! | `POST /v1/sequences/{name}/tickets?ttl=SECS` | a gap-free number with its ticket: `{"value", "ticket", "period", "n"}` |
-//! | `POST /v1/sequences/{name}/tickets/{ticket}/commit`, `POST /v1/sequences/{name}/tickets/{ticket}/release` | make the number final, or free it; 409 when the ticket no longer holds it |
-//! | `POST /v1/sequences/{name}/parse` `{"value"}` | a number of the sequence taken apart: `{"period", "n"}` |
-//! | `POST /v1/sequences/{name}/reserve?count=N&as=string` | a block for the caller to hand out itself: `{"ranges": [{"start", "end"}], "lease"}` (half-open); N at most [`Config::max_count`] |
-//! | `POST /v1/sequences/{name}/release` `{"lease", "from"}` | hands `from..end` of a lease back if no one reserved since: `{"released": {"start", "end"} \| null}` |
-//! | `POST /v1/pools` `{"name", "start"?, "size"}`, `GET /v1/pools`, `GET /v1/pools/{name}`, `DELETE /v1/pools/{name}`, `POST /v1/pools/{name}/next` | the same for value pools (numbers in no order) |
-//! | `POST /v1/counters/next?count=N` | `{"host", "first", "last", "names": ["host/1", ...]}` |
-//! | `POST /v1/fence` `{"name" \| "all": true, "skip", "dry_run"?}` | moves sequences forward after a restore keysmith cannot see: `{"dry_run", "changes": [{"kind", "name", "before", "after"}], "left_alone"}`; a skip above [`Config::max_fence_skip`] is a 413 |
-//! | `POST /v1/ids/next?count=N`, `GET /v1/ids/{id}` | time-ordered ids, an id taken apart |
-//! | `GET /v1/ids/bounds?from=T&to=T` | the smallest and largest id of a time window (RFC 3339 or ms): `{"from_ms", "to_ms", "from", "to", "min_id", "max_id"}` |
-//! | `POST /v1/workers/{group}/lease?ttl_ms=T&max=N` | a worker id for another generator: `{"worker", "fence", "max", "not_before_ms", "until_ms", "expires_ms", "ttl_ms", "lease"}`; 409 when all N are held; a TTL above [`Config::max_worker_ttl`] or a max above [`Config::max_worker_group`] is a 413 |
-//! | `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`, `POST /v1/workers/{group}/lease/{token}/release` | renew (a new token; 409 when expired or taken over), release (`{"released": bool}`) |
-//! | `GET /v1/workers/{group}` | the group's worker ids, held or free: `{"group", "workers": [{"worker", "held", "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"}]}` (no tokens; an unknown group is empty) |
-//! | `POST /v1/shard-keys/encode`, `POST /v1/shard-keys/decode` | external strings signed with the server's secret |
-//! | `GET /healthz` | checks the store; needs no token |
-//! | `GET /livez`, `GET /readyz` | probes, no token: alive (a no-op), ready (200, or 503 during [`Config::shutdown_delay`] after the shutdown signal) |
-//! | `GET /metrics`, `GET /openapi.json`, `GET /`, `GET /v1/status` | Prometheus, the API, the status page and its JSON |
+//! The routes, their parameters, bodies, answers and statuses are
+//! described by `GET /openapi.json` ([`openapi::document`]), which is made
+//! with the router from one route list: sequences (create, alter, next,
+//! reserve and release, gap-free tickets), value pools, host counter names,
+//! fences, time-ordered ids and worker leases, shard keys, the probes
+//! (`/healthz`, `/livez`, `/readyz`: no token), `/metrics`, and the status
+//! page (`/`, `/v1/status`).
 //!
 //! Errors are `{"error": {"code", "message"}}`, also for request heads
 //! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
@@ -74,9 +57,6 @@
 //! .await
 //! # }
 //! ```
-//!
-//! The routes are described in full by `GET /openapi.json`
-//! ([`openapi::document`]).
 #![forbid(unsafe_code)]
 #![recursion_limit = "256"]
 #![warn(missing_docs)]
@@ -90,10 +70,9 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use keysmith::pool::ValuePool;
 use keysmith::sequence::AdaptivePolicy;
-use keysmith::sequence::{MAX_BATCH, Sequence, Strategy};
+use keysmith::sequence::{MAX_BATCH, Strategy};
 use keysmith::shard_key::{ShardKeyCodec, ShardKeySecret};
 use keysmith::store::Store;
 
@@ -508,9 +487,9 @@ pub(crate) struct Shared {
     pub(crate) create_lock: tokio::sync::Mutex<()>,
     /// Reloads run one at a time.
     pub(crate) reloading: std::sync::Mutex<()>,
-    pub(crate) sequences: Handles<Sequence>,
-    /// Numbered sequences' handles: their settings, read once.
-    pub(crate) numbered: Handles<keysmith::numbers::Numbers>,
+    /// Sequences' handles, of either kind (a numbered one holds its
+    /// settings, read once).
+    pub(crate) sequences: Handles<keysmith::AnySequence>,
     pub(crate) pools: Handles<ValuePool>,
     pub(crate) counter: tokio::sync::OnceCell<Arc<keysmith::names::HostCounter>>,
     /// Read once per request; replaced by [`AppState::reload_secrets`].
@@ -711,10 +690,9 @@ impl AppState {
                     counter: config.counter.clone(),
                 },
                 token,
-                sequences: Handles::new("sequence", limits),
-                numbered: Handles::new("sequence", limits),
+                sequences: Handles::new(access::ObjectKind::Sequence, limits),
                 high_waters: keysmith::sequence::HighWaters::new(),
-                pools: Handles::new("pool", limits),
+                pools: Handles::new(access::ObjectKind::Pool, limits),
                 counter: tokio::sync::OnceCell::new(),
                 shard_codec: Swappable::new(shard_codec),
                 lease_key: Swappable::new(Arc::new(lease_key)),
@@ -768,7 +746,7 @@ impl AppState {
         };
         let mut line = audit::Line::new(audit::Event::AccessReload);
         line.object = Some(audit::Object {
-            kind: "access_file",
+            kind: access::ObjectKind::AccessFile,
             name: Some(path.display().to_string()),
         });
         let previous = s.access.load_full();
@@ -906,7 +884,6 @@ impl AppState {
                 tick.tick().await;
                 let Some(s) = weak.upgrade() else { return };
                 s.sequences.close_idle(&s.metrics).await;
-                s.numbered.close_idle(&s.metrics).await;
                 s.pools.close_idle(&s.metrics).await;
             }
         });
@@ -927,7 +904,7 @@ impl AppState {
         let (usage, pool_runways) = tokio::time::timeout(METRICS_STORE_BUDGET, async {
             let mut usage = Vec::new();
             for (name, e) in s.sequences.snapshot() {
-                if !e.named {
+                if !e.named || !matches!(e.handle, keysmith::AnySequence::Plain(_)) {
                     continue;
                 }
                 if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
@@ -949,13 +926,19 @@ impl AppState {
         })
         .await
         .unwrap_or_default();
-        let seqs: Vec<_> = s
-            .sequences
-            .snapshot()
+        let open_sequences = s.sequences.snapshot();
+        let numbered = open_sequences
+            .iter()
+            .filter(|(_, e)| matches!(e.handle, keysmith::AnySequence::Numbered(_)))
+            .count();
+        let seqs: Vec<_> = open_sequences
             .into_iter()
-            .map(|(n, e)| {
-                let st = e.handle.stats();
-                (
+            .filter_map(|(n, e)| {
+                let keysmith::AnySequence::Plain(seq) = &e.handle else {
+                    return None;
+                };
+                let st = seq.stats();
+                Some((
                     if e.named {
                         n
                     } else {
@@ -964,10 +947,10 @@ impl AppState {
                     HandleCounters {
                         refills: st.reservations,
                         conflicts: st.conflicts,
-                        size: e.handle.block(),
+                        size: seq.block(),
                         skipped_at_failover: st.skipped_at_failover,
                     },
-                )
+                ))
             })
             .collect();
         let pools: Vec<_> = s
@@ -1001,8 +984,8 @@ impl AppState {
             ids.as_ref(),
             s.started.elapsed().as_secs_f64(),
             Gauges {
-                sequences: s.sequences.len(),
-                numbered: s.numbered.len(),
+                sequences: seqs.len(),
+                numbered,
                 pools: s.pools.len(),
                 high_waters: s.high_waters.len(),
             },
@@ -1014,7 +997,6 @@ impl AppState {
     /// with [`keysmith::Error::Closed`] (a 503).
     pub async fn close(&self) {
         self.shared.sequences.close_all().await;
-        self.shared.numbered.close_all().await;
         self.shared.pools.close_all().await;
         if let Some(g) = self.shared.ids.get()
             && let Err(e) = g.close().await
@@ -1070,64 +1052,18 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
 /// Every route of the API, over `state`, with auth, the body limit, the
 /// request timeout and error counting.
 pub fn router(state: AppState) -> Router {
-    use routes::pools;
-    use routes::sequences as seq;
     let body_limit = state.shared().options.body_limit;
+    let (bounded, taking) = openapi::api();
     // Cut off at the request timeout: nothing here takes values.
-    let bounded = Router::new()
-        .route("/", get(status::page))
-        .route("/v1/status", get(status::json))
-        .route("/healthz", get(routes::healthz))
-        .route("/livez", get(routes::livez))
-        .route("/readyz", get(routes::readyz))
-        .route("/metrics", get(routes::metrics))
-        .route("/openapi.json", get(openapi::handler))
-        .route("/v1/sequences", post(seq::create).get(seq::list))
-        .route(
-            "/v1/sequences/{name}",
-            get(seq::show).patch(seq::alter).delete(seq::drop),
-        )
-        .route("/v1/pools", post(pools::create).get(pools::list))
-        .route("/v1/pools/{name}", get(pools::show).delete(pools::drop))
-        .route("/v1/counters/next", post(routes::counters::next))
-        .route("/v1/fence", post(routes::fence::post))
-        .route("/v1/shard-keys/encode", post(routes::shard_keys::encode))
-        .route("/v1/shard-keys/decode", post(routes::shard_keys::decode))
-        .route("/v1/ids/next", post(routes::ids::next))
-        .route("/v1/ids/bounds", get(routes::ids::bounds))
-        .route("/v1/ids/{id}", get(routes::ids::decode))
-        .route("/v1/workers/{group}", get(routes::workers::list))
-        .route("/v1/workers/{group}/lease", post(routes::workers::lease))
-        .route(
-            "/v1/workers/{group}/lease/{token}/renew",
-            post(routes::workers::renew),
-        )
-        .route(
-            "/v1/workers/{group}/lease/{token}/release",
-            post(routes::workers::release),
-        )
-        .route("/v1/sequences/{name}/tickets", post(routes::tickets::take))
-        .route(
-            "/v1/sequences/{name}/tickets/{ticket}/commit",
-            post(routes::tickets::commit),
-        )
-        .route(
-            "/v1/sequences/{name}/tickets/{ticket}/release",
-            post(routes::tickets::release),
-        )
-        .route("/v1/sequences/{name}/parse", post(routes::tickets::parse))
-        .route_layer(middleware::from_fn_with_state(state.clone(), timeout));
+    let bounded = bounded.route_layer(middleware::from_fn_with_state(state.clone(), timeout));
     // Their own deadline: they answer with what they took. The body must
     // arrive before it.
-    let taking = Router::new()
-        .route("/v1/sequences/{name}/next", post(seq::next))
-        .route("/v1/sequences/{name}/reserve", post(seq::reserve))
-        .route("/v1/sequences/{name}/release", post(seq::release))
-        .route("/v1/pools/{name}/next", post(pools::next))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            routes::body_by_deadline,
-        ));
+    let taking = taking.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        routes::body_by_deadline,
+    ));
+    let (bounded, _) = bounded.split_for_parts();
+    let (taking, _) = taking.split_for_parts();
     bounded
         .merge(taking)
         .route_layer(middleware::from_fn_with_state(

@@ -12,6 +12,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use crate::access::ObjectKind;
+
 use prometheus::{
     Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
     IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -46,7 +48,7 @@ pub(crate) struct Metrics {
     /// Time to answer a request, by route template and method.
     pub(crate) http_duration: HistogramVec,
     /// The `(kind, name)`s with series of their own.
-    named: Mutex<HashSet<(&'static str, String)>>,
+    named: Mutex<HashSet<(ObjectKind, String)>>,
     /// The most names with series of their own.
     max_names: usize,
 }
@@ -187,7 +189,7 @@ impl Metrics {
 
     /// The series of handle `name` of `kind`: its own while fewer than the
     /// cap of names have their own, else the shared `name="_other"` ones.
-    pub(crate) fn series(&self, kind: &'static str, name: &str) -> Series {
+    pub(crate) fn series(&self, kind: ObjectKind, name: &str) -> Series {
         let named = {
             let mut set = self.named.lock().unwrap_or_else(|p| p.into_inner());
             let key = (kind, name.to_owned());
@@ -200,7 +202,7 @@ impl Metrics {
                 false
             }
         };
-        let labels = [kind, if named { name } else { OTHER }];
+        let labels = [kind.as_str(), if named { name } else { OTHER }];
         Series {
             values: self.values.with_label_values(&labels),
             requests: self.requests.with_label_values(&labels),
@@ -211,7 +213,7 @@ impl Metrics {
 
     /// Drops the series of a name that no longer has a handle (`named`: it
     /// had series of its own; the `_other` series stay).
-    pub(crate) fn forget(&self, kind: &'static str, name: &str, named: bool) {
+    pub(crate) fn forget(&self, kind: ObjectKind, name: &str, named: bool) {
         if !named {
             return;
         }
@@ -219,9 +221,10 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&(kind, name.to_owned()));
-        let _ = self.values.remove_label_values(&[kind, name]);
-        let _ = self.requests.remove_label_values(&[kind, name]);
-        let _ = self.latency.remove_label_values(&[kind, name]);
+        let labels = [kind.as_str(), name];
+        let _ = self.values.remove_label_values(&labels);
+        let _ = self.requests.remove_label_values(&labels);
+        let _ = self.latency.remove_label_values(&labels);
     }
 
     /// Counts a request answered: `route` its template (`None`: no route

@@ -26,6 +26,21 @@ pub(crate) const REFRESH_MS: u32 = 2000;
 /// How many sequences the page shows usage (runway, unaccounted) for.
 const USAGE_ROWS: usize = 100;
 
+/// A runway in words, in the largest unit that fits ("3.2 years", "4.0
+/// days", "2.5 hours", "40 seconds"); "–" without one (no rate measured
+/// yet, or nothing handed out).
+fn runway_words(seconds: Option<f64>) -> String {
+    const DAY: f64 = 86_400.0;
+    const YEAR: f64 = 365.0 * DAY;
+    match seconds {
+        None => "–".to_owned(),
+        Some(s) if s >= YEAR => format!("{:.1} years", s / YEAR),
+        Some(s) if s >= DAY => format!("{:.1} days", s / DAY),
+        Some(s) if s >= 3600.0 => format!("{:.1} hours", s / 3600.0),
+        Some(s) => format!("{s:.0} seconds"),
+    }
+}
+
 /// Everything the status page shows.
 #[derive(Debug, Serialize)]
 pub(crate) struct Status {
@@ -108,7 +123,10 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     let sequences = rows
         .into_iter()
         .map(|(info, usage)| {
-            let h = s.sequences.get(&info.row.name).map(|e| HandleView::of(&e));
+            let h = s
+                .sequences
+                .get(&info.row.name)
+                .and_then(|e| HandleView::of(&e));
             SeqStatus {
                 next: info.row.next.to_string(),
                 remaining: info.remaining.to_string(),
@@ -123,7 +141,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                 rate: h.as_ref().map_or(0.0, |h| h.rate),
                 refills: h.as_ref().map_or(0, |h| h.refills),
                 conflicts: h.as_ref().map_or(0, |h| h.conflicts),
-                runway: usage.map_or("–".to_owned(), |u| u.runway_words()),
+                runway: runway_words(usage.and_then(|u| u.runway_seconds)),
                 unaccounted: usage.map_or(0, |u| u.unaccounted),
                 skipped_at_failover: info.row.failover_skipped,
                 went_back: refused.get(&info.row.name).copied().unwrap_or(0),
@@ -151,7 +169,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
         .map(|(row, runway)| {
             let h = s.pools.get(&row.name).map(|e| PoolHandleView::of(&e));
             PoolStatus {
-                runway: keysmith::sequence::runway_words(runway),
+                runway: runway_words(runway),
                 start: row.start.to_string(),
                 size: row.size,
                 served: h.as_ref().map_or(0, |h| h.served).to_string(),
@@ -177,11 +195,15 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
 }
 
 /// `GET /v1/status`.
+#[utoipa::path(get, path = "/v1/status", summary = "What the status page shows", description = "",
+    responses((status = 200, description = "Status; integers that may pass 2^53 are strings.", content_type = "application/json")))]
 pub(crate) async fn json(State(state): State<AppState>) -> ApiResult<Json<Status>> {
     Ok(Json(collect(&state).await?))
 }
 
 /// `GET /`.
+#[utoipa::path(get, path = "/", summary = "Status page (HTML)", description = "",
+    responses((status = 200, description = "HTML.", content_type = "text/html")))]
 pub(crate) async fn page(State(state): State<AppState>) -> ApiResult<Response> {
     let status = collect(&state).await?;
     let mut res = render(&status).into_response();
@@ -461,6 +483,17 @@ setInterval(refresh, REFRESH_MS);
 
 #[cfg(test)]
 mod tests {
+    /// The runway is said in the largest unit that fits.
+    #[test]
+    fn the_runway_is_said_in_the_largest_unit_that_fits() {
+        use super::runway_words;
+        assert_eq!(runway_words(None), "–");
+        assert_eq!(runway_words(Some(40.4)), "40 seconds");
+        assert_eq!(runway_words(Some(9000.0)), "2.5 hours");
+        assert_eq!(runway_words(Some(4.0 * 86_400.0)), "4.0 days");
+        assert_eq!(runway_words(Some(3.2 * 365.0 * 86_400.0)), "3.2 years");
+    }
+
     use super::*;
 
     #[test]

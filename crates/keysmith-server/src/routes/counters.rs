@@ -1,15 +1,17 @@
 //! `POST /v1/counters/next`: `<hostname>/<n>` names from this host's counter.
 
-use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
-use keysmith::names::HostCounter;
+use axum::response::{IntoResponse, Response};
+use keysmith::names::{CounterNames, HostCounter};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::{NextQuery, json_text};
+use super::NextQuery;
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
@@ -43,6 +45,11 @@ async fn open(cfg: crate::CounterConfig) -> ApiResult<Arc<HostCounter>> {
 
 /// Takes `count` names. The counter file is written and synced before the
 /// names leave, on a blocking thread (the counter locks and syncs a file).
+#[utoipa::path(post, path = "/v1/counters/next", summary = "Take `<hostname>/<n>` names from this host's counter",
+    description = "Names are unique across a cluster as long as host names are; numbers increase per host.",
+    params(NextQuery),
+    responses((status = 200, description = "The names, ascending; `first`/`last` are strings with as=string.", body = CounterBody),
+        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn next(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<NextQuery>,
@@ -60,7 +67,7 @@ pub(crate) async fn next(
         .await
         .map_err(|e| keysmith::Error::Unavailable(format!("host counter task failed: {e}")))??;
 
-    let labels = ["counter", names.host()];
+    let labels = [crate::access::ObjectKind::Counter.as_str(), names.host()];
     let m = &s.metrics;
     m.values.with_label_values(&labels).inc_by(names.len());
     m.requests.with_label_values(&labels).inc();
@@ -68,32 +75,53 @@ pub(crate) async fn next(
         .with_label_values(&labels)
         .observe(started.elapsed().as_secs_f64());
 
-    let host = serde_json::to_string(names.host()).unwrap_or_default();
-    let mut body = String::with_capacity(64 + names.len() as usize * (host.len() + 12));
-    let _ = write!(body, "{{\"host\":{host},");
-    if as_strings {
-        let _ = write!(
-            body,
-            "\"first\":\"{}\",\"last\":\"{}\",",
-            names.first(),
-            names.last()
-        );
-    } else {
-        let _ = write!(
-            body,
-            "\"first\":{},\"last\":{},",
-            names.first(),
-            names.last()
-        );
-    }
-    body.push_str("\"names\":[");
-    let bare = &host[1..host.len() - 1];
-    for (i, v) in names.values().enumerate() {
-        if i > 0 {
-            body.push(',');
+    Ok(Json(CounterBody {
+        host: names.host(),
+        first: U64(names.first(), as_strings),
+        last: U64(names.last(), as_strings),
+        names: NameList(&names),
+    })
+    .into_response())
+}
+
+/// The answer of `POST /v1/counters/next`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CounterNames)]
+pub(crate) struct CounterBody<'a> {
+    /// This host's name.
+    host: &'a str,
+    /// The first number taken (a string with as=string).
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    first: U64,
+    /// The last number taken (a string with as=string).
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    last: U64,
+    /// `<host>/<n>` for each, ascending.
+    #[schema(value_type = Vec<String>)]
+    names: NameList<'a>,
+}
+
+/// A counter value: a number, or (`.1`) a string of it.
+#[derive(Debug, Clone, Copy)]
+struct U64(u64, bool);
+
+impl Serialize for U64 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.1 {
+            s.collect_str(&self.0)
+        } else {
+            s.serialize_u64(self.0)
         }
-        let _ = write!(body, "\"{bare}/{v}\"");
     }
-    body.push_str("]}");
-    Ok(json_text(body))
+}
+
+/// `<host>/<n>` for every name taken, written as the list is serialized.
+#[derive(Debug)]
+struct NameList<'a>(&'a CounterNames);
+
+impl Serialize for NameList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let host = self.0.host();
+        s.collect_seq(self.0.values().map(|v| format!("{host}/{v}")))
+    }
 }

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -22,12 +23,30 @@ pub(crate) mod tickets;
 pub(crate) mod workers;
 
 /// The query of the `next` routes: `?count=N&as=number|string`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct NextQuery {
+    /// How many values. Above this server's maximum (`--max-count`) is a
+    /// 413; a bad `as` is a 400 first.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1000, default = 1)]
     count: Option<String>,
+    /// `string` sends values as JSON strings, for clients whose numbers
+    /// lose precision above 2^53.
     #[serde(rename = "as")]
+    #[param(value_type = Option<As>, inline)]
     as_: Option<String>,
+}
+
+/// How values go out (`?as=`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Only its schema is used: `NextQuery::as_strings` reads the text.
+pub(crate) enum As {
+    /// JSON numbers.
+    Number,
+    /// JSON strings.
+    String,
 }
 
 impl NextQuery {
@@ -74,8 +93,9 @@ impl NextQuery {
 }
 
 /// The answer to a DELETE of a sequence or pool.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Dropped {
+    /// The name dropped.
     pub(crate) dropped: String,
 }
 
@@ -108,80 +128,88 @@ pub(crate) fn deadline(started: Instant, request_timeout: Duration) -> Instant {
     started + request_timeout - (request_timeout / 10).min(Duration::from_secs(1))
 }
 
-/// Why a `next` request answers with fewer values than it asked for.
-#[derive(Debug, Serialize)]
+/// Present when `values` holds fewer than asked for: a pool request stops at
+/// its deadline (a little before the request timeout) or when a take fails
+/// after others succeeded, and answers with every number it took. Ask again
+/// for the rest.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Partial {
     /// The count asked for.
     pub(crate) requested: i64,
     /// `deadline`, or the code of the error that stopped it (`exhausted`,
     /// `contention`, ...).
+    #[schema(examples("deadline", "exhausted", "contention", "unavailable"))]
     pub(crate) reason: &'static str,
     /// What happened and what to do.
     pub(crate) message: String,
 }
 
-/// `{"values": [...]}`, as numbers or as strings, with `"partial": {...}`
-/// when fewer values than asked for are in it.
-pub(crate) fn values_response(
-    values: &[i64],
-    as_strings: bool,
-    partial: Option<&Partial>,
-) -> Response {
-    list_response("values", values, as_strings, partial)
+/// The answer of a route that takes values: `{"values": [...]}`, with
+/// `"partial": {...}` when fewer values than asked for are in it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ValuesBody<'a, T> {
+    pub(crate) values: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) partial: Option<&'a Partial>,
 }
 
-/// `{"KEY": [...]}`, as numbers or as strings, with `"partial": {...}` when
-/// given.
-pub(crate) fn list_response(
-    key: &str,
-    values: &[i64],
-    as_strings: bool,
-    partial: Option<&Partial>,
-) -> Response {
-    use std::fmt::Write;
-    let mut body = String::with_capacity(16 + values.len() * 22);
-    let _ = write!(body, "{{\"{key}\":[");
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        // Writing into a String cannot fail.
-        let _ = if as_strings {
-            write!(body, "\"{v}\"")
+/// The values a request took (the schema of `ValuesBody`): integers, or
+/// strings (with `as=string`, or a formatted sequence's numbers).
+#[derive(ToSchema)]
+#[schema(as = Values)]
+#[allow(dead_code)] // Only its schema is used.
+pub(crate) struct ValuesSchema {
+    #[schema(value_type = Vec<crate::openapi::library::IntOrString>)]
+    values: (),
+    partial: Option<Partial>,
+}
+
+/// Integers as JSON: numbers, or strings of them with `as=string` (for
+/// clients whose numbers lose precision above 2^53).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ints<'a> {
+    pub(crate) values: &'a [i64],
+    pub(crate) as_strings: bool,
+}
+
+impl Serialize for Ints<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.as_strings {
+            s.collect_seq(self.values.iter().map(|v| Int(*v, true)))
         } else {
-            write!(body, "{v}")
-        };
+            s.collect_seq(self.values)
+        }
     }
-    body.push(']');
-    if let Some(p) = partial {
-        let _ = write!(
-            body,
-            ",\"partial\":{}",
-            serde_json::to_string(p).unwrap_or_else(|_| "true".into())
-        );
-    }
-    body.push('}');
-    json_text(body)
 }
 
-/// A response with a JSON body that is already text.
-pub(crate) fn json_text(body: String) -> Response {
-    let mut res = body.into_response();
-    res.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    res
+/// One integer as JSON: a number, or (`.1`) a string of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Int(pub(crate) i64, pub(crate) bool);
+
+impl Serialize for Int {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.1 {
+            s.collect_str(&self.0)
+        } else {
+            s.serialize_i64(self.0)
+        }
+    }
 }
 
-#[derive(Serialize)]
+/// What a probe answers.
+#[derive(Serialize, ToSchema)]
 pub(crate) struct Health {
+    /// `ok`.
     status: &'static str,
+    /// `ok` when the store answered (`/healthz` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     store: Option<&'static str>,
 }
 
 /// `GET /healthz`: 200 when the store answers, else 503. Needs no token.
+#[utoipa::path(get, path = "/healthz", summary = "Checks the store; needs no token", description = "",
+    responses((status = 200, description = "The store answers.", body = Health),
+        (status = 503, description = "The store does not answer.", body = crate::error::ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
     state.shared().store.ping().await?;
     Ok(Json(Health {
@@ -192,6 +220,8 @@ pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<Json<Hea
 
 /// `GET /livez`: 200 while the process answers; touches nothing (the HTTP
 /// ceiling in the benchmarks).
+#[utoipa::path(get, path = "/livez", summary = "Answers while the process runs; touches nothing; needs no token", description = "",
+    responses((status = 200, description = "Alive.", body = Health)))]
 pub(crate) async fn livez() -> Json<Health> {
     Json(Health {
         status: "ok",
@@ -203,6 +233,9 @@ pub(crate) async fn livez() -> Json<Health> {
 /// the shutdown signal came (it still serves during
 /// [`crate::Config::shutdown_delay`], so that a load balancer that reads
 /// this stops sending first). Needs no token; touches nothing.
+#[utoipa::path(get, path = "/readyz", summary = "Ready for requests; 503 while the server drains after its shutdown signal; needs no token", description = "",
+    responses((status = 200, description = "Ready.", body = Health),
+        (status = 503, description = "Draining (`draining`): send requests to another server.", body = crate::error::ErrorBody)))]
 pub(crate) async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
     if state
         .shared()
@@ -265,6 +298,8 @@ pub(crate) async fn body_by_deadline(
 }
 
 /// `GET /metrics`: Prometheus text.
+#[utoipa::path(get, path = "/metrics", summary = "Prometheus metrics", description = "",
+    responses((status = 200, description = "Prometheus text format.", content_type = "text/plain")))]
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     let text = state.render_metrics().await;
     let mut res = text.into_response();

@@ -12,30 +12,47 @@ use axum::response::{IntoResponse, Response};
 use keysmith::pool::{self, PoolInfo, ValuePool};
 use keysmith::store::{DEFAULT_POOL_START, PoolRow, PoolSpec};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::{NextQuery, Partial, values_response};
+use super::{Ints, NextQuery, Partial, ValuesBody};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
 use crate::handles::Entry;
 
-/// The body of `POST /v1/pools`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/pools`. start must be at most 2^63 - 2 * size, so
+/// that every first member can be taken once. With increment, in values of
+/// the class: the value 2 * size - 1 places of the class above the first
+/// value at or above start must fit in a 64-bit integer.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = CreatePool)]
 pub(crate) struct CreateBody {
+    #[schema(schema_with = crate::openapi::name_schema)]
     name: String,
+    /// The first number; with increment, rounded up to the first value of
+    /// the class at or above it.
     #[serde(default = "default_start")]
+    #[schema(default = 1, minimum = 0, maximum = 9223372036854775806_i64)]
     start: i64,
+    /// How many members. Above this server's limit (`--max-pool-size`) is
+    /// a 413.
+    #[schema(minimum = 1, maximum = 1000000)]
     size: i64,
-    /// Values are all `offset` modulo `increment`.
+    /// Every number the pool hands out is offset modulo increment.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::library::increment)]
     increment: Option<i64>,
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::library::offset)]
     offset: Option<i64>,
-    /// Start at `start` even below the values a dropped pool of the same
-    /// name handed out (by default a dropped name continues above them).
+    /// Creating a dropped name continues above the numbers it handed out:
+    /// the start is raised above them (the response's
+    /// continued_above_dropped says to what). true starts at start even
+    /// below them; only when none of those numbers is in use any more.
     #[serde(default, deserialize_with = "super::sequences::start_below_dropped")]
+    #[schema(default = false)]
     start_below_dropped: bool,
 }
 
@@ -102,6 +119,11 @@ fn server_view(state: &AppState, name: &str) -> Option<PoolHandleView> {
         .map(|e| PoolHandleView::of(&e))
 }
 
+#[utoipa::path(post, path = "/v1/pools", summary = "Create a value pool holding start..start+size (with increment, size values of its residue class from start on)", description = "",
+    request_body = CreateBody,
+    responses((status = 201, description = "Created.", body = crate::openapi::library::Pool),
+        (status = 409, description = "A pool of that name exists.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit, or size over this server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<CreateBody>,
@@ -139,6 +161,8 @@ pub(crate) struct List {
     pools: Vec<PoolView>,
 }
 
+#[utoipa::path(get, path = "/v1/pools", summary = "List pools", description = "",
+    responses((status = 200, description = "Every pool, by name.", body = crate::openapi::library::PoolList)))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
     let rows = pool::list(&*state.shared().store).await?;
     Ok(Json(List {
@@ -153,6 +177,10 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>>
     }))
 }
 
+#[utoipa::path(get, path = "/v1/pools/{name}", summary = "Show a pool (reads every member)", description = "",
+    params(crate::openapi::NameParam),
+    responses((status = 200, description = "The pool.", body = crate::openapi::library::Pool),
+        (status = 404, description = "No such pool.", body = crate::error::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
     Name(name): Name,
@@ -164,6 +192,10 @@ pub(crate) async fn show(
     }))
 }
 
+#[utoipa::path(delete, path = "/v1/pools/{name}", summary = "Drop a pool for good", description = "",
+    params(crate::openapi::NameParam),
+    responses((status = 200, description = "Dropped.", body = super::Dropped),
+        (status = 404, description = "No such pool.", body = crate::error::ErrorBody)))]
 pub(crate) async fn drop(
     State(state): State<AppState>,
     Name(name): Name,
@@ -220,6 +252,14 @@ impl Drop for SetOnDrop {
 ///
 /// The takes run in their own task, so neither a timeout nor a client that
 /// hangs up can cut one off between its swap in the store and the answer.
+#[utoipa::path(post, path = "/v1/pools/{name}/next", summary = "Take numbers from a pool",
+    description = "Numbers are unique forever, in no particular order.",
+    params(crate::openapi::NameParam, NextQuery),
+    responses((status = 200, description = "The numbers, in the order taken; `partial` when fewer than asked for.", body = super::ValuesSchema),
+        (status = 404, description = "No such pool.", body = crate::error::ErrorBody),
+        (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
+        (status = 409, description = "The pool is exhausted: no member can be taken.", body = crate::error::ErrorBody),
+        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn next(
     State(state): State<AppState>,
     Extension(super::Started(started)): Extension<super::Started>,
@@ -291,5 +331,12 @@ pub(crate) async fn next(
         }
     };
     entry.record(&values, started);
-    Ok(values_response(&values, as_strings, partial.as_ref()))
+    Ok(Json(ValuesBody {
+        values: Ints {
+            values: &values,
+            as_strings,
+        },
+        partial: partial.as_ref(),
+    })
+    .into_response())
 }

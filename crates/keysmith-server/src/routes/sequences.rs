@@ -8,57 +8,110 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use keysmith::AnySequence;
-use keysmith::numbers::{self, Numbering, Numbers, Period};
+use keysmith::numbers::{self, Numbering, Period};
 use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
 use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
+use keysmith::{AnySequence, Values};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::{NextQuery, Started, values_response};
+use super::{Int, NextQuery, Started, ValuesBody};
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
 use crate::handles::Entry;
 
-/// The body of `POST /v1/sequences`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/sequences`. start must not be above max.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = CreateSequence)]
 pub(crate) struct CreateBody {
+    #[schema(schema_with = crate::openapi::name_schema)]
     name: String,
+    /// The first value.
     #[serde(default = "default_start")]
+    #[schema(default = 1, minimum = 0, maximum = 9223372036854775806_i64)]
     start: i64,
+    /// The last value it may hand out.
     #[serde(default = "max_value")]
+    #[schema(
+        default = 9223372036854775806_i64,
+        minimum = 0,
+        maximum = 9223372036854775806_i64
+    )]
     max: i64,
+    /// The default block size.
     #[serde(default = "default_block")]
+    #[schema(default = 100, minimum = 1, maximum = 1099511627776_i64)]
     block: i64,
-    /// Gap-free numbers, taken with tickets.
+    /// Gap-free numbers: taken with tickets (POST .../tickets), then
+    /// committed or released; `next` is a 409 `wrong_kind`.
     #[serde(default)]
+    #[schema(default = false)]
     gapless: bool,
-    /// `day`, `month` or `year`.
+    /// Numbers restart every UTC day, month or year, by the store's clock;
+    /// the period is part of every number.
     #[serde(default)]
+    #[schema(value_type = Option<PeriodName>)]
     period: Option<String>,
-    /// The template numbers are printed with.
+    /// How numbers are printed: literal text with {n} (or {n:04},
+    /// zero-padded) exactly once, and {period} exactly once with a period
+    /// (never without), e.g. INV-{period}-{n:04}; no whitespace, no other
+    /// braces. A bad template is a 400 and creates nothing. Default with a
+    /// period: {period}-{n}. Formatted sequences answer `next` with strings.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128)]
     format: Option<String>,
-    /// The failover margin; automatic when absent.
+    /// How far next moves forward when a reservation finds the store in a
+    /// new generation (a failover, a restore). Default (absent or null):
+    /// automatic.
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1099511627776_i64)]
     failover_skip: Option<i64>,
-    /// Values are the bit reversal of an internal counter.
+    /// Values are the bit reversal of an internal counter: positive,
+    /// unique, spread over the whole range. Not with gapless, period or
+    /// format; start at least 1.
     #[serde(default)]
+    #[schema(default = false)]
     bit_reversed: bool,
-    /// With `bit_reversed`: values never handed out, `{"start", "end"}` (half-open).
+    /// With `bit_reversed`: values never handed out, `{"start", "end"}`
+    /// (half-open).
     #[serde(default)]
+    #[schema(value_type = Option<crate::openapi::library::SkipRange>)]
     skip_range: Option<numbers::SkipRange>,
-    /// Values are all `offset` modulo `increment`.
+    /// Values are all offset modulo increment (a residue class). Handed out
+    /// in blocks like any sequence; not with gapless, period, format or
+    /// bit_reversed. start and max are rounded into the class; none of its
+    /// values between them is a 400.
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::library::increment)]
     increment: Option<i64>,
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
+    #[schema(schema_with = crate::openapi::library::offset)]
     offset: Option<i64>,
-    /// Start at `start` even below the values a dropped sequence of the
-    /// same name handed out (by default a dropped name continues above them).
+    /// Creating a dropped name continues above the values it handed out:
+    /// the start is raised above them (the response's
+    /// continued_above_dropped says to what). true starts at start even
+    /// below them; only when none of those values is in use any more. A
+    /// max that leaves no room above them is a 400 naming this field.
     #[serde(default, deserialize_with = "start_below_dropped")]
+    #[schema(default = false)]
     start_below_dropped: bool,
+}
+
+/// A period of numbered sequences, as a create body names it.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Only its schema is used: the library parses the text.
+#[schema(as = Period)]
+pub(crate) enum PeriodName {
+    /// Numbers restart every UTC day.
+    Day,
+    /// Every UTC month.
+    Month,
+    /// Every UTC year.
+    Year,
 }
 
 /// Reads `start_below_dropped` of a create body (sequences and pools): a
@@ -112,17 +165,22 @@ pub(crate) struct HandleView {
 }
 
 impl HandleView {
-    pub(crate) fn of(e: &Entry<Sequence>) -> HandleView {
-        let stats = e.handle.stats();
+    /// The view of a plain sequence's handle; `None` for a numbered one
+    /// (it holds no block).
+    pub(crate) fn of(e: &Entry<AnySequence>) -> Option<HandleView> {
+        let AnySequence::Plain(seq) = &e.handle else {
+            return None;
+        };
+        let stats = seq.stats();
         let last = e.last.load(std::sync::atomic::Ordering::Relaxed);
-        HandleView {
-            block: e.handle.block(),
+        Some(HandleView {
+            block: seq.block(),
             served: e.served.load(std::sync::atomic::Ordering::Relaxed),
             last_served: (last >= 0).then_some(last),
             rate: e.rate(),
             refills: stats.reservations,
             conflicts: stats.conflicts,
-        }
+        })
     }
 }
 
@@ -131,7 +189,7 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
         .shared()
         .sequences
         .get(&info.row.name)
-        .map(|e| HandleView::of(&e));
+        .and_then(|e| HandleView::of(&e));
     SequenceView {
         info,
         server,
@@ -139,6 +197,11 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
     }
 }
 
+#[utoipa::path(post, path = "/v1/sequences", summary = "Create a sequence", description = "",
+    request_body = CreateBody,
+    responses((status = 201, description = "Created.", body = crate::openapi::library::Sequence),
+        (status = 409, description = "A sequence of that name exists.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<CreateBody>,
@@ -190,6 +253,8 @@ pub(crate) struct List {
     sequences: Vec<SequenceView>,
 }
 
+#[utoipa::path(get, path = "/v1/sequences", summary = "List sequences", description = "",
+    responses((status = 200, description = "Every sequence, by name.", body = crate::openapi::library::SequenceList)))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
     let all = sequence::list(&*state.shared().store).await?;
     Ok(Json(List {
@@ -201,6 +266,10 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>>
     }))
 }
 
+#[utoipa::path(get, path = "/v1/sequences/{name}", summary = "Show a sequence", description = "",
+    params(crate::openapi::NameParam),
+    responses((status = 200, description = "The sequence.", body = crate::openapi::library::Sequence),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
     Name(name): Name,
@@ -215,6 +284,15 @@ pub(crate) async fn show(
 /// `PATCH /v1/sequences/{name}`: [`sequence::alter`]. The server's own
 /// handle keeps its block and cache: the change applies to the values it
 /// reserves from now on.
+#[utoipa::path(patch, path = "/v1/sequences/{name}", summary = "Alter a sequence's next value, maximum or block size",
+    description = "Safe while values are handed out: next only moves forward (the values skipped are never handed out), \
+        max never goes below the values reserved so far. A change the sequence does not allow is a 400 and changes nothing.",
+    params(crate::openapi::NameParam),
+    request_body = crate::openapi::library::AlterSequence,
+    responses((status = 200, description = "The sequence after the change.", body = crate::openapi::library::Sequence),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "A numbered sequence (`wrong_kind`): it has no next value to alter.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn alter(
     State(state): State<AppState>,
     Name(name): Name,
@@ -224,6 +302,10 @@ pub(crate) async fn alter(
     Ok(Json(view(&state, info)))
 }
 
+#[utoipa::path(delete, path = "/v1/sequences/{name}", summary = "Drop a sequence for good", description = "",
+    params(crate::openapi::NameParam),
+    responses((status = 200, description = "Dropped.", body = super::Dropped),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody)))]
 pub(crate) async fn drop(
     State(state): State<AppState>,
     Name(name): Name,
@@ -233,7 +315,6 @@ pub(crate) async fn drop(
     // After the store forgot it: a request racing with this one cannot
     // reopen a handle on it.
     s.sequences.remove(&name, &s.metrics).await;
-    s.numbered.remove(&name, &s.metrics).await;
     s.high_waters.forget(&name);
     Ok(Json(super::Dropped { dropped: name }))
 }
@@ -251,21 +332,12 @@ fn builder(state: &AppState, name: &str) -> keysmith::sequence::SequenceBuilder 
     b
 }
 
-/// The open handle of `name`, of either kind.
-enum Opened {
-    Plain(Arc<Entry<Sequence>>),
-    Numbered(Arc<Entry<Numbers>>),
-}
-
 /// The handle `next` uses: the one open already, else one opened by
 /// [`AnySequence::open`] (two store calls whatever the kind) and kept.
-async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
+async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnySequence>>> {
     let s = state.shared();
     if let Some(e) = s.sequences.get_to_use(name) {
-        return Ok(Opened::Plain(e));
-    }
-    if let Some(e) = s.numbered.get_to_use(name) {
-        return Ok(Opened::Numbered(e));
+        return Ok(e);
     }
     let opened = AnySequence::open(s.store.clone(), name, builder(state, name)).await;
     if !matches!(opened, Ok(AnySequence::Plain(_))) {
@@ -274,27 +346,31 @@ async fn handle_any(state: &AppState, name: &str) -> keysmith::Result<Opened> {
         // values take no memory.
         s.high_waters.forget_if_unused(name);
     }
-    match opened? {
-        AnySequence::Plain(seq) => s
-            .sequences
-            .get_or_open(name, &s.metrics, || async { Ok(seq) })
-            .await
-            .map(Opened::Plain),
-        AnySequence::Numbered(h) => s
-            .numbered
-            .get_or_open(name, &s.metrics, || async { Ok(h) })
-            .await
-            .map(Opened::Numbered),
-    }
+    let opened = opened?;
+    s.sequences
+        .get_or_open(name, &s.metrics, || async { Ok(opened) })
+        .await
 }
 
-/// `POST /v1/sequences/{name}/next`. The values come from one reservation
-/// (or the handle's cache), taken by [`detached_until`]: a client that
-/// hangs up cannot cut a reservation off after the store committed it
-/// (which would drop a block), and a store that does not answer (cut off,
-/// paused) gets a 503 `timeout` by the route's [`super::deadline`], a
-/// little before the request timeout, while the reservation goes on in the
-/// background and fills the handle for the requests after it.
+/// `POST /v1/sequences/{name}/next`: [`AnySequence::next_n`], for either
+/// kind. The values come from one reservation (or a plain handle's cache),
+/// taken by [`detached_until`]: a client that hangs up cannot cut a
+/// reservation off after the store committed it (which would drop a
+/// block), and a store that does not answer (cut off, paused) gets a 503
+/// `timeout` by the route's [`super::deadline`], a little before the
+/// request timeout, while the reservation goes on in the background and
+/// fills the handle for the requests after it. Formatted numbers go out as
+/// strings.
+#[utoipa::path(post, path = "/v1/sequences/{name}/next", summary = "Take values",
+    description = "Values are unique forever and increase in the order this server answers requests. \
+        A periodic or formatted sequence answers with its numbers (as strings when formatted), from the store on every request; \
+        a gap-free one is a 409 `wrong_kind` (take tickets).",
+    params(crate::openapi::NameParam, NextQuery),
+    responses((status = 200, description = "The values, ascending.", body = super::ValuesSchema),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
+        (status = 409, description = "The sequence is exhausted, or gap-free (`wrong_kind`: take tickets).", body = crate::error::ErrorBody),
+        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn next(
     State(state): State<AppState>,
     Extension(Started(started)): Extension<Started>,
@@ -307,77 +383,52 @@ pub(crate) async fn next(
     // Checked before the store is asked, so a bad name is a 400 whether or not
     // a handle is open.
     keysmith::validate_name(&name)?;
-    // A handle closed under us (its sequence dropped by another request) is
-    // retried once with a fresh handle, which then says what happened.
+    // A handle closed under us (its sequence dropped by another request), or
+    // whose sequence is gone (dropped, or made again of the other kind,
+    // behind the server's back), is retried once with a fresh handle, which
+    // then says what is there now.
     let mut retried = false;
     loop {
-        let entry = match handle_any(&state, &name).await? {
-            Opened::Plain(e) => e,
-            // A numbered sequence's numbers come from the store, one call
-            // per request.
-            Opened::Numbered(e) => {
-                match super::tickets::numbered_next(&e, count, as_strings, started).await {
-                    // Dropped (or made plain) behind the server's back: forget
-                    // the handle, and open again once to say what is there now.
-                    Err(keysmith::Error::NotFound { .. }) if !retried => {
-                        s.numbered.evict(&name, &e, &s.metrics).await;
-                        retried = true;
-                        continue;
-                    }
-                    Err(err) => {
-                        if matches!(err, keysmith::Error::NotFound { .. }) {
-                            s.numbered.evict(&name, &e, &s.metrics).await;
-                        }
-                        return Err(err.into());
-                    }
-                    Ok(response) => return Ok(response),
-                }
-            }
-        };
+        let entry = handle(&state, &name).await?;
+        let deadline = super::deadline(started, s.options.request_timeout);
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.
-        let deadline = super::deadline(started, s.options.request_timeout);
-        let taken = if count == 1 {
-            detached_until(
-                deadline,
-                async move {
-                    let r = entry.handle.next().await.map(|v| vec![v]);
-                    (entry, r)
-                },
-                late_values,
-            )
-            .await
-        } else {
-            detached_until(
-                deadline,
-                async move {
-                    let r = entry.handle.next_n(count).await;
-                    (entry, r)
-                },
-                late_values,
-            )
-            .await
-        }
+        let taken = detached_until(
+            deadline,
+            async move {
+                let r = entry.handle.next_n(count).await;
+                (entry, r)
+            },
+            late_values,
+        )
+        .await
         .map_err(|e| keysmith::Error::Unavailable(format!("the task taking values failed: {e}")))?;
         let Some((entry, result)) = taken else {
             return Err(ApiError::timeout(s.options.request_timeout));
         };
         match result {
             Ok(values) => {
-                entry.record(&values, started);
-                return Ok(values_response(&values, as_strings, None));
+                match &values {
+                    Values::Plain(v) => entry.record(v, started),
+                    Values::Numbers { numbers, .. } => {
+                        let ns: Vec<i64> = numbers.iter().map(|f| f.number.n).collect();
+                        entry.record(&ns, started);
+                    }
+                }
+                return Ok(Json(ValuesBody {
+                    values: values.json_values(as_strings),
+                    partial: None,
+                })
+                .into_response());
             }
-            Err(keysmith::Error::Closed { .. }) if !retried => {
+            Err(e @ (keysmith::Error::Closed { .. } | keysmith::Error::NotFound { .. })) => {
                 s.sequences.evict(&name, &entry, &s.metrics).await;
+                if retried {
+                    return Err(e.into());
+                }
                 retried = true;
             }
-            Err(e) => {
-                if matches!(e, keysmith::Error::NotFound { .. }) {
-                    // Dropped behind the server's back: forget the handle.
-                    s.sequences.evict(&name, &entry, &s.metrics).await;
-                }
-                return Err(e.into());
-            }
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -386,8 +437,11 @@ pub(crate) async fn next(
 /// deadline: skipped, never handed out (a gap, as a crash leaves), and
 /// said in the log. A plain function: nothing is cloned for the requests
 /// served at once.
-fn late_values((entry, r): (Arc<Entry<Sequence>>, keysmith::Result<Vec<i64>>)) {
-    let name = entry.handle.name();
+fn late_values((entry, r): (Arc<Entry<AnySequence>>, keysmith::Result<Values>)) {
+    let name = match &entry.handle {
+        AnySequence::Plain(s) => s.name(),
+        AnySequence::Numbered(n) => n.name(),
+    };
     match r {
         Ok(values) => tracing::warn!(
             sequence = %name,
@@ -440,6 +494,15 @@ async fn detached_until<T: Send + 'static>(
 /// committed it, and a reservation that completes after the route's
 /// deadline is answered with a 503 `timeout` while its values become a gap
 /// (no one ever gets its lease).
+#[utoipa::path(post, path = "/v1/sequences/{name}/reserve", summary = "Reserve a block for the caller to hand out itself",
+    description = "The values are reserved durably for this caller only, never handed to anyone else. \
+        Fewer than asked for only near the sequence's maximum.",
+    params(crate::openapi::NameParam, NextQuery),
+    responses((status = 200, description = "The reserved ranges and a lease token.", body = LeaseBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
+        (status = 409, description = "The sequence is exhausted, or numbered (`wrong_kind`: its numbers come from next or tickets).", body = crate::error::ErrorBody),
+        (status = 413, description = "Count over the server's limit of values a request.", body = crate::error::ErrorBody)))]
 pub(crate) async fn reserve(
     State(state): State<AppState>,
     Extension(Started(started)): Extension<Started>,
@@ -473,19 +536,48 @@ pub(crate) async fn reserve(
     };
     let lease = lease.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
     let token = s.lease_key.get().seal(&lease);
-    let bound = |v: i64| {
-        if as_strings {
-            serde_json::Value::String(v.to_string())
-        } else {
-            serde_json::Value::from(v)
-        }
-    };
-    Ok(Json(serde_json::json!({
-        "ranges": [{"start": bound(lease.start), "end": bound(lease.end)}],
-        "step": lease.step,
-        "lease": token,
-    }))
+    Ok(Json(LeaseBody {
+        ranges: [LeaseRange {
+            start: Int(lease.start, as_strings),
+            end: Int(lease.end, as_strings),
+        }],
+        step: lease.step,
+        lease: token,
+    })
     .into_response())
+}
+
+/// The answer of `POST /v1/sequences/{name}/reserve`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Lease)]
+pub(crate) struct LeaseBody {
+    /// The reserved values, in one range.
+    #[schema(min_items = 1)]
+    ranges: [LeaseRange; 1],
+    /// The distance between two values of a range: 1, or a residue class's
+    /// increment (values start, start + step, ... below end).
+    #[schema(minimum = 1, maximum = 1000000)]
+    step: i64,
+    /// A signed token naming this reservation, for the release route.
+    lease: String,
+}
+
+/// A reserved range, half-open: start is the first value, end one past the
+/// last (strings with `as=string`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct LeaseRange {
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    start: Int,
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    end: Int,
+}
+
+/// A range handed back, half-open: start is the first value, end one past
+/// the last.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ValueRange {
+    start: i64,
+    end: i64,
 }
 
 /// What becomes of a lease reserved after its request gave up at the
@@ -502,11 +594,15 @@ fn late_lease(r: keysmith::Result<sequence::lease::Lease>) {
 }
 
 /// The body of `POST /v1/sequences/{name}/release`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Release)]
 pub(crate) struct ReleaseBody {
+    /// The token a reserve call returned.
     lease: String,
-    /// The first value not handed out: a number or a string of one.
+    /// The first value of the lease not handed out (a number or a string of
+    /// one); from..end goes back.
+    #[schema(value_type = crate::openapi::library::IntOrString)]
     from: serde_json::Value,
 }
 
@@ -515,6 +611,14 @@ pub(crate) struct ReleaseBody {
 /// Sent by [`detached_until`]: a hand-back the store has not answered by the
 /// route's deadline is a 503 `timeout` and goes on in the background (the
 /// caller hands out nothing from `from` on either way).
+#[utoipa::path(post, path = "/v1/sequences/{name}/release", summary = "Hand the unused tail of a lease back",
+    description = "Only if no one reserved since the lease (the rule of closing a handle); otherwise the values stay a gap, never reused.",
+    params(crate::openapi::NameParam),
+    request_body = ReleaseBody,
+    responses((status = 200, description = "What was handed back.", body = ReleasedBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     Extension(Started(started)): Extension<Started>,
@@ -557,8 +661,20 @@ pub(crate) async fn release(
         return Err(ApiError::timeout(s.options.request_timeout));
     };
     let released = released.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
-    Ok(Json(serde_json::json!({
-        "released": released.map(|r| serde_json::json!({"start": r.start, "end": r.end})),
-    }))
+    Ok(Json(ReleasedBody {
+        released: released.map(|r| ValueRange {
+            start: r.start,
+            end: r.end,
+        }),
+    })
     .into_response())
+}
+
+/// The answer of `POST /v1/sequences/{name}/release`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Released)]
+pub(crate) struct ReleasedBody {
+    /// The range handed back, or null when someone reserved since (the
+    /// values stay a gap).
+    released: Option<ValueRange>,
 }

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use keysmith::shard_key::{Id, IdType, KeySchema, ShardKey, ShardKeyCodec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -17,22 +18,31 @@ use crate::extract::JsonBody;
 /// The body of `encode`: a key's parts. Ids are a JSON integer (an `i64`), a
 /// string `TYPE:VALUE` (`"u32:42"`, `"string:abc"`, `"uuid:..."`), or an
 /// object `{"type": "u32", "value": 42}` (the form `decode` returns).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ShardKeyParts)]
 pub(crate) struct EncodeBody {
+    /// One ASCII letter or digit naming the record type; `0` is reserved
+    /// for the empty key (shard 0, default ids).
+    #[schema(pattern = "^[A-Za-z0-9]$")]
     origin: String,
+    #[schema(minimum = 0, maximum = 65535)]
     shard: u16,
+    #[schema(value_type = crate::openapi::library::Id)]
     record: Value,
     #[serde(default)]
+    #[schema(value_type = Vec<crate::openapi::library::Id>, max_items = 3)]
     children: Vec<Value>,
 }
 
 /// The body of `decode`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ShardKeyDecode)]
 pub(crate) struct DecodeBody {
     external: String,
     /// Fail unless the key has this origin.
+    #[schema(pattern = "^[A-Za-z0-9]$")]
     origin: Option<String>,
     /// Fail unless the record id has this type (needs `origin`).
     record_type: Option<String>,
@@ -42,13 +52,16 @@ pub(crate) struct DecodeBody {
 }
 
 /// A key as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ShardKey)]
 pub(crate) struct KeyView {
     /// The external string.
     external: String,
     /// `{"origin", "shard", "record": {"type", "value"}, "children": [...]}`.
+    #[schema(value_type = Object)]
     key: Value,
     /// The compact JSON list: `["c", 3, 42, 7]`.
+    #[schema(value_type = Vec<Value>)]
     list: Value,
 }
 
@@ -119,6 +132,11 @@ fn id_of(what: &str, v: &Value) -> ApiResult<Id> {
 }
 
 /// `POST /v1/shard-keys/encode`.
+#[utoipa::path(post, path = "/v1/shard-keys/encode", summary = "The external string of a shard key, signed with the server's secret", description = "",
+    request_body = EncodeBody,
+    responses((status = 200, description = "The key.", body = KeyView),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody),
+        (status = 501, description = "The server has no shard key secret.", body = crate::error::ErrorBody)))]
 pub(crate) async fn encode(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<EncodeBody>,
@@ -137,6 +155,11 @@ pub(crate) async fn encode(
 }
 
 /// `POST /v1/shard-keys/decode`.
+#[utoipa::path(post, path = "/v1/shard-keys/decode", summary = "Decode an external string; rejected if edited, forged or signed with another secret", description = "",
+    request_body = DecodeBody,
+    responses((status = 200, description = "The key.", body = KeyView),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody),
+        (status = 501, description = "The server has no shard key secret.", body = crate::error::ErrorBody)))]
 pub(crate) async fn decode(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<DecodeBody>,

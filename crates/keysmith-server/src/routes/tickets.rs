@@ -1,7 +1,6 @@
 //! Numbered sequences: `/v1/sequences/{name}/tickets` (gap-free numbers:
-//! take, commit, release), `/v1/sequences/{name}/parse`, and `next` on a
-//! periodic or formatted sequence ([`numbered_next`]). Every call goes to the
-//! store: a number is recorded as taken before it leaves.
+//! take, commit, release) and `/v1/sequences/{name}/parse`. Every call goes
+//! to the store: a number is recorded as taken before it leaves.
 
 use std::time::Duration;
 
@@ -12,12 +11,12 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use keysmith::numbers::{DEFAULT_TICKET_TTL, Formatted, Numbers};
 use keysmith::store::MAX_TICKET_TTL;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
-use crate::handles::Entry;
 
 /// `{name}` and `{ticket}` of a ticket's path.
 #[derive(Debug)]
@@ -35,9 +34,12 @@ impl<S: Send + Sync> FromRequestParts<S> for NameTicket {
 }
 
 /// The query of `POST /v1/sequences/{name}/tickets`: `?ttl=SECS`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct TakeQuery {
+    /// Seconds the ticket lives, by the store's clock.
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 86400, default = 60)]
     ttl: Option<String>,
 }
 
@@ -64,16 +66,61 @@ async fn open(state: &AppState, name: &str) -> keysmith::Result<Numbers> {
 }
 
 /// The number as JSON: its text for a formatted sequence, else the integer.
-fn value(h: &Numbers, f: &Formatted) -> serde_json::Value {
-    if h.is_formatted() {
-        serde_json::Value::String(f.text.clone())
-    } else {
-        serde_json::Value::from(f.number.n)
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Value {
+    Number(i64),
+    Text(String),
+}
+
+impl Value {
+    fn of(h: &Numbers, f: Formatted) -> Value {
+        if h.is_formatted() {
+            Value::Text(f.text)
+        } else {
+            Value::Number(f.number.n)
+        }
     }
+}
+
+/// The answer of a take: the number and its ticket.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Ticket)]
+pub(crate) struct TicketBody {
+    /// The number: a string for a formatted sequence.
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    value: Value,
+    /// PERIOD-VALUE-TOKEN: commits or releases the number.
+    ticket: String,
+    period: Option<i64>,
+    n: i64,
+}
+
+/// The answer of a commit.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Committed)]
+pub(crate) struct CommittedBody {
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    committed: Value,
+}
+
+/// The answer of a ticket's release.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ReleasedNumber)]
+pub(crate) struct ReleasedNumberBody {
+    #[schema(value_type = crate::openapi::library::IntOrString)]
+    released: Value,
 }
 
 /// `POST /v1/sequences/{name}/tickets?ttl=SECS`: a gap-free number and the
 /// ticket that commits or releases it.
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets", summary = "Take a gap-free number with a ticket",
+    description = "The lowest number of the current period that was released or whose ticket expired, else the next new one. \
+        Commit it or release it with the ticket; a holder that does neither loses it after `ttl` seconds.",
+    params(crate::openapi::NameParam, TakeQuery),
+    responses((status = 201, description = "The number and its ticket.", body = TicketBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "The sequence is exhausted, or not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn take(
     State(state): State<AppState>,
     Name(name): Name,
@@ -82,23 +129,31 @@ pub(crate) async fn take(
     let ttl = q.ttl()?;
     let h = open(&state, &name).await?;
     let t = h.take(ttl).await?;
+    let (period, n) = (t.number.period, t.number.n);
     let f = Formatted {
         number: t.number,
         text: t.text,
     };
     Ok((
         StatusCode::CREATED,
-        Json(serde_json::json!({
-            "value": value(&h, &f),
-            "ticket": t.ticket.to_string(),
-            "period": f.number.period,
-            "n": f.number.n,
-        })),
+        Json(TicketBody {
+            value: Value::of(&h, f),
+            ticket: t.ticket.to_string(),
+            period,
+            n,
+        }),
     )
         .into_response())
 }
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/commit`.
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/commit", summary = "Make a taken number final",
+    description = "Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
+        or expired and taken by another).",
+    params(crate::openapi::NameParam, crate::openapi::TicketParam),
+    responses((status = 200, description = "The number committed.", body = CommittedBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn commit(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
@@ -106,10 +161,18 @@ pub(crate) async fn commit(
     keysmith::validate_name(&name)?;
     let h = open(&state, &name).await?;
     let f = h.commit(&ticket).await?;
-    Ok(Json(serde_json::json!({ "committed": value(&h, &f) })).into_response())
+    Ok(Json(CommittedBody {
+        committed: Value::of(&h, f),
+    })
+    .into_response())
 }
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/release`.
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/release", summary = "Free a taken number: it is the next one taken", description = "",
+    params(crate::openapi::NameParam, crate::openapi::TicketParam),
+    responses((status = 200, description = "The number released.", body = ReleasedNumberBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
@@ -117,18 +180,30 @@ pub(crate) async fn release(
     keysmith::validate_name(&name)?;
     let h = open(&state, &name).await?;
     let f = h.release(&ticket).await?;
-    Ok(Json(serde_json::json!({ "released": value(&h, &f) })).into_response())
+    Ok(Json(ReleasedNumberBody {
+        released: Value::of(&h, f),
+    })
+    .into_response())
 }
 
 /// The body of `POST /v1/sequences/{name}/parse`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ParseNumber)]
 pub(crate) struct ParseBody {
+    /// A number the sequence printed.
     value: String,
 }
 
 /// `POST /v1/sequences/{name}/parse`: `{"value": "INV-20261123-0042"}` ->
 /// `{"period": 20261123, "n": 42}`.
+#[utoipa::path(post, path = "/v1/sequences/{name}/parse", summary = "Split a number a formatted sequence printed into its period and counter", description = "",
+    params(crate::openapi::NameParam),
+    request_body = ParseBody,
+    responses((status = 200, description = "The parts.", body = crate::openapi::library::NumberParts),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "An ordinary sequence (`wrong_kind`): it prints plain integers.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn parse(
     State(state): State<AppState>,
     Name(name): Name,
@@ -137,24 +212,4 @@ pub(crate) async fn parse(
     let h = open(&state, &name).await?;
     let n = h.parse(&b.value)?;
     Ok(Json(n).into_response())
-}
-
-/// `next` on a numbered sequence through the server's handle: `count`
-/// numbers in one store call (two with a period), as strings for a
-/// formatted sequence (`{"values":["INV-20261123-0042"]}`).
-pub(crate) async fn numbered_next(
-    entry: &Entry<Numbers>,
-    count: i64,
-    as_strings: bool,
-    started: std::time::Instant,
-) -> keysmith::Result<Response> {
-    let h = &entry.handle;
-    let numbers = h.next_n(count).await?;
-    let ns: Vec<i64> = numbers.iter().map(|f| f.number.n).collect();
-    entry.record(&ns, started);
-    let taken = keysmith::Values::Numbers {
-        numbers,
-        formatted: h.is_formatted(),
-    };
-    Ok(Json(serde_json::json!({ "values": taken.json_values(as_strings) })).into_response())
 }

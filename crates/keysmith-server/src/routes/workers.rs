@@ -13,6 +13,7 @@ use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use keysmith::ids::{DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, WorkerLeases, WorkerList};
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
@@ -37,17 +38,28 @@ impl<S: Send + Sync> FromRequestParts<S> for GroupToken {
 }
 
 /// `?ttl_ms=T&max=N`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct LeaseQuery {
+    /// The lease's time to live, ms (default 10000, or this server's limit
+    /// if lower). Above this server's limit (`--max-worker-ttl-ms`) is a
+    /// 413.
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 86400000)]
     ttl_ms: Option<String>,
+    /// Worker ids are 0..max.
+    #[param(value_type = Option<i64>, minimum = 1, maximum = 1024, default = 1024)]
     max: Option<String>,
 }
 
 /// `?ttl_ms=T`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct RenewQuery {
+    /// The lease's new time to live, ms (default: the lease's own). Above
+    /// this server's limit (`--max-worker-ttl-ms`) is a 413.
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 86400000)]
     ttl_ms: Option<String>,
 }
 
@@ -83,6 +95,13 @@ fn leases(state: &AppState) -> WorkerLeases {
 
 /// `POST /v1/workers/{group}/lease?ttl_ms=T&max=N`: the lowest free worker
 /// id of `0..N`; 409 when all are held.
+#[utoipa::path(post, path = "/v1/workers/{group}/lease", summary = "Lease a worker id for another generator (sonyflake, bwmarrin/snowflake)",
+    description = "The lowest worker id of 0..max without a live lease. Use it only for ids with times in \
+        not_before_ms..until_ms, renew every third of the TTL, stop when a renewal is refused. Every holder of a group uses the same max.",
+    params(crate::openapi::GroupParam, LeaseQuery),
+    responses((status = 200, description = "The lease.", body = crate::openapi::library::HeldWorker),
+        (status = 409, description = "Every worker id of the group is held (`lease_refused`, naming the group and its size).", body = crate::error::ErrorBody),
+        (status = 413, description = "ttl_ms or max above this server's limits (`--max-worker-ttl-ms`, `--max-worker-group`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn lease(
     State(state): State<AppState>,
     Name(group): Name,
@@ -115,6 +134,11 @@ pub(crate) async fn lease(
 
 /// `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`: the lease with a
 /// new token; 409 when it expired or another holder took the worker id.
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/renew", summary = "Renew a worker lease; answers with a new token", description = "",
+    params(crate::openapi::GroupParam, crate::openapi::TokenParam, RenewQuery),
+    responses((status = 200, description = "The lease, renewed.", body = crate::openapi::library::HeldWorker),
+        (status = 409, description = "The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it.", body = crate::error::ErrorBody),
+        (status = 413, description = "ttl_ms above this server's limit (`--max-worker-ttl-ms`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn renew(
     State(state): State<AppState>,
     GroupToken(group, token): GroupToken,
@@ -125,13 +149,19 @@ pub(crate) async fn renew(
 }
 
 /// What a release answers.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = WorkerReleased)]
 pub(crate) struct Released {
+    /// false: the lease was lost already (another holder leased the worker
+    /// id).
     released: bool,
 }
 
 /// `POST /v1/workers/{group}/lease/{token}/release` -> `{"released": bool}`
 /// (`false`: the lease was lost already).
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/release", summary = "Release a worker lease: the worker id is free at once, its time floor stays", description = "",
+    params(crate::openapi::GroupParam, crate::openapi::TokenParam),
+    responses((status = 200, description = "Whether it was released.", body = Released)))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     GroupToken(group, token): GroupToken,
@@ -144,6 +174,9 @@ pub(crate) async fn release(
 /// "holder", "fence", "until_ms", "expires_ms", "expires_in_ms"}]}`, ordered
 /// by worker id; a group no one leased from is an empty list, not a 404
 /// (groups are not created: a lease of any group succeeds).
+#[utoipa::path(get, path = "/v1/workers/{group}", summary = "List a group's worker ids: held or free, by whom, until when, fence and time floor", description = "",
+    params(crate::openapi::GroupParam),
+    responses((status = 200, description = "The group's worker ids (never a lease token).", body = crate::openapi::library::WorkerList)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Name(group): Name,
