@@ -1104,6 +1104,152 @@ exec "$K" --store "$URL" ticket "$what" "$NAME" "${out#* }""#,
             "{name}: {show}"
         );
     }
+
+    /// The pool's members, from `keysmith --json pool members`.
+    fn pool_members(&self, url: &str, pool: &str) -> Vec<i64> {
+        serde_json::from_str(&self.ok(url, &["--json", "pool", "members", pool])).unwrap()
+    }
+
+    /// The pool's `taken` count, from `keysmith --json pool show`.
+    fn pool_taken(&self, url: &str, pool: &str) -> usize {
+        let show: serde_json::Value =
+            serde_json::from_str(&self.ok(url, &["--json", "pool", "show", pool])).unwrap();
+        show["taken"].as_u64().unwrap() as usize
+    }
+
+    /// Six `keysmith pool take` processes at once on a pool of 20, 150
+    /// numbers each, three of them reusing their samples: all finish with
+    /// every number, no number is taken twice, the pool keeps exactly 20
+    /// members, there is no hole at all ([`crate::pool_holes`]), and the
+    /// pool counts every number taken.
+    ///
+    /// # Panics
+    /// On any violation.
+    pub fn pool_processes_never_share_a_number(&self) {
+        let _turn = one_at_a_time();
+        let name = self.backend.name();
+        let url = self.backend.fresh_url();
+        self.ok(
+            &url,
+            &["pool", "create", "p", "--size", "20", "--start", "1"],
+        );
+        let children: Vec<Child> = (0..6)
+            .map(|i| {
+                let mut c = self.cmd(&url);
+                c.args(["pool", "take", "p", "--count", "150"]);
+                if i % 2 == 1 {
+                    c.arg("--reuse-sample");
+                }
+                c.stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut taken = Vec::new();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let values = complete_values(&out.stdout);
+            assert_eq!(values.len(), 150, "{name}");
+            taken.extend(values);
+        }
+        let members = self.pool_members(&url, "p");
+        assert_eq!(
+            crate::pool_holes(1, 20, &taken, &members),
+            Vec::<i64>::new(),
+            "{name}"
+        );
+        assert_eq!(self.pool_taken(&url, "p"), 6 * 150, "{name}");
+    }
+
+    /// Rounds of four `keysmith pool take` processes on a pool of 16, half
+    /// of them reusing their samples, SIGKILLed at moments chosen by their
+    /// progress; then a survivor takes 50. No number is taken twice, the
+    /// pool keeps exactly 16 members, there is at most one hole per killed
+    /// taker (the number it had swapped out but not yet printed), every
+    /// taker printed something, and the pool's `taken` count is what was
+    /// printed plus the holes.
+    ///
+    /// # Panics
+    /// On any violation.
+    pub fn sigkilled_pool_takers_leave_at_most_one_hole_each(&self) {
+        let _turn = one_at_a_time();
+        let name = self.backend.name();
+        let url = self.backend.fresh_url();
+        let mut rng = rand::rng();
+        let (start, size) = (1000, 16);
+        let (size_arg, start_arg) = (size.to_string(), start.to_string());
+        self.ok(
+            &url,
+            &[
+                "pool", "create", "k", "--size", &size_arg, "--start", &start_arg,
+            ],
+        );
+        let mut taken = Vec::new();
+        let mut killed = 0;
+        for round in 0..5 {
+            let mut children: Vec<Child> = (0..4)
+                .map(|i| {
+                    let mut c = self.cmd(&url);
+                    c.args(["pool", "take", "k", "--count", "1000000"]);
+                    if (round + i) % 2 == 1 {
+                        c.arg("--reuse-sample");
+                    }
+                    c.stdout(Stdio::piped())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            let mut outputs = Vec::new();
+            for child in &mut children {
+                let want = rng.random_range(1..600);
+                let mut got = Vec::new();
+                let stdout = child.stdout.as_mut().unwrap();
+                let mut buf = [0u8; 256];
+                while got.len() < want {
+                    match stdout.read(&mut buf).unwrap() {
+                        0 => break,
+                        n => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                child.kill().unwrap(); // SIGKILL
+                killed += 1;
+                outputs.push(got);
+            }
+            for (mut child, mut got) in children.into_iter().zip(outputs) {
+                child.stdout.take().unwrap().read_to_end(&mut got).unwrap();
+                child.wait().unwrap();
+                let values = complete_values(&got);
+                assert!(
+                    !values.is_empty(),
+                    "{name}: a taker printed nothing before the kill"
+                );
+                taken.extend(values);
+            }
+        }
+        // A survivor after all the kills still works and adds no hole.
+        taken.extend(complete_values(
+            self.ok(&url, &["pool", "take", "k", "-n", "50"]).as_bytes(),
+        ));
+        let members = self.pool_members(&url, "k");
+        let holes = crate::pool_holes(start, size, &taken, &members);
+        assert!(
+            holes.len() <= killed,
+            "{name}: {} holes from {killed} killed takers: {holes:?}",
+            holes.len()
+        );
+        assert_eq!(
+            self.pool_taken(&url, "k"),
+            taken.len() + holes.len(),
+            "{name}"
+        );
+    }
 }
 
 /// A child's stderr, read to its end.
