@@ -77,7 +77,7 @@ fn sql_functions_allocate_beside_the_library_and_the_cli() {
     let Some(backend) = Postgres::shared() else {
         return;
     };
-    let server = backend.server();
+    let server = backend.temp();
     let pg = common::processes(&backend);
     let url = format!("{}?schema=sqlfn", server.url());
     pg.ok(&url, &["create", "orders", "--block", "5"]);

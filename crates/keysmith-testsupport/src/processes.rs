@@ -231,8 +231,8 @@ impl Postgres {
         TempPostgres::start().map(|s| Postgres(Held::Own(s)))
     }
 
-    /// The server.
-    pub fn server(&self) -> &TempPostgres {
+    /// The server (shared or the test's own).
+    pub fn temp(&self) -> &TempPostgres {
         self.0.get()
     }
 }
