@@ -1389,3 +1389,46 @@ fn assert_unavailable(who: &str, status: ExitStatus, stderr: &str, port: u16) {
     assert_eq!(stderr.lines().count(), 1, "{who}: stderr is {stderr:?}");
     assert!(stderr.contains(&port.to_string()), "{who}: {stderr:?}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_cut_short_by_a_kill_is_not_a_value() {
+        assert_eq!(complete_values(b"1\n2\n3"), vec![1, 2]);
+        assert_eq!(complete_values(b"17"), Vec::<i64>::new());
+        assert_eq!(complete_values(b""), Vec::<i64>::new());
+    }
+
+    #[test]
+    #[should_panic(expected = "p: 5 then 5")]
+    fn a_repeated_value_is_not_increasing() {
+        assert_increasing(&[4, 5, 5], "p");
+    }
+
+    #[test]
+    #[should_panic(expected = "w: 7 handed out twice")]
+    fn a_value_seen_twice_across_processes_fails() {
+        let mut seen = Seen::default();
+        seen.record("v", vec![1, 7]);
+        assert_eq!(seen.max, 7);
+        seen.record("w", vec![3, 7]);
+    }
+
+    #[test]
+    fn a_shared_server_is_not_crashable() {
+        // The shared PostgreSQL, when installed: `server()` is None, so no
+        // scenario can crash a server other tests use.
+        if let Some(pg) = Postgres::shared() {
+            assert!(pg.server().is_none());
+        }
+        assert!(Sqlite::new().server().is_none());
+    }
+
+    #[test]
+    fn sqlite_urls_are_fresh() {
+        let s = Sqlite::new();
+        assert_ne!(s.fresh_url(), s.fresh_url());
+    }
+}
