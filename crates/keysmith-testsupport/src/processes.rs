@@ -505,24 +505,29 @@ impl<'a> Processes<'a> {
         }
     }
 
-    /// Per strategy, on a fresh store: rounds of 3 children running
-    /// `keysmith next` in a loop, killed with SIGKILL at moments chosen by
-    /// progress (a random amount of output first), so kills land mid-block,
-    /// mid-refill and mid-transaction; rounds and manner from
-    /// [`ProcessBackend::sigkill_plan`]. No child exits by itself, each
-    /// printed something, no value is ever seen twice, each child's values
-    /// increase, and afterwards the sequence resumes above everything handed
-    /// out.
+    /// Per strategy, on a fresh store, the strategies at once: rounds of 3
+    /// children running `keysmith next` in a loop, killed with SIGKILL at
+    /// moments chosen by progress (a random amount of output first), so
+    /// kills land mid-block, mid-refill and mid-transaction; rounds and
+    /// manner from [`ProcessBackend::sigkill_plan`]. No child exits by
+    /// itself, each printed something, no value is ever seen twice, each
+    /// child's values increase, and afterwards the sequence resumes above
+    /// everything handed out.
     ///
     /// # Panics
     /// On any violation, or when the children make no progress within
     /// [`DEADLINE`].
     pub fn sigkill_rounds(&self) {
         let _turn = one_at_a_time();
-        for strategy in STRATEGIES {
-            let (rounds, kill) = self.backend.sigkill_plan(strategy);
-            self.sigkill_rounds_of(strategy, rounds, kill);
-        }
+        // The strategies at once, each on its own store (nine children): a
+        // round that waits out a killed lock holder's lease then overlaps
+        // the others' work.
+        thread::scope(|scope| {
+            for strategy in STRATEGIES {
+                let (rounds, kill) = self.backend.sigkill_plan(strategy);
+                scope.spawn(move || self.sigkill_rounds_of(strategy, rounds, kill));
+            }
+        });
     }
 
     fn sigkill_rounds_of(&self, strategy: &str, rounds: usize, kill: Kill) {
