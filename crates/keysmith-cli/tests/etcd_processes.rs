@@ -1,10 +1,14 @@
-//! Many `keysmith` processes on one etcd, processes killed with SIGKILL, and
-//! an etcd member killed (and restarted) under running processes: no value
-//! is ever handed out twice.
+//! Many `keysmith` processes on one etcd, processes killed with SIGKILL, the
+//! one node killed and restarted under running processes, and an etcd
+//! member killed (and restarted) in a three-node cluster: no value is ever
+//! handed out twice. The single-node scenarios are written once in
+//! `keysmith_testsupport::processes` and run by every backend; the cluster
+//! one (allocation goes on while a member is dead) is etcd's alone: the
+//! other backends have one server, with which nothing can go on.
 //!
-//! The etcd counterpart of `sequence_processes.rs`. Needs the `etcd` feature
-//! and an etcd binary (see keysmith-testsupport); without the binary every
-//! test prints that it skips, unless `KEYSMITH_REQUIRE_BACKENDS=1`.
+//! Needs the `etcd` feature and an etcd binary (see keysmith-testsupport);
+//! without the binary every test prints that it skips, unless
+//! `KEYSMITH_REQUIRE_BACKENDS=1`.
 //!
 //! `cargo test -p keysmith-cli --features etcd --test etcd_processes`
 #![cfg(feature = "etcd")]
@@ -19,60 +23,45 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, Kill, assert_increasing, complete_values, keysmith, ok};
-use keysmith_testsupport::etcd::{EtcdCluster, TempEtcd};
+use common::{DEADLINE, assert_increasing, complete_values, keysmith, ok};
+use keysmith_testsupport::etcd::EtcdCluster;
+use keysmith_testsupport::processes::{Etcd, PROCESSES};
 
-/// A store URL on the shared node with a fresh key prefix: an empty store.
-fn fresh_url(etcd: &TempEtcd) -> String {
-    etcd.url_with_prefix(&format!("procs-{:016x}", rand::random::<u64>()))
-}
-
-/// Five processes at once on one sequence (see `common`).
-fn processes_never_share_a_value(strategy: &str) {
-    if let Some(etcd) = TempEtcd::shared() {
-        common::processes_never_share_a_value(&fresh_url(etcd), "s", strategy, 5, 100);
+/// 8, then 32 processes at once on one sequence, each strategy (fewer
+/// values each than on the SQL stores: every reservation is a raft write).
+#[test]
+fn processes_never_share_a_value() {
+    let Some(etcd) = Etcd::shared() else {
+        return;
+    };
+    for n in PROCESSES {
+        common::processes(&etcd).never_share_a_value(n, 100);
     }
 }
 
+/// SIGKILL rounds. On etcd optimistic and atomic kill each child when it has
+/// printed its share (the last winner tends to keep winning); locked kills
+/// a round together, three rounds (a dead lock holder blocks the others
+/// until its lease expires, once per round): `Etcd::sigkill_plan`.
 #[test]
-fn optimistic_processes_never_share_a_value() {
-    processes_never_share_a_value("optimistic");
+fn sigkill_at_random_moments_never_repeats_a_value() {
+    let Some(etcd) = Etcd::shared() else {
+        return;
+    };
+    common::processes(&etcd).sigkill_rounds();
 }
 
+/// The one node is killed with SIGKILL while `keysmith next` processes
+/// stream values, then restarted on its data, twice: the processes running
+/// fail with one `store unavailable` line, those started after succeed, no
+/// value is handed out twice (`Processes::server_crash_mid_run`).
 #[test]
-fn locked_processes_never_share_a_value() {
-    processes_never_share_a_value("locked");
-}
-
-#[test]
-fn atomic_processes_never_share_a_value() {
-    processes_never_share_a_value("atomic");
-}
-
-/// SIGKILL rounds (see `common::sigkill_rounds`). On etcd optimistic and
-/// atomic kill each child when it has printed its share (the last winner
-/// tends to keep winning); locked kills a round together (a dead lock
-/// holder blocks the others until its lease expires, once per round).
-fn sigkill_at_random_moments_never_repeats_a_value(strategy: &str, rounds: usize, kill: Kill) {
-    if let Some(etcd) = TempEtcd::shared() {
-        common::sigkill_rounds(&fresh_url(etcd), "k", strategy, rounds, kill);
-    }
-}
-
-#[test]
-fn optimistic_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("optimistic", 6, Kill::EachWhenDone);
-}
-
-/// Fewer rounds: each may wait out a killed lock holder's lease.
-#[test]
-fn locked_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("locked", 3, Kill::Together);
-}
-
-#[test]
-fn atomic_sigkill_at_random_moments_never_repeats_a_value() {
-    sigkill_at_random_moments_never_repeats_a_value("atomic", 6, Kill::EachWhenDone);
+fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
+    // A node of its own: the test kills it.
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    common::processes(&etcd).server_crash_mid_run();
 }
 
 /// The index of the node that is the raft leader now, asked of each running

@@ -1,18 +1,23 @@
 //! Many OS processes on one SQLite file, and processes killed with SIGKILL:
-//! no value is ever handed out twice. The checks live in `common`, shared
-//! with the PostgreSQL and etcd runs.
+//! no value is ever handed out twice. The scenarios are written once in
+//! `keysmith_testsupport::processes` and run by every backend
+//! (`postgres_processes.rs`, `mysql_processes.rs`, `etcd_processes.rs`).
+//!
+//! SQLite has no server, so `server_crash_mid_run` does not apply: its crash
+//! tests kill the client processes (below), and `serve_processes.rs` kills
+//! the `keysmith serve` process.
 
 mod common;
 
-use common::{Db, Kill, STRATEGIES};
+use keysmith_testsupport::processes::{PROCESSES, Sqlite};
 
-/// Six processes at once, each strategy, small blocks so they collide often:
-/// all values unique, each process's values increasing.
+/// 8, then 32 processes at once, each strategy, small blocks so they
+/// collide often: all values unique, each process's values increasing.
 #[test]
 fn processes_never_share_a_value() {
-    for strategy in STRATEGIES {
-        let db = Db::new();
-        common::processes_never_share_a_value(&db.url(), "s", strategy, 6, 300);
+    let sqlite = Sqlite::new();
+    for n in PROCESSES {
+        common::processes(&sqlite).never_share_a_value(n, 300);
     }
 }
 
@@ -21,8 +26,5 @@ fn processes_never_share_a_value() {
 /// afterwards the sequence resumes above everything handed out.
 #[test]
 fn sigkill_at_random_moments_never_repeats_a_value() {
-    for strategy in STRATEGIES {
-        let db = Db::new();
-        common::sigkill_rounds(&db.url(), "k", strategy, 6, Kill::EachWhenDone);
-    }
+    common::processes(&Sqlite::new()).sigkill_rounds();
 }

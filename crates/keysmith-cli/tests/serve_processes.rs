@@ -1,6 +1,7 @@
 //! The real `keysmith serve` process: killed with SIGKILL and restarted
-//! mid-run it never repeats a value; SIGTERM finishes the request in flight,
-//! exits 0 and hands the unused tail back; token and address checks.
+//! mid-run it never repeats a value (on SQLite, PostgreSQL, MariaDB and
+//! etcd); SIGTERM finishes the request in flight, exits 0 and hands the
+//! unused tail back; token and address checks.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::Db;
 use common::server::{SERVER_DEADLINE, ServerProc, values};
+use keysmith_testsupport::processes::{Postgres, ProcessBackend, Sqlite};
 use serde_json::{Value, json};
 
 /// How long an awaited condition may take before a test fails.
@@ -26,15 +28,13 @@ async fn take(client: &reqwest::Client, srv: &ServerProc, name: &str, count: i64
     values(&res.json().await.unwrap())
 }
 
-/// 16 clients hammer a server that is killed with SIGKILL once a few
-/// hundred values went out, then restarted on the same file, five times,
-/// with each strategy: no value is ever handed out twice, each client's
-/// values increase while one server lives, and after the last restart the
-/// sequence resumes above everything handed out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sigkill_and_restart_never_repeat_a_value() {
-    let db = Db::new();
-    db.ok(&["create", "k", "--block", "10"]);
+/// 16 clients hammer a server on the store at `url` that is killed with
+/// SIGKILL once a few hundred values went out, then restarted on the same
+/// store, five times, with each strategy: no value is ever handed out
+/// twice, each client's values increase while one server lives, and after
+/// the last restart the sequence resumes above everything handed out.
+async fn sigkill_and_restart(url: &str) {
+    common::ok(url, &["create", "k", "--block", "10"]);
     let client = reqwest::Client::new();
     let mut seen = HashSet::new();
     let mut total = 0usize;
@@ -42,7 +42,7 @@ async fn sigkill_and_restart_never_repeat_a_value() {
         .into_iter()
         .enumerate()
     {
-        let mut srv = ServerProc::start(&db, &["--strategy", strategy], &[]).await;
+        let mut srv = ServerProc::start_on(url, &["--strategy", strategy], &[]).await;
         let got = Arc::new(AtomicUsize::new(0));
         let dead = Arc::new(AtomicBool::new(false));
         let mut clients = Vec::new();
@@ -112,7 +112,7 @@ async fn sigkill_and_restart_never_repeat_a_value() {
     assert_eq!(seen.len(), total);
     assert!(total >= 2500, "{total}");
 
-    let srv = ServerProc::start(&db, &[], &[]).await;
+    let srv = ServerProc::start_on(url, &[], &[]).await;
     let after = take(&client, &srv, "k", 5).await;
     let max_seen = *seen.iter().max().unwrap();
     assert!(
@@ -120,6 +120,35 @@ async fn sigkill_and_restart_never_repeat_a_value() {
         "resumed at {} below {max_seen}",
         after[0]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_and_restart_never_repeat_a_value() {
+    let sqlite = Sqlite::new();
+    sigkill_and_restart(&sqlite.fresh_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_sigkill_and_restart_never_repeat_a_value() {
+    if let Some(pg) = Postgres::shared() {
+        sigkill_and_restart(&pg.fresh_url()).await;
+    }
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_sigkill_and_restart_never_repeat_a_value() {
+    if let Some(my) = keysmith_testsupport::processes::MariaDb::shared() {
+        sigkill_and_restart(&my.fresh_url()).await;
+    }
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_sigkill_and_restart_never_repeat_a_value() {
+    if let Some(etcd) = keysmith_testsupport::processes::Etcd::shared() {
+        sigkill_and_restart(&etcd.fresh_url()).await;
+    }
 }
 
 /// SIGTERM while a request waits on the store: the request is answered, the

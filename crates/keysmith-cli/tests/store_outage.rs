@@ -1,7 +1,8 @@
 //! A store outage under load: `keysmith serve` on PostgreSQL (the server
 //! stopped), on MariaDB (the server killed; feature `mysql`) and on a
 //! three-node etcd cluster (two nodes killed) for ten seconds, then started
-//! again.
+//! again, each through its
+//! `keysmith_testsupport::processes::CrashableServer`.
 //!
 //! What must hold: the service keeps answering from the blocks it has cached
 //! (every value cached when the store went down is served), then answers 503
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::server::{SERVER_DEADLINE, ServerProc};
+use keysmith_testsupport::processes::{CrashableServer, Postgres, ProcessBackend};
 use serde_json::Value;
 
 /// How long the store stays down: the scenario, not a synchronisation.
@@ -121,15 +123,13 @@ impl Load {
     }
 }
 
-/// The store under test, stopped and started by the test support.
-trait Outage {
-    fn url(&self) -> String;
-    fn down(&mut self);
-    fn up(&mut self);
-}
-
-async fn store_outage(what: &str, store: &mut dyn Outage) {
-    let url = store.url();
+/// The outage scenario on `store`, whose server (its
+/// [`CrashableServer`]) is crashed for [`OUTAGE`] and started again.
+async fn store_outage(what: &str, store: &dyn ProcessBackend) {
+    let server = store
+        .server()
+        .expect("the outage needs a server of the test's own");
+    let url = store.fresh_url();
     common::ok(&url, &["create", "s"]);
     // A cap on adaptive blocks (default 10 000) so that the cache runs out
     // within the outage on a slow machine too; otherwise the defaults.
@@ -156,7 +156,7 @@ async fn store_outage(what: &str, store: &mut dyn Outage) {
     let cached = reserved_before - served_before;
 
     let down_at = Instant::now();
-    tokio::task::block_in_place(|| store.down());
+    tokio::task::block_in_place(|| server.crash());
     // One client at a time first: every cached value comes out, then a 503.
     let mut probe = Vec::new();
     loop {
@@ -173,7 +173,7 @@ async fn store_outage(what: &str, store: &mut dyn Outage) {
     let load = Load::start(&client, &next, &log);
     tokio::time::sleep(OUTAGE.saturating_sub(down_at.elapsed())).await;
     let up_from = Instant::now();
-    tokio::task::block_in_place(|| store.up());
+    tokio::task::block_in_place(|| server.restart());
     let up_at = Instant::now();
     let recovered = Load::start(&client, &next, &log);
     load.stop().await;
@@ -254,44 +254,60 @@ async fn reserved(url: &str) -> i64 {
     row.next - 1
 }
 
-struct Postgres(keysmith_testsupport::postgres::TempPostgres);
-
-impl Outage for Postgres {
-    fn url(&self) -> String {
-        self.0.url()
-    }
-    fn down(&mut self) {
-        self.0.stop_immediate();
-    }
-    fn up(&mut self) {
-        self.0.restart();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_outage_under_load() {
-    // Its own server: the test stops it.
-    let Some(pg) = keysmith_testsupport::postgres::TempPostgres::start() else {
+    // Its own server: the test stops it (`pg_ctl stop -m immediate`).
+    let Some(pg) = Postgres::start() else {
         return;
     };
-    store_outage("postgres", &mut Postgres(pg)).await;
+    store_outage("postgres", &pg).await;
+}
+
+/// A three-node etcd cluster whose outage is two nodes killed with SIGKILL
+/// (the majority: no quorum), and its end their restart.
+#[cfg(feature = "etcd")]
+struct EtcdMajority(Mutex<keysmith_testsupport::etcd::EtcdCluster>);
+
+#[cfg(feature = "etcd")]
+impl EtcdMajority {
+    fn cluster(&self) -> std::sync::MutexGuard<'_, keysmith_testsupport::etcd::EtcdCluster> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 #[cfg(feature = "etcd")]
-struct EtcdMajority(keysmith_testsupport::etcd::EtcdCluster);
+impl ProcessBackend for EtcdMajority {
+    fn name(&self) -> &str {
+        "etcd, 2 of 3 nodes"
+    }
+    fn fresh_url(&self) -> String {
+        format!(
+            "{}/outage-{:016x}",
+            self.cluster().url(),
+            rand::random::<u64>()
+        )
+    }
+    fn server(&self) -> Option<&dyn CrashableServer> {
+        Some(self)
+    }
+}
 
 #[cfg(feature = "etcd")]
-impl Outage for EtcdMajority {
-    fn url(&self) -> String {
-        self.0.url()
+impl CrashableServer for EtcdMajority {
+    fn crash(&self) {
+        let mut cluster = self.cluster();
+        cluster.kill(1);
+        cluster.kill(2);
     }
-    fn down(&mut self) {
-        self.0.kill(1);
-        self.0.kill(2);
+    fn restart(&self) {
+        let mut cluster = self.cluster();
+        cluster.restart(1);
+        cluster.restart(2);
     }
-    fn up(&mut self) {
-        self.0.restart(1);
-        self.0.restart(2);
+    /// The first killed node's (the store URL names all three).
+    fn port(&self) -> u16 {
+        let endpoint = self.cluster().endpoints().remove(1);
+        endpoint.rsplit(':').next().unwrap().parse().unwrap()
     }
 }
 
@@ -301,31 +317,15 @@ async fn etcd_majority_outage_under_load() {
     let Some(cluster) = keysmith_testsupport::etcd::EtcdCluster::start(3) else {
         return;
     };
-    store_outage("etcd, 2 of 3 nodes", &mut EtcdMajority(cluster)).await;
-}
-
-#[cfg(feature = "mysql")]
-struct MariaDb(keysmith_testsupport::mariadb::TempMariaDb);
-
-#[cfg(feature = "mysql")]
-impl Outage for MariaDb {
-    fn url(&self) -> String {
-        self.0.url()
-    }
-    fn down(&mut self) {
-        self.0.kill();
-    }
-    fn up(&mut self) {
-        self.0.restart();
-    }
+    store_outage("etcd, 2 of 3 nodes", &EtcdMajority(Mutex::new(cluster))).await;
 }
 
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mysql_outage_under_load() {
     // Its own server: the test kills it (SIGKILL) and starts it again.
-    let Some(db) = keysmith_testsupport::mariadb::TempMariaDb::start() else {
+    let Some(db) = keysmith_testsupport::processes::MariaDb::start() else {
         return;
     };
-    store_outage("mysql (MariaDB)", &mut MariaDb(db)).await;
+    store_outage("mysql (MariaDB)", &db).await;
 }

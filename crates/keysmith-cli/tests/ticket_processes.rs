@@ -4,40 +4,13 @@
 //! some are killed in the middle of the take. In the end the committed
 //! numbers are exactly `1..=n`: no duplicate, no hole. Also: the CLI's
 //! refusals (bad tickets, `next` on a gap-free sequence, bad periods and
-//! templates) exit non-zero, say what to do, and change nothing.
+//! templates) exit non-zero, say what to do, and change nothing. The
+//! SIGKILL scenario is `keysmith_testsupport::processes`, written once.
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-use common::{DEADLINE, Db, KEYSMITH, keysmith, ok};
-use rand::RngExt;
-
-/// A holder: takes a number with a 1 s ticket, prints `VALUE TICKET`, then
-/// waits for a line on stdin (`commit` or `release`) and does that.
-fn holder(url: &str, name: &str) -> Child {
-    Command::new("sh")
-        .arg("-c")
-        .arg(
-            r#"out=$("$K" --store "$URL" ticket take "$NAME" --ttl 1) || exit 3
-echo "$out"
-read what || exit 4
-exec "$K" --store "$URL" ticket "$what" "$NAME" "${out#* }""#,
-        )
-        .env("K", KEYSMITH)
-        .env("URL", url)
-        .env("NAME", name)
-        .env_remove("KEYSMITH_STORE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
+use common::Db;
+use keysmith_testsupport::processes::{Postgres, Sqlite};
 
 /// `VALUE TICKET` parsed.
 fn taken(line: &str) -> (i64, String) {
@@ -48,163 +21,32 @@ fn taken(line: &str) -> (i64, String) {
     (v.parse().unwrap(), t.to_owned())
 }
 
-fn is_contiguous(s: &BTreeSet<i64>) -> bool {
-    s.iter().next_back().is_none_or(|m| *m == s.len() as i64)
-}
-
-fn gapless_under_sigkills(url: &str, holders: usize) {
-    ok(url, &["create", "inv", "--gapless"]);
-    let mut committed: Vec<i64> = Vec::new();
-    let mut seen_max = 0;
-    let mut killed_tickets = Vec::new();
-    let (mut released, mut killed, mut killed_in_take) = (0, 0, 0);
-    let mut rng = rand::rng();
-    let mut done = 0;
-    while done < holders {
-        // A few holders at a time, so they race.
-        let mut batch: Vec<Child> = (0..4).map(|_| holder(url, "inv")).collect();
-        for mut h in batch.drain(..) {
-            done += 1;
-            let roll = rng.random_range(0..100);
-            if roll < 10 {
-                // Killed in the middle of the take (or just after it).
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..30)));
-                h.kill().unwrap();
-                h.wait().unwrap();
-                killed_in_take += 1;
-                continue;
-            }
-            let mut stdin = h.stdin.take().unwrap();
-            // Reading the line first: the number is held when we decide.
-            let (tx, rx) = mpsc::channel();
-            let mut out = h.stdout.take().unwrap();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut byte = [0u8; 1];
-                while let Ok(1) = std::io::Read::read(&mut out, &mut byte) {
-                    buf.push(byte[0]);
-                    if byte[0] == b'\n' {
-                        let _ = tx.send(Some(String::from_utf8_lossy(&buf).into_owned()));
-                        buf.clear();
-                    }
-                }
-                let _ = tx.send(None);
-            });
-            let Some(line) = rx.recv_timeout(DEADLINE).expect("a holder hung") else {
-                let out = h.wait_with_output().unwrap();
-                panic!(
-                    "a holder took nothing: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            };
-            let (value, ticket) = taken(&line);
-            seen_max = seen_max.max(value);
-            if roll < 30 {
-                // Dies holding the ticket.
-                h.kill().unwrap();
-                h.wait().unwrap();
-                killed += 1;
-                killed_tickets.push((value, ticket));
-                continue;
-            }
-            let what = if roll < 45 { "release" } else { "commit" };
-            writeln!(stdin, "{what}").unwrap();
-            drop(stdin);
-            let printed = rx.recv_timeout(DEADLINE).expect("a holder hung");
-            let status = h.wait().unwrap();
-            let mut err = String::new();
-            std::io::Read::read_to_string(&mut h.stderr.take().unwrap(), &mut err).unwrap();
-            assert!(status.success(), "{what} of {value} failed: {err}");
-            assert_eq!(
-                printed.as_deref().map(str::trim),
-                Some(value.to_string().as_str())
-            );
-            if what == "commit" {
-                committed.push(value);
-            } else {
-                released += 1;
-            }
-        }
-    }
-    let mut set: BTreeSet<i64> = committed.iter().copied().collect();
-    assert_eq!(set.len(), committed.len(), "a number was committed twice");
-    // Drain: take and commit until the committed numbers have no hole. The
-    // numbers of killed holders come back once their tickets expire (1 s;
-    // etcd's leases at least its minimum TTL): until then a take gets a new
-    // number, which is committed too, and the loop polls.
-    let give_up = Instant::now() + DEADLINE;
-    let mut drained = 0;
-    while !(is_contiguous(&set) && set.len() as i64 >= seen_max) {
-        assert!(Instant::now() < give_up, "holes never filled: {set:?}");
-        let (value, ticket) = taken(&ok(url, &["ticket", "take", "inv", "--ttl", "60"]));
-        let was_hole = value <= *set.iter().next_back().unwrap_or(&0);
-        assert_eq!(
-            ok(url, &["ticket", "commit", "inv", &ticket]).trim(),
-            value.to_string()
-        );
-        assert!(set.insert(value), "{value} committed twice");
-        drained += 1;
-        if !was_hole {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    let n = set.len() as i64;
-    assert_eq!(set, (1..=n).collect::<BTreeSet<_>>());
-    // A dead holder's ticket, its number since taken and committed by
-    // another, is refused and changes nothing.
-    if let Some((value, ticket)) = killed_tickets.first() {
-        let out = keysmith(url)
-            .args(["ticket", "commit", "inv", ticket])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "a dead holder committed {value}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("not open") || err.contains("taken again"),
-            "{err}"
-        );
-    }
-    let (next, t) = taken(&ok(url, &["ticket", "take", "inv"]));
-    assert_eq!(next, n + 1, "the refused commit changed nothing");
-    ok(url, &["ticket", "release", "inv", &t]);
-    eprintln!(
-        "{n} committed: {} by holders ({released} released, {killed} killed holding, {killed_in_take} killed taking), {drained} while draining",
-        committed.len()
-    );
-    assert!(killed > 0 && released > 0, "every path taken");
-}
-
 #[test]
 fn sqlite_gapless_numbers_survive_sigkills() {
-    let db = Db::new();
-    gapless_under_sigkills(&db.url(), 60);
+    common::processes(&Sqlite::new()).gapless_under_sigkills(60);
 }
 
 #[test]
 fn postgres_gapless_numbers_survive_sigkills() {
-    let Some(pg) = keysmith_testsupport::postgres::TempPostgres::shared() else {
-        return;
-    };
-    gapless_under_sigkills(&format!("{}?schema=ticket_procs", pg.url()), 60);
+    if let Some(pg) = Postgres::shared() {
+        common::processes(&pg).gapless_under_sigkills(60);
+    }
 }
 
 #[cfg(feature = "mysql")]
 #[test]
 fn mysql_gapless_numbers_survive_sigkills() {
-    let Some(db) = keysmith_testsupport::mariadb::TempMariaDb::shared() else {
-        return;
-    };
-    gapless_under_sigkills(&db.fresh_url(), 60);
+    if let Some(my) = keysmith_testsupport::processes::MariaDb::shared() {
+        common::processes(&my).gapless_under_sigkills(60);
+    }
 }
 
 #[cfg(feature = "etcd")]
 #[test]
 fn etcd_gapless_numbers_survive_sigkills() {
-    let Some(etcd) = keysmith_testsupport::etcd::TempEtcd::shared() else {
-        return;
-    };
-    let url = etcd.url_with_prefix(&format!("tickets-{:016x}", rand::random::<u64>()));
-    gapless_under_sigkills(&url, 60);
+    if let Some(etcd) = keysmith_testsupport::processes::Etcd::shared() {
+        common::processes(&etcd).gapless_under_sigkills(60);
+    }
 }
 
 /// Bad tickets are refused with a message, exit non-zero, and change

@@ -111,6 +111,24 @@ impl TempEtcd {
     pub fn url_with_prefix(&self, prefix: &str) -> String {
         format!("{}/{prefix}", self.cluster.url())
     }
+
+    /// Kills the node with SIGKILL and reaps it; its data stays for
+    /// [`TempEtcd::restart`]. Not for the [`shared`](Self::shared) node.
+    ///
+    /// # Panics
+    /// If the node is not running.
+    pub fn kill(&mut self) {
+        self.cluster.kill(0);
+    }
+
+    /// Starts the node again on its old port and data and waits until it is
+    /// healthy.
+    ///
+    /// # Panics
+    /// If it is running, or does not become healthy in time.
+    pub fn restart(&mut self) {
+        self.cluster.restart(0);
+    }
 }
 
 static SHARED: OnceLock<Option<TempEtcd>> = OnceLock::new();

@@ -1,5 +1,6 @@
 //! Test support for keysmith: throwaway PostgreSQL, MariaDB and etcd servers started
-//! from the installed binaries, torn down on drop.
+//! from the installed binaries, torn down on drop; and [`processes`], the
+//! process and crash scenarios every backend runs.
 //!
 //! Where a binary is missing, [`skip_or_fail`] prints why the test skips, or
 //! panics when `KEYSMITH_REQUIRE_BACKENDS=1` (as CI sets it).
@@ -11,6 +12,7 @@ pub mod netns;
 pub mod partitions;
 pub mod pg_replica;
 pub mod postgres;
+pub mod processes;
 pub mod tls;
 
 /// Called when a backend's server binary is missing: returns normally (the
