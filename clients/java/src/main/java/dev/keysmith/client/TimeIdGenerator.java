@@ -81,7 +81,6 @@ public final class TimeIdGenerator implements LongSupplier, AutoCloseable {
     }
     if (lease == null) {
       lease = new WorkerLease(client, group, options);
-      client.forget(lease); // closed by this generator
     }
     long started = System.nanoTime();
     while (true) {

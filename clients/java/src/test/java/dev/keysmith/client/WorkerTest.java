@@ -80,7 +80,7 @@ class WorkerTest {
       }
       Checks.threads(6, i -> {
         // a TTL that a loaded machine's scheduling delays cannot outrun
-        leases.add(clients.get(i).workerLease(g, new WorkerLease.Options().ttl(Duration.ofMillis(1500)).max(8)));
+        leases.add(clients.get(i).workerLease(g, new WorkerLease.Options().ttl(Duration.ofMillis(3000)).max(8)));
         return List.of();
       });
       Set<Long> workers = new HashSet<>();
@@ -145,6 +145,8 @@ class WorkerTest {
       WorkerLease lease = ids.lease();
       s.kill();
       Checks.eventually(lease::lost, "the lease reported lost");
+      assertFalse(lease.usable(), "unusable from the moment it is lost");
+      Checks.eventually(() -> !lost.isEmpty(), "onLost called");
       assertEquals(1, lost.size());
       assertSame(lease.lostReason(), lost.get(0));
       assertFalse(lease.usable());
@@ -153,7 +155,17 @@ class WorkerTest {
       assertNull(ids.lease());
       s.start(s.port);
       // the next call leases anew: another worker id, or the same one above the lost lease's window
-      long id = ids.next();
+      // (the client may wait out its backoff from the outage first: poll, bounded)
+      long[] got = {-1};
+      Checks.eventually(() -> {
+        try {
+          got[0] = ids.next();
+          return true;
+        } catch (KeysmithException.Unavailable notYet) {
+          return false;
+        }
+      }, "an id under a new lease once the server is back");
+      long id = got[0];
       assertTrue(seen.add(id), "no id twice");
       WorkerLease next = ids.lease();
       if (next.worker() == lease.worker()) {
