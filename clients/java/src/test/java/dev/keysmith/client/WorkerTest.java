@@ -132,6 +132,27 @@ class WorkerTest {
   }
 
   @Test
+  void threadsSharingOneGeneratorGetUniqueIncreasingIdsUnderOneWorkerId() throws Exception {
+    String g = group();
+    try (TimeIdGenerator ids = client.timeIds(g)) {
+      List<List<Long>> got = Checks.threads(4, i -> {
+        List<Long> vs = new ArrayList<>();
+        for (int k = 0; k < 20_000; k++) {
+          vs.add(ids.next());
+        }
+        return vs;
+      });
+      for (List<Long> vs : got) {
+        Checks.increasing(vs, "one thread's ids");
+      }
+      assertEquals(80_000, Checks.unique(got));
+      List<WorkerInfo> held = client.listWorkers(g);
+      assertEquals(1, held.size(), "one lease for the process: " + held);
+      assertEquals(ids.lease().worker(), held.get(0).worker());
+    }
+  }
+
+  @Test
   void aLostLeaseStopsIssuingAtOnceAndTheNextCallLeasesAnew(@org.junit.jupiter.api.io.TempDir Path dir) throws Exception {
     KeysmithServer s = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
     List<KeysmithException> lost = Collections.synchronizedList(new ArrayList<>());
