@@ -53,28 +53,17 @@ class FailoverTest {
     }
   }
 
-  @Test
-  void twoServersOverOneStoreTheFirstKilledMidRun() throws Exception {
-    Path dir = Files.createTempDirectory("keysmith-java-failover-");
-    KeysmithServer a = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
-    KeysmithServer b = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
-    String name = KeysmithServer.name();
-    List<String> urls = List.of(a.url, b.url);
-    List<KeysmithClient> clients = new ArrayList<>();
-    try {
-      try (KeysmithClient setup = KeysmithClient.builder().urls(urls).build()) {
-        setup.createSequence(name, new KeysmithClient.CreateOptions().block(10));
-      }
-      for (int i = 0; i < 2; i++) {
-        clients.add(KeysmithClient.builder().urls(urls).build());
-      }
-      AtomicBoolean stop = new AtomicBoolean();
-      AtomicLong total = new AtomicLong();
-      List<List<Long>> perHandle = Collections.synchronizedList(new ArrayList<>());
-      List<List<Long>> plain = Collections.synchronizedList(new ArrayList<>());
-      List<Throwable> errors = Collections.synchronizedList(new ArrayList<>());
-      List<Thread> threads = new ArrayList<>();
-      List<KeysmithSequence> handles = new ArrayList<>();
+  /** Threads on a sequence handle (two per client) and on plain next calls (one per client). */
+  static final class Workload {
+    final AtomicBoolean stop = new AtomicBoolean();
+    final AtomicLong total = new AtomicLong();
+    final List<List<Long>> perHandle = Collections.synchronizedList(new ArrayList<>());
+    final List<List<Long>> plain = Collections.synchronizedList(new ArrayList<>());
+    final List<Throwable> errors = Collections.synchronizedList(new ArrayList<>());
+    final List<Thread> threads = new ArrayList<>();
+    final List<KeysmithSequence> handles = new ArrayList<>();
+
+    Workload(List<KeysmithClient> clients, String name) {
       for (KeysmithClient c : clients) {
         KeysmithSequence seq = c.sequence(name, new KeysmithSequence.Options().block(20).maxBlock(200));
         handles.add(seq);
@@ -108,10 +97,16 @@ class FailoverTest {
         }));
       }
       threads.forEach(Thread::start);
-      Checks.eventually(() -> total.get() >= 3000 || !errors.isEmpty(), "3000 values before the kill");
-      a.kill();
-      long before = total.get();
-      Checks.eventually(() -> total.get() >= before + 3000 || !errors.isEmpty(), "3000 values after the kill");
+    }
+
+    /** Waits until {@code n} more values than now were handed out (or a worker failed). */
+    void more(long n, String what) throws InterruptedException {
+      long target = total.get() + n;
+      Checks.eventually(() -> total.get() >= target || !errors.isEmpty(), what);
+    }
+
+    /** Stops, closes the handles, checks: no failure, no value twice, each thread's handle values increasing. */
+    void stopAndCheck() throws InterruptedException {
       stop.set(true);
       for (Thread t : threads) {
         t.join();
@@ -124,6 +119,29 @@ class FailoverTest {
       for (List<Long> vs : perHandle) {
         Checks.increasing(vs, "one thread's values of one handle");
       }
+    }
+  }
+
+  @Test
+  void twoServersOverOneStoreTheFirstKilledMidRun() throws Exception {
+    Path dir = Files.createTempDirectory("keysmith-java-failover-");
+    KeysmithServer a = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
+    KeysmithServer b = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
+    String name = KeysmithServer.name();
+    List<String> urls = List.of(a.url, b.url);
+    List<KeysmithClient> clients = new ArrayList<>();
+    try {
+      try (KeysmithClient setup = KeysmithClient.builder().urls(urls).build()) {
+        setup.createSequence(name, new KeysmithClient.CreateOptions().block(10));
+      }
+      for (int i = 0; i < 2; i++) {
+        clients.add(KeysmithClient.builder().urls(urls).build());
+      }
+      Workload w = new Workload(clients, name);
+      w.more(3000, "3000 values before the kill");
+      a.kill();
+      w.more(3000, "3000 values after the kill");
+      w.stopAndCheck();
       for (KeysmithClient c : clients) {
         assertTrue(c.unreachableCount() > 0, "the outage was seen and failed over");
       }
@@ -131,6 +149,29 @@ class FailoverTest {
       clients.forEach(KeysmithClient::close);
       a.kill();
       b.close();
+    }
+  }
+
+  @Test
+  void oneServerKilledAndRestartedOnItsPortMidRunNoCallFails() throws Exception {
+    Path dir = Files.createTempDirectory("keysmith-java-restart-");
+    KeysmithServer s = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
+    String name = KeysmithServer.name();
+    List<KeysmithClient> clients = new ArrayList<>();
+    try {
+      for (int i = 0; i < 2; i++) {
+        clients.add(KeysmithClient.of(s.url));
+      }
+      clients.get(0).createSequence(name, new KeysmithClient.CreateOptions().block(10));
+      Workload w = new Workload(clients, name);
+      w.more(2000, "2000 values before the restart");
+      s.kill();
+      s.start(s.port); // the same store: pooled connections to the old process are dead
+      w.more(2000, "2000 values after the restart");
+      w.stopAndCheck();
+    } finally {
+      clients.forEach(KeysmithClient::close);
+      s.close();
     }
   }
 }
