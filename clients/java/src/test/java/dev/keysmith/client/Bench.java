@@ -38,7 +38,8 @@ public final class Bench {
   public static void main(String[] args) throws Exception {
     double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3.0;
     List<String[]> rows = new ArrayList<>();
-    try (KeysmithServer server = KeysmithServer.start(null);
+    // --max-count 1000000: leases of up to 1M values, so that one row shows the local cost alone
+    try (KeysmithServer server = KeysmithServer.start(null, "--max-count", "1000000");
         KeysmithClient c = KeysmithClient.of(server.url)) {
       String name = "bench/" + System.nanoTime();
       c.createSequence(name, new KeysmithClient.CreateOptions().block(1000));
@@ -56,13 +57,20 @@ public final class Bench {
       double cached = measure(seconds, seq, 10_000);
       rows.add(new String[] {"`KeysmithSequence.next()` (local block, prefetch, adaptive)", fmt(cached),
           ratio(cached, bare), (seq.leases() - leases0) + " leases, final block " + seq.block()});
+      seq.close();
+      KeysmithSequence big = c.sequence(name, new KeysmithSequence.Options().block(1_000_000).maxBlock(1_000_000));
+      measure(0.5, big, 10_000);
+      long bigLeases0 = big.leases();
+      double local = measure(seconds, big, 10_000);
+      rows.add(new String[] {"`KeysmithSequence.next()`, leases of 1M values (`--max-count 1000000`)", fmt(local),
+          ratio(local, bare), (big.leases() - bigLeases0) + " leases"});
+      big.close();
       double timeIds = measure(seconds, ids, 10_000);
       rows.add(new String[] {"`TimeIdGenerator.next()` (snowflake ids over a worker lease)", fmt(timeIds),
           ratio(timeIds, bare), "worker " + ids.lease().worker() + "; the layout allows 4096 ids per ms"});
       double plain = measure(seconds, () -> c.next(name, 1)[0], 50);
       rows.add(new String[] {"`client.next(name, 1)` (one HTTP request per value)", fmt(plain),
           ratio(plain, bare), "keep-alive, HTTP/1.1"});
-      seq.close();
       ids.close();
     }
     System.out.printf("Java %s, %d cores, %.1f s per row, one thread, server %s (SQLite store)%n%n",
