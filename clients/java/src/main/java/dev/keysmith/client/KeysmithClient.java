@@ -649,6 +649,34 @@ public final class KeysmithClient implements AutoCloseable {
     return call(new Req<>("GET", "/v1/pools/" + seg(name), null, null, PoolInfo::from, true));
   }
 
+  /** Every pool. */
+  public List<PoolInfo> listPools() {
+    return call(
+        new Req<>("GET", "/v1/pools", null, null, j -> {
+          List<PoolInfo> out = new ArrayList<>();
+          j.path("pools").forEach(p -> out.add(PoolInfo.from(p)));
+          return out;
+        }, true));
+  }
+
+  /**
+   * {@code count} names {@code HOST/N} from the server's host counter (its {@code names} field);
+   * {@link KeysmithException.Unavailable} when the server has no counter directory.
+   */
+  public List<String> counterNext(long count) {
+    return call(
+        new Req<>("POST", "/v1/counters/next", count(count), null, j -> {
+          List<String> out = new ArrayList<>();
+          j.path("names").forEach(n -> out.add(n.asText()));
+          return out;
+        }, true));
+  }
+
+  /** {@code GET /v1/status}: what the status page shows, as JSON. */
+  public JsonNode status() {
+    return call(new Req<>("GET", "/v1/status", null, null, j -> j, true));
+  }
+
   /** Drops a pool. */
   public void dropPool(String name) {
     call(new Req<>("DELETE", "/v1/pools/" + seg(name), null, null, j -> null, false));

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -79,7 +80,14 @@ class RoutesTest {
       assertTrue(taken.add(v));
     }
     assertEquals(4L, client.getPool(pool).taken());
+    assertTrue(client.listPools().stream().anyMatch(q -> q.name().equals(pool)));
     client.dropPool(pool);
+    assertThrows(KeysmithException.NotFound.class, () -> client.poolNext(pool, 1));
+
+    List<String> names = client.counterNext(3);
+    assertEquals(3, names.size());
+    assertTrue(names.get(0).startsWith("testhost/"), names.toString());
+    assertTrue(client.status().isObject());
 
     String inv = KeysmithServer.name();
     client.createSequence(inv, new KeysmithClient.CreateOptions().gapless(true));
