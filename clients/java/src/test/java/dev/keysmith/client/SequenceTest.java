@@ -144,6 +144,41 @@ class SequenceTest {
   }
 
   @Test
+  void aResidueClassHandsOutOnlyItsValuesAndItsTailGoesBackOnAValue() {
+    String name = KeysmithServer.name();
+    SequenceInfo info = client.createSequence(name, new KeysmithClient.CreateOptions().residue(3, 1).block(4));
+    assertEquals(3L, info.increment());
+    assertEquals(1L, info.offset());
+    KeysmithSequence seq = client.sequence(name);
+    long[] vs = seq.next(10);
+    for (int i = 0; i < vs.length; i++) {
+      assertEquals(1, Math.floorMod(vs[i], 3), "value " + vs[i]);
+      if (i > 0) {
+        assertTrue(vs[i] > vs[i - 1]);
+      }
+    }
+    seq.close();
+    Range back = seq.released();
+    if (back != null) {
+      assertEquals(1, Math.floorMod(back.start(), 3));
+      assertTrue(back.start() > vs[vs.length - 1]);
+    }
+  }
+
+  @Test
+  void formattedNumbersAreReadAsText() {
+    String name = KeysmithServer.name();
+    client.createSequence(name, new KeysmithClient.CreateOptions().period("year").format("INV-{period}-{n:04}"));
+    List<String> got = client.nextNumbers(name, 2);
+    assertEquals(2, got.size());
+    assertTrue(got.get(0).matches("INV-\\d{4}-0001"), got.toString());
+    NumberParts parts = client.parse(name, got.get(1));
+    assertEquals(2, parts.n());
+    assertThrows(KeysmithException.BadRequest.class, () -> client.parse(name, "garbage"));
+    assertThrows(KeysmithException.WrongKind.class, () -> client.next(name, 1));
+  }
+
+  @Test
   void anUnknownSequenceIsNotFound() {
     String name = KeysmithServer.name();
     try (KeysmithSequence seq = client.sequence(name)) {
