@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.net.ServerSocket;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -14,6 +13,7 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Servers that die: a dead URL in the list, one of two servers over one store SIGKILLed mid-run. */
 class FailoverTest {
@@ -123,8 +123,7 @@ class FailoverTest {
   }
 
   @Test
-  void twoServersOverOneStoreTheFirstKilledMidRun() throws Exception {
-    Path dir = Files.createTempDirectory("keysmith-java-failover-");
+  void twoServersOverOneStoreTheFirstKilledMidRun(@TempDir Path dir) throws Exception {
     KeysmithServer a = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
     KeysmithServer b = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
     String name = KeysmithServer.name();
@@ -153,8 +152,7 @@ class FailoverTest {
   }
 
   @Test
-  void oneServerKilledAndRestartedOnItsPortMidRunNoCallFails() throws Exception {
-    Path dir = Files.createTempDirectory("keysmith-java-restart-");
+  void oneServerKilledAndRestartedOnItsPortMidRunNoCallFails(@TempDir Path dir) throws Exception {
     KeysmithServer s = new KeysmithServer(dir.resolve("k.db"), null, List.of()).start(0);
     String name = KeysmithServer.name();
     List<KeysmithClient> clients = new ArrayList<>();

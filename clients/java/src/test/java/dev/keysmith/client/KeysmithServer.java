@@ -25,6 +25,8 @@ final class KeysmithServer implements AutoCloseable {
   final List<String> args;
   final List<String> log = Collections.synchronizedList(new ArrayList<>());
   Process proc;
+  /** Removed on close: the directory {@link #start(String, String...)} made. */
+  Path ownDir;
   String url;
   int port;
 
@@ -51,7 +53,9 @@ final class KeysmithServer implements AutoCloseable {
   /** A server on a new SQLite store in a temporary directory. */
   static KeysmithServer start(String token, String... args) throws IOException {
     Path dir = Files.createTempDirectory("keysmith-java-");
-    return new KeysmithServer(dir.resolve("k.db"), token, List.of(args)).start(0);
+    KeysmithServer s = new KeysmithServer(dir.resolve("k.db"), token, List.of(args));
+    s.ownDir = dir;
+    return s.start(0);
   }
 
   static String name() {
@@ -122,7 +126,7 @@ final class KeysmithServer implements AutoCloseable {
     }
   }
 
-  /** SIGTERM, then SIGKILL if it has not exited within 10 s. */
+  /** SIGTERM, then SIGKILL if it has not exited within 10 s; removes the directory it made. */
   @Override
   public void close() throws InterruptedException {
     if (proc != null) {
@@ -132,6 +136,14 @@ final class KeysmithServer implements AutoCloseable {
         proc.waitFor();
       }
       proc = null;
+    }
+    if (ownDir != null) {
+      try (java.util.stream.Stream<Path> all = Files.walk(ownDir)) {
+        all.sorted(java.util.Comparator.reverseOrder()).map(Path::toFile).forEach(java.io.File::delete);
+      } catch (IOException e) {
+        // a temporary directory left behind
+      }
+      ownDir = null;
     }
   }
 }

@@ -4,15 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** https URLs, a CA file and client certificates (PEM and PKCS#12) against {@code keysmith serve --tls-cert}. */
 class TlsTest {
-  static Path certs;
+  @TempDir static Path certs;
 
   static void run(String... cmd) throws Exception {
     Process p = new ProcessBuilder(cmd).inheritIO().start();
@@ -23,7 +23,6 @@ class TlsTest {
 
   @BeforeAll
   static void makeCerts() throws Exception {
-    certs = Files.createTempDirectory("keysmith-java-certs-");
     run("bash", Path.of("../tls-test-certs.sh").toAbsolutePath().toString(), certs.toString());
     run("openssl", "pkcs12", "-export", "-in", certs.resolve("client.pem").toString(),
         "-inkey", certs.resolve("client-key.pem").toString(),
