@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +18,7 @@ import (
 
 // server is one real `keysmith --store sqlite://DB serve` process on 127.0.0.1.
 type server struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	store string
 	token string
@@ -30,7 +29,7 @@ type server struct {
 	port  string
 }
 
-func keysmithBin(t *testing.T) string {
+func keysmithBin(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv("KEYSMITH_BIN")
 	if bin == "" {
@@ -41,7 +40,7 @@ func keysmithBin(t *testing.T) string {
 
 // startServer starts a server on store (a new temp store when empty); it is
 // stopped when the test ends.
-func startServer(t *testing.T, store, token string, args ...string) *server {
+func startServer(t testing.TB, store, token string, args ...string) *server {
 	t.Helper()
 	if store == "" {
 		store = filepath.Join(t.TempDir(), "k.db")
@@ -179,5 +178,3 @@ func noDuplicates(t *testing.T, what string, vs []int64) {
 		seen[v] = struct{}{}
 	}
 }
-
-var _ = fmt.Sprintf

@@ -171,8 +171,12 @@ func TestWorkerRoutes(t *testing.T) {
 	if !must(c.ReleaseWorker(bg, group, r.Token))(t) {
 		t.Fatal("release answered false")
 	}
+	again := must(c.LeaseWorker(bg, group, time.Minute, 2))(t)
+	if again.Worker != a.Worker || again.Fence != a.Fence+1 || again.NotBeforeMs < r.UntilMs {
+		t.Fatalf("the released worker id taken again: %+v after %+v", again, r)
+	}
 	if _, err := c.RenewWorker(bg, group, r.Token, 0); !errors.Is(err, ErrConflict) {
-		t.Fatalf("renewing a released lease: %v", err)
+		t.Fatalf("renewing a lease released and taken by another: %v", err)
 	}
 	if _, err := c.RenewWorker(bg, group, "forged.token", 0); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("a forged token: %v", err)
