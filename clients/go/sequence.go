@@ -17,7 +17,9 @@ const prefetchAt = 0.2
 type SequenceConfig struct {
 	// Block is the first lease's size (0: the sequence's own block size).
 	Block int64
-	// MinBlock and MaxBlock bound the lease size (defaults 1 and 100000).
+	// MinBlock and MaxBlock bound the lease size (defaults 1 and 100000;
+	// MaxBlock above the server's --max-count, 100000 unless changed, makes
+	// leases fail with ErrTooLarge).
 	MinBlock, MaxBlock int64
 	// TargetInterval is how long a lease should last (default 1 s): the block
 	// doubles when leases are used up faster than half of it and halves when
