@@ -2,7 +2,6 @@ package keysmith
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -290,11 +289,7 @@ func (s *Sequence) Close(ctx context.Context) error {
 	}
 	r, err := s.c.release(ctx, s.name, token, from, step, 0)
 	if err != nil {
-		var ke *Error
-		if errors.As(err, &ke) {
-			return fmt.Errorf("keysmith: sequence %q: the unused tail from %d stays a gap: %w", s.name, from, err)
-		}
-		return err
+		return fmt.Errorf("keysmith: sequence %q: the unused tail from %d stays a gap (never handed out): %w", s.name, from, err)
 	}
 	s.mu.Lock()
 	s.released = r

@@ -303,7 +303,8 @@ func (l *WorkerLease) Renew(ctx context.Context) (WorkerLeaseInfo, error) {
 		return WorkerLeaseInfo{}, err
 	}
 	l.mu.Lock()
-	if l.lost == nil && !l.closed {
+	if l.lost == nil {
+		// also when closed meanwhile: Close releases the newest token
 		l.info = &renewed
 		l.renewals++
 	}
@@ -374,16 +375,19 @@ func (l *WorkerLease) Close(ctx context.Context) error {
 		return nil
 	}
 	l.closed = true
-	stop, stopped, info, lost := l.stop, l.stopped, l.info, l.lost
+	stop, stopped := l.stop, l.stopped
 	l.mu.Unlock()
 	if stop == nil {
 		return nil
 	}
 	close(stop)
-	<-stopped
+	<-stopped // a renewal under way has ended: its token is the one to release
 	l.c.mu.Lock()
 	delete(l.c.leases, l)
 	l.c.mu.Unlock()
+	l.mu.Lock()
+	info, lost := l.info, l.lost
+	l.mu.Unlock()
 	if lost != nil || info == nil {
 		return nil
 	}

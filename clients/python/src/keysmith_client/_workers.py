@@ -203,8 +203,12 @@ class WorkerLease:
         self._seq = 0
 
     def _after_fork_in_child(self) -> None:
-        """In a forked child: forget the parent's lease (the parent keeps and renews it)."""
+        """In a forked child: forget the parent's lease (the parent keeps and renews it).
+        A lease the parent had closed stays closed."""
+        closed = self._closed.is_set()
         self._reset()
+        if closed:
+            self._closed.set()
 
     @property
     def info(self) -> WorkerLeaseInfo:
