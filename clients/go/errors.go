@@ -24,7 +24,7 @@ var (
 	ErrConflict = errors.New("keysmith: conflict")
 	// ErrAlreadyExists: 409, a sequence or pool of that name exists already.
 	ErrAlreadyExists = errors.New("keysmith: already exists")
-	// ErrExhausted: 409, no value left below the maximum (or every worker id held).
+	// ErrExhausted: 409, no value left below the sequence's maximum.
 	ErrExhausted = errors.New("keysmith: exhausted")
 	// ErrTicketRefused: 409, the ticket no longer holds its number; nothing changed.
 	ErrTicketRefused = errors.New("keysmith: ticket refused")
@@ -58,6 +58,7 @@ type Error struct {
 	cause   error
 }
 
+// Error says the status, the code, the message and similar names; never a token.
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.Status != 0 {

@@ -77,7 +77,7 @@ func ttlQuery(ttl time.Duration, max int64) url.Values {
 
 // LeaseWorker leases the lowest free worker id of group in 0..max-1 (0: the
 // server's default, 1024) for ttl (0: the server's default, 10 s).
-// ErrExhausted (a Conflict) when every one is held; ErrBadRequest for a bad
+// ErrConflict (code "lease_refused") when every one is held; ErrBadRequest for a bad
 // group, ttl or max. Never sent twice: a lease whose answer was lost would
 // hold a worker id until it expires.
 func (c *Client) LeaseWorker(ctx context.Context, group string, ttl time.Duration, max int64) (WorkerLeaseInfo, error) {
@@ -191,7 +191,7 @@ func (c *Client) WorkerLease(group string, cfg WorkerLeaseConfig) (*WorkerLease,
 }
 
 // Info answers the lease as last taken or renewed, taking it first if this
-// is the first use. Errors: the lease's (ErrExhausted when every worker id
+// is the first use. Errors: the lease's (ErrConflict when every worker id
 // of the group is held), ErrLeaseLost once lost, ErrClosed after Close.
 func (l *WorkerLease) Info(ctx context.Context) (WorkerLeaseInfo, error) {
 	for {
