@@ -122,6 +122,40 @@ func TestExhaustion(t *testing.T) {
 	if len(got) != 10 || got[0] != 1 || got[9] != 10 {
 		t.Fatalf("values %v, want 1..10", got)
 	}
+
+	// NextN that cannot be served takes nothing: the values stay for the next call
+	other := uniqueName("small")
+	must(c.CreateSequence(bg, other, SequenceOptions{Max: Int64(3), Block: Int64(3)}))(t)
+	seq2 := must(c.Sequence(other, SequenceConfig{}))(t)
+	if v := must(seq2.Next(bg))(t); v != 1 {
+		t.Fatalf("first value %d", v)
+	}
+	if _, err := seq2.NextN(bg, 5); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("NextN(5) with 2 left: %v, want ErrExhausted", err)
+	}
+	if vs := must(seq2.NextN(bg, 2))(t); vs[0] != 2 || vs[1] != 3 {
+		t.Fatalf("after a failed NextN: %v, want [2 3]", vs)
+	}
+
+	// bad configurations say which field
+	if _, err := c.Sequence(other, SequenceConfig{MinBlock: 10, MaxBlock: 5}); err == nil || !strings.Contains(err.Error(), "MinBlock") {
+		t.Fatalf("MinBlock > MaxBlock: %v", err)
+	}
+	if _, err := seq2.NextN(bg, -1); err == nil || !strings.Contains(err.Error(), "n must not be negative") {
+		t.Fatalf("NextN(-1): %v", err)
+	}
+	// a cancelled context ends a wait for a lease, taking nothing
+	fresh := uniqueName("cancel")
+	must(c.CreateSequence(bg, fresh, SequenceOptions{}))(t)
+	seq3 := must(c.Sequence(fresh, SequenceConfig{}))(t)
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := seq3.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context: %v", err)
+	}
+	if v := must(seq3.Next(bg))(t); v != 1 {
+		t.Fatalf("after a cancelled wait the first value is %d, want 1", v)
+	}
 }
 
 func TestRoutesAndErrors(t *testing.T) {
