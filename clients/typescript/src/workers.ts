@@ -225,17 +225,27 @@ export class WorkerLease extends EventTarget {
    * ms since `ID_EPOCH_MS`); increasing within one WorkerLease. Throws at
    * once (a `KeysmithError`, code "lease_lost") once the lease is lost or its
    * expiry passed without a renewal, "closed" after `close()`, and
-   * "unavailable" when the clock lies outside notBeforeMs..untilMs or this
-   * millisecond's 4096 ids are used up (call again). Needs `max` <= 1024.
+   * "unavailable" when the clock lies outside notBeforeMs..untilMs. When this
+   * millisecond's 4096 ids are made it waits for the next one (at most 1 ms,
+   * synchronously). Needs `max` <= 1024.
    */
   nextId(): bigint {
     const c = this.current;
     if (c.max > 1 << WORKER_BITS) {
       throw new RangeError(`keysmith: nextId needs max <= ${1 << WORKER_BITS} (10 worker bits), this lease has max ${c.max}`);
     }
-    const now = Date.now();
-    const t = Math.max(now, this.lastMs); // a clock that went back stays on the last ms
-    const seq = t === this.lastMs ? this.seq + 1 : 0;
+    let now = Date.now();
+    let t = Math.max(now, this.lastMs); // a clock that went back stays on the last ms
+    let seq = t === this.lastMs ? this.seq + 1 : 0;
+    if (seq >= 1 << SEQUENCE_BITS) {
+      // this ms's 4096 ids are made: the next ms, waited for (at most one)
+      // unless the clock went back (then not blocking the event loop for it)
+      while (now >= t && (now = Date.now()) <= t) {
+        // spin
+      }
+      t += 1;
+      seq = 0;
+    }
     if (this.closed) throw new KeysmithError("closed", `worker lease of group "${c.group}": closed`, 0);
     if (this.lostWith !== undefined) {
       throw new KeysmithError("lease_lost", `worker lease lost, issue no more ids with worker ${c.worker}: ${this.lostWith.message}`, 0, {
@@ -245,12 +255,8 @@ export class WorkerLease extends EventTarget {
     if (now >= c.expiresMs) {
       throw new KeysmithError("lease_lost", `worker ${c.worker} of group "${c.group}": the lease expired at ${c.expiresMs} ms without a renewal`, 0);
     }
-    if (t < c.notBeforeMs || t >= c.untilMs || seq >= 1 << SEQUENCE_BITS) {
-      throw new KeysmithError(
-        "unavailable",
-        `worker ${c.worker} of group "${c.group}" may make ids with times in ${c.notBeforeMs}..${c.untilMs} ms, ${seq >= 1 << SEQUENCE_BITS ? "4096 made in this ms already" : `not ${t}`}`,
-        0,
-      );
+    if (t < c.notBeforeMs || t >= c.untilMs) {
+      throw new KeysmithError("unavailable", `worker ${c.worker} of group "${c.group}" may make ids with times in ${c.notBeforeMs}..${c.untilMs} ms, not ${t}`, 0);
     }
     this.lastMs = t;
     this.seq = seq;

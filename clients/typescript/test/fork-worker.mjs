@@ -16,14 +16,7 @@ process.on("message", async (m) => {
 try {
   const takenBefore = lease.taken;
   const ids = [];
-  while (ids.length < Number(count)) {
-    try {
-      ids.push(String(await lease.nextId()));
-    } catch (e) {
-      if (e.code !== "unavailable") throw e;
-      await new Promise((r) => setImmediate(r)); // this ms's 4096 ids are used up: the next one
-    }
-  }
+  while (ids.length < Number(count)) ids.push(String(await lease.nextId()));
   const worker = (await lease.lease()).worker;
   process.send({ takenBefore, worker, ids });
 } catch (e) {
