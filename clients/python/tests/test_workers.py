@@ -115,6 +115,9 @@ def test_a_lease_lost_while_the_server_is_down_is_reported(
         lost: List[KeysmithError] = []
         with Client(s.url, deadline=2.0) as c:
             lease = c.worker_lease(group, ttl_ms=400, max=1, on_lost=lost.append)
+            assert not lease.taken  # taken on first use
+            assert lease.worker == 0
+            assert lease.taken
             s.kill()
             wait_for(lambda: lease.lost, "the lease reported lost")
             assert lost and lost[0] is lease.lost_reason

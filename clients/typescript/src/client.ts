@@ -4,6 +4,7 @@ import {
   listWorkers,
   releaseWorker,
   renewWorker,
+  ProcessWorkerLease,
   WorkerLease,
   type WorkerInfo,
   type WorkerLeaseInfo,
@@ -673,6 +674,11 @@ export class Client implements LeaseSource {
   /** A worker id of `group` held and renewed in the background (see `WorkerLease`). */
   async workerLease(group: string, o: WorkerLeaseOptions = {}): Promise<WorkerLease> {
     return WorkerLease.start(this, group, o);
+  }
+
+  /** One worker id of `group` per process, taken on first use (see `ProcessWorkerLease`); sends nothing now. */
+  processWorkerLease(group: string, o: WorkerLeaseOptions = {}): ProcessWorkerLease {
+    return new ProcessWorkerLease(this, group, o);
   }
 
   /** `GET /healthz`: resolves when the server and its store answer; fails over like every call. */

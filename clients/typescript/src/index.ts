@@ -24,4 +24,4 @@ export { KeysmithError } from "./errors.js";
 export type { TransportStats } from "./transport.js";
 export { type Json, parse as parseJson, stringify as stringifyJson } from "./json.js";
 export { type Lease, type Range, Sequence, type SequenceOptions } from "./sequence.js";
-export { WorkerLease, type WorkerInfo, type WorkerLeaseInfo, type WorkerLeaseOptions } from "./workers.js";
+export { ID_EPOCH_MS, ProcessWorkerLease, WorkerLease, type WorkerInfo, type WorkerLeaseInfo, type WorkerLeaseOptions } from "./workers.js";

@@ -206,10 +206,61 @@ export class WorkerLease extends EventTarget {
     return this.lostWith;
   }
 
-  /** Whether an id with time `timeMs` (default now) may use the worker id. */
+  /**
+   * Whether an id with time `timeMs` (default now) may use the worker id: not
+   * lost or closed, not past its expiry without a renewal, and `timeMs` in
+   * notBeforeMs..untilMs.
+   */
   usable(timeMs: number = Date.now()): boolean {
     const c = this.current;
-    return !this.lost && !this.closed && c.notBeforeMs <= timeMs && timeMs < c.untilMs;
+    return !this.lost && !this.closed && Date.now() < c.expiresMs && c.notBeforeMs <= timeMs && timeMs < c.untilMs;
+  }
+
+  private lastMs = -1;
+  private seq = 0;
+
+  /**
+   * A time-ordered 64-bit id made with this lease's worker id, in the
+   * server's "snowflake" layout (`time << 22n | worker << 12n | sequence`,
+   * ms since `ID_EPOCH_MS`); increasing within one WorkerLease. Throws at
+   * once (a `KeysmithError`, code "lease_lost") once the lease is lost or its
+   * expiry passed without a renewal, "closed" after `close()`, and
+   * "unavailable" when the clock lies outside notBeforeMs..untilMs. When this
+   * millisecond's 4096 ids are made it waits for the next one (at most 1 ms,
+   * synchronously). Needs `max` <= 1024.
+   */
+  nextId(): bigint {
+    const c = this.current;
+    if (c.max > 1 << WORKER_BITS) {
+      throw new RangeError(`keysmith: nextId needs max <= ${1 << WORKER_BITS} (10 worker bits), this lease has max ${c.max}`);
+    }
+    let now = Date.now();
+    let t = Math.max(now, this.lastMs); // a clock that went back stays on the last ms
+    let seq = t === this.lastMs ? this.seq + 1 : 0;
+    if (seq >= 1 << SEQUENCE_BITS) {
+      // this ms's 4096 ids are made: the next ms, waited for (at most one)
+      // unless the clock went back (then not blocking the event loop for it)
+      while (now >= t && (now = Date.now()) <= t) {
+        // spin
+      }
+      t += 1;
+      seq = 0;
+    }
+    if (this.closed) throw new KeysmithError("closed", `worker lease of group "${c.group}": closed`, 0);
+    if (this.lostWith !== undefined) {
+      throw new KeysmithError("lease_lost", `worker lease lost, issue no more ids with worker ${c.worker}: ${this.lostWith.message}`, 0, {
+        cause: this.lostWith,
+      });
+    }
+    if (now >= c.expiresMs) {
+      throw new KeysmithError("lease_lost", `worker ${c.worker} of group "${c.group}": the lease expired at ${c.expiresMs} ms without a renewal`, 0);
+    }
+    if (t < c.notBeforeMs || t >= c.untilMs) {
+      throw new KeysmithError("unavailable", `worker ${c.worker} of group "${c.group}" may make ids with times in ${c.notBeforeMs}..${c.untilMs} ms, not ${t}`, 0);
+    }
+    this.lastMs = t;
+    this.seq = seq;
+    return (BigInt(t - ID_EPOCH_MS) << BigInt(WORKER_BITS + SEQUENCE_BITS)) | (BigInt(c.worker) << BigInt(SEQUENCE_BITS)) | BigInt(seq);
   }
 
   private schedule(ms: number): void {
@@ -259,6 +310,73 @@ export class WorkerLease extends EventTarget {
       await this.api.releaseWorker(this.current.group, this.current.token);
     } catch {
       // it expires after its TTL
+    }
+  }
+}
+
+/** This process's id (0 outside Node.js, where there is one process). */
+const currentPid = (): number => (globalThis as { process?: { pid?: number } }).process?.pid ?? 0;
+
+/** The epoch of `WorkerLease.nextId`'s ids: 2024-01-01T00:00:00Z, ms since 1970. */
+export const ID_EPOCH_MS = 1_704_067_200_000;
+const WORKER_BITS = 10;
+const SEQUENCE_BITS = 12;
+
+/**
+ * One worker id per process, taken on first use: `client.processWorkerLease(group)`
+ * sends nothing until `lease()` or `nextId()` is called, then takes a
+ * `WorkerLease` in the process that calls (remembering the pid), renews it,
+ * and hands the same one to every later call of that process. Node cluster
+ * workers and child processes each run their own copy of the module, so each
+ * takes its own worker id; a `WorkerLease` made by another pid is never used.
+ */
+export class ProcessWorkerLease {
+  private taking: Promise<WorkerLease> | undefined;
+  private pid = 0;
+  private closed = false;
+
+  constructor(
+    private readonly api: WorkerApi,
+    /** The group the worker id is taken in. */
+    readonly group: string,
+    private readonly options: WorkerLeaseOptions = {},
+  ) {}
+
+  /** This process's WorkerLease, taken on the first call. Rejects with the lease's error (then the next call tries again). */
+  async lease(): Promise<WorkerLease> {
+    if (this.closed) throw new KeysmithError("closed", `worker lease of group "${this.group}": closed`, 0);
+    if (this.taking === undefined || this.pid !== currentPid()) {
+      this.pid = currentPid();
+      const taking = WorkerLease.start(this.api, this.group, this.options);
+      this.taking = taking;
+      taking.catch(() => {
+        if (this.taking === taking) this.taking = undefined;
+      });
+    }
+    return this.taking;
+  }
+
+  /** Whether this process has asked for its lease yet. */
+  get taken(): boolean {
+    return this.taking !== undefined && this.pid === currentPid();
+  }
+
+  /** A time-ordered id made with this process's worker id (see `WorkerLease.nextId`). */
+  async nextId(): Promise<bigint> {
+    return (await this.lease()).nextId();
+  }
+
+  /** Releases this process's worker id, if it took one. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const taking = this.taking;
+    this.taking = undefined;
+    if (taking !== undefined && this.pid === currentPid()) {
+      try {
+        await (await taking).close();
+      } catch {
+        // never taken: nothing to release
+      }
     }
   }
 }

@@ -90,6 +90,11 @@ class Closed(KeysmithError):
     """The Sequence or client was closed."""
 
 
+class LeaseLost(KeysmithError):
+    """The worker lease was lost (a renewal refused, or none before it expired):
+    its worker id must make no more ids. Take a new :class:`WorkerLease`."""
+
+
 _BY_CODE: Dict[str, Type[KeysmithError]] = {
     "bad_request": BadRequest,
     "invalid_name": BadRequest,

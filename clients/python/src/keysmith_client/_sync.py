@@ -13,7 +13,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Type, TypeVar, Unio
 
 import httpx
 
-from . import _api, _workers
+from . import _api, _fork, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
@@ -116,13 +116,23 @@ class Client:
     ) -> None:
         self._servers = Servers(_urls(url_or_urls))
         self._deadline = deadline
-        self._http = httpx.Client(
-            headers=_headers(token),
-            timeout=timeout,
-            transport=transport,
-            verify=_verify(ca_file, cert_file, key_file),
+        verify = _verify(ca_file, cert_file, key_file)
+        self._new_http: Callable[[], httpx.Client] = lambda: httpx.Client(
+            headers=_headers(token), timeout=timeout, transport=transport, verify=verify
         )
+        self._http = self._new_http()
+        # a forked child's: the parent's connections, kept from the garbage
+        # collector (closing them would close the parent's TLS sessions)
+        self._parents_http: List[httpx.Client] = []
         self._sequences: weakref.WeakSet[Sequence] = weakref.WeakSet()
+        self._leases: weakref.WeakSet[WorkerLease] = weakref.WeakSet()
+        _fork.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: connections and locks of its own (see ``_fork``)."""
+        self._servers._lock = threading.Lock()
+        self._parents_http.append(self._http)
+        self._http = self._new_http()
 
     @property
     def urls(self) -> List[str]:
@@ -352,15 +362,21 @@ class Client:
         max: int = _workers.DEFAULT_MAX,
         on_lost: Optional[Callable[[KeysmithError], None]] = None,
     ) -> WorkerLease:
-        """A worker id of ``group`` held and renewed in the background (see :class:`WorkerLease`)."""
-        return WorkerLease(self, group, ttl_ms=ttl_ms, max=max, on_lost=on_lost)
+        """A worker id of ``group``, taken on first use in the process that uses it and
+        renewed in the background; a forked child takes its own (see :class:`WorkerLease`)."""
+        lease = WorkerLease(self, group, ttl_ms=ttl_ms, max=max, on_lost=on_lost)
+        self._leases.add(lease)
+        return lease
 
     # -- lifecycle ------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes every Sequence of this client (handing tails back), then the connections."""
+        """Closes every Sequence of this client (handing tails back) and every
+        WorkerLease (releasing its worker id), then the connections."""
         for seq in list(self._sequences):
             seq.close()
+        for lease in list(self._leases):
+            lease.close()
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -391,6 +407,20 @@ class Sequence:
         self._failed: Dict[int, BaseException] = {}  # fetch number -> its error, for those waiting on it
         #: What ``close()`` handed back to the server (``None``: nothing, the values stay a gap).
         self.released: Optional[Range] = None
+        _fork.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the parent's block stays the parent's (see ``_fork``).
+
+        The child leases blocks of its own; the parent's values are never
+        handed out here, and its lease in flight is the parent's."""
+        self._cond = threading.Condition(threading.Lock())
+        buf = self._buf
+        buf.runs.clear()
+        buf.available = 0
+        buf.lease_size = 0
+        buf.fetching = False
+        self._failed.clear()
 
     @property
     def block(self) -> Optional[int]:

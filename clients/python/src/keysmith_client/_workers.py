@@ -10,7 +10,12 @@ renewal refused, or no renewal succeeded before the lease expired): the
 
 Use the worker id only for ids whose time lies in
 ``not_before_ms..until_ms`` (check :meth:`WorkerLease.usable`), and stop
-issuing ids when the lease is lost.
+issuing ids when the lease is lost; :meth:`WorkerLease.next_id` does both.
+
+One worker id per process: a WorkerLease takes its lease on first use, in
+the process that uses it. A child forked from a process holding one (gunicorn,
+uWSGI, Celery prefork, multiprocessing) takes a worker id of its own on first
+use; it never makes ids with its parent's (see ``_fork``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ._api import Req
-from ._errors import Conflict, KeysmithError
+from . import _fork
+from ._errors import Closed, Conflict, KeysmithError, LeaseLost, Unavailable
 from ._failover import seg
 from ._models import Json, _int, _opt_int
 
@@ -143,14 +149,25 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class WorkerLease:
-    """A worker id of ``group`` held and renewed in the background.
+#: The epoch of :meth:`WorkerLease.next_id`'s ids: 2024-01-01T00:00:00Z, ms since 1970.
+ID_EPOCH_MS = 1_704_067_200_000
+_WORKER_BITS = 10
+_SEQUENCE_BITS = 12
 
-    Make it with :meth:`Client.worker_lease`. ``worker``, ``not_before_ms``
-    and ``until_ms`` follow the renewals; ``lost`` turns true (and
-    ``on_lost(error)`` is called once, from the renewal thread) when a
-    renewal is refused or the lease expired without one. ``close()``
-    releases it. A context manager.
+
+class WorkerLease:
+    """A worker id of ``group``, taken on first use and renewed in the background.
+
+    Make it with :meth:`Client.worker_lease`; nothing is sent until a
+    property (``info``, ``worker``, ``fence``, ...), :meth:`renew` or
+    :meth:`next_id` needs the lease, and then it is taken in the process that
+    asks. ``worker``, ``not_before_ms`` and ``until_ms`` follow the renewals;
+    ``lost`` turns true (and ``on_lost(error)`` is called once, from the
+    renewal thread) when a renewal is refused or the lease expired without
+    one. ``close()`` releases it. A context manager.
+
+    A forked child never uses its parent's lease: it takes its own on first
+    use (``os.register_at_fork``), and closing it there releases only its own.
     """
 
     def __init__(
@@ -162,24 +179,71 @@ class WorkerLease:
         max: int = DEFAULT_MAX,
         on_lost: Optional[Callable[[KeysmithError], None]] = None,
     ) -> None:
+        _check_int("ttl_ms", ttl_ms)
+        _check_int("max", max)
         self._client = client
+        self._group = group
+        self._ttl_ms = ttl_ms
+        self._max = max
         self._on_lost = on_lost
+        self._reset()
+        _fork.track(self)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._info = client.lease_worker(group, ttl_ms=ttl_ms, max=max)
+        # held while the lease is taken, so that two threads take one lease
+        self._taking = threading.Lock()
+        self._info: Optional[WorkerLeaseInfo] = None
         self._lost: Optional[KeysmithError] = None
         self._closed = threading.Event()
+        self._thread: Optional[threading.Thread] = None
         self.renewals = 0
-        self._thread = threading.Thread(target=self._run, name=f"keysmith-worker-lease-{group}", daemon=True)
-        self._thread.start()
+        self._id_lock = threading.Lock()
+        self._last_ms = -1
+        self._seq = 0
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: forget the parent's lease (the parent keeps and renews it).
+        A lease the parent had closed stays closed."""
+        closed = self._closed.is_set()
+        self._reset()
+        if closed:
+            self._closed.set()
 
     @property
     def info(self) -> WorkerLeaseInfo:
+        """The lease as last taken or renewed; takes it first on first use.
+
+        Raises the lease's error (:class:`Conflict` when every worker id of the
+        group is held) or :class:`Closed` after :meth:`close`."""
         with self._lock:
-            return self._info
+            info = self._info
+        if info is not None:
+            return info
+        with self._taking:
+            with self._lock:
+                if self._info is not None:
+                    return self._info
+                if self._closed.is_set():
+                    raise Closed(f"worker lease of group {self._group!r}: closed")
+            info = self._client.lease_worker(self._group, ttl_ms=self._ttl_ms, max=self._max)
+            with self._lock:
+                self._info = info
+            self._thread = threading.Thread(
+                target=self._run, name=f"keysmith-worker-lease-{self._group}", daemon=True
+            )
+            self._thread.start()
+            return info
+
+    @property
+    def taken(self) -> bool:
+        """Whether this process has taken its lease yet."""
+        with self._lock:
+            return self._info is not None
 
     @property
     def group(self) -> str:
-        return self.info.group
+        return self._group
 
     @property
     def worker(self) -> int:
@@ -210,10 +274,66 @@ class WorkerLease:
 
     def usable(self, time_ms: Optional[int] = None) -> bool:
         """Whether an id with time ``time_ms`` (default: now) may use the worker id:
-        the lease is held and the time lies in ``not_before_ms..until_ms``."""
-        t = _now_ms() if time_ms is None else time_ms
+        the lease is taken, held (not lost, closed or past its expiry without a
+        renewal) and the time lies in ``not_before_ms..until_ms``. Takes nothing."""
+        now = _now_ms()
+        t = now if time_ms is None else time_ms
         with self._lock:
-            return self._lost is None and not self._closed.is_set() and self._info.not_before_ms <= t < self._info.until_ms
+            return self._usable(t, now)
+
+    def _usable(self, t: int, now: int) -> bool:
+        i = self._info
+        return (
+            i is not None
+            and self._lost is None
+            and not self._closed.is_set()
+            and now < i.expires_ms
+            and i.not_before_ms <= t < i.until_ms
+        )
+
+    def next_id(self) -> int:
+        """A time-ordered 64-bit id made with this lease's worker id, in the
+        server's ``snowflake`` layout (``time << 22 | worker << 12 | sequence``,
+        ms since :data:`ID_EPOCH_MS`); increasing within one WorkerLease.
+
+        Takes the lease on first use. Refuses at once with :class:`LeaseLost`
+        once the lease is lost or its expiry passed without a renewal (before
+        the renewal thread notices), :class:`Closed` after :meth:`close`, and
+        :class:`Unavailable` when the clock lies outside ``not_before_ms..until_ms``.
+        Needs ``max`` <= 1024 (10 worker bits)."""
+        if self._max > 1 << _WORKER_BITS:
+            raise ValueError(f"next_id needs max <= {1 << _WORKER_BITS} (10 worker bits), this lease has max={self._max}")
+        self.info  # noqa: B018 - takes the lease on first use
+        with self._id_lock:
+            while True:
+                now = _now_ms()
+                t = max(now, self._last_ms)  # a clock that went back stays on the last ms
+                seq = 0
+                if t == self._last_ms:
+                    seq = self._seq + 1
+                    if seq >= 1 << _SEQUENCE_BITS:
+                        time.sleep(0.0002)  # this ms is used up: the next one
+                        continue
+                with self._lock:
+                    i = self._info
+                    assert i is not None
+                    if not self._usable(t, now):
+                        if self._closed.is_set():
+                            raise Closed(f"worker lease of group {self._group!r}: closed")
+                        if self._lost is not None:
+                            raise LeaseLost(f"worker lease lost, issue no more ids with worker {i.worker}: {self._lost}")
+                        if now >= i.expires_ms:
+                            raise LeaseLost(
+                                f"worker {i.worker} of group {self._group!r}: the lease expired at {i.expires_ms} ms "
+                                "without a renewal: issue no more ids with it"
+                            )
+                        raise Unavailable(
+                            f"worker {i.worker} of group {self._group!r} may make ids with times in "
+                            f"{i.not_before_ms}..{i.until_ms} ms, not {t}"
+                        )
+                    worker = i.worker
+                self._last_ms, self._seq = t, seq
+                return (t - ID_EPOCH_MS) << (_WORKER_BITS + _SEQUENCE_BITS) | worker << _SEQUENCE_BITS | seq
 
     def renew(self) -> WorkerLeaseInfo:
         """Renews now (the thread does this every third of the TTL).
@@ -227,6 +347,8 @@ class WorkerLease:
             self._lose(e)
             raise
         with self._lock:
+            if self._info is not info:
+                return new  # forked or closed meanwhile
             self._info = new
             self.renewals += 1
         return new
@@ -240,8 +362,9 @@ class WorkerLease:
             self._on_lost(e)
 
     def _run(self) -> None:
+        closed = self._closed
         wait = self.info.ttl_ms / 3000
-        while not self._closed.wait(wait):
+        while not closed.wait(wait):
             try:
                 self.renew()
                 wait = self.info.ttl_ms / 3000
@@ -255,13 +378,18 @@ class WorkerLease:
                 wait = self.info.ttl_ms / 10000
 
     def close(self) -> None:
-        """Stops renewing and releases the worker id (its time floor stays)."""
+        """Stops renewing and releases the worker id (its time floor stays).
+        Idempotent; a lease never taken (in this process) sends nothing."""
         if self._closed.is_set():
             return
         self._closed.set()
-        self._thread.join()
-        if not self.lost:
-            info = self.info
+        with self._taking:
+            pass  # a lease being taken is now in self._info
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            info = self._info
+        if info is not None and not self.lost:
             try:
                 self._client._call(release_req(info.group, info.token))
             except KeysmithError:

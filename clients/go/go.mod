@@ -1,0 +1,3 @@
+module keysmith
+
+go 1.19
