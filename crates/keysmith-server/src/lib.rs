@@ -88,6 +88,7 @@ pub mod openapi;
 pub mod reload;
 pub mod request_log;
 mod routes;
+mod schemas;
 mod status;
 pub mod tls;
 

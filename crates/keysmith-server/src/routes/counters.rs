@@ -91,10 +91,10 @@ pub(crate) struct CounterBody<'a> {
     /// This host's name.
     host: &'a str,
     /// The first number taken (a string with as=string).
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     first: U64,
     /// The last number taken (a string with as=string).
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     last: U64,
     /// `<host>/<n>` for each, ascending.
     #[schema(value_type = Vec<String>)]

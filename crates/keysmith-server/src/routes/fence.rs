@@ -40,7 +40,7 @@ pub(crate) struct FenceBody {
 /// A name, or null.
 fn name_or_null() -> utoipa::openapi::schema::Schema {
     utoipa::openapi::schema::OneOfBuilder::new()
-        .item(crate::openapi::name_schema())
+        .item(crate::schemas::name_schema())
         .item(utoipa::openapi::schema::Object::with_type(
             utoipa::openapi::schema::Type::Null,
         ))
@@ -51,7 +51,7 @@ fn name_or_null() -> utoipa::openapi::schema::Schema {
     description = "For a restore keysmith cannot detect (a file copy put back, a backup restored into the same generation). \
         Every move is a conditional write, safe while values are handed out; dry_run writes nothing. Exactly one of name and all (true).",
     request_body = FenceBody,
-    responses((status = 200, description = "What moved, or would move.", body = crate::openapi::library::FenceReport),
+    responses((status = 200, description = "What moved, or would move.", body = crate::schemas::library::FenceReport),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "A numbered sequence (`wrong_kind`).", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit, or skip over the server's largest fence skip.", body = crate::error::ErrorBody)))]

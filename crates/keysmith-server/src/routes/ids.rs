@@ -58,7 +58,7 @@ pub(crate) async fn next(
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = Ids)]
 pub(crate) struct IdsBody<'a> {
-    #[schema(value_type = Vec<crate::openapi::library::IntOrString>)]
+    #[schema(value_type = Vec<crate::schemas::library::IntOrString>)]
     ids: super::Ints<'a>,
 }
 
@@ -82,7 +82,7 @@ pub(crate) struct BoundsQuery {
 #[utoipa::path(get, path = "/v1/ids/bounds", summary = "The smallest and largest id of a time window, for range queries",
     description = "Every id of this server's layout whose time unit overlaps the window (both ends included) lies between min_id and max_id, and no other.",
     params(BoundsQuery),
-    responses((status = 200, description = "The bounds.", body = crate::openapi::library::IdBounds),
+    responses((status = 200, description = "The bounds.", body = crate::schemas::library::IdBounds),
         (status = 400, description = "A missing or bad time, or a window with no id of the layout.", body = crate::error::ErrorBody)))]
 pub(crate) async fn bounds(
     State(state): State<AppState>,
@@ -103,8 +103,8 @@ pub(crate) async fn bounds(
 /// `GET /v1/ids/{id}` -> its time, worker and sequence, by this server's
 /// layout; 400 for text that is not an id of it.
 #[utoipa::path(get, path = "/v1/ids/{id}", summary = "Take an id apart: its time, worker and sequence", description = "",
-    params(crate::openapi::IdParam),
-    responses((status = 200, description = "The parts.", body = crate::openapi::library::DecodedId),
+    params(crate::schemas::IdParam),
+    responses((status = 200, description = "The parts.", body = crate::schemas::library::DecodedId),
         (status = 400, description = "Not an id of this server's layout.", body = crate::error::ErrorBody)))]
 pub(crate) async fn decode(
     State(state): State<AppState>,

@@ -159,7 +159,7 @@ pub(crate) struct ValuesBody<'a, T> {
 #[schema(as = Values)]
 #[allow(dead_code)] // Only its schema is used.
 pub(crate) struct ValuesSchema {
-    #[schema(value_type = Vec<crate::openapi::library::IntOrString>)]
+    #[schema(value_type = Vec<crate::schemas::library::IntOrString>)]
     values: (),
     partial: Option<Partial>,
 }

@@ -28,7 +28,7 @@ use crate::handles::Entry;
 #[serde(deny_unknown_fields)]
 #[schema(as = CreatePool)]
 pub(crate) struct CreateBody {
-    #[schema(schema_with = crate::openapi::name_schema)]
+    #[schema(schema_with = crate::schemas::name_schema)]
     name: String,
     /// The first number; with increment, rounded up to the first value of
     /// the class at or above it.
@@ -41,11 +41,11 @@ pub(crate) struct CreateBody {
     size: i64,
     /// Every number the pool hands out is offset modulo increment.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::library::increment)]
+    #[schema(schema_with = crate::schemas::library::increment)]
     increment: Option<i64>,
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::library::offset)]
+    #[schema(schema_with = crate::schemas::library::offset)]
     offset: Option<i64>,
     /// Creating a dropped name continues above the numbers it handed out:
     /// the start is raised above them (the response's
@@ -121,7 +121,7 @@ fn server_view(state: &AppState, name: &str) -> Option<PoolHandleView> {
 
 #[utoipa::path(post, path = "/v1/pools", summary = "Create a value pool holding start..start+size (with increment, size values of its residue class from start on)", description = "",
     request_body = CreateBody,
-    responses((status = 201, description = "Created.", body = crate::openapi::library::Pool),
+    responses((status = 201, description = "Created.", body = crate::schemas::library::Pool),
         (status = 409, description = "A pool of that name exists.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit, or size over this server's maximum.", body = crate::error::ErrorBody)))]
 pub(crate) async fn create(
@@ -162,7 +162,7 @@ pub(crate) struct List {
 }
 
 #[utoipa::path(get, path = "/v1/pools", summary = "List pools", description = "",
-    responses((status = 200, description = "Every pool, by name.", body = crate::openapi::library::PoolList)))]
+    responses((status = 200, description = "Every pool, by name.", body = crate::schemas::library::PoolList)))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
     let rows = pool::list(&*state.shared().store).await?;
     Ok(Json(List {
@@ -178,8 +178,8 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>>
 }
 
 #[utoipa::path(get, path = "/v1/pools/{name}", summary = "Show a pool (reads every member)", description = "",
-    params(crate::openapi::NameParam),
-    responses((status = 200, description = "The pool.", body = crate::openapi::library::Pool),
+    params(crate::schemas::NameParam),
+    responses((status = 200, description = "The pool.", body = crate::schemas::library::Pool),
         (status = 404, description = "No such pool.", body = crate::error::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
@@ -193,7 +193,7 @@ pub(crate) async fn show(
 }
 
 #[utoipa::path(delete, path = "/v1/pools/{name}", summary = "Drop a pool for good", description = "",
-    params(crate::openapi::NameParam),
+    params(crate::schemas::NameParam),
     responses((status = 200, description = "Dropped.", body = super::Dropped),
         (status = 404, description = "No such pool.", body = crate::error::ErrorBody)))]
 pub(crate) async fn drop(
@@ -254,7 +254,7 @@ impl Drop for SetOnDrop {
 /// hangs up can cut one off between its swap in the store and the answer.
 #[utoipa::path(post, path = "/v1/pools/{name}/next", summary = "Take numbers from a pool",
     description = "Numbers are unique forever, in no particular order.",
-    params(crate::openapi::NameParam, NextQuery),
+    params(crate::schemas::NameParam, NextQuery),
     responses((status = 200, description = "The numbers, in the order taken; `partial` when fewer than asked for.", body = super::ValuesSchema),
         (status = 404, description = "No such pool.", body = crate::error::ErrorBody),
         (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),

@@ -26,7 +26,7 @@ use crate::handles::Entry;
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateSequence)]
 pub(crate) struct CreateBody {
-    #[schema(schema_with = crate::openapi::name_schema)]
+    #[schema(schema_with = crate::schemas::name_schema)]
     name: String,
     /// The first value.
     #[serde(default = "default_start")]
@@ -77,18 +77,18 @@ pub(crate) struct CreateBody {
     /// With `bit_reversed`: values never handed out, `{"start", "end"}`
     /// (half-open).
     #[serde(default)]
-    #[schema(value_type = Option<crate::openapi::library::SkipRange>)]
+    #[schema(value_type = Option<crate::schemas::library::SkipRange>)]
     skip_range: Option<numbers::SkipRange>,
     /// Values are all offset modulo increment (a residue class). Handed out
     /// in blocks like any sequence; not with gapless, period, format or
     /// bit_reversed. start and max are rounded into the class; none of its
     /// values between them is a 400.
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::library::increment)]
+    #[schema(schema_with = crate::schemas::library::increment)]
     increment: Option<i64>,
     /// With `increment`: every value's remainder (default 0).
     #[serde(default)]
-    #[schema(schema_with = crate::openapi::library::offset)]
+    #[schema(schema_with = crate::schemas::library::offset)]
     offset: Option<i64>,
     /// Creating a dropped name continues above the values it handed out:
     /// the start is raised above them (the response's
@@ -199,7 +199,7 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
 
 #[utoipa::path(post, path = "/v1/sequences", summary = "Create a sequence", description = "",
     request_body = CreateBody,
-    responses((status = 201, description = "Created.", body = crate::openapi::library::Sequence),
+    responses((status = 201, description = "Created.", body = crate::schemas::library::Sequence),
         (status = 409, description = "A sequence of that name exists.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn create(
@@ -254,7 +254,7 @@ pub(crate) struct List {
 }
 
 #[utoipa::path(get, path = "/v1/sequences", summary = "List sequences", description = "",
-    responses((status = 200, description = "Every sequence, by name.", body = crate::openapi::library::SequenceList)))]
+    responses((status = 200, description = "Every sequence, by name.", body = crate::schemas::library::SequenceList)))]
 pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>> {
     let all = sequence::list(&*state.shared().store).await?;
     Ok(Json(List {
@@ -267,8 +267,8 @@ pub(crate) async fn list(State(state): State<AppState>) -> ApiResult<Json<List>>
 }
 
 #[utoipa::path(get, path = "/v1/sequences/{name}", summary = "Show a sequence", description = "",
-    params(crate::openapi::NameParam),
-    responses((status = 200, description = "The sequence.", body = crate::openapi::library::Sequence),
+    params(crate::schemas::NameParam),
+    responses((status = 200, description = "The sequence.", body = crate::schemas::library::Sequence),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody)))]
 pub(crate) async fn show(
     State(state): State<AppState>,
@@ -287,9 +287,9 @@ pub(crate) async fn show(
 #[utoipa::path(patch, path = "/v1/sequences/{name}", summary = "Alter a sequence's next value, maximum or block size",
     description = "Safe while values are handed out: next only moves forward (the values skipped are never handed out), \
         max never goes below the values reserved so far. A change the sequence does not allow is a 400 and changes nothing.",
-    params(crate::openapi::NameParam),
-    request_body = crate::openapi::library::AlterSequence,
-    responses((status = 200, description = "The sequence after the change.", body = crate::openapi::library::Sequence),
+    params(crate::schemas::NameParam),
+    request_body = crate::schemas::library::AlterSequence,
+    responses((status = 200, description = "The sequence after the change.", body = crate::schemas::library::Sequence),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "A numbered sequence (`wrong_kind`): it has no next value to alter.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
@@ -303,7 +303,7 @@ pub(crate) async fn alter(
 }
 
 #[utoipa::path(delete, path = "/v1/sequences/{name}", summary = "Drop a sequence for good", description = "",
-    params(crate::openapi::NameParam),
+    params(crate::schemas::NameParam),
     responses((status = 200, description = "Dropped.", body = super::Dropped),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody)))]
 pub(crate) async fn drop(
@@ -365,7 +365,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnyS
     description = "Values are unique forever and increase in the order this server answers requests. \
         A periodic or formatted sequence answers with its numbers (as strings when formatted), from the store on every request; \
         a gap-free one is a 409 `wrong_kind` (take tickets).",
-    params(crate::openapi::NameParam, NextQuery),
+    params(crate::schemas::NameParam, NextQuery),
     responses((status = 200, description = "The values, ascending.", body = super::ValuesSchema),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
@@ -497,7 +497,7 @@ async fn detached_until<T: Send + 'static>(
 #[utoipa::path(post, path = "/v1/sequences/{name}/reserve", summary = "Reserve a block for the caller to hand out itself",
     description = "The values are reserved durably for this caller only, never handed to anyone else. \
         Fewer than asked for only near the sequence's maximum.",
-    params(crate::openapi::NameParam, NextQuery),
+    params(crate::schemas::NameParam, NextQuery),
     responses((status = 200, description = "The reserved ranges and a lease token.", body = LeaseBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
@@ -566,9 +566,9 @@ pub(crate) struct LeaseBody {
 /// last (strings with `as=string`).
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct LeaseRange {
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     start: Int,
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     end: Int,
 }
 
@@ -602,7 +602,7 @@ pub(crate) struct ReleaseBody {
     lease: String,
     /// The first value of the lease not handed out (a number or a string of
     /// one); from..end goes back.
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     from: serde_json::Value,
 }
 
@@ -613,7 +613,7 @@ pub(crate) struct ReleaseBody {
 /// caller hands out nothing from `from` on either way).
 #[utoipa::path(post, path = "/v1/sequences/{name}/release", summary = "Hand the unused tail of a lease back",
     description = "Only if no one reserved since the lease (the rule of closing a handle); otherwise the values stay a gap, never reused.",
-    params(crate::openapi::NameParam),
+    params(crate::schemas::NameParam),
     request_body = ReleaseBody,
     responses((status = 200, description = "What was handed back.", body = ReleasedBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),

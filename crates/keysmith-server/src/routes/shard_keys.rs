@@ -28,10 +28,10 @@ pub(crate) struct EncodeBody {
     origin: String,
     #[schema(minimum = 0, maximum = 65535)]
     shard: u16,
-    #[schema(value_type = crate::openapi::library::Id)]
+    #[schema(value_type = crate::schemas::library::Id)]
     record: Value,
     #[serde(default)]
-    #[schema(value_type = Vec<crate::openapi::library::Id>, max_items = 3)]
+    #[schema(value_type = Vec<crate::schemas::library::Id>, max_items = 3)]
     children: Vec<Value>,
 }
 

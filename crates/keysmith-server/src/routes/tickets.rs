@@ -88,7 +88,7 @@ impl Value {
 #[schema(as = Ticket)]
 pub(crate) struct TicketBody {
     /// The number: a string for a formatted sequence.
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     value: Value,
     /// PERIOD-VALUE-TOKEN: commits or releases the number.
     ticket: String,
@@ -100,7 +100,7 @@ pub(crate) struct TicketBody {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Committed)]
 pub(crate) struct CommittedBody {
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     committed: Value,
 }
 
@@ -108,7 +108,7 @@ pub(crate) struct CommittedBody {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ReleasedNumber)]
 pub(crate) struct ReleasedNumberBody {
-    #[schema(value_type = crate::openapi::library::IntOrString)]
+    #[schema(value_type = crate::schemas::library::IntOrString)]
     released: Value,
 }
 
@@ -117,7 +117,7 @@ pub(crate) struct ReleasedNumberBody {
 #[utoipa::path(post, path = "/v1/sequences/{name}/tickets", summary = "Take a gap-free number with a ticket",
     description = "The lowest number of the current period that was released or whose ticket expired, else the next new one. \
         Commit it or release it with the ticket; a holder that does neither loses it after `ttl` seconds.",
-    params(crate::openapi::NameParam, TakeQuery),
+    params(crate::schemas::NameParam, TakeQuery),
     responses((status = 201, description = "The number and its ticket.", body = TicketBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The sequence is exhausted, or not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
@@ -150,7 +150,7 @@ pub(crate) async fn take(
 #[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/commit", summary = "Make a taken number final",
     description = "Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
         or expired and taken by another).",
-    params(crate::openapi::NameParam, crate::openapi::TicketParam),
+    params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number committed.", body = CommittedBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
@@ -169,7 +169,7 @@ pub(crate) async fn commit(
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/release`.
 #[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/release", summary = "Free a taken number: it is the next one taken", description = "",
-    params(crate::openapi::NameParam, crate::openapi::TicketParam),
+    params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number released.", body = ReleasedNumberBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
@@ -198,9 +198,9 @@ pub(crate) struct ParseBody {
 /// `POST /v1/sequences/{name}/parse`: `{"value": "INV-20261123-0042"}` ->
 /// `{"period": 20261123, "n": 42}`.
 #[utoipa::path(post, path = "/v1/sequences/{name}/parse", summary = "Split a number a formatted sequence printed into its period and counter", description = "",
-    params(crate::openapi::NameParam),
+    params(crate::schemas::NameParam),
     request_body = ParseBody,
-    responses((status = 200, description = "The parts.", body = crate::openapi::library::NumberParts),
+    responses((status = 200, description = "The parts.", body = crate::schemas::library::NumberParts),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "An ordinary sequence (`wrong_kind`): it prints plain integers.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]

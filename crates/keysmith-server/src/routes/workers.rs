@@ -98,8 +98,8 @@ fn leases(state: &AppState) -> WorkerLeases {
 #[utoipa::path(post, path = "/v1/workers/{group}/lease", summary = "Lease a worker id for another generator (sonyflake, bwmarrin/snowflake)",
     description = "The lowest worker id of 0..max without a live lease. Use it only for ids with times in \
         not_before_ms..until_ms, renew every third of the TTL, stop when a renewal is refused. Every holder of a group uses the same max.",
-    params(crate::openapi::GroupParam, LeaseQuery),
-    responses((status = 200, description = "The lease.", body = crate::openapi::library::HeldWorker),
+    params(crate::schemas::GroupParam, LeaseQuery),
+    responses((status = 200, description = "The lease.", body = crate::schemas::library::HeldWorker),
         (status = 409, description = "Every worker id of the group is held (`lease_refused`, naming the group and its size).", body = crate::error::ErrorBody),
         (status = 413, description = "ttl_ms or max above this server's limits (`--max-worker-ttl-ms`, `--max-worker-group`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn lease(
@@ -135,8 +135,8 @@ pub(crate) async fn lease(
 /// `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`: the lease with a
 /// new token; 409 when it expired or another holder took the worker id.
 #[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/renew", summary = "Renew a worker lease; answers with a new token", description = "",
-    params(crate::openapi::GroupParam, crate::openapi::TokenParam, RenewQuery),
-    responses((status = 200, description = "The lease, renewed.", body = crate::openapi::library::HeldWorker),
+    params(crate::schemas::GroupParam, crate::schemas::TokenParam, RenewQuery),
+    responses((status = 200, description = "The lease, renewed.", body = crate::schemas::library::HeldWorker),
         (status = 409, description = "The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it.", body = crate::error::ErrorBody),
         (status = 413, description = "ttl_ms above this server's limit (`--max-worker-ttl-ms`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn renew(
@@ -160,7 +160,7 @@ pub(crate) struct Released {
 /// `POST /v1/workers/{group}/lease/{token}/release` -> `{"released": bool}`
 /// (`false`: the lease was lost already).
 #[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/release", summary = "Release a worker lease: the worker id is free at once, its time floor stays", description = "",
-    params(crate::openapi::GroupParam, crate::openapi::TokenParam),
+    params(crate::schemas::GroupParam, crate::schemas::TokenParam),
     responses((status = 200, description = "Whether it was released.", body = Released)))]
 pub(crate) async fn release(
     State(state): State<AppState>,
@@ -175,8 +175,8 @@ pub(crate) async fn release(
 /// by worker id; a group no one leased from is an empty list, not a 404
 /// (groups are not created: a lease of any group succeeds).
 #[utoipa::path(get, path = "/v1/workers/{group}", summary = "List a group's worker ids: held or free, by whom, until when, fence and time floor", description = "",
-    params(crate::openapi::GroupParam),
-    responses((status = 200, description = "The group's worker ids (never a lease token).", body = crate::openapi::library::WorkerList)))]
+    params(crate::schemas::GroupParam),
+    responses((status = 200, description = "The group's worker ids (never a lease token).", body = crate::schemas::library::WorkerList)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     Name(group): Name,
