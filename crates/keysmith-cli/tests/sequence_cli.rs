@@ -349,13 +349,10 @@ fn failover_skip_and_fence() {
 
     let before = db.ok(&["--json", "list"]);
     for (args, says) in [
-        (
-            &["fence", "a", "--skip", "0"][..],
-            "--skip must be between 1",
-        ),
+        (&["fence", "a", "--skip", "0"][..], "skip must be between 1"),
         (
             &["fence", "a", "--skip", "-5"][..],
-            "--skip must be between 1",
+            "skip must be between 1",
         ),
         (&["fence", "nope", "--skip", "5"][..], "does not exist"),
         (

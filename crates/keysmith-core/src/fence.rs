@@ -94,7 +94,7 @@ pub async fn fence(
 ) -> Result<FenceReport> {
     if !(0..=MAX_RESERVATION).contains(&skip) {
         return Err(Error::invalid(format!(
-            "--skip must be between 1 and {MAX_RESERVATION}, got {skip}"
+            "skip must be between 1 and {MAX_RESERVATION}, got {skip}"
         )));
     }
     let (rows, pools) = match target {
@@ -151,7 +151,7 @@ pub async fn fence(
         }
         if skip == 0 {
             return Err(Error::invalid(format!(
-                "--skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
+                "skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
             )));
         }
         let mut change = if dry_run {
@@ -172,7 +172,7 @@ pub async fn fence(
     for pool in pools {
         if skip == 0 {
             return Err(Error::invalid(format!(
-                "--skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
+                "skip must be between 1 and {MAX_RESERVATION}, got 0 (0 only confirms a numbered sequence)"
             )));
         }
         // Whole rounds, so every member keeps its slot.

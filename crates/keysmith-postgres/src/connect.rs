@@ -83,7 +83,7 @@ pub async fn connect(url: &str) -> Result<Client> {
 /// set, `adopt`): the same TLS and credentials as the store's own.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] as [`PostgresStore::open`] for a bad URL.
+/// [`Error::InvalidArgument`] as [`crate::PostgresStore::open`] for a bad URL.
 pub fn connect_config(url: &str) -> Result<(ConnectConfig, String)> {
     let s = parse_url(url)?;
     Ok((

@@ -36,6 +36,7 @@ use crate::routes::{self as r, pools, sequences as seq};
 use crate::schemas::library;
 pub use crate::schemas::name_pattern;
 
+/// The limits a server states in its document.
 pub(crate) struct Limits {
     pub(crate) max_count: i64,
     pub(crate) max_pool_size: i64,

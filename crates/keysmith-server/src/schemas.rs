@@ -120,8 +120,6 @@ path_params! {
         pattern("^[0-9]{1,19}$");
 }
 
-/// The limits a server states in its document.
-
 /// A JSON schema written out, as a component.
 fn from_json(v: Value) -> RefOr<Schema> {
     serde_json::from_value(v).unwrap_or_else(|_| RefOr::T(Schema::Object(schema::Object::new())))

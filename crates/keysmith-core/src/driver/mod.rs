@@ -5,7 +5,7 @@
 //! crates (`keysmith-sqlite`, `keysmith-postgres`, `keysmith-mysql`,
 //! `keysmith-etcd`) and any backend written outside this workspace.
 //! Applications have no use for it: they open stores through the `keysmith`
-//! crate and use handles ([`crate::sequence::Sequence`], [`crate::pool::Pool`]).
+//! crate and use handles ([`crate::sequence::Sequence`], [`crate::pool::ValuePool`]).
 //!
 //! - the arithmetic and checks of the store contract: fences of rows and
 //!   pools ([`fenced_member`], [`numbers_fence`]), argument checks

@@ -23,7 +23,7 @@ pub struct AdoptSource {
     pub column: String,
 }
 
-/// What [`adopt`] did to the sequence (in JSON: `"created"`, `"moved"`,
+/// What [`adopt_from`] did to the sequence (in JSON: `"created"`, `"moved"`,
 /// `"unchanged"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -36,7 +36,7 @@ pub enum AdoptAction {
     Unchanged,
 }
 
-/// What [`adopt`] did, or with `dry_run` would do.
+/// What [`adopt_from`] did, or with `dry_run` would do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AdoptReport {
     /// The sequence.

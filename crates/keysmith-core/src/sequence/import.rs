@@ -66,7 +66,7 @@ pub struct SourceRow {
     pub remainder: i64,
 }
 
-/// What [`import`] did with one row (in JSON: `"created"`, `"exists"`,
+/// What [`import_from`] did with one row (in JSON: `"created"`, `"exists"`,
 /// `"refused"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,7 +79,7 @@ pub enum ImportAction {
     Refused,
 }
 
-/// What [`import`] did with one row (or with `dry_run` would do).
+/// What [`import_from`] did with one row (or with `dry_run` would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImportItem {
     /// The row read.
@@ -95,7 +95,7 @@ pub struct ImportItem {
     pub note: Option<String>,
 }
 
-/// What [`import`] did.
+/// What [`import_from`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImportReport {
     /// Whose table was read.

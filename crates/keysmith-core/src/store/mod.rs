@@ -14,7 +14,7 @@
 //! write (argument checks, the arithmetic of a reservation, slot sampling,
 //! the pool-metadata cache) lives here, above the backends.
 //!
-//! Every backend runs the same conformance suite, [`conformance`] (cargo
+//! Every backend runs the same conformance suite, `keysmith_core::conformance` (cargo
 //! feature `conformance`), unchanged.
 
 use std::sync::Arc;

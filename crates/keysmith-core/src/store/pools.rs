@@ -335,7 +335,7 @@ pub enum PoolGeneration {
 
 /// Stored member `v` of a pool of `size` (in residue class `residue`, if
 /// any) moved forward by `rounds`, if it can still be taken (a member `m`
-/// must leave room for `m + size`: [`highest_takeable`]).
+/// must leave room for `m + size`: `highest_takeable`).
 pub fn fenced_member(v: i64, rounds: i64, size: i64, residue: Option<&Residue>) -> Option<i64> {
     let moved = rounds.checked_mul(size).and_then(|d| v.checked_add(d))?;
     (moved <= highest_takeable(size, residue)).then_some(moved)
