@@ -96,6 +96,18 @@ enum Command {
     /// One worker of `verify` (started by it, not by hand).
     #[command(hide = true)]
     VerifyWorker(cmd::verify::WorkerArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    /// for the whole command tree: `keysmith completions bash > /etc/bash_completion.d/keysmith`.
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page keysmith(1) in roff, or keysmith-SUBCOMMAND(1):
+    /// `keysmith man | man -l -`, `keysmith man serve > keysmith-serve.1`.
+    Man {
+        /// A subcommand whose page to print (`serve`, `pool`, ...).
+        subcommand: Option<String>,
+    },
 }
 
 /// What a command logs when `RUST_LOG` is not set.
@@ -225,6 +237,8 @@ fn main() -> ExitCode {
             Command::Access(c) => cmd::access::run(c, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,
             Command::VerifyWorker(a) => cmd::verify::worker(a, &cli.global).await,
+            Command::Completions { shell } => cmd::docs::completions(shell),
+            Command::Man { subcommand } => cmd::docs::man(subcommand.as_deref()),
         }
     });
     match result {

@@ -2,6 +2,7 @@
 
 pub mod access;
 pub mod counter;
+pub mod docs;
 pub mod ids;
 pub mod import;
 pub mod moved;

@@ -11,7 +11,7 @@
 # at the end their values are joined with the table's rows: none may be
 # shared (the table's primary key already refuses a value twice).
 #
-# Usage: crates/keysmith/benches/pgbench-next-key.sh
+# Usage: crates/keysmith-postgres/benches/pgbench-next-key.sh
 #   KEYSMITH=path/to/keysmith (default: $CARGO_TARGET_DIR or target, release
 #   then debug), PG_BIN (default: the newest /usr/lib/postgresql/*/bin),
 #   CLIENTS=8 THREADS=2 RUN_SECONDS=8 RUNS=2 WARMUP_SECONDS=2 (one untimed
