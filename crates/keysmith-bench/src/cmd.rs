@@ -173,7 +173,10 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             }
             let url = global.store_url();
             if !global.json {
-                println!("store: {url}  strategy: {strategy}  {seconds} s each");
+                println!(
+                    "store: {}  strategy: {strategy}  {seconds} s each",
+                    keysmith::store::redact_url(&url)
+                );
                 println!(
                     "{:>8} {:>8} {:>14} {:>14} {:>10}",
                     "block", "clients", "values/s", "reservations", "conflicts"
@@ -203,7 +206,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             if !global.json {
                 println!(
                     "store: {}  block {block}, {blocks} boundaries, {pause_us} us of work between calls",
-                    global.store_url()
+                    keysmith::store::redact_url(&global.store_url())
                 );
                 println!(
                     "{:>9} {:>10} {:>10} {:>12} {:>16}",

@@ -16,11 +16,17 @@ pub struct Redis {
 pub fn parse_url(url: &str) -> anyhow::Result<String> {
     let rest = url
         .strip_prefix("redis://")
-        .ok_or_else(|| anyhow::anyhow!("--redis takes redis://HOST:PORT, got {url:?}"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--redis takes redis://HOST:PORT, got {:?}",
+                keysmith::store::redact_url(url)
+            )
+        })?;
     let hostport = rest.trim_end_matches('/');
     if hostport.is_empty() || hostport.contains(['/', '@']) {
         anyhow::bail!(
-            "--redis takes redis://HOST:PORT (no user, password or database), got {url:?}"
+            "--redis takes redis://HOST:PORT (no user, password or database), got {:?}",
+            keysmith::store::redact_url(url)
         );
     }
     Ok(if hostport.contains(':') {

@@ -106,6 +106,48 @@ async fn create(url: &str, admin: &Client, name: &str, block: &str, extra: &[&st
 /// A session's block, its rollbacks and prepared transactions, a savepoint,
 /// a strict sequence and a setting that is not this backend's, one step at
 /// a time against the row.
+/// A session that commits asynchronously (a role or database default) still
+/// commits the transaction that reserves a block synchronously: later calls
+/// hand that block out in transactions that write nothing, so a crash must
+/// not be able to take the reservation back. Calls that take from the block
+/// leave the caller's setting alone.
+#[tokio::test]
+async fn a_block_is_reserved_with_a_synchronous_commit_in_an_async_session() {
+    let Some(pg) = server() else {
+        return;
+    };
+    let url = store_url(&pg.url());
+    let admin = session(&pg.url(), "nk-admin").await;
+    create(&url, &admin, "sync", "10", &[]).await;
+    let c = session(&pg.url(), "nk-async").await;
+    c.batch_execute("SET synchronous_commit = off").await.unwrap();
+    c.batch_execute("BEGIN").await.unwrap();
+    let first = next_key(&c, "sync").await;
+    let during: String = c
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(during, "on", "the reserving transaction commits synchronously");
+    c.batch_execute("COMMIT").await.unwrap();
+    let after: String = c
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, "off", "the session's own setting comes back");
+    // From the block: no reservation, the caller's setting untouched.
+    c.batch_execute("BEGIN").await.unwrap();
+    assert_eq!(next_key(&c, "sync").await, first + 1);
+    let taking: String = c
+        .query_one("SHOW synchronous_commit", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(taking, "off");
+    c.batch_execute("COMMIT").await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_block_follows_its_reservation() {
     let Some(pg) = server() else {

@@ -393,6 +393,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
                 RETURN v;
             END IF;
         END IF;
+        -- The reservation below must be durable when this transaction
+        -- commits, whatever the caller's synchronous_commit: later calls
+        -- hand out the block from the session setting in transactions that
+        -- may write nothing (and so flush nothing).
+        PERFORM set_config('synchronous_commit', 'on', true);
         SELECT q.block INTO b FROM {s}.sequences q WHERE q.name = seq;
         IF NOT FOUND OR b <= 1 THEN
             -- Strict, or missing (reserve raises naming it).

@@ -21,7 +21,7 @@ pub fn sqlite_open(
 ) -> Result<rusqlite::Connection> {
     if !create && !path.exists() {
         return Err(Error::Unavailable(format!(
-            "there is no database file at {}; fix the url, or run `keysmith shard-set init` to create it",
+            "there is no database file at {}; check the URL (a missing file is not created here)",
             path.display()
         )));
     }

@@ -26,9 +26,11 @@ use keysmith_core::{Error, Result};
 /// [`Error::InvalidArgument`] for a URL that names no known store, and what
 /// opening the store fails with ([`Error::Unavailable`], [`Error::Corrupt`]).
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    // What messages show of the URL: never its password.
+    let shown = keysmith_core::store::redact_url(url);
     let (scheme, rest) = url.split_once("://").ok_or_else(|| {
         Error::invalid(format!(
-            "store URL {url:?} has no scheme; use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
+            "the store URL has no scheme (it is not shown: it may hold a password); use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
         ))
     })?;
     match scheme {
@@ -38,7 +40,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         )),
         #[cfg(not(feature = "sqlite"))]
         "sqlite" => Err(Error::invalid(format!(
-            "store URL {url:?}: this build of keysmith has no SQLite support; \
+            "store URL {shown:?}: this build of keysmith has no SQLite support; \
              rebuild with `--features sqlite` (a default feature)"
         ))),
         #[cfg(feature = "postgres")]
@@ -55,7 +57,7 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         "etcd" | "etcds" => Ok(Arc::new(keysmith_etcd::EtcdStore::connect(url).await?)),
         #[cfg(not(feature = "etcd"))]
         "etcd" | "etcds" => Err(Error::invalid(format!(
-            "store URL {url:?}: this build of keysmith has no etcd support; \
+            "store URL {shown:?}: this build of keysmith has no etcd support; \
              rebuild with `--features etcd` (needs protoc), e.g. cargo install keysmith-cli --features etcd"
         ))),
         #[cfg(feature = "mysql")]
@@ -68,10 +70,10 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         ))),
         "memory" if rest.is_empty() => Ok(Arc::new(memory::MemoryStore::new())),
         "memory" => Err(Error::invalid(format!(
-            "store URL {url:?}: memory:// takes nothing after the scheme"
+            "store URL {shown:?}: memory:// takes nothing after the scheme"
         ))),
         other => Err(Error::invalid(format!(
-            "store URL {url:?}: unknown scheme {other:?}; use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
+            "store URL {shown:?}: unknown scheme {other:?}; use sqlite://PATH, postgres://USER@HOST/DB, mysql://USER@HOST/DB or etcd://HOST:PORT"
         ))),
     }
 }
@@ -176,5 +178,27 @@ mod tests {
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains("--features mysql"), "{e}");
         assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod redaction {
+    use super::*;
+
+    /// A mistyped scheme or a driver this build lacks: the message names
+    /// the URL without its password.
+    #[tokio::test]
+    async fn messages_never_show_the_password() {
+        for url in [
+            "postgress://u:hunter2@h/db",
+            "u:hunter2@h/db",
+            "memory://u:hunter2@h",
+        ] {
+            let e = open(url).await.err().expect("refused");
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
+        let e = open_source("oracle://u:hunter2@h/db").err().expect("refused");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }
