@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -330,6 +331,8 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		body = b
 	}
+	// shown: the path as errors say it, without a worker lease's token
+	shown := redact(r.path)
 	end := time.Now().Add(deadline)
 	tried := make([]bool, len(c.servers.urls))
 	var last *Error
@@ -367,7 +370,7 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
 		if err != nil {
-			return fmt.Errorf("keysmith: cannot make the request %s %s: %w", r.method, r.path, err)
+			return fmt.Errorf("keysmith: cannot make the request %s %s: %w", r.method, shown, redactErr(err))
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
@@ -381,7 +384,7 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 				return ctx.Err()
 			}
 			c.servers.failed(i, 0)
-			e := unavailable(fmt.Sprintf("%s: %v", base, stripURL(err)), base, err)
+			e := unavailable(fmt.Sprintf("%s: %v", base, stripURL(err)), base, redactErr(err))
 			if !r.safe && !notSent(err) {
 				e.Message += "; the request may or may not have taken effect, so it was not sent again"
 				return e
@@ -396,6 +399,7 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 				return ctx.Err()
 			}
 			c.servers.failed(i, 0)
+			err = redactErr(err)
 			e := unavailable(fmt.Sprintf("%s: reading the answer: %v", base, err), base, err)
 			if !r.safe {
 				e.Message += "; the request may or may not have taken effect, so it was not sent again"
@@ -423,14 +427,33 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		if err := json.Unmarshal(data, out); err != nil {
 			return &Error{Status: resp.StatusCode, Code: "bad_response", URL: base, kind: ErrServer, cause: err,
-				Message: fmt.Sprintf("%s %s: the answer is not what the client expects: %v", r.method, r.path, err)}
+				Message: fmt.Sprintf("%s %s: the answer is not what the client expects: %v", r.method, shown, err)}
 		}
 		return nil
 	}
 }
 
-// stripURL keeps a *url.Error's cause: the URL holds only names, but the
-// server URL is said once, in front.
+// leaseToken: the token segment of a worker lease's path
+// (/v1/workers/GROUP/lease/TOKEN/renew and /release).
+var leaseToken = regexp.MustCompile(`(/v1/workers/[^/?#\s]*/lease/)[^/?#\s]+`)
+
+// redact answers s (a path, a URL or a message) with every worker lease
+// token in it replaced by "***": errors say /v1/workers/GROUP/lease/***/renew.
+func redact(s string) string { return leaseToken.ReplaceAllString(s, "${1}***") }
+
+// redactErr answers err with its URL redacted when it is a *url.Error (what
+// http.Client.Do and url.Parse answer, with the request's whole URL): a
+// *url.Error still, with the same Op and Err, for errors.As and the callers
+// that look at the transport error behind an ErrUnavailable.
+func redactErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return &url.Error{Op: ue.Op, URL: redact(ue.URL), Err: ue.Err}
+	}
+	return err
+}
+
+// stripURL keeps a *url.Error's cause: the server URL is said once, in front
+// (and the path may hold a worker lease's token).
 func stripURL(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {

@@ -47,7 +47,10 @@ var (
 // answered before the deadline. Status is the HTTP status (0 when no server
 // answered), Code the server's stable error code ("not_found", "exhausted",
 // ...), Similar the existing names that look like an unknown one (404s), URL
-// the server that answered. It never holds a token.
+// the server that answered. It never holds a token: neither the client's
+// (sent only in a header) nor a worker lease's (a path segment, said as
+// /v1/workers/GROUP/lease/***/renew in messages and in the transport error
+// that Unwrap answers).
 type Error struct {
 	Status  int
 	Code    string
@@ -85,7 +88,9 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// Unwrap answers the transport error behind an ErrUnavailable, if any.
+// Unwrap answers the transport error behind an ErrUnavailable, if any (a
+// *url.Error's URL has a worker lease's token redacted), or the decoding
+// error of a "bad_response".
 func (e *Error) Unwrap() error { return e.cause }
 
 var byCode = map[string]error{
@@ -133,7 +138,8 @@ func errorFromResponse(status int, body []byte, url string) *Error {
 	if json.Unmarshal(body, &parsed) == nil && parsed.Error != nil {
 		e.Code = parsed.Error.Code
 		if parsed.Error.Message != "" {
-			e.Message = parsed.Error.Message
+			// a server (or a proxy) that names the path it was sent names the token too
+			e.Message = redact(parsed.Error.Message)
 		}
 		e.Similar = parsed.Error.Similar
 	}

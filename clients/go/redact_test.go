@@ -1,0 +1,162 @@
+package keysmith
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// secretToken stands for a worker lease's token: what no error may say.
+const secretToken = "wl1.SECRETt0kenNeverInErrors"
+
+// noToken fails when err, or any error in its Unwrap chain, says the token
+// (Error(), %v, %+v, a *url.Error's URL).
+func noToken(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	for depth, e := 0, err; e != nil; depth, e = depth+1, errors.Unwrap(e) {
+		for _, s := range []string{e.Error(), fmt.Sprintf("%v", e), fmt.Sprintf("%+v", e)} {
+			if strings.Contains(s, secretToken) {
+				t.Fatalf("%s: the error at depth %d (%T) says the lease token: %s", what, depth, e, s)
+			}
+		}
+		if ue, ok := e.(*url.Error); ok && strings.Contains(ue.URL, secretToken) {
+			t.Fatalf("%s: the *url.Error at depth %d holds the lease token in its URL: %s", what, depth, ue.URL)
+		}
+	}
+}
+
+// renewAndRelease: the errors of RenewWorker and ReleaseWorker with the secret token.
+func renewAndRelease(t *testing.T, c *Client) map[string]error {
+	t.Helper()
+	_, renew := c.RenewWorker(bg, "g/1", secretToken, 0)
+	_, release := c.ReleaseWorker(bg, "g/1", secretToken)
+	return map[string]error{"renew": renew, "release": release}
+}
+
+func TestErrorsNeverSayAWorkerLeaseToken(t *testing.T) {
+	opts := Options{Deadline: 400 * time.Millisecond, Timeout: 200 * time.Millisecond}
+
+	t.Run("an answer that is not JSON", func(t *testing.T) {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("not json"))
+		}))
+		defer s.Close()
+		for what, err := range renewAndRelease(t, newClient(t, opts, s.URL)) {
+			noToken(t, what, err)
+			var ke *Error
+			if !errors.As(err, &ke) || ke.Code != "bad_response" {
+				t.Fatalf("%s: want a bad_response *Error, got %#v", what, err)
+			}
+			if !strings.Contains(err.Error(), "/v1/workers/g%2F1/lease/***/"+what) {
+				t.Fatalf("%s: the message does not name the redacted path: %v", what, err)
+			}
+		}
+	})
+
+	t.Run("a server that says the path in its error", func(t *testing.T) {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = fmt.Fprintf(w, `{"error":{"code":"no_route","message":"no route %s"}}`, r.URL.EscapedPath())
+		}))
+		defer s.Close()
+		for what, err := range renewAndRelease(t, newClient(t, opts, s.URL)) {
+			noToken(t, what, err)
+			if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "/lease/***/"+what) {
+				t.Fatalf("%s: want the server's 404 with the redacted path, got %v", what, err)
+			}
+		}
+	})
+
+	t.Run("a server that hangs up", func(t *testing.T) {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}))
+		defer s.Close()
+		for what, err := range renewAndRelease(t, newClient(t, opts, s.URL)) {
+			noToken(t, what, err)
+			transportError(t, what, err)
+		}
+	})
+
+	t.Run("a server that answers too late", func(t *testing.T) {
+		done := make(chan struct{})
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-done:
+			case <-r.Context().Done():
+			}
+		}))
+		defer s.Close()
+		defer close(done)
+		for what, err := range renewAndRelease(t, newClient(t, opts, s.URL)) {
+			noToken(t, what, err)
+			transportError(t, what, err)
+		}
+	})
+
+	t.Run("no server", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		for what, err := range renewAndRelease(t, newClient(t, opts, "http://"+addr)) {
+			noToken(t, what, err)
+			transportError(t, what, err)
+			if !notSent(err) {
+				t.Fatalf("%s: the redacted cause no longer shows a dial error: %v", what, err)
+			}
+		}
+	})
+
+	t.Run("a real server refusing a token", func(t *testing.T) {
+		s := startServer(t, "", "")
+		c := newClient(t, Options{}, s.URL)
+		info := must(c.LeaseWorker(bg, uniqueName("redact"), time.Minute, 0))(t)
+		edited := info.Token[:len(info.Token)-4] + "AAAA"
+		if edited == info.Token {
+			edited = info.Token[:len(info.Token)-4] + "BBBB"
+		}
+		_, renew := c.RenewWorker(bg, info.Group, edited, 0)
+		_, release := c.ReleaseWorker(bg, info.Group, edited)
+		for what, err := range map[string]error{"renew": renew, "release": release} {
+			if err == nil {
+				t.Fatalf("%s: an edited token was taken", what)
+			}
+			for e := err; e != nil; e = errors.Unwrap(e) {
+				for _, tok := range []string{info.Token, edited} {
+					if strings.Contains(e.Error(), tok) || strings.Contains(fmt.Sprintf("%+v", e), tok) {
+						t.Fatalf("%s: the error (%T) says the lease token: %v", what, e, e)
+					}
+				}
+			}
+		}
+	})
+}
+
+// transportError: err is an ErrUnavailable whose cause is a *url.Error of
+// the redacted path.
+func transportError(t *testing.T, what string, err error) {
+	t.Helper()
+	var ue *url.Error
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ue) {
+		t.Fatalf("%s: want an ErrUnavailable with a *url.Error behind it, got %#v", what, err)
+	}
+	if !strings.Contains(ue.URL, "/v1/workers/g%2F1/lease/***/"+what) {
+		t.Fatalf("%s: the *url.Error's URL is not the redacted one: %s", what, ue.URL)
+	}
+}
