@@ -79,17 +79,33 @@ public final class KeysmithClient implements AutoCloseable {
       throw new IllegalArgumentException("keysmith: give at least one server URL (urls)");
     }
     List<String> urls = new ArrayList<>();
-    for (String u : b.urls) {
+    for (int i = 0; i < b.urls.size(); i++) {
+      String u = b.urls.get(i);
+      if (u == null) {
+        throw new IllegalArgumentException("keysmith: urls[" + i + "] is null");
+      }
+      // A URL with an "@" may hold a password: never said back (not even by URI's own
+      // message, so not chained either).
+      boolean mayHoldPassword = u.indexOf('@') >= 0;
       URI uri;
       try {
         uri = URI.create(u);
       } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException("keysmith: not a URL in urls: " + u, e);
+        throw mayHoldPassword
+            ? new IllegalArgumentException("keysmith: urls[" + i + "] is not a URL (not shown: it holds an @)")
+            : new IllegalArgumentException("keysmith: urls[" + i + "] is not a URL: " + u, e);
+      }
+      if (uri.getRawUserInfo() != null || uri.getHost() == null && uri.getRawAuthority() != null
+          && uri.getRawAuthority().indexOf('@') >= 0) {
+        throw new IllegalArgumentException(
+            "keysmith: urls[" + i + "] holds a user or password: give the token with token(...) instead"
+                + " (the URL would be in every error message)");
       }
       if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme())
           || uri.getHost() == null) {
         throw new IllegalArgumentException(
-            "keysmith: urls must be http:// or https:// URLs with a host, got " + u);
+            "keysmith: urls[" + i + "] must be an http:// or https:// URL with a host, got "
+                + (mayHoldPassword ? "one that is not shown (it holds an @)" : u));
       }
       urls.add(u.replaceAll("/+$", ""));
     }
@@ -149,7 +165,10 @@ public final class KeysmithClient implements AutoCloseable {
 
     private Builder() {}
 
-    /** The servers' base URLs ({@code http://} or {@code https://}), tried in this order. */
+    /**
+     * The servers' base URLs ({@code http://} or {@code https://}), tried in this order. A URL with
+     * a user or password is refused (give the token with {@link #token(String)}).
+     */
     public Builder urls(String... urls) {
       return urls(List.of(urls));
     }
@@ -251,6 +270,18 @@ public final class KeysmithClient implements AutoCloseable {
   record Req<T>(
       String method, String path, Map<String, String> query, JsonNode body, Function<JsonNode, T> parse, boolean safe) {}
 
+  /** The token segment of a worker lease's path: /v1/workers/GROUP/lease/TOKEN/renew and /release. */
+  private static final java.util.regex.Pattern LEASE_TOKEN =
+      java.util.regex.Pattern.compile("(/v1/workers/[^/?#\\s]*/lease/)[^/?#\\s]+");
+
+  /**
+   * {@code s} (a path, a URL or a message) with every worker lease token in it replaced by {@code
+   * ***}: errors say {@code /v1/workers/GROUP/lease/***}{@code /renew}, never the token.
+   */
+  static String redact(String s) {
+    return s == null ? null : LEASE_TOKEN.matcher(s).replaceAll("$1***");
+  }
+
   static String seg(String name) {
     return URLEncoder.encode(name, StandardCharsets.UTF_8).replace("+", "%20");
   }
@@ -308,8 +339,15 @@ public final class KeysmithClient implements AutoCloseable {
       }
       tried[i] = true;
       String url = servers.urls.get(i);
-      HttpRequest.Builder rb =
-          HttpRequest.newBuilder(URI.create(url + req.path() + qs)).timeout(requestTimeout);
+      URI uri;
+      try {
+        uri = URI.create(url + req.path() + qs);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException(
+            "keysmith: cannot make the request " + req.method() + " " + redact(req.path()) + ": "
+                + redact(String.valueOf(e.getMessage())));
+      }
+      HttpRequest.Builder rb = HttpRequest.newBuilder(uri).timeout(requestTimeout);
       if (authorization != null) {
         rb.header("Authorization", authorization);
       }
@@ -328,7 +366,7 @@ public final class KeysmithClient implements AutoCloseable {
       } catch (IOException e) {
         servers.failed(i, -1);
         boolean notSent = notSent(e);
-        String what = e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + e.getMessage());
+        String what = e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + redact(e.getMessage()));
         if (!req.safe() && !notSent) {
           throw KeysmithException.unreachable(
               url + ": " + what + "; the request may or may not have taken effect, so it was not sent again",

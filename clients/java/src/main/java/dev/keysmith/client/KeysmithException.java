@@ -11,7 +11,9 @@ import java.util.List;
  * <p>{@link #status()} is the HTTP status (0 when no server answered), {@link #code()} the server's
  * stable error code ({@code not_found}, {@code exhausted}, ...) or {@code null}, {@link #similar()}
  * the existing names that look like an unknown one (404s), {@link #url()} the server that answered
- * or failed. The nested subclasses say what the caller can do about it.
+ * or failed. The nested subclasses say what the caller can do about it. It never holds a token:
+ * neither the client's (sent only in a header; URLs with a user or password are refused) nor a
+ * worker lease's (a path segment, said as {@code /v1/workers/GROUP/lease/***}{@code /renew}).
  */
 public class KeysmithException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -229,7 +231,8 @@ public class KeysmithException extends RuntimeException {
         code = err.get("code").asText();
       }
       if (err.path("message").isTextual()) {
-        message = err.get("message").asText();
+        // a server (or a proxy) that names the path it was sent names a worker lease's token too
+        message = KeysmithClient.redact(err.get("message").asText());
       }
       if (err.path("similar").isArray()) {
         err.get("similar").forEach(s -> similar.add(s.asText()));
