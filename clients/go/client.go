@@ -91,6 +91,10 @@ func New(urls []string, o Options) (*Client, error) {
 	for i, u := range urls {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			if strings.Contains(u, "@") {
+				// it may hold a password: not said back
+				return nil, fmt.Errorf("keysmith: urls[%d] is not an http:// or https:// URL with a host (not shown: it holds an @)", i)
+			}
 			return nil, fmt.Errorf("keysmith: urls[%d] = %q is not an http:// or https:// URL with a host", i, u)
 		}
 		if p.User != nil {

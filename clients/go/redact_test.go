@@ -160,3 +160,24 @@ func transportError(t *testing.T, what string, err error) {
 		t.Fatalf("%s: the *url.Error's URL is not the redacted one: %s", what, ue.URL)
 	}
 }
+
+func TestURLsWithAPasswordAreNeverSaidBack(t *testing.T) {
+	const password = "s3cretPassw0rd"
+	for _, u := range []string{
+		"http://user:" + password + "@127.0.0.1:7878",
+		"ftp://user:" + password + "@127.0.0.1:21",
+		"http://user:" + password + " x@127.0.0.1:7878",
+		"user:" + password + "@127.0.0.1:7878",
+	} {
+		_, err := New([]string{u}, Options{})
+		if err == nil || !strings.Contains(err.Error(), "urls[0]") {
+			t.Fatalf("%s: want an error naming urls[0], got %v", u, err)
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Fatalf("the error says the password: %v", err)
+		}
+	}
+	if _, err := New([]string{"ftp://127.0.0.1:21"}, Options{}); err == nil || !strings.Contains(err.Error(), "ftp://127.0.0.1:21") {
+		t.Fatalf("a URL without an @ is said back (what to fix), got %v", err)
+	}
+}
