@@ -13,6 +13,7 @@ unless ``--url`` names a running one.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import re
@@ -112,6 +113,16 @@ def run(url: str, token: Optional[str], seconds: float) -> List[Tuple[str, float
         n, dt = measure(seconds, lambda: c.next(name, 1), 50)
         rows.append(("`client.next(name, 1)` per value (client, failover layer)", n / dt, f"{n} requests"))
         c.drop_sequence(name)
+        # over a worker lease: time-ordered ids made locally under a leased worker id
+        lease = c.worker_lease(f"bench-{uuid.uuid4().hex[:8]}")
+        lease.next_id()  # takes the lease
+        n, dt = measure(seconds, lease.next_id, 10_000)
+        rows.append(("`WorkerLease.next_id()` (local ids over a worker lease)", n / dt, f"{n} ids"))
+        lease.close()
+    # the language's own floor: a bare counter, no client at all
+    counter = itertools.count()
+    n, dt = measure(seconds, counter.__next__, 10_000)
+    rows.append(("bare loop: `next(itertools.count())`", n / dt, f"{n} values"))
     return rows
 
 

@@ -76,6 +76,14 @@ try {
     await client.createSequence(plain);
     rows.push([`POST /next?count=1 per value`, c, await measure(async () => (await client.next(plain, 1))[0], c), ""]);
   }
+  // Over a worker lease: time-ordered ids made locally under a leased worker id.
+  const lease = client.processWorkerLease(`bench-${process.pid}`);
+  await lease.nextId(); // takes the lease
+  rows.push([`ProcessWorkerLease.nextId() (local ids over a worker lease)`, 1, await measure(() => lease.nextId(), 1), ""]);
+  await lease.close();
+  // The language's own floor: a bare bigint counter, no client at all.
+  let counter = 0n;
+  rows.push([`bare loop: counter += 1n`, 1, await measure(() => (counter += 1n), 1), ""]);
   const f = (x) => Math.round(x).toLocaleString("en-US");
   console.log(`keysmith TypeScript client, node ${process.version}, ${cpus().length} cores, ${seconds} s each, server ${process.env.KEYSMITH_BIN} (SQLite)\n`);
   console.log("| how | concurrent callers | values/s | note |");

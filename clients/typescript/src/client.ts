@@ -13,7 +13,7 @@ import {
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
 import { tlsFetch } from "./tls.js";
-import { Transport, type TransportStats } from "./transport.js";
+import { Transport, redactPath, type TransportStats } from "./transport.js";
 
 /** Options of `new Client`. */
 export interface ClientOptions {
@@ -358,7 +358,7 @@ export class Client implements LeaseSource {
     try {
       return parse(a.text);
     } catch (e) {
-      throw new KeysmithError("bad_response", `${a.url}${path} answered something that is not JSON: ${(e as Error).message}`, a.status, {
+      throw new KeysmithError("bad_response", `${a.url}${redactPath(path)} answered something that is not JSON: ${(e as Error).message}`, a.status, {
         url: a.url,
         cause: e,
       });
@@ -366,7 +366,7 @@ export class Client implements LeaseSource {
   }
 
   private async callObj(method: string, path: string, body?: unknown, once = false): Promise<Obj> {
-    return obj(await this.call(method, path, body, once), `${method} ${path}`);
+    return obj(await this.call(method, path, body, once), `${method} ${redactPath(path)}`);
   }
 
   // ---- sequences

@@ -41,6 +41,13 @@ const MAX_RETRY_AFTER_S = 60;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+// `path` with a worker lease's token replaced by three asterisks
+// (`/v1/workers/GROUP/lease/TOKEN/renew` becomes `.../lease/[three asterisks]/renew`):
+// what messages may say of a request path, since the token is a credential.
+export function redactPath(path: string): string {
+  return path.replace(/(\/v1\/workers\/[^/?#]+\/lease\/)[^/?#]+/, "$1***");
+}
+
 /** Seconds from a Retry-After header (delta-seconds or an HTTP date). */
 export function parseRetryAfter(h: string | null, now = Date.now()): number | undefined {
   if (h === null) return undefined;
@@ -169,7 +176,7 @@ export class Transport {
         if (options.once && !notSent(e)) {
           throw new KeysmithError(
             "unreachable",
-            `${base}${path}: ${describe(e)}; the request may or may not have taken effect, so it was not sent again`,
+            `${base}${redactPath(path)}: ${describe(e)}; the request may or may not have taken effect, so it was not sent again`,
             0,
             { url: base, cause: e },
           );

@@ -109,3 +109,31 @@ test("a ticket commit is not sent again once it may have reached a server; a ref
   await assert.rejects(e2.releaseTicket("s", "0-7-" + "a".repeat(32)), (e) => e instanceof KeysmithError && e.code === "timeout" && /not sent again/.test(e.message));
   assert.equal(b.seen.length, 1);
 });
+
+// A worker lease's token is a credential: a renew or release that fails in
+// any way says the path with `***` in its place, never the token.
+test("errors never say a worker lease's token", async () => {
+  const token = "tok-secret-1234567890";
+  const notJson = createServer((req, res) => {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end("this is not json");
+  });
+  const hangUp = createServer((req) => req.socket.destroy());
+  for (const s of [notJson, hangUp]) await new Promise((r) => s.listen(0, "127.0.0.1", r));
+  try {
+    for (const s of [notJson, hangUp]) {
+      const client = new Client({ url: `http://127.0.0.1:${s.address().port}`, deadlineMs: 500 });
+      for (const call of [() => client.renewWorker("g", token), () => client.releaseWorker("g", token)]) {
+        const e = await call().then(
+          () => assert.fail("expected an error"),
+          (e) => e,
+        );
+        const said = `${e.message} ${e.stack} ${e.cause ? `${e.cause.message} ${e.cause.stack}` : ""}`;
+        assert.ok(!said.includes(token), `the token was said: ${said}`);
+      }
+      client.close?.();
+    }
+  } finally {
+    for (const s of [notJson, hangUp]) s.close();
+  }
+});
