@@ -219,7 +219,7 @@ async fn fence_checks_its_input_and_changes_nothing_on_error() {
             .await
             .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-        assert!(e.to_string().contains("--skip"), "{e}");
+        assert!(e.to_string().contains("skip must be"), "{e}");
     }
     let e = fence(&*store, &FenceTarget::One("nope".into()), 5, false)
         .await
