@@ -13,36 +13,15 @@
 //! written by one caller at a time. Commit and release are one statement on
 //! the ticket's row, conditional on its token.
 
-use std::time::Duration;
-
 use mysql_async::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered, refused,
     ticket_ttl_ms,
 };
 
 impl MysqlStore {
-    /// The numbering of `name`, if it has one.
-    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let text: Option<String> = c
-                    .exec_first(
-                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
-                    .transpose()
-            })
-            .await;
-        self.settle(c, out)
-    }
-
     /// In `tx`: the later of `period` and the current one, made current
     /// (locking the numbering row), and the sequence's row.
     async fn current(
@@ -177,65 +156,26 @@ impl MysqlStore {
         .await
         .map_err(|e| self.my(&e))
     }
-
-    /// Commit (delete) or release a number held by `token`; when it is
-    /// not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
-        let write = if what == Settle::Commit {
-            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        } else {
-            // expires_at 0: free to take at once.
-            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
-             WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        };
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                c.exec_drop(write, (name, period, value, token))
-                    .await
-                    .map_err(bad)?;
-                if c.affected_rows() == 1 {
-                    return Ok(());
-                }
-                let exists: Option<i64> = c
-                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?;
-                if exists.is_none() {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let holder: Option<Option<String>> = c
-                    .exec_first(
-                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
-                        (name, period, value),
-                    )
-                    .await
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    holder.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
-    }
 }
 
 #[async_trait]
 impl NumberStore for MysqlStore {
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
-        self.numbering_of(name).await
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let text: Option<String> = c
+                    .exec_first(
+                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
+                    .transpose()
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn create_numbered(
@@ -299,14 +239,13 @@ impl NumberStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let &TicketTake {
+            name,
+            period,
+            token,
+            ttl,
+        } = take;
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.conn().await?;
         let out = self
@@ -364,14 +303,57 @@ impl NumberStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+    /// Commit (delete) or release a number held by `token`; when it is
+    /// not, says why.
+    async fn settle_ticket(
+        &self,
+        what: Settle,
+        name: &str,
+        period: i64,
+        value: i64,
+        token: &str,
+    ) -> Result<()> {
+        let write = if what == Settle::Commit {
+            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        } else {
+            // expires_at 0: free to take at once.
+            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
+             WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        };
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                c.exec_drop(write, (name, period, value, token))
+                    .await
+                    .map_err(bad)?;
+                if c.affected_rows() == 1 {
+                    return Ok(());
+                }
+                let exists: Option<i64> = c
+                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                if exists.is_none() {
+                    return Err(Error::not_found("sequence", name));
+                }
+                let holder: Option<Option<String>> = c
+                    .exec_first(
+                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
+                        (name, period, value),
+                    )
+                    .await
+                    .map_err(bad)?;
+                Err(refused(
+                    what,
+                    name,
+                    period,
+                    value,
+                    holder.as_ref().map(|t| t.as_deref()),
+                ))
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {

@@ -16,13 +16,11 @@
 //! (gone, or with another token) and updates nothing, then takes a new
 //! number instead.
 
-use std::time::Duration;
-
 use tokio_postgres::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
+    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered, refused,
     ticket_ttl_ms,
 };
 
@@ -51,31 +49,6 @@ pub(super) const TICKETS_MIGRATION: &str = r#"
     "#;
 
 impl PostgresStore {
-    /// The numbering of `name`, if it has one.
-    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
-        let s = quote_ident(&self.schema);
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let row = c
-                    .query_opt(
-                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
-                        &[&name],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                match row {
-                    None => Ok(None),
-                    Some(r) => {
-                        let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
-                        keysmith_core::driver::parse_numbering(name, &text).map(Some)
-                    }
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
     /// In `tx`: the later of `period` and the current one, made current
     /// (locking the numbering row), and the sequence's row.
     async fn current(
@@ -216,75 +189,32 @@ impl PostgresStore {
         .map_err(|e| self.pg(&e))?;
         Ok(())
     }
-
-    /// Commit (`delete`) or release a number held by `token`; when it is
-    /// not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
-        let s = quote_ident(&self.schema);
-        let write = if what == Settle::Commit {
-            format!(
-                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
-            )
-        } else {
-            format!(
-                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
-                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
-            )
-        };
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let n = c
-                    .execute(&write, &[&name, &period, &value, &token])
-                    .await
-                    .map_err(bad)?;
-                if n == 1 {
-                    return Ok(());
-                }
-                if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
-                    .await
-                    .map_err(bad)?
-                    .is_none()
-                {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let h: Option<Option<String>> = c
-                    .query_opt(
-                        &format!(
-                            "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
-                        ),
-                        &[&name, &period, &value],
-                    )
-                    .await
-                    .map_err(bad)?
-                    .map(|r| r.try_get(0))
-                    .transpose()
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    h.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
-    }
 }
 
 #[async_trait]
 impl NumberStore for PostgresStore {
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
-        self.numbering_of(name).await
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        let s = quote_ident(&self.schema);
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let row = c
+                    .query_opt(
+                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
+                        &[&name],
+                    )
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                match row {
+                    None => Ok(None),
+                    Some(r) => {
+                        let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
+                        keysmith_core::driver::parse_numbering(name, &text).map(Some)
+                    }
+                }
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn create_numbered(
@@ -355,14 +285,13 @@ impl NumberStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let &TicketTake {
+            name,
+            period,
+            token,
+            ttl,
+        } = take;
         let s = quote_ident(&self.schema);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.client().await?;
@@ -413,14 +342,67 @@ impl NumberStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+    /// Commit (`delete`) or release a number held by `token`; when it is
+    /// not, says why.
+    async fn settle_ticket(
+        &self,
+        what: Settle,
+        name: &str,
+        period: i64,
+        value: i64,
+        token: &str,
+    ) -> Result<()> {
+        let s = quote_ident(&self.schema);
+        let write = if what == Settle::Commit {
+            format!(
+                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        } else {
+            format!(
+                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
+                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        };
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let n = c
+                    .execute(&write, &[&name, &period, &value, &token])
+                    .await
+                    .map_err(bad)?;
+                if n == 1 {
+                    return Ok(());
+                }
+                if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
+                    .await
+                    .map_err(bad)?
+                    .is_none()
+                {
+                    return Err(Error::not_found("sequence", name));
+                }
+                let h: Option<Option<String>> = c
+                    .query_opt(
+                        &format!(
+                            "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
+                        ),
+                        &[&name, &period, &value],
+                    )
+                    .await
+                    .map_err(bad)?
+                    .map(|r| r.try_get(0))
+                    .transpose()
+                    .map_err(bad)?;
+                Err(refused(
+                    what,
+                    name,
+                    period,
+                    value,
+                    h.as_ref().map(|t| t.as_deref()),
+                ))
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {

@@ -54,6 +54,21 @@ pub struct PeriodRange {
     pub end: i64,
 }
 
+/// The arguments of [`NumberStore::take_ticket`], handed to a backend's
+/// [`NumberStore::take_ticket_checked`] once [`check_ttl`] accepted the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketTake<'a> {
+    /// The numbered sequence.
+    pub name: &'a str,
+    /// The period the caller's clock says; the store uses the later of this
+    /// and the sequence's current period.
+    pub period: i64,
+    /// The caller's random ticket token.
+    pub token: &'a str,
+    /// How long the ticket holds the number, by the store's clock.
+    pub ttl: Duration,
+}
+
 /// A number taken with a ticket: [`NumberStore::take_ticket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TakenNumber {
@@ -116,34 +131,78 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// period (which becomes current), the lowest number that was released
     /// or whose ticket expired, else the next new one.
     ///
+    /// Checks `ttl` with [`check_ttl`] (so a backend never sees a bad one),
+    /// then calls [`Self::take_ticket_checked`]: backends implement that,
+    /// not this.
+    ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::Exhausted`] (no open number to take
     /// again and the counter passed the maximum), [`Error::InvalidArgument`]
-    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`].
+    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`] (nothing is taken).
     async fn take_ticket(
         &self,
         name: &str,
         period: i64,
         token: &str,
         ttl: Duration,
-    ) -> Result<TakenNumber>;
+    ) -> Result<TakenNumber> {
+        check_ttl(ttl)?;
+        let take = TicketTake {
+            name,
+            period,
+            token,
+            ttl,
+        };
+        self.take_ticket_checked(&take).await
+    }
+
+    /// What a backend implements for [`Self::take_ticket`], with the same
+    /// guarantees; its TTL has passed [`check_ttl`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`] as [`Self::take_ticket`].
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber>;
 
     /// Makes number `value` of `period` final if it is still held by
     /// `token` (also after the ticket's time to live, as long as no one took
-    /// the number since). Changes nothing otherwise.
+    /// the number since). Changes nothing otherwise. Calls
+    /// [`Self::settle_ticket`] with [`Settle::Commit`].
     ///
     /// # Errors
     /// [`Error::TicketRefused`] saying why (committed already, released,
     /// taken again by another holder, never taken); [`Error::NotFound`] for
     /// a missing sequence.
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.settle_ticket(Settle::Commit, name, period, value, token)
+            .await
+    }
 
     /// Frees number `value` of `period`, if it is still held by `token`, so
-    /// that it is the next one handed out. Changes nothing otherwise.
+    /// that it is the next one handed out. Changes nothing otherwise. Calls
+    /// [`Self::settle_ticket`] with [`Settle::Release`].
     ///
     /// # Errors
     /// As [`Self::commit_ticket`].
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        self.settle_ticket(Settle::Release, name, period, value, token)
+            .await
+    }
+
+    /// What a backend implements for [`Self::commit_ticket`] (`what` is
+    /// [`Settle::Commit`]) and [`Self::release_ticket`] ([`Settle::Release`]),
+    /// with their guarantees: only while `token` holds number `value` of
+    /// `period`, else nothing changes.
+    ///
+    /// # Errors
+    /// As [`Self::commit_ticket`]; a refusal is made with [`refused`].
+    async fn settle_ticket(
+        &self,
+        what: Settle,
+        name: &str,
+        period: i64,
+        value: i64,
+        token: &str,
+    ) -> Result<()>;
 
     /// The operator's fence of a numbered sequence: moves the counter of
     /// its current period forward by `skip` (0 allowed: a gap-free sequence
