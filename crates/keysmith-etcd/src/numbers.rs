@@ -35,7 +35,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered, refused,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
+    refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -361,12 +362,7 @@ impl NumberStore for EtcdStore {
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let &TicketTake {
-            name,
-            period,
-            token,
-            ttl,
-        } = take;
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let secs = ttl_secs(ttl);
         let mut lease = 0;
         for _ in 0..ATTEMPTS {
@@ -442,14 +438,8 @@ impl NumberStore for EtcdStore {
 
     /// Commit (delete the open number) or release (empty its token) a number
     /// held by `token`, and let its lease go.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         let pp = self.period_prefix(name, period);
         let (open, held) = (
             format!("{pp}open/{value:020}"),

@@ -310,14 +310,8 @@ impl WorkerStore for EtcdStore {
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
-        let &Renewal {
-            group,
-            worker,
-            fence,
-            ttl,
-            from_ms,
-            window_ms,
-        } = renewal;
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
             let Some((floor, rev)) = slot.floor.clone() else {

@@ -17,113 +17,11 @@ use mysql_async::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumbersTx, PeriodRange, Settle, TakenNumber, TicketTake,
+    current_fenced, fence_numbers_in, not_numbered, refused, ticket_ttl_ms,
 };
 
 impl MysqlStore {
-    /// In `tx`: the later of `period` and the current one, made current
-    /// (locking the numbering row), and the sequence's row.
-    async fn current(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-    ) -> Result<(i64, SequenceRow, String)> {
-        let bad = |e: mysql_async::Error| self.my(&e);
-        tx.exec_drop(
-            "UPDATE keysmith_numbering SET current_period = GREATEST(current_period, ?) WHERE name = ?",
-            (period, name),
-        )
-        .await
-        .map_err(bad)?;
-        if tx.affected_rows() != 1 {
-            let exists: Option<i64> = tx
-                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                .await
-                .map_err(bad)?;
-            return Err(match exists {
-                Some(_) => not_numbered(name),
-                None => Error::not_found("sequence", name),
-            });
-        }
-        let r: Row = tx
-            .exec_first(
-                format!(
-                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
-                            q.block, q.version, q.generation, q.failover_skip,
-                            q.failover_skip_set, q.failover_skipped, {}
-                     FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
-                     WHERE n.name = ?",
-                    self.generation_expr()
-                ),
-                (name,),
-            )
-            .await
-            .map_err(bad)?
-            .ok_or_else(|| Error::not_found("sequence", name))?;
-        Ok((
-            self.col(&r, 0)?,
-            self.sequence_row(&r, 1)?,
-            self.col(&r, 11)?,
-        ))
-    }
-
-    /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`keysmith_core::driver::numbers_fence`]) in `tx`.
-    async fn current_fenced(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-        gapless: bool,
-    ) -> Result<(i64, SequenceRow)> {
-        use keysmith_core::driver::{NumbersFence, numbers_fence};
-        let (period, row, generation) = self.current(tx, name, period).await?;
-        let rule = numbers_fence(&row, gapless, &generation);
-        rule.check(name)?;
-        let mut skipped = 0;
-        if let NumbersFence::Skip(skip) = rule {
-            let (before, after) = self.skip_numbers(tx, &row, period, skip).await?;
-            skipped = after - before;
-        }
-        if rule != NumbersFence::Current {
-            self.record_generation(tx, name, &generation, skipped)
-                .await?;
-        }
-        Ok((period, row))
-    }
-
-    /// Moves the counter of `period` forward by `skip`; before and after.
-    async fn skip_numbers(
-        &self,
-        tx: &mut Transaction<'_>,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)> {
-        let before = self.next_of(tx, &row.name, period, row.start).await?;
-        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-        self.set_next(tx, &row.name, period, after).await?;
-        Ok((before, after))
-    }
-
-    async fn record_generation(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        generation: &str,
-        skipped: i64,
-    ) -> Result<()> {
-        tx.exec_drop(
-            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
-             WHERE name = ?",
-            (generation, skipped, name),
-        )
-        .await
-        .map_err(|e| self.my(&e))
-    }
-
     async fn next_of(
         &self,
         tx: &mut Transaction<'_>,
@@ -155,6 +53,92 @@ impl MysqlStore {
         )
         .await
         .map_err(|e| self.my(&e))
+    }
+}
+
+/// One transaction of this store: the steps of a numbered sequence's fence
+/// that [`current_fenced`] and [`fence_numbers_in`] run.
+struct InTx<'a, 't> {
+    store: &'a MysqlStore,
+    tx: &'a mut Transaction<'t>,
+}
+
+impl MysqlStore {
+    fn in_tx<'a, 't>(&'a self, tx: &'a mut Transaction<'t>) -> InTx<'a, 't> {
+        InTx { store: self, tx }
+    }
+}
+
+#[async_trait]
+impl<'a, 't> NumbersTx for InTx<'a, 't> {
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        let bad = |e: mysql_async::Error| store.my(&e);
+        tx.exec_drop(
+            "UPDATE keysmith_numbering SET current_period = GREATEST(current_period, ?) WHERE name = ?",
+            (period, name),
+        )
+        .await
+        .map_err(bad)?;
+        if tx.affected_rows() != 1 {
+            let exists: Option<i64> = tx
+                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            return Err(match exists {
+                Some(_) => not_numbered(name),
+                None => Error::not_found("sequence", name),
+            });
+        }
+        let r: Row = tx
+            .exec_first(
+                format!(
+                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
+                            q.block, q.version, q.generation, q.failover_skip,
+                            q.failover_skip_set, q.failover_skipped, {}
+                     FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
+                     WHERE n.name = ?",
+                    store.generation_expr()
+                ),
+                (name,),
+            )
+            .await
+            .map_err(bad)?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok((
+            store.col(&r, 0)?,
+            store.sequence_row(&r, 1)?,
+            store.col(&r, 11)?,
+        ))
+    }
+
+    async fn skip_numbers(
+        &mut self,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        let before = store.next_of(tx, &row.name, period, row.start).await?;
+        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
+        store.set_next(tx, &row.name, period, after).await?;
+        Ok((before, after))
+    }
+
+    async fn record_generation(
+        &mut self,
+        name: &str,
+        generation: &str,
+        skipped: i64,
+    ) -> Result<()> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        tx.exec_drop(
+            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
+             WHERE name = ?",
+            (generation, skipped, name),
+        )
+        .await
+        .map_err(|e| store.my(&e))
     }
 }
 
@@ -224,7 +208,8 @@ impl NumberStore for MysqlStore {
         let out = self
             .deadline(async {
                 let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
-                let (period, row) = self.current_fenced(&mut tx, name, period, false).await?;
+                let (period, row) =
+                    current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
                 let next = self.next_of(&mut tx, name, period, row.start).await?;
                 let r = SequenceRow { next, ..row }.plan(n)?;
                 self.set_next(&mut tx, name, period, r.end).await?;
@@ -240,19 +225,14 @@ impl NumberStore for MysqlStore {
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let &TicketTake {
-            name,
-            period,
-            token,
-            ttl,
-        } = take;
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
-                let (period, row) = self.current_fenced(&mut tx, name, period, true).await?;
+                let (period, row) = current_fenced(&mut self.in_tx(&mut tx), name, period, true).await?;
                 // The numbering row's lock makes this the only take of the
                 // sequence now: the lowest open number that was released or
                 // expired is ours to take again.
@@ -305,14 +285,8 @@ impl NumberStore for MysqlStore {
 
     /// Commit (delete) or release a number held by `token`; when it is
     /// not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         let write = if what == Settle::Commit {
             "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
         } else {
@@ -362,12 +336,9 @@ impl NumberStore for MysqlStore {
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
-                let (period, row, generation) = self.current(&mut tx, name, i64::MIN).await?;
-                let (before, after) = self.skip_numbers(&mut tx, &row, period, skip).await?;
-                self.record_generation(&mut tx, name, &generation, after - before)
-                    .await?;
+                let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;
                 tx.commit().await.map_err(bad)?;
-                Ok((period, before, after))
+                Ok(fenced)
             })
             .await;
         self.settle(c, out)

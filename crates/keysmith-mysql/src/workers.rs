@@ -132,14 +132,8 @@ impl WorkerStore for MysqlStore {
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
-        let &Renewal {
-            group,
-            worker,
-            fence,
-            ttl,
-            from_ms,
-            window_ms,
-        } = renewal;
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.conn().await?;
         let out = self

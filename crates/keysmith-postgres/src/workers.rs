@@ -112,14 +112,8 @@ impl WorkerStore for PostgresStore {
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
-        let &Renewal {
-            group,
-            worker,
-            fence,
-            ttl,
-            from_ms,
-            window_ms,
-        } = renewal;
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let sql = format!(
             "UPDATE {s}.workers
              SET until_ms = GREATEST(until_ms, $4::bigint),

@@ -12,8 +12,8 @@
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
+    refused, ticket_ttl_ms,
 };
 
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
@@ -197,12 +197,7 @@ impl NumberStore for SqliteStore {
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let &TicketTake {
-            name,
-            period,
-            token,
-            ttl,
-        } = take;
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let (name, token, generation) =
             (name.to_owned(), token.to_owned(), self.generation.clone());
         self.write(move |tx| {
@@ -241,14 +236,8 @@ impl NumberStore for SqliteStore {
 
     /// Commit (delete the open number) or release (empty its token) a number
     /// held by `token`; when it is not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         let sql = if what == Settle::Commit {
             "DELETE FROM keysmith_tickets
              WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"

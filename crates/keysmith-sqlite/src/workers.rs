@@ -76,14 +76,8 @@ impl WorkerStore for SqliteStore {
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
-        let &Renewal {
-            group,
-            worker,
-            fence,
-            ttl,
-            from_ms,
-            window_ms,
-        } = renewal;
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
             // A row of another generation is not renewed: the lease is lost.

@@ -14,8 +14,8 @@ use super::{
     WorkerClaim, WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
-    NumberStore, Numbering, PeriodRange, Renewal, TakenNumber, TicketTake, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Renewal, TakenNumber, TicketTake,
+    not_numbered, refused, ticket_ttl_ms,
 };
 use crate::{Error, Result};
 
@@ -461,14 +461,8 @@ impl WorkerStore for MemoryStore {
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
-        let &Renewal {
-            group,
-            worker,
-            fence,
-            ttl,
-            from_ms,
-            window_ms,
-        } = renewal;
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         self.with(|s| {
             let generation = s.generation();
             match s.workers.get_mut(&(group.to_owned(), worker)) {
@@ -673,12 +667,7 @@ impl NumberStore for MemoryStore {
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let &TicketTake {
-            name,
-            period,
-            token,
-            ttl,
-        } = take;
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         self.with(|s| {
             let (period, row) = s.current_fenced(name, period, true)?;
             let now = crate::clock::now_ms();
@@ -706,14 +695,8 @@ impl NumberStore for MemoryStore {
         })
     }
 
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         self.with(|s| {
             s.row(name)?;
             let key = (name.to_owned(), period, value);

@@ -37,12 +37,13 @@ pub use crate::numbering::{MAX_INCREMENT, Numbering, Period, Residue};
 #[deprecated(note = "renamed NumberStore")]
 pub use numbers::NumberStore as TicketStore;
 pub use numbers::{
-    DEFAULT_TICKET_TTL, MAX_TICKET_TTL, NumberStore, PeriodRange, Settle, TakenNumber, TicketTake,
+    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, PeriodRange, Settle, TakenNumber,
+    TicketTake,
 };
 #[doc(hidden)]
 pub use numbers::{
-    NumbersFence, check_ttl, not_numbered, numbers_fence, parse_numbering, refused, skip_counter,
-    ttl_ms as ticket_ttl_ms,
+    NumbersFence, NumbersTx, check_ttl, current_fenced, fence_numbers_in, not_numbered,
+    numbers_fence, parse_numbering, refused, skip_counter, ttl_ms as ticket_ttl_ms,
 };
 pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,

@@ -69,6 +69,21 @@ pub struct TicketTake<'a> {
     pub ttl: Duration,
 }
 
+/// A number its ticket holds: the arguments of [`NumberStore::commit_ticket`]
+/// and [`NumberStore::release_ticket`], handed to a backend's
+/// [`NumberStore::settle_ticket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldNumber<'a> {
+    /// The numbered sequence.
+    pub name: &'a str,
+    /// The number's period key (0 without a period).
+    pub period: i64,
+    /// The number.
+    pub value: i64,
+    /// The ticket's token it was taken with.
+    pub token: &'a str,
+}
+
 /// A number taken with a ticket: [`NumberStore::take_ticket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TakenNumber {
@@ -173,8 +188,13 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// taken again by another holder, never taken); [`Error::NotFound`] for
     /// a missing sequence.
     async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
+        let held = HeldNumber {
+            name,
+            period,
+            value,
+            token,
+        };
+        self.settle_ticket(Settle::Commit, &held).await
     }
 
     /// Frees number `value` of `period`, if it is still held by `token`, so
@@ -184,25 +204,23 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// As [`Self::commit_ticket`].
     async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+        let held = HeldNumber {
+            name,
+            period,
+            value,
+            token,
+        };
+        self.settle_ticket(Settle::Release, &held).await
     }
 
     /// What a backend implements for [`Self::commit_ticket`] (`what` is
     /// [`Settle::Commit`]) and [`Self::release_ticket`] ([`Settle::Release`]),
-    /// with their guarantees: only while `token` holds number `value` of
-    /// `period`, else nothing changes.
+    /// with their guarantees: only while `held.token` holds number
+    /// `held.value` of `held.period`, else nothing changes.
     ///
     /// # Errors
     /// As [`Self::commit_ticket`]; a refusal is made with [`refused`].
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()>;
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()>;
 
     /// The operator's fence of a numbered sequence: moves the counter of
     /// its current period forward by `skip` (0 allowed: a gap-free sequence
@@ -231,6 +249,90 @@ pub enum NumbersFence {
     /// A gap-free sequence in a new generation: refused until the operator
     /// fences it ([`Error::FenceNeeded`]).
     Refuse,
+}
+
+/// The three steps of a numbered sequence's fence inside one open
+/// transaction of a SQL store: what [`current_fenced`] and
+/// [`fence_numbers_in`] are written over, once for every dialect. An
+/// implementation wraps the store and its transaction; nothing it does is
+/// committed until the caller commits that transaction.
+#[async_trait]
+pub trait NumbersTx: Send {
+    /// The later of `period` and the sequence's current period, made current
+    /// (locking the numbering row until the transaction ends), the
+    /// sequence's row, and the store's generation.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence;
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)>;
+
+    /// Moves the counter of `period` of `row`'s sequence forward by `skip`
+    /// (never past its maximum); returns the counter before and after.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn skip_numbers(
+        &mut self,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)>;
+
+    /// Records `generation` as the one the sequence was last written in, and
+    /// `skipped` numbers as lost to a fence.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn record_generation(&mut self, name: &str, generation: &str, skipped: i64)
+    -> Result<()>;
+}
+
+/// In `tx`: the period a take or reservation of `name` uses (the later of
+/// `period` and the current one) and the sequence's row, after applying
+/// [`numbers_fence`] for the store's generation: a counted sequence in a new
+/// generation skips its failover margin first, and the generation is
+/// recorded, in the same transaction.
+///
+/// # Errors
+/// [`Error::FenceNeeded`] for a gap-free sequence in a new generation
+/// (nothing is written); those of [`NumbersTx`].
+pub async fn current_fenced<T: NumbersTx + ?Sized>(
+    tx: &mut T,
+    name: &str,
+    period: i64,
+    gapless: bool,
+) -> Result<(i64, SequenceRow)> {
+    let (period, row, generation) = tx.current(name, period).await?;
+    let rule = numbers_fence(&row, gapless, &generation);
+    rule.check(name)?;
+    let mut skipped = 0;
+    if let NumbersFence::Skip(skip) = rule {
+        let (before, after) = tx.skip_numbers(&row, period, skip).await?;
+        skipped = after - before;
+    }
+    if rule != NumbersFence::Current {
+        tx.record_generation(name, &generation, skipped).await?;
+    }
+    Ok((period, row))
+}
+
+/// In `tx`: the operator's fence of `name` ([`NumberStore::fence_numbers`]):
+/// moves the counter of the current period forward by `skip` and records the
+/// store's generation. Returns the period and the counter before and after.
+///
+/// # Errors
+/// Those of [`NumbersTx`].
+pub async fn fence_numbers_in<T: NumbersTx + ?Sized>(
+    tx: &mut T,
+    name: &str,
+    skip: i64,
+) -> Result<(i64, i64, i64)> {
+    let (period, row, generation) = tx.current(name, i64::MIN).await?;
+    let (before, after) = tx.skip_numbers(&row, period, skip).await?;
+    tx.record_generation(name, &generation, after - before)
+        .await?;
+    Ok((period, before, after))
 }
 
 /// The [`NumbersFence`] of `row` (gap-free or not) in `generation`.

@@ -75,12 +75,9 @@ macro_rules! pass_through {
             async fn settle_ticket(
                 &self,
                 what: keysmith::store::Settle,
-                name: &str,
-                period: i64,
-                value: i64,
-                token: &str,
+                held: &keysmith::store::HeldNumber<'_>,
             ) -> keysmith::Result<()> {
-                self.inner.settle_ticket(what, name, period, value, token).await
+                self.inner.settle_ticket(what, held).await
             }
             async fn fence_numbers(&self, name: &str, skip: i64) -> keysmith::Result<(i64, i64, i64)> {
                 self.inner.fence_numbers(name, skip).await
