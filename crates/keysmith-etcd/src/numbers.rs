@@ -35,7 +35,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
+    refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -92,24 +93,6 @@ impl EtcdStore {
     pub(super) fn put_settings_op(&self, name: &str, numbering: &Numbering) -> Result<TxnOp> {
         let v = serde_json::to_vec(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
         Ok(TxnOp::put(self.settings_key(name), v, None))
-    }
-
-    /// The numbering of `name`: `None` without one or without the sequence.
-    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
-        let txn = Txn::new().and_then([
-            TxnOp::get(self.seq_key(name), None),
-            TxnOp::get(self.settings_key(name), None),
-        ]);
-        let resp = self.txn("read a sequence's numbering", txn).await?;
-        let ops = resp.op_responses();
-        if first_kv(&ops, 0)?.is_none() {
-            return Ok(None);
-        }
-        first_kv(&ops, 1)?
-            .map(|kv| {
-                keysmith_core::driver::parse_numbering(name, &String::from_utf8_lossy(kv.value()))
-            })
-            .transpose()
     }
 
     fn number_from(&self, key: &str, kv: &KeyValue) -> Result<i64> {
@@ -310,61 +293,25 @@ impl EtcdStore {
                 .await;
         });
     }
-
-    /// Commit (delete the open number) or release (empty its token) a number
-    /// held by `token`, and let its lease go.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
-        let pp = self.period_prefix(name, period);
-        let (open, held) = (
-            format!("{pp}open/{value:020}"),
-            format!("{pp}held/{value:020}"),
-        );
-        let change = if what == Settle::Commit {
-            TxnOp::delete(open.clone(), None)
-        } else {
-            TxnOp::put(open.clone(), "", None)
-        };
-        let txn = Txn::new()
-            .when([Compare::value(open.clone(), CompareOp::Equal, token)])
-            .and_then([
-                TxnOp::get(held.clone(), None),
-                TxnOp::delete(held, None),
-                change,
-            ])
-            .or_else([TxnOp::get(self.seq_key(name), None), TxnOp::get(open, None)]);
-        let resp = self.txn(&format!("{what} a ticket"), txn).await?;
-        let ops = resp.op_responses();
-        if resp.succeeded() {
-            if let Some(kv) = first_kv(&ops, 0)? {
-                self.revoke_soon(kv.lease());
-            }
-            return Ok(());
-        }
-        if first_kv(&ops, 0)?.is_none() {
-            return Err(Error::not_found("sequence", name));
-        }
-        let h = first_kv(&ops, 1)?.map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
-        Err(refused(
-            what,
-            name,
-            period,
-            value,
-            h.as_ref().map(|t| (!t.is_empty()).then_some(t.as_str())),
-        ))
-    }
 }
 
 #[async_trait]
 impl NumberStore for EtcdStore {
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
-        self.numbering_of(name).await
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.seq_key(name), None),
+            TxnOp::get(self.settings_key(name), None),
+        ]);
+        let resp = self.txn("read a sequence's numbering", txn).await?;
+        let ops = resp.op_responses();
+        if first_kv(&ops, 0)?.is_none() {
+            return Ok(None);
+        }
+        first_kv(&ops, 1)?
+            .map(|kv| {
+                keysmith_core::driver::parse_numbering(name, &String::from_utf8_lossy(kv.value()))
+            })
+            .transpose()
     }
 
     async fn create_numbered(
@@ -414,14 +361,8 @@ impl NumberStore for EtcdStore {
         })
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let secs = ttl_secs(ttl);
         let mut lease = 0;
         for _ in 0..ATTEMPTS {
@@ -495,14 +436,47 @@ impl NumberStore for EtcdStore {
         })
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+    /// Commit (delete the open number) or release (empty its token) a number
+    /// held by `token`, and let its lease go.
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
+        let pp = self.period_prefix(name, period);
+        let (open, held) = (
+            format!("{pp}open/{value:020}"),
+            format!("{pp}held/{value:020}"),
+        );
+        let change = if what == Settle::Commit {
+            TxnOp::delete(open.clone(), None)
+        } else {
+            TxnOp::put(open.clone(), "", None)
+        };
+        let txn = Txn::new()
+            .when([Compare::value(open.clone(), CompareOp::Equal, token)])
+            .and_then([
+                TxnOp::get(held.clone(), None),
+                TxnOp::delete(held, None),
+                change,
+            ])
+            .or_else([TxnOp::get(self.seq_key(name), None), TxnOp::get(open, None)]);
+        let resp = self.txn(&format!("{what} a ticket"), txn).await?;
+        let ops = resp.op_responses();
+        if resp.succeeded() {
+            if let Some(kv) = first_kv(&ops, 0)? {
+                self.revoke_soon(kv.lease());
+            }
+            return Ok(());
+        }
+        if first_kv(&ops, 0)?.is_none() {
+            return Err(Error::not_found("sequence", name));
+        }
+        let h = first_kv(&ops, 1)?.map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
+        Err(refused(
+            what,
+            name,
+            period,
+            value,
+            h.as_ref().map(|t| (!t.is_empty()).then_some(t.as_str())),
+        ))
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {

@@ -25,7 +25,7 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
     lowest_free, same_worker_generation,
 };
 
@@ -309,16 +309,9 @@ impl WorkerStore for EtcdStore {
         })
     }
 
-    async fn renew_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        ttl: Duration,
-        from_ms: i64,
-        window_ms: i64,
-    ) -> Result<Option<i64>> {
-        check_times(ttl, from_ms, window_ms)?;
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
             let Some((floor, rev)) = slot.floor.clone() else {

@@ -13,138 +13,15 @@
 //! written by one caller at a time. Commit and release are one statement on
 //! the ticket's row, conditional on its token.
 
-use std::time::Duration;
-
 use mysql_async::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumbersTx, PeriodRange, Settle, TakenNumber, TicketTake,
+    current_fenced, fence_numbers_in, not_numbered, refused, ticket_ttl_ms,
 };
 
 impl MysqlStore {
-    /// The numbering of `name`, if it has one.
-    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let text: Option<String> = c
-                    .exec_first(
-                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
-                    .transpose()
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    /// In `tx`: the later of `period` and the current one, made current
-    /// (locking the numbering row), and the sequence's row.
-    async fn current(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-    ) -> Result<(i64, SequenceRow, String)> {
-        let bad = |e: mysql_async::Error| self.my(&e);
-        tx.exec_drop(
-            "UPDATE keysmith_numbering SET current_period = GREATEST(current_period, ?) WHERE name = ?",
-            (period, name),
-        )
-        .await
-        .map_err(bad)?;
-        if tx.affected_rows() != 1 {
-            let exists: Option<i64> = tx
-                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                .await
-                .map_err(bad)?;
-            return Err(match exists {
-                Some(_) => not_numbered(name),
-                None => Error::not_found("sequence", name),
-            });
-        }
-        let r: Row = tx
-            .exec_first(
-                format!(
-                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
-                            q.block, q.version, q.generation, q.failover_skip,
-                            q.failover_skip_set, q.failover_skipped, {}
-                     FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
-                     WHERE n.name = ?",
-                    self.generation_expr()
-                ),
-                (name,),
-            )
-            .await
-            .map_err(bad)?
-            .ok_or_else(|| Error::not_found("sequence", name))?;
-        Ok((
-            self.col(&r, 0)?,
-            self.sequence_row(&r, 1)?,
-            self.col(&r, 11)?,
-        ))
-    }
-
-    /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`keysmith_core::driver::numbers_fence`]) in `tx`.
-    async fn current_fenced(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-        gapless: bool,
-    ) -> Result<(i64, SequenceRow)> {
-        use keysmith_core::driver::{NumbersFence, numbers_fence};
-        let (period, row, generation) = self.current(tx, name, period).await?;
-        let rule = numbers_fence(&row, gapless, &generation);
-        rule.check(name)?;
-        let mut skipped = 0;
-        if let NumbersFence::Skip(skip) = rule {
-            let (before, after) = self.skip_numbers(tx, &row, period, skip).await?;
-            skipped = after - before;
-        }
-        if rule != NumbersFence::Current {
-            self.record_generation(tx, name, &generation, skipped)
-                .await?;
-        }
-        Ok((period, row))
-    }
-
-    /// Moves the counter of `period` forward by `skip`; before and after.
-    async fn skip_numbers(
-        &self,
-        tx: &mut Transaction<'_>,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)> {
-        let before = self.next_of(tx, &row.name, period, row.start).await?;
-        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-        self.set_next(tx, &row.name, period, after).await?;
-        Ok((before, after))
-    }
-
-    async fn record_generation(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        generation: &str,
-        skipped: i64,
-    ) -> Result<()> {
-        tx.exec_drop(
-            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
-             WHERE name = ?",
-            (generation, skipped, name),
-        )
-        .await
-        .map_err(|e| self.my(&e))
-    }
-
     async fn next_of(
         &self,
         tx: &mut Transaction<'_>,
@@ -177,65 +54,112 @@ impl MysqlStore {
         .await
         .map_err(|e| self.my(&e))
     }
+}
 
-    /// Commit (delete) or release a number held by `token`; when it is
-    /// not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
+/// One transaction of this store: the steps of a numbered sequence's fence
+/// that [`current_fenced`] and [`fence_numbers_in`] run.
+struct InTx<'a, 't> {
+    store: &'a MysqlStore,
+    tx: &'a mut Transaction<'t>,
+}
+
+impl MysqlStore {
+    fn in_tx<'a, 't>(&'a self, tx: &'a mut Transaction<'t>) -> InTx<'a, 't> {
+        InTx { store: self, tx }
+    }
+}
+
+#[async_trait]
+impl<'a, 't> NumbersTx for InTx<'a, 't> {
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        let bad = |e: mysql_async::Error| store.my(&e);
+        tx.exec_drop(
+            "UPDATE keysmith_numbering SET current_period = GREATEST(current_period, ?) WHERE name = ?",
+            (period, name),
+        )
+        .await
+        .map_err(bad)?;
+        if tx.affected_rows() != 1 {
+            let exists: Option<i64> = tx
+                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            return Err(match exists {
+                Some(_) => not_numbered(name),
+                None => Error::not_found("sequence", name),
+            });
+        }
+        let r: Row = tx
+            .exec_first(
+                format!(
+                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
+                            q.block, q.version, q.generation, q.failover_skip,
+                            q.failover_skip_set, q.failover_skipped, {}
+                     FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
+                     WHERE n.name = ?",
+                    store.generation_expr()
+                ),
+                (name,),
+            )
+            .await
+            .map_err(bad)?
+            .ok_or_else(|| Error::not_found("sequence", name))?;
+        Ok((
+            store.col(&r, 0)?,
+            store.sequence_row(&r, 1)?,
+            store.col(&r, 11)?,
+        ))
+    }
+
+    async fn skip_numbers(
+        &mut self,
+        row: &SequenceRow,
         period: i64,
-        value: i64,
-        token: &str,
+        skip: i64,
+    ) -> Result<(i64, i64)> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        let before = store.next_of(tx, &row.name, period, row.start).await?;
+        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
+        store.set_next(tx, &row.name, period, after).await?;
+        Ok((before, after))
+    }
+
+    async fn record_generation(
+        &mut self,
+        name: &str,
+        generation: &str,
+        skipped: i64,
     ) -> Result<()> {
-        let write = if what == Settle::Commit {
-            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        } else {
-            // expires_at 0: free to take at once.
-            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
-             WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        };
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                c.exec_drop(write, (name, period, value, token))
-                    .await
-                    .map_err(bad)?;
-                if c.affected_rows() == 1 {
-                    return Ok(());
-                }
-                let exists: Option<i64> = c
-                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?;
-                if exists.is_none() {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let holder: Option<Option<String>> = c
-                    .exec_first(
-                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
-                        (name, period, value),
-                    )
-                    .await
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    holder.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
+        let (store, tx) = (self.store, &mut *self.tx);
+        tx.exec_drop(
+            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
+             WHERE name = ?",
+            (generation, skipped, name),
+        )
+        .await
+        .map_err(|e| store.my(&e))
     }
 }
 
 #[async_trait]
 impl NumberStore for MysqlStore {
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
-        self.numbering_of(name).await
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let text: Option<String> = c
+                    .exec_first(
+                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                        (name,),
+                    )
+                    .await
+                    .map_err(|e| self.my(&e))?;
+                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
+                    .transpose()
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn create_numbered(
@@ -284,7 +208,8 @@ impl NumberStore for MysqlStore {
         let out = self
             .deadline(async {
                 let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
-                let (period, row) = self.current_fenced(&mut tx, name, period, false).await?;
+                let (period, row) =
+                    current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
                 let next = self.next_of(&mut tx, name, period, row.start).await?;
                 let r = SequenceRow { next, ..row }.plan(n)?;
                 self.set_next(&mut tx, name, period, r.end).await?;
@@ -299,21 +224,15 @@ impl NumberStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.conn().await?;
         let out = self
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
-                let (period, row) = self.current_fenced(&mut tx, name, period, true).await?;
+                let (period, row) = current_fenced(&mut self.in_tx(&mut tx), name, period, true).await?;
                 // The numbering row's lock makes this the only take of the
                 // sequence now: the lowest open number that was released or
                 // expired is ours to take again.
@@ -364,14 +283,51 @@ impl NumberStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+    /// Commit (delete) or release a number held by `token`; when it is
+    /// not, says why.
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
+        let write = if what == Settle::Commit {
+            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        } else {
+            // expires_at 0: free to take at once.
+            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
+             WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        };
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: mysql_async::Error| self.my(&e);
+                c.exec_drop(write, (name, period, value, token))
+                    .await
+                    .map_err(bad)?;
+                if c.affected_rows() == 1 {
+                    return Ok(());
+                }
+                let exists: Option<i64> = c
+                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                    .await
+                    .map_err(bad)?;
+                if exists.is_none() {
+                    return Err(Error::not_found("sequence", name));
+                }
+                let holder: Option<Option<String>> = c
+                    .exec_first(
+                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
+                        (name, period, value),
+                    )
+                    .await
+                    .map_err(bad)?;
+                Err(refused(
+                    what,
+                    name,
+                    period,
+                    value,
+                    holder.as_ref().map(|t| t.as_deref()),
+                ))
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
@@ -380,12 +336,9 @@ impl NumberStore for MysqlStore {
             .deadline(async {
                 let bad = |e: mysql_async::Error| self.my(&e);
                 let mut tx = begin(&mut c).await.map_err(bad)?;
-                let (period, row, generation) = self.current(&mut tx, name, i64::MIN).await?;
-                let (before, after) = self.skip_numbers(&mut tx, &row, period, skip).await?;
-                self.record_generation(&mut tx, name, &generation, after - before)
-                    .await?;
+                let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;
                 tx.commit().await.map_err(bad)?;
-                Ok((period, before, after))
+                Ok(fenced)
             })
             .await;
         self.settle(c, out)

@@ -10,11 +10,9 @@
 //! rolls back and tries again. Renewal and release are one UPDATE each,
 //! conditional on the fence.
 
-use std::time::Duration;
-
 use super::*;
 use keysmith_core::driver::{
-    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
     lowest_free, ticket_ttl_ms, worker_entry, worker_live,
 };
 
@@ -133,16 +131,9 @@ impl WorkerStore for MysqlStore {
         self.settle(c, out)
     }
 
-    async fn renew_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        ttl: Duration,
-        from_ms: i64,
-        window_ms: i64,
-    ) -> Result<Option<i64>> {
-        check_times(ttl, from_ms, window_ms)?;
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.conn().await?;
         let out = self

@@ -16,14 +16,12 @@
 //! (gone, or with another token) and updates nothing, then takes a new
 //! number instead.
 
-use std::time::Duration;
-
 use tokio_postgres::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumbersTx, PeriodRange, Settle, TakenNumber, TicketTake,
+    current_fenced, fence_numbers_in, not_numbered, refused, ticket_ttl_ms,
 };
 
 /// Migration 5: numbered sequences (numbers.rs).
@@ -51,131 +49,6 @@ pub(super) const TICKETS_MIGRATION: &str = r#"
     "#;
 
 impl PostgresStore {
-    /// The numbering of `name`, if it has one.
-    async fn numbering_of(&self, name: &str) -> Result<Option<Numbering>> {
-        let s = quote_ident(&self.schema);
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let row = c
-                    .query_opt(
-                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
-                        &[&name],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                match row {
-                    None => Ok(None),
-                    Some(r) => {
-                        let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
-                        keysmith_core::driver::parse_numbering(name, &text).map(Some)
-                    }
-                }
-            })
-            .await;
-        self.settle(c, out)
-    }
-
-    /// In `tx`: the later of `period` and the current one, made current
-    /// (locking the numbering row), and the sequence's row.
-    async fn current(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-        period: i64,
-    ) -> Result<(i64, SequenceRow, String)> {
-        let s = quote_ident(&self.schema);
-        let r = tx
-            .query_opt(
-                &format!(
-                    "UPDATE {s}.numbering n SET current_period = GREATEST(n.current_period, $2)
-                     FROM {s}.sequences q WHERE n.name = $1 AND q.name = n.name
-                     RETURNING n.current_period, q.name, q.next, q.start_value, q.max_value,
-                               q.block, q.version, q.generation, q.failover_skip,
-                               q.failover_skip_set, q.failover_skipped, {s}.store_generation()"
-                ),
-                &[&name, &period],
-            )
-            .await
-            .map_err(|e| self.pg(&e))?;
-        let Some(r) = r else {
-            let exists = tx
-                .query_opt(
-                    &format!("SELECT 1 FROM {s}.sequences WHERE name = $1"),
-                    &[&name],
-                )
-                .await
-                .map_err(|e| self.pg(&e))?;
-            return Err(match exists {
-                Some(_) => not_numbered(name),
-                None => Error::not_found("sequence", name),
-            });
-        };
-        let p: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
-        let generation: String = r.try_get(11).map_err(|e| self.pg(&e))?;
-        Ok((p, self.row(&r, 1)?, generation))
-    }
-
-    /// [`Self::current`], with the generation rule of numbered sequences
-    /// applied first ([`keysmith_core::driver::numbers_fence`]), in `tx`:
-    /// extra statements only in the rare case the rule asks for a write.
-    async fn current_fenced(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-        period: i64,
-        gapless: bool,
-    ) -> Result<(i64, SequenceRow)> {
-        use keysmith_core::driver::{NumbersFence, numbers_fence};
-        let (period, row, generation) = self.current(tx, name, period).await?;
-        let rule = numbers_fence(&row, gapless, &generation);
-        rule.check(name)?;
-        let mut skipped = 0;
-        if let NumbersFence::Skip(skip) = rule {
-            let (before, after) = self.skip_numbers(tx, &row, period, skip).await?;
-            skipped = after - before;
-        }
-        if rule != NumbersFence::Current {
-            self.record_generation(tx, name, &generation, skipped)
-                .await?;
-        }
-        Ok((period, row))
-    }
-
-    /// Moves the counter of `period` forward by `skip`; before and after.
-    async fn skip_numbers(
-        &self,
-        tx: &Transaction<'_>,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)> {
-        let before = self.next_of(tx, &row.name, period, row.start).await?;
-        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-        self.set_next(tx, &row.name, period, after).await?;
-        Ok((before, after))
-    }
-
-    async fn record_generation(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-        generation: &str,
-        skipped: i64,
-    ) -> Result<()> {
-        let s = quote_ident(&self.schema);
-        tx.execute(
-            &format!(
-                "UPDATE {s}.sequences SET generation = $2, failover_skipped = failover_skipped + $3
-                 WHERE name = $1"
-            ),
-            &[&name, &generation, &skipped],
-        )
-        .await
-        .map_err(|e| self.pg(&e))?;
-        Ok(())
-    }
-
     async fn next_of(
         &self,
         tx: &Transaction<'_>,
@@ -216,75 +89,115 @@ impl PostgresStore {
         .map_err(|e| self.pg(&e))?;
         Ok(())
     }
+}
 
-    /// Commit (`delete`) or release a number held by `token`; when it is
-    /// not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
-        let s = quote_ident(&self.schema);
-        let write = if what == Settle::Commit {
-            format!(
-                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+/// One transaction of this store: the steps of a numbered sequence's fence
+/// that [`current_fenced`] and [`fence_numbers_in`] run.
+struct InTx<'a, 't> {
+    store: &'a PostgresStore,
+    tx: &'a Transaction<'t>,
+}
+
+impl PostgresStore {
+    fn in_tx<'a, 't>(&'a self, tx: &'a Transaction<'t>) -> InTx<'a, 't> {
+        InTx { store: self, tx }
+    }
+}
+
+#[async_trait]
+impl<'a, 't> NumbersTx for InTx<'a, 't> {
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
+        let (store, tx) = (self.store, self.tx);
+        let s = quote_ident(&store.schema);
+        let r = tx
+            .query_opt(
+                &format!(
+                    "UPDATE {s}.numbering n SET current_period = GREATEST(n.current_period, $2)
+                     FROM {s}.sequences q WHERE n.name = $1 AND q.name = n.name
+                     RETURNING n.current_period, q.name, q.next, q.start_value, q.max_value,
+                               q.block, q.version, q.generation, q.failover_skip,
+                               q.failover_skip_set, q.failover_skipped, {s}.store_generation()"
+                ),
+                &[&name, &period],
             )
-        } else {
-            format!(
-                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
-                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
-            )
+            .await
+            .map_err(|e| store.pg(&e))?;
+        let Some(r) = r else {
+            let exists = tx
+                .query_opt(
+                    &format!("SELECT 1 FROM {s}.sequences WHERE name = $1"),
+                    &[&name],
+                )
+                .await
+                .map_err(|e| store.pg(&e))?;
+            return Err(match exists {
+                Some(_) => not_numbered(name),
+                None => Error::not_found("sequence", name),
+            });
         };
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let n = c
-                    .execute(&write, &[&name, &period, &value, &token])
-                    .await
-                    .map_err(bad)?;
-                if n == 1 {
-                    return Ok(());
-                }
-                if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
-                    .await
-                    .map_err(bad)?
-                    .is_none()
-                {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let h: Option<Option<String>> = c
-                    .query_opt(
-                        &format!(
-                            "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
-                        ),
-                        &[&name, &period, &value],
-                    )
-                    .await
-                    .map_err(bad)?
-                    .map(|r| r.try_get(0))
-                    .transpose()
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    h.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
+        let p: i64 = r.try_get(0).map_err(|e| store.pg(&e))?;
+        let generation: String = r.try_get(11).map_err(|e| store.pg(&e))?;
+        Ok((p, store.row(&r, 1)?, generation))
+    }
+
+    async fn skip_numbers(
+        &mut self,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)> {
+        let (store, tx) = (self.store, self.tx);
+        let before = store.next_of(tx, &row.name, period, row.start).await?;
+        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
+        store.set_next(tx, &row.name, period, after).await?;
+        Ok((before, after))
+    }
+
+    async fn record_generation(
+        &mut self,
+        name: &str,
+        generation: &str,
+        skipped: i64,
+    ) -> Result<()> {
+        let (store, tx) = (self.store, self.tx);
+        let s = quote_ident(&store.schema);
+        tx.execute(
+            &format!(
+                "UPDATE {s}.sequences SET generation = $2, failover_skipped = failover_skipped + $3
+                 WHERE name = $1"
+            ),
+            &[&name, &generation, &skipped],
+        )
+        .await
+        .map_err(|e| store.pg(&e))?;
+        Ok(())
     }
 }
 
 #[async_trait]
 impl NumberStore for PostgresStore {
-    async fn read_numbering(&self, name: &str) -> Result<Option<keysmith_core::driver::Numbering>> {
-        self.numbering_of(name).await
+    async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
+        let s = quote_ident(&self.schema);
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let row = c
+                    .query_opt(
+                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
+                        &[&name],
+                    )
+                    .await
+                    .map_err(|e| self.pg(&e))?;
+                match row {
+                    None => Ok(None),
+                    Some(r) => {
+                        let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
+                        keysmith_core::driver::parse_numbering(name, &text).map(Some)
+                    }
+                }
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn create_numbered(
@@ -340,7 +253,8 @@ impl NumberStore for PostgresStore {
         let out = self
             .deadline(async {
                 let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let (period, row) = self.current_fenced(&tx, name, period, false).await?;
+                let (period, row) =
+                    current_fenced(&mut self.in_tx(&tx), name, period, false).await?;
                 let next = self.next_of(&tx, name, period, row.start).await?;
                 let r = SequenceRow { next, ..row }.plan(n)?;
                 self.set_next(&tx, name, period, r.end).await?;
@@ -355,14 +269,8 @@ impl NumberStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let s = quote_ident(&self.schema);
         let ttl = ticket_ttl_ms(ttl);
         let mut c = self.client().await?;
@@ -370,7 +278,7 @@ impl NumberStore for PostgresStore {
             .deadline(async {
                 let bad = |e: tokio_postgres::Error| self.pg(&e);
                 let tx = c.transaction().await.map_err(bad)?;
-                let (period, row) = self.current_fenced(&tx, name, period, true).await?;
+                let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, true).await?;
                 let again = tx
                     .query_opt(
                         &format!(
@@ -413,14 +321,61 @@ impl NumberStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
+    /// Commit (`delete`) or release a number held by `token`; when it is
+    /// not, says why.
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
+        let s = quote_ident(&self.schema);
+        let write = if what == Settle::Commit {
+            format!(
+                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        } else {
+            format!(
+                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
+                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        };
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                let bad = |e: tokio_postgres::Error| self.pg(&e);
+                let n = c
+                    .execute(&write, &[&name, &period, &value, &token])
+                    .await
+                    .map_err(bad)?;
+                if n == 1 {
+                    return Ok(());
+                }
+                if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
+                    .await
+                    .map_err(bad)?
+                    .is_none()
+                {
+                    return Err(Error::not_found("sequence", name));
+                }
+                let h: Option<Option<String>> = c
+                    .query_opt(
+                        &format!(
+                            "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
+                        ),
+                        &[&name, &period, &value],
+                    )
+                    .await
+                    .map_err(bad)?
+                    .map(|r| r.try_get(0))
+                    .transpose()
+                    .map_err(bad)?;
+                Err(refused(
+                    what,
+                    name,
+                    period,
+                    value,
+                    h.as_ref().map(|t| t.as_deref()),
+                ))
+            })
+            .await;
+        self.settle(c, out)
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
@@ -428,12 +383,9 @@ impl NumberStore for PostgresStore {
         let out = self
             .deadline(async {
                 let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let (period, row, generation) = self.current(&tx, name, i64::MIN).await?;
-                let (before, after) = self.skip_numbers(&tx, &row, period, skip).await?;
-                self.record_generation(&tx, name, &generation, after - before)
-                    .await?;
+                let fenced = fence_numbers_in(&mut self.in_tx(&tx), name, skip).await?;
                 tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok((period, before, after))
+                Ok(fenced)
             })
             .await;
         self.settle(c, out)

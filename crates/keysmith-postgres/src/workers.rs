@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken, check_times,
+    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken,
 };
 
 /// How often an acquisition reads again after losing its pick to another.
@@ -111,16 +111,9 @@ impl WorkerStore for PostgresStore {
         self.settle(c, out)
     }
 
-    async fn renew_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        ttl: Duration,
-        from_ms: i64,
-        window_ms: i64,
-    ) -> Result<Option<i64>> {
-        check_times(ttl, from_ms, window_ms)?;
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let sql = format!(
             "UPDATE {s}.workers
              SET until_ms = GREATEST(until_ms, $4::bigint),

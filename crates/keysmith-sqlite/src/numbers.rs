@@ -10,12 +10,10 @@
 //! numbers: a ticket's token, `NULL` once released, and its expiry). A
 //! committed number leaves no row.
 
-use std::time::Duration;
-
 use super::*;
 use keysmith_core::driver::{
-    NumberStore, Numbering, PeriodRange, Settle, TakenNumber, check_ttl, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
+    refused, ticket_ttl_ms,
 };
 
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
@@ -198,14 +196,8 @@ impl NumberStore for SqliteStore {
         .await
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let (name, token, generation) =
             (name.to_owned(), token.to_owned(), self.generation.clone());
         self.write(move |tx| {
@@ -242,39 +234,10 @@ impl NumberStore for SqliteStore {
         .await
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Commit, name, period, value, token)
-            .await
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.settle_ticket(Settle::Release, name, period, value, token)
-            .await
-    }
-
-    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        let (name, generation) = (name.to_owned(), self.generation.clone());
-        self.write(move |tx| {
-            let (period, row) = current(tx, &name, i64::MIN)?;
-            let (before, after) = skip_numbers(tx, &row, period, skip)?;
-            record_generation(tx, &name, &generation, after - before)?;
-            Ok((period, before, after))
-        })
-        .await
-    }
-}
-
-impl SqliteStore {
     /// Commit (delete the open number) or release (empty its token) a number
     /// held by `token`; when it is not, says why.
-    async fn settle_ticket(
-        &self,
-        what: Settle,
-        name: &str,
-        period: i64,
-        value: i64,
-        token: &str,
-    ) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         let sql = if what == Settle::Commit {
             "DELETE FROM keysmith_tickets
              WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
@@ -299,6 +262,17 @@ impl SqliteStore {
                 value,
                 h.as_ref().map(|t| t.as_deref()),
             ))
+        })
+        .await
+    }
+
+    async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
+        let (name, generation) = (name.to_owned(), self.generation.clone());
+        self.write(move |tx| {
+            let (period, row) = current(tx, &name, i64::MIN)?;
+            let (before, after) = skip_numbers(tx, &row, period, skip)?;
+            record_generation(tx, &name, &generation, after - before)?;
+            Ok((period, before, after))
         })
         .await
     }

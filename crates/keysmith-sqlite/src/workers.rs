@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken, check_times,
+    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
     lowest_free, worker_entry,
 };
 
@@ -75,16 +75,9 @@ impl WorkerStore for SqliteStore {
         .await
     }
 
-    async fn renew_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        ttl: Duration,
-        from_ms: i64,
-        window_ms: i64,
-    ) -> Result<Option<i64>> {
-        check_times(ttl, from_ms, window_ms)?;
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
             // A row of another generation is not renewed: the lease is lost.

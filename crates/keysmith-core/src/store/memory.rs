@@ -14,8 +14,8 @@ use super::{
     WorkerClaim, WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
-    NumberStore, Numbering, PeriodRange, TakenNumber, check_ttl, not_numbered, refused,
-    ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Renewal, TakenNumber, TicketTake,
+    not_numbered, refused, ticket_ttl_ms,
 };
 use crate::{Error, Result};
 
@@ -460,16 +460,9 @@ impl WorkerStore for MemoryStore {
         })
     }
 
-    async fn renew_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        ttl: Duration,
-        from_ms: i64,
-        window_ms: i64,
-    ) -> Result<Option<i64>> {
-        super::check_times(ttl, from_ms, window_ms)?;
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
+        let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
+        let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         self.with(|s| {
             let generation = s.generation();
             match s.workers.get_mut(&(group.to_owned(), worker)) {
@@ -673,14 +666,8 @@ impl NumberStore for MemoryStore {
         })
     }
 
-    async fn take_ticket(
-        &self,
-        name: &str,
-        period: i64,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         self.with(|s| {
             let (period, row) = s.current_fenced(name, period, true)?;
             let now = crate::clock::now_ms();
@@ -708,37 +695,26 @@ impl NumberStore for MemoryStore {
         })
     }
 
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
+        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
         self.with(|s| {
             s.row(name)?;
             let key = (name.to_owned(), period, value);
-            match s.open.get(&key) {
-                Some((Some(t), _)) if t == token => {
-                    s.open.remove(&key);
-                    Ok(())
-                }
-                other => Err(refused(
-                    Settle::Commit,
-                    name,
-                    period,
-                    value,
-                    other.map(|(t, _)| t.as_deref()),
-                )),
-            }
-        })
-    }
-
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
-        self.with(|s| {
-            s.row(name)?;
-            match s.open.get_mut(&(name.to_owned(), period, value)) {
+            match s.open.get_mut(&key) {
                 Some((t, exp)) if t.as_deref() == Some(token) => {
-                    *t = None;
-                    *exp = 0;
+                    match what {
+                        Settle::Commit => {
+                            s.open.remove(&key);
+                        }
+                        Settle::Release => {
+                            *t = None;
+                            *exp = 0;
+                        }
+                    }
                     Ok(())
                 }
                 other => Err(refused(
-                    Settle::Release,
+                    what,
                     name,
                     period,
                     value,

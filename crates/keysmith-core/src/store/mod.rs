@@ -36,11 +36,14 @@ pub use crate::numbering::{MAX_INCREMENT, Numbering, Period, Residue};
 /// later release.
 #[deprecated(note = "renamed NumberStore")]
 pub use numbers::NumberStore as TicketStore;
-pub use numbers::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, NumberStore, PeriodRange, TakenNumber};
+pub use numbers::{
+    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, PeriodRange, Settle, TakenNumber,
+    TicketTake,
+};
 #[doc(hidden)]
 pub use numbers::{
-    NumbersFence, Settle, check_ttl, not_numbered, numbers_fence, parse_numbering, refused,
-    skip_counter, ttl_ms as ticket_ttl_ms,
+    NumbersFence, NumbersTx, check_ttl, current_fenced, fence_numbers_in, not_numbered,
+    numbers_fence, parse_numbering, refused, skip_counter, ttl_ms as ticket_ttl_ms,
 };
 pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
@@ -63,7 +66,7 @@ pub use sequences::{
 pub use tombstones::{POOL_KIND, SEQUENCE_KIND};
 pub use tombstones::{Tombstone, reversed_bound};
 pub use workers::{
-    MAX_WORKER_TTL, MAX_WORKERS, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerEntry,
+    MAX_WORKER_TTL, MAX_WORKERS, Renewal, WORKER_FAILOVER_SKIP_MS, WorkerClaim, WorkerEntry,
     WorkerFloorMove, WorkerLease, WorkerStore,
 };
 #[doc(hidden)]

@@ -54,6 +54,36 @@ pub struct PeriodRange {
     pub end: i64,
 }
 
+/// The arguments of [`NumberStore::take_ticket`], handed to a backend's
+/// [`NumberStore::take_ticket_checked`] once [`check_ttl`] accepted the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketTake<'a> {
+    /// The numbered sequence.
+    pub name: &'a str,
+    /// The period the caller's clock says; the store uses the later of this
+    /// and the sequence's current period.
+    pub period: i64,
+    /// The caller's random ticket token.
+    pub token: &'a str,
+    /// How long the ticket holds the number, by the store's clock.
+    pub ttl: Duration,
+}
+
+/// A number its ticket holds: the arguments of [`NumberStore::commit_ticket`]
+/// and [`NumberStore::release_ticket`], handed to a backend's
+/// [`NumberStore::settle_ticket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldNumber<'a> {
+    /// The numbered sequence.
+    pub name: &'a str,
+    /// The number's period key (0 without a period).
+    pub period: i64,
+    /// The number.
+    pub value: i64,
+    /// The ticket's token it was taken with.
+    pub token: &'a str,
+}
+
 /// A number taken with a ticket: [`NumberStore::take_ticket`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TakenNumber {
@@ -116,34 +146,81 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// period (which becomes current), the lowest number that was released
     /// or whose ticket expired, else the next new one.
     ///
+    /// Checks `ttl` with [`check_ttl`] (so a backend never sees a bad one),
+    /// then calls [`Self::take_ticket_checked`]: backends implement that,
+    /// not this.
+    ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::Exhausted`] (no open number to take
     /// again and the counter passed the maximum), [`Error::InvalidArgument`]
-    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`].
+    /// for a TTL outside 1 ms..=[`MAX_TICKET_TTL`] (nothing is taken).
     async fn take_ticket(
         &self,
         name: &str,
         period: i64,
         token: &str,
         ttl: Duration,
-    ) -> Result<TakenNumber>;
+    ) -> Result<TakenNumber> {
+        check_ttl(ttl)?;
+        let take = TicketTake {
+            name,
+            period,
+            token,
+            ttl,
+        };
+        self.take_ticket_checked(&take).await
+    }
+
+    /// What a backend implements for [`Self::take_ticket`], with the same
+    /// guarantees; its TTL has passed [`check_ttl`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`] as [`Self::take_ticket`].
+    async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber>;
 
     /// Makes number `value` of `period` final if it is still held by
     /// `token` (also after the ticket's time to live, as long as no one took
-    /// the number since). Changes nothing otherwise.
+    /// the number since). Changes nothing otherwise. Calls
+    /// [`Self::settle_ticket`] with [`Settle::Commit`].
     ///
     /// # Errors
     /// [`Error::TicketRefused`] saying why (committed already, released,
     /// taken again by another holder, never taken); [`Error::NotFound`] for
     /// a missing sequence.
-    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+    async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        let held = HeldNumber {
+            name,
+            period,
+            value,
+            token,
+        };
+        self.settle_ticket(Settle::Commit, &held).await
+    }
 
     /// Frees number `value` of `period`, if it is still held by `token`, so
-    /// that it is the next one handed out. Changes nothing otherwise.
+    /// that it is the next one handed out. Changes nothing otherwise. Calls
+    /// [`Self::settle_ticket`] with [`Settle::Release`].
     ///
     /// # Errors
     /// As [`Self::commit_ticket`].
-    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()>;
+    async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> Result<()> {
+        let held = HeldNumber {
+            name,
+            period,
+            value,
+            token,
+        };
+        self.settle_ticket(Settle::Release, &held).await
+    }
+
+    /// What a backend implements for [`Self::commit_ticket`] (`what` is
+    /// [`Settle::Commit`]) and [`Self::release_ticket`] ([`Settle::Release`]),
+    /// with their guarantees: only while `held.token` holds number
+    /// `held.value` of `held.period`, else nothing changes.
+    ///
+    /// # Errors
+    /// As [`Self::commit_ticket`]; a refusal is made with [`refused`].
+    async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()>;
 
     /// The operator's fence of a numbered sequence: moves the counter of
     /// its current period forward by `skip` (0 allowed: a gap-free sequence
@@ -172,6 +249,90 @@ pub enum NumbersFence {
     /// A gap-free sequence in a new generation: refused until the operator
     /// fences it ([`Error::FenceNeeded`]).
     Refuse,
+}
+
+/// The three steps of a numbered sequence's fence inside one open
+/// transaction of a SQL store: what [`current_fenced`] and
+/// [`fence_numbers_in`] are written over, once for every dialect. An
+/// implementation wraps the store and its transaction; nothing it does is
+/// committed until the caller commits that transaction.
+#[async_trait]
+pub trait NumbersTx: Send {
+    /// The later of `period` and the sequence's current period, made current
+    /// (locking the numbering row until the transaction ends), the
+    /// sequence's row, and the store's generation.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a missing or unnumbered sequence;
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)>;
+
+    /// Moves the counter of `period` of `row`'s sequence forward by `skip`
+    /// (never past its maximum); returns the counter before and after.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn skip_numbers(
+        &mut self,
+        row: &SequenceRow,
+        period: i64,
+        skip: i64,
+    ) -> Result<(i64, i64)>;
+
+    /// Records `generation` as the one the sequence was last written in, and
+    /// `skipped` numbers as lost to a fence.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn record_generation(&mut self, name: &str, generation: &str, skipped: i64)
+    -> Result<()>;
+}
+
+/// In `tx`: the period a take or reservation of `name` uses (the later of
+/// `period` and the current one) and the sequence's row, after applying
+/// [`numbers_fence`] for the store's generation: a counted sequence in a new
+/// generation skips its failover margin first, and the generation is
+/// recorded, in the same transaction.
+///
+/// # Errors
+/// [`Error::FenceNeeded`] for a gap-free sequence in a new generation
+/// (nothing is written); those of [`NumbersTx`].
+pub async fn current_fenced<T: NumbersTx + ?Sized>(
+    tx: &mut T,
+    name: &str,
+    period: i64,
+    gapless: bool,
+) -> Result<(i64, SequenceRow)> {
+    let (period, row, generation) = tx.current(name, period).await?;
+    let rule = numbers_fence(&row, gapless, &generation);
+    rule.check(name)?;
+    let mut skipped = 0;
+    if let NumbersFence::Skip(skip) = rule {
+        let (before, after) = tx.skip_numbers(&row, period, skip).await?;
+        skipped = after - before;
+    }
+    if rule != NumbersFence::Current {
+        tx.record_generation(name, &generation, skipped).await?;
+    }
+    Ok((period, row))
+}
+
+/// In `tx`: the operator's fence of `name` ([`NumberStore::fence_numbers`]):
+/// moves the counter of the current period forward by `skip` and records the
+/// store's generation. Returns the period and the counter before and after.
+///
+/// # Errors
+/// Those of [`NumbersTx`].
+pub async fn fence_numbers_in<T: NumbersTx + ?Sized>(
+    tx: &mut T,
+    name: &str,
+    skip: i64,
+) -> Result<(i64, i64, i64)> {
+    let (period, row, generation) = tx.current(name, i64::MIN).await?;
+    let (before, after) = tx.skip_numbers(&row, period, skip).await?;
+    tx.record_generation(name, &generation, after - before)
+        .await?;
+    Ok((period, before, after))
 }
 
 /// The [`NumbersFence`] of `row` (gap-free or not) in `generation`.

@@ -121,6 +121,25 @@ pub fn check_times(ttl: Duration, now_ms: i64, window_ms: i64) -> Result<()> {
     Ok(())
 }
 
+/// The arguments of [`WorkerStore::renew_worker`], handed to a backend's
+/// [`WorkerStore::renew_worker_checked`] once [`check_times`] accepted them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewal<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// The worker id.
+    pub worker: i64,
+    /// The fence the holder acquired: a renewal quoting another one is lost.
+    pub fence: i64,
+    /// The lease lives this long from now, by the store's clock.
+    pub ttl: Duration,
+    /// The holder's clock, ms since the Unix epoch: the floor becomes at
+    /// least `from_ms + window_ms`.
+    pub from_ms: i64,
+    /// How far ahead of `from_ms` the floor moves, in ms.
+    pub window_ms: i64,
+}
+
 /// A worker id held: what [`WorkerStore::acquire_worker`] returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkerLease {
@@ -162,8 +181,14 @@ pub trait WorkerStore: Send + Sync + std::fmt::Debug {
     /// the new floor, or `None` when another holder acquired the worker id
     /// since (the lease is lost: stop issuing ids under it).
     ///
+    /// Checks the times with [`check_times`] (so a backend never sees bad
+    /// ones), then calls [`Self::renew_worker_checked`]: backends implement
+    /// that, not this.
+    ///
     /// # Errors
-    /// [`Error::Unavailable`] when the store does not answer.
+    /// [`Error::InvalidArgument`] for a `ttl`, `from_ms` or `window_ms` that
+    /// [`check_times`] refuses (nothing is written); [`Error::Unavailable`]
+    /// when the store does not answer.
     async fn renew_worker(
         &self,
         group: &str,
@@ -172,7 +197,25 @@ pub trait WorkerStore: Send + Sync + std::fmt::Debug {
         ttl: Duration,
         from_ms: i64,
         window_ms: i64,
-    ) -> Result<Option<i64>>;
+    ) -> Result<Option<i64>> {
+        check_times(ttl, from_ms, window_ms)?;
+        let renewal = Renewal {
+            group,
+            worker,
+            fence,
+            ttl,
+            from_ms,
+            window_ms,
+        };
+        self.renew_worker_checked(&renewal).await
+    }
+
+    /// What a backend implements for [`Self::renew_worker`], with the same
+    /// guarantees; its times have passed [`check_times`].
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>>;
 
     /// Ends the lease of a holder that still has `fence`, so the worker id
     /// can be acquired at once, and lowers its floor to `floor_ms` if that

@@ -66,20 +66,18 @@ macro_rules! pass_through {
             async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> keysmith::Result<keysmith::store::PeriodRange> {
                 self.inner.reserve_numbers(name, period, n).await
             }
-            async fn take_ticket(
+            async fn take_ticket_checked(
                 &self,
-                name: &str,
-                period: i64,
-                token: &str,
-                ttl: std::time::Duration,
+                take: &keysmith::store::TicketTake<'_>,
             ) -> keysmith::Result<keysmith::store::TakenNumber> {
-                self.inner.take_ticket(name, period, token, ttl).await
+                self.inner.take_ticket_checked(take).await
             }
-            async fn commit_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> keysmith::Result<()> {
-                self.inner.commit_ticket(name, period, value, token).await
-            }
-            async fn release_ticket(&self, name: &str, period: i64, value: i64, token: &str) -> keysmith::Result<()> {
-                self.inner.release_ticket(name, period, value, token).await
+            async fn settle_ticket(
+                &self,
+                what: keysmith::store::Settle,
+                held: &keysmith::store::HeldNumber<'_>,
+            ) -> keysmith::Result<()> {
+                self.inner.settle_ticket(what, held).await
             }
             async fn fence_numbers(&self, name: &str, skip: i64) -> keysmith::Result<(i64, i64, i64)> {
                 self.inner.fence_numbers(name, skip).await
@@ -96,16 +94,11 @@ macro_rules! pass_through {
             async fn acquire_worker(&self, claim: &keysmith::store::WorkerClaim) -> keysmith::Result<keysmith::store::WorkerLease> {
                 self.inner.acquire_worker(claim).await
             }
-            async fn renew_worker(
+            async fn renew_worker_checked(
                 &self,
-                group: &str,
-                worker: i64,
-                fence: i64,
-                ttl: std::time::Duration,
-                from_ms: i64,
-                window_ms: i64,
+                renewal: &keysmith::store::Renewal<'_>,
             ) -> keysmith::Result<Option<i64>> {
-                (self.inner.renew_worker(group, worker, fence, ttl, from_ms, window_ms)).await
+                self.inner.renew_worker_checked(renewal).await
             }
             async fn release_worker(
                 &self,
