@@ -14,14 +14,12 @@ pub struct Redis {
 /// # Errors
 /// Says what the URL should look like.
 pub fn parse_url(url: &str) -> anyhow::Result<String> {
-    let rest = url
-        .strip_prefix("redis://")
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "--redis takes redis://HOST:PORT, got {:?}",
-                keysmith::store::redact_url(url)
-            )
-        })?;
+    let rest = url.strip_prefix("redis://").ok_or_else(|| {
+        anyhow::anyhow!(
+            "--redis takes redis://HOST:PORT, got {:?}",
+            keysmith::store::redact_url(url)
+        )
+    })?;
     let hostport = rest.trim_end_matches('/');
     if hostport.is_empty() || hostport.contains(['/', '@']) {
         anyhow::bail!(

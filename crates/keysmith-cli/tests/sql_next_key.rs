@@ -120,7 +120,9 @@ async fn a_block_is_reserved_with_a_synchronous_commit_in_an_async_session() {
     let admin = session(&pg.url(), "nk-admin").await;
     create(&url, &admin, "sync", "10", &[]).await;
     let c = session(&pg.url(), "nk-async").await;
-    c.batch_execute("SET synchronous_commit = off").await.unwrap();
+    c.batch_execute("SET synchronous_commit = off")
+        .await
+        .unwrap();
     c.batch_execute("BEGIN").await.unwrap();
     let first = next_key(&c, "sync").await;
     let during: String = c
@@ -128,7 +130,10 @@ async fn a_block_is_reserved_with_a_synchronous_commit_in_an_async_session() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(during, "on", "the reserving transaction commits synchronously");
+    assert_eq!(
+        during, "on",
+        "the reserving transaction commits synchronously"
+    );
     c.batch_execute("COMMIT").await.unwrap();
     let after: String = c
         .query_one("SHOW synchronous_commit", &[])
