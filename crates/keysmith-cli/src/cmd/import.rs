@@ -37,7 +37,14 @@ pub async fn run(args: ImportArgs, global: &Global) -> anyhow::Result<()> {
         args.table.as_deref(),
         args.dry_run,
     )
-    .await?;
+    .await
+    .map_err(|e| match e {
+        // The library names the parameter; this front end names its flag.
+        keysmith::Error::InvalidArgument(m) if m.contains("name the table it is in") => {
+            keysmith::Error::InvalidArgument(format!("{m}; give it with --table NAME"))
+        }
+        other => other,
+    })?;
     if global.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
