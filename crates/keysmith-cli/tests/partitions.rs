@@ -21,7 +21,7 @@
 //! Needs root and `ip netns` (CI runs as root): elsewhere each test says
 //! why and skips, or fails under `KEYSMITH_REQUIRE_BACKENDS=1`. The scenarios
 //! run one at a time (the machine may have two cores); each prints one
-//! `partition:` line with its figures (SCALING.md):
+//! `partition:` line with its figures (the guide's Scaling chapter, docs/book/src/scaling.md):
 //! `cargo test -p keysmith-cli --all-features --test partitions -- --nocapture`
 
 mod common;

@@ -334,7 +334,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (kind, name)
     );
     "#,
-    // 9: `next_key` from a block per session (README "From SQL"). The
+    // 9: `next_key` from a block per session (the user guide's "Allocating from SQL"). The
     // session's cursor is a custom setting, `keysmith.b_<schema>_<hex of the
     // name>` = `pid,next,end,xid`: the values next..end-1 of a block that
     // `reserve` took for this backend (`pid`), and while the transaction that

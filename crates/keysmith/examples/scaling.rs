@@ -3,7 +3,7 @@
 //! each asked for a fixed number of values per second, for a few seconds.
 //! Prints, per row, the values per second served and the store writes
 //! (reservations) per second per handle, beside the fixed-block figure the
-//! same load would cost (rate / block). SCALING.md explains the model.
+//! same load would cost (rate / block). The user guide's Scaling chapter (docs/book/src/scaling.md) explains the model.
 //!
 //! `cargo run --release -p keysmith --features etcd --example scaling -- URL [SECONDS]`
 //!

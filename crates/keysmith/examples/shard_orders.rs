@@ -189,7 +189,7 @@ async fn run(
 mod tests {
     use super::*;
 
-    /// What the README shows, run by `cargo test` (the example has `test = true`).
+    /// What the user guide shows (Shard keys and shard sets), run by `cargo test` (the example has `test = true`).
     #[tokio::test]
     async fn prints_every_order_with_its_external_string_then_finds_two() {
         let dir = tempfile::tempdir().unwrap();
