@@ -276,7 +276,9 @@ fn every_flag_of_a_keysmith_command_in_the_guide_is_in_that_commands_help() {
     let mut cache = std::collections::HashMap::new();
     let mut problems = Vec::new();
     let mut checked = 0;
-    for chapter in chapters(&book_src()) {
+    // The guide's chapters, and the README's examples.
+    let readme = book_src().join("../../../README.md");
+    for chapter in chapters(&book_src()).into_iter().chain([readme]) {
         for b in blocks(&chapter).iter().filter(|b| b.lang == "sh") {
             for cmd in keysmith_commands(&b.text) {
                 // Global options first, then the longest run of words that is a
@@ -324,4 +326,79 @@ fn every_flag_of_a_keysmith_command_in_the_guide_is_in_that_commands_help() {
         checked > 50,
         "the guide's commands name their flags: {checked} checked"
     );
+}
+
+/// The command lines of the reference block of `cli.md`: a line indented by
+/// two spaces starts a command (`keysmith` left out), a more indented line
+/// that starts with an option continues it; the description column (after
+/// three spaces) and "moved:" lines are not commands.
+fn reference_commands(text: &str) -> Vec<Vec<String>> {
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let body = line.trim_start();
+        let syntax = body.split("   ").next().unwrap_or("");
+        if body.contains("moved:") {
+            continue;
+        }
+        if indent == 2 {
+            lines.push(format!("keysmith {syntax}"));
+        } else if indent > 2 && (body.starts_with('[') || body.starts_with("--")) {
+            if let Some(last) = lines.last_mut() {
+                last.push(' ');
+                last.push_str(syntax);
+            }
+        }
+    }
+    keysmith_commands(&lines.join("\n"))
+}
+
+#[test]
+fn the_command_reference_names_every_command_and_only_real_flags() {
+    let cli = book_src().join("cli.md");
+    let text = std::fs::read_to_string(&cli).unwrap();
+    let reference = blocks(&cli)
+        .into_iter()
+        .find(|b| b.lang == "text")
+        .expect("cli.md has its reference block");
+    let mut cache = std::collections::HashMap::new();
+    let mut problems = Vec::new();
+    let commands = reference_commands(&reference.text);
+    assert!(
+        commands.len() > 20,
+        "the reference lists the commands: {commands:?}"
+    );
+    for cmd in commands {
+        let words = cmd
+            .iter()
+            .take_while(|w| !w.starts_with('-') && *w != "NAME")
+            .take(3)
+            .count();
+        let Some((path, help_text)) = (1..=words)
+            .rev()
+            .find_map(|n| help(&cmd[..n], &mut cache).map(|h| (&cmd[..n], h)))
+        else {
+            problems.push(format!("`keysmith {}` is no command", cmd.join(" ")));
+            continue;
+        };
+        for flag in cmd.iter().filter(|w| w.starts_with("--")) {
+            if !names_flag(&help_text, flag) {
+                problems.push(format!("`keysmith {}` has no flag {flag}", path.join(" ")));
+            }
+        }
+    }
+    // Every command of `keysmith --help` is named in the chapter.
+    let top = help(&[], &mut cache).expect("keysmith --help");
+    let listed = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next());
+    for name in listed {
+        if !text.contains(&format!("`keysmith {name}")) && !text.contains(&format!("`{name}`")) {
+            problems.push(format!("cli.md does not name `keysmith {name}`"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
