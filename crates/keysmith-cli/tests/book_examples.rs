@@ -343,11 +343,12 @@ fn reference_commands(text: &str) -> Vec<Vec<String>> {
         }
         if indent == 2 {
             lines.push(format!("keysmith {syntax}"));
-        } else if indent > 2 && (body.starts_with('[') || body.starts_with("--")) {
-            if let Some(last) = lines.last_mut() {
-                last.push(' ');
-                last.push_str(syntax);
-            }
+        } else if indent > 2
+            && (body.starts_with('[') || body.starts_with("--"))
+            && let Some(last) = lines.last_mut()
+        {
+            last.push(' ');
+            last.push_str(syntax);
         }
     }
     keysmith_commands(&lines.join("\n"))
