@@ -121,6 +121,21 @@ fn every_shell_and_rust_example_is_run_or_marked_not_run() {
                     b.at
                 ));
             }
+            let first = b.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let looks_like_shell = ["$ ", "keysmith ", "cargo ", "curl ", "sudo "]
+                .iter()
+                .any(|p| first.starts_with(p));
+            let is_reference = chapter.ends_with("cli.md") && first.starts_with("keysmith [");
+            if matches!(b.lang.as_str(), "text" | "")
+                && !b.attrs.iter().any(|a| a == "output")
+                && looks_like_shell
+                && !is_reference
+            {
+                problems.push(format!(
+                    "{}: a shell example in a ```{} block: write ```sh (run) or ```sh,norun",
+                    b.at, b.lang
+                ));
+            }
             if b.attrs.iter().any(|a| a == "output") {
                 let after_run =
                     i > 0 && is_shell(&blocks[i - 1].lang) && blocks[i - 1].attrs.is_empty();
