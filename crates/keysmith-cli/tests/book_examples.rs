@@ -1,7 +1,8 @@
 //! The user guide's examples (`docs/book/src`): every shell example is run
 //! here with the real `keysmith` binary, or marked as not run, and every Rust
-//! example is marked `ignore` (the one in Getting started is included from
-//! `crates/keysmith/examples/quickstart.rs`, which `cargo test` runs).
+//! example is marked `ignore` (the one in Getting started and the README is
+//! `crates/keysmith/examples/quickstart.rs`'s, which `cargo test` runs: a test
+//! here checks that they show it as it is).
 //!
 //! A ` ```sh ` block runs with `bash -e -o pipefail`, the `keysmith` binary
 //! first on `PATH`, in a new directory per chapter whose store
@@ -417,4 +418,38 @@ fn the_command_reference_names_every_command_and_only_real_flags() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_library_examples_of_the_readme_and_the_guide_are_the_quickstart_example_cargo_test_runs() {
+    let root = book_src().join("../../..");
+    let example =
+        std::fs::read_to_string(root.join("crates/keysmith/examples/quickstart.rs")).unwrap();
+    let start = example
+        .find("// ANCHOR: body\n")
+        .expect("the example's anchor")
+        + "// ANCHOR: body\n".len();
+    let end = example
+        .find("// ANCHOR_END: body")
+        .expect("the example's anchor end");
+    let body: String = example[start..end]
+        .trim_end_matches(' ')
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    for page in [
+        root.join("README.md"),
+        book_src().join("getting-started.md"),
+    ] {
+        let shown = blocks(&page)
+            .into_iter()
+            .find(|b| b.lang == "rust")
+            .unwrap_or_else(|| panic!("{} has a Rust example", page.display()));
+        assert_eq!(
+            shown.text.trim_end(),
+            body.trim_end(),
+            "{}: the Rust example is not crates/keysmith/examples/quickstart.rs's (between its ANCHOR lines)",
+            shown.at
+        );
+    }
 }

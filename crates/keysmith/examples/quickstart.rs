@@ -1,6 +1,7 @@
-//! The library in five minutes, as the user guide's "Getting started" shows
-//! it (the guide includes the part between the ANCHOR lines, so what it shows
-//! is what `cargo test` compiles and runs: the example has `test = true`).
+//! The library in five minutes, as the README and the user guide's "Getting
+//! started" show it: they show the part between the ANCHOR lines, and
+//! `keysmith-cli`'s test `book_examples` checks that they show it as it is
+//! here, which `cargo test` compiles and runs (the example has `test = true`).
 //!
 //! ```sh
 //! cargo run -p keysmith --example quickstart            # a store in a temporary directory
