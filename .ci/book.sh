@@ -13,12 +13,15 @@ MDBOOK_VERSION=0.5.4
 out="${CARGO_TARGET_DIR:-target}/book"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
+# cargo install puts it here; this may not be on PATH on a fresh machine.
+export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin"
 if ! command -v mdbook >/dev/null 2>&1 || [ "$(mdbook --version)" != "mdbook v$MDBOOK_VERSION" ]; then
   # From crates.io, built from source (about 4 minutes on 2 cores); only the
   # search feature: no file watcher or web server is needed to build.
   echo "book: installing mdbook $MDBOOK_VERSION"
   cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features --features search
 fi
+[ "$(mdbook --version)" = "mdbook v$MDBOOK_VERSION" ] || { echo "book: mdbook $MDBOOK_VERSION is not the mdbook on PATH ($(command -v mdbook))" >&2; exit 1; }
 
 echo "book: mdbook build docs/book -> $out"
 rm -rf "$out"
