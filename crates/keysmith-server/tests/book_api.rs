@@ -28,17 +28,23 @@ fn document_text(doc: &Value) -> String {
 fn grant(method: &str, path: &str) -> String {
     let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("a method");
     match requirement(&method, path) {
-        Requirement::Open => "none (a probe)".to_string(),
+        Requirement::Open => "none (probe)".to_string(),
         Requirement::Grant(need) if need.target == Target::Known => {
-            "any principal the server knows".to_string()
+            "any known principal".to_string()
         }
         Requirement::Grant(need) => {
             let on = match need.target {
-                Target::Path => "the name in the path".to_string(),
-                Target::Body => "the name in the body".to_string(),
-                Target::IdsGroup => "the ids worker group".to_string(),
+                Target::Path => {
+                    let param = path
+                        .split('/')
+                        .find(|p| p.starts_with('{'))
+                        .unwrap_or("{name}");
+                    format!("`{param}`")
+                }
+                Target::Body => "the body's `name`".to_string(),
+                Target::IdsGroup => "the ids group".to_string(),
                 Target::Fixed(name) => format!("`{name}`"),
-                Target::Listed => "some name (the answer lists only those)".to_string(),
+                Target::Listed => "some name; lists only those".to_string(),
                 Target::Known => unreachable!("answered above"),
             };
             format!("`{}` on {}", need.action, on)
@@ -68,7 +74,7 @@ fn routes_markdown(doc: &Value) -> String {
         info["version"].as_str().unwrap_or("?"),
         doc["openapi"].as_str().unwrap_or("?"),
     ));
-    out.push_str("| method | path | what it does | grant |\n| --- | --- | --- | --- |\n");
+    out.push_str("| route | what it does | grant |\n| --- | --- | --- |\n");
     let paths = doc["paths"].as_object().expect("paths");
     let mut names: Vec<&String> = paths.keys().collect();
     names.sort();
@@ -79,7 +85,7 @@ fn routes_markdown(doc: &Value) -> String {
             };
             let summary = op["summary"].as_str().unwrap_or("").replace('|', "\\|");
             out.push_str(&format!(
-                "| {} | `{}` | {} | {} |\n",
+                "| `{} {}` | {} | {} |\n",
                 method.to_ascii_uppercase(),
                 path,
                 summary,
@@ -126,7 +132,7 @@ fn every_route_of_the_document_is_in_the_route_list() {
         for method in METHODS {
             if item.get(method).is_some() {
                 operations += 1;
-                let row = format!("| {} | `{}` |", method.to_ascii_uppercase(), path);
+                let row = format!("| `{} {}` |", method.to_ascii_uppercase(), path);
                 assert!(list.contains(&row), "{row} missing from the route list");
             }
         }
