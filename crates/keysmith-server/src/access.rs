@@ -612,6 +612,8 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         | "/v1/sequences/{name}/tickets"
         | "/v1/sequences/{name}/tickets/{ticket}/commit"
         | "/v1/sequences/{name}/tickets/{ticket}/release"
+        | "/v1/sequences/{name}/tickets/commit"
+        | "/v1/sequences/{name}/tickets/release"
             if post =>
         {
             n(Use, K::Sequence, T::Path)
@@ -632,6 +634,8 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         "/v1/workers/{group}/lease"
         | "/v1/workers/{group}/lease/{token}/renew"
         | "/v1/workers/{group}/lease/{token}/release"
+        | "/v1/workers/{group}/lease/renew"
+        | "/v1/workers/{group}/lease/release"
             if post =>
         {
             n(Use, K::WorkerGroup, T::Path)

@@ -76,7 +76,9 @@ struct Top;
 /// cut off at the request timeout, and those that take values (their own
 /// deadline, see [`crate::routes::body_by_deadline`]). The one list the
 /// router ([`crate::router`]) and the document ([`document_for`]) are made
-/// from.
+/// from. The deprecated routes (tokens and tickets in the path) are still
+/// served, marked deprecated in the document.
+#[allow(deprecated)]
 pub(crate) fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
     let bounded = OpenApiRouter::new()
         .routes(routes!(seq::create, seq::list))
@@ -84,6 +86,8 @@ pub(crate) fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(r::tickets::take))
         .routes(routes!(r::tickets::commit))
         .routes(routes!(r::tickets::release))
+        .routes(routes!(r::tickets::commit_body))
+        .routes(routes!(r::tickets::release_body))
         .routes(routes!(r::tickets::parse))
         .routes(routes!(pools::create, pools::list))
         .routes(routes!(pools::show, pools::drop))
@@ -93,6 +97,8 @@ pub(crate) fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(r::workers::lease))
         .routes(routes!(r::workers::renew))
         .routes(routes!(r::workers::release))
+        .routes(routes!(r::workers::renew_body))
+        .routes(routes!(r::workers::release_body))
         .routes(routes!(r::ids::decode))
         .routes(routes!(r::fence::post))
         .routes(routes!(r::counters::next))

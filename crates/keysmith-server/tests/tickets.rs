@@ -193,3 +193,71 @@ async fn periodic_formatted_numbers_and_parse() {
     }
     srv.stop().await;
 }
+
+/// The commit and release routes that take the ticket in the body (the
+/// ticket never in a URL): the same answers as the deprecated path forms,
+/// and bad bodies refused with a 400 that changes nothing.
+#[tokio::test]
+async fn tickets_settle_with_the_ticket_in_the_body() {
+    let srv = TestServer::start().await;
+    let (st, v) = create(&srv, json!({"name": "b", "gapless": true})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let (_, a) = take(&srv, "b", "").await;
+    let (_, b) = take(&srv, "b", "").await;
+    let (ta, tb) = (a["ticket"].as_str().unwrap(), b["ticket"].as_str().unwrap());
+    let body = |what: &str, v: Value| {
+        let path = format!("/v1/sequences/b/tickets/{what}");
+        let srv = &srv;
+        async move { srv.call(Method::POST, &path, Some(v)).await }
+    };
+
+    // Bad bodies: no ticket, an unknown field, a number, junk; a 400 each.
+    for bad in [
+        json!({}),
+        json!({"ticket": ta, "extra": 1}),
+        json!({"ticket": 7}),
+        json!({"ticket": "junk"}),
+    ] {
+        let (st, v) = body("commit", bad.clone()).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    // ... and they changed nothing: a's ticket still commits, once.
+    let (st, v) = body("commit", json!({"ticket": ta})).await;
+    assert_eq!(
+        (st, v["committed"].clone()),
+        (StatusCode::OK, json!(1)),
+        "{v}"
+    );
+    let (st, v) = body("commit", json!({"ticket": ta})).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{v}");
+    let (st, v) = body("release", json!({"ticket": tb})).await;
+    assert_eq!(
+        (st, v["released"].clone()),
+        (StatusCode::OK, json!(2)),
+        "{v}"
+    );
+    let (_, c) = take(&srv, "b", "").await;
+    assert_eq!(c["value"], 2, "the released number comes back first");
+    // The deprecated path form still works.
+    let (st, v) = settle(&srv, "b", c["ticket"].as_str().unwrap(), "commit").await;
+    assert_eq!(
+        (st, v["committed"].clone()),
+        (StatusCode::OK, json!(2)),
+        "{v}"
+    );
+    // Both forms are in the API document; the path forms are deprecated.
+    let (_, doc) = srv.call(Method::GET, "/openapi.json", None).await;
+    let paths = &doc["paths"];
+    for what in ["commit", "release"] {
+        assert!(
+            paths[format!("/v1/sequences/{{name}}/tickets/{what}")]["post"].is_object(),
+            "{what}"
+        );
+        assert_eq!(
+            paths[format!("/v1/sequences/{{name}}/tickets/{{ticket}}/{what}")]["post"]["deprecated"],
+            true,
+            "{what}"
+        );
+    }
+    srv.stop().await;
+}

@@ -148,3 +148,66 @@ async fn listing_needs_the_token() {
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(list(&srv, "g").await, json!({"group": "g", "workers": []}));
 }
+
+/// Renew and release with the token in the body (never in a URL): the
+/// same answers as the deprecated path forms; a bad body is a 400 that
+/// changes nothing; a renewed lease's old token is refused.
+#[tokio::test]
+async fn leases_renew_and_release_with_the_token_in_the_body() {
+    let srv = TestServer::start().await;
+    let a = lease(&srv, "tb", 60_000).await;
+    let tok = a["lease"].as_str().unwrap().to_owned();
+    for bad in [
+        json!({}),
+        json!({"token": 1}),
+        json!({"token": "junk"}),
+        json!({"token": tok, "x": 1}),
+    ] {
+        let (st, v) = srv
+            .call(
+                Method::POST,
+                "/v1/workers/tb/lease/renew",
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+        let (st, v) = srv
+            .call(
+                Method::POST,
+                "/v1/workers/tb/lease/release",
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    // Nothing changed: worker 0 is still held by a.
+    assert_eq!(list(&srv, "tb").await["workers"][0]["held"], true);
+    let (st, r) = srv
+        .call(
+            Method::POST,
+            "/v1/workers/tb/lease/renew?ttl_ms=30000",
+            Some(json!({"token": tok})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!(r["worker"], a["worker"]);
+    let renewed = r["lease"].as_str().unwrap();
+    let (st, v) = srv
+        .call(
+            Method::POST,
+            "/v1/workers/tb/lease/release",
+            Some(json!({"token": renewed})),
+        )
+        .await;
+    assert_eq!((st, &v["released"]), (StatusCode::OK, &json!(true)), "{v}");
+    assert_eq!(list(&srv, "tb").await["workers"][0]["held"], false);
+    let (_, doc) = srv.call(Method::GET, "/openapi.json", None).await;
+    for what in ["renew", "release"] {
+        assert!(doc["paths"][format!("/v1/workers/{{group}}/lease/{what}")]["post"].is_object());
+        assert_eq!(
+            doc["paths"][format!("/v1/workers/{{group}}/lease/{{token}}/{what}")]["post"]["deprecated"],
+            true
+        );
+    }
+    srv.stop().await;
+}

@@ -148,12 +148,13 @@ pub(crate) async fn take(
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/commit`.
 #[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/commit", summary = "Make a taken number final",
-    description = "Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
+    description = "Deprecated: the ticket in the URL reaches proxies' and access logs; use `POST /v1/sequences/{name}/tickets/commit` with the ticket in the body. Refused with a 409, changing nothing, when the ticket no longer holds the number (committed or released already, \
         or expired and taken by another).",
     params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number committed.", body = CommittedBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
+#[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/sequences/{name}/tickets/commit with it in the body"]
 pub(crate) async fn commit(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
@@ -168,11 +169,13 @@ pub(crate) async fn commit(
 }
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/release`.
-#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/release", summary = "Free a taken number: it is the next one taken", description = "",
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/{ticket}/release", summary = "Free a taken number: it is the next one taken",
+    description = "Deprecated: the ticket in the URL reaches proxies' and access logs; use `POST /v1/sequences/{name}/tickets/release` with the ticket in the body.",
     params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number released.", body = ReleasedNumberBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
+#[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/sequences/{name}/tickets/release with it in the body"]
 pub(crate) async fn release(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
@@ -180,6 +183,67 @@ pub(crate) async fn release(
     keysmith::validate_name(&name)?;
     let h = open(&state, &name).await?;
     let f = h.release(&ticket).await?;
+    Ok(Json(ReleasedNumberBody {
+        released: Value::of(&h, f),
+    })
+    .into_response())
+}
+
+/// The body of the commit and release routes that keep the ticket out of
+/// the URL: `{"ticket": "..."}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = TicketRef)]
+pub(crate) struct TicketRef {
+    /// The ticket the take answered with.
+    ticket: String,
+}
+
+/// `POST /v1/sequences/{name}/tickets/commit` with `{"ticket": ...}`:
+/// [`commit`] with the ticket in the body.
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/commit", summary = "Make a taken number final",
+    description = "The ticket travels in the body, never in the URL. Refused with a 409, changing nothing, when the ticket no longer holds \
+        the number (committed or released already, or expired and taken by another).",
+    params(crate::schemas::NameParam),
+    request_body = TicketRef,
+    responses((status = 200, description = "The number committed.", body = CommittedBody),
+        (status = 400, description = "No ticket, or not a ticket.", body = crate::error::ErrorBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
+pub(crate) async fn commit_body(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(b): JsonBody<TicketRef>,
+) -> ApiResult<Response> {
+    keysmith::validate_name(&name)?;
+    let h = open(&state, &name).await?;
+    let f = h.commit(&b.ticket).await?;
+    Ok(Json(CommittedBody {
+        committed: Value::of(&h, f),
+    })
+    .into_response())
+}
+
+/// `POST /v1/sequences/{name}/tickets/release` with `{"ticket": ...}`:
+/// [`release`] with the ticket in the body.
+#[utoipa::path(post, path = "/v1/sequences/{name}/tickets/release", summary = "Free a taken number: it is the next one taken",
+    description = "The ticket travels in the body, never in the URL.",
+    params(crate::schemas::NameParam),
+    request_body = TicketRef,
+    responses((status = 200, description = "The number released.", body = ReleasedNumberBody),
+        (status = 400, description = "No ticket, or not a ticket.", body = crate::error::ErrorBody),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
+pub(crate) async fn release_body(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(b): JsonBody<TicketRef>,
+) -> ApiResult<Response> {
+    keysmith::validate_name(&name)?;
+    let h = open(&state, &name).await?;
+    let f = h.release(&b.ticket).await?;
     Ok(Json(ReleasedNumberBody {
         released: Value::of(&h, f),
     })

@@ -17,7 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Name, QueryParams};
+use crate::extract::{JsonBody, Name, QueryParams};
 
 /// The longest TTL, ms (a day).
 pub(crate) const MAX_TTL_MS: u64 = keysmith::store::MAX_WORKER_TTL.as_millis() as u64;
@@ -134,11 +134,13 @@ pub(crate) async fn lease(
 
 /// `POST /v1/workers/{group}/lease/{token}/renew?ttl_ms=T`: the lease with a
 /// new token; 409 when it expired or another holder took the worker id.
-#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/renew", summary = "Renew a worker lease; answers with a new token", description = "",
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/renew", summary = "Renew a worker lease; answers with a new token",
+    description = "Deprecated: the token in the URL reaches proxies' and access logs; use `POST /v1/workers/{group}/lease/renew` with the token in the body.",
     params(crate::schemas::GroupParam, crate::schemas::TokenParam, RenewQuery),
     responses((status = 200, description = "The lease, renewed.", body = crate::schemas::library::HeldWorker),
         (status = 409, description = "The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it.", body = crate::error::ErrorBody),
         (status = 413, description = "ttl_ms above this server's limit (`--max-worker-ttl-ms`).", body = crate::error::ErrorBody)))]
+#[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/workers/{group}/lease/renew with it in the body"]
 pub(crate) async fn renew(
     State(state): State<AppState>,
     GroupToken(group, token): GroupToken,
@@ -159,14 +161,65 @@ pub(crate) struct Released {
 
 /// `POST /v1/workers/{group}/lease/{token}/release` -> `{"released": bool}`
 /// (`false`: the lease was lost already).
-#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/release", summary = "Release a worker lease: the worker id is free at once, its time floor stays", description = "",
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/{token}/release", summary = "Release a worker lease: the worker id is free at once, its time floor stays",
+    description = "Deprecated: the token in the URL reaches proxies' and access logs; use `POST /v1/workers/{group}/lease/release` with the token in the body.",
     params(crate::schemas::GroupParam, crate::schemas::TokenParam),
     responses((status = 200, description = "Whether it was released.", body = Released)))]
+#[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/workers/{group}/lease/release with it in the body"]
 pub(crate) async fn release(
     State(state): State<AppState>,
     GroupToken(group, token): GroupToken,
 ) -> ApiResult<Json<Released>> {
     let released = leases(&state).release(&group, &token).await?;
+    Ok(Json(Released { released }))
+}
+
+/// The body of the renew and release routes that keep the token out of the
+/// URL: `{"token": "..."}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = LeaseTokenBody)]
+pub(crate) struct TokenBody {
+    /// The token the lease (or its last renewal) answered with.
+    token: String,
+}
+
+/// `POST /v1/workers/{group}/lease/renew?ttl_ms=T` with `{"token": ...}`:
+/// [`renew`] with the token in the body, where no proxy or access log
+/// records it.
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/renew", summary = "Renew a worker lease; answers with a new token",
+    description = "The token travels in the body, never in the URL, so proxies and access logs do not record it.",
+    params(crate::schemas::GroupParam, RenewQuery),
+    request_body = TokenBody,
+    responses((status = 200, description = "The lease, renewed.", body = crate::schemas::library::HeldWorker),
+        (status = 400, description = "No token, or not one this server signed.", body = crate::error::ErrorBody),
+        (status = 409, description = "The lease expired, or another holder leased the worker id since (`lease_refused`): stop issuing ids with it.", body = crate::error::ErrorBody),
+        (status = 413, description = "ttl_ms above this server's limit (`--max-worker-ttl-ms`), or the body over the limit.", body = crate::error::ErrorBody)))]
+pub(crate) async fn renew_body(
+    State(state): State<AppState>,
+    Name(group): Name,
+    QueryParams(q): QueryParams<RenewQuery>,
+    JsonBody(b): JsonBody<TokenBody>,
+) -> ApiResult<Json<HeldWorker>> {
+    let ttl = ttl(&state, q.ttl_ms.as_ref())?;
+    Ok(Json(leases(&state).renew(&group, &b.token, ttl).await?))
+}
+
+/// `POST /v1/workers/{group}/lease/release` with `{"token": ...}`:
+/// [`release`] with the token in the body.
+#[utoipa::path(post, path = "/v1/workers/{group}/lease/release", summary = "Release a worker lease: the worker id is free at once, its time floor stays",
+    description = "The token travels in the body, never in the URL, so proxies and access logs do not record it.",
+    params(crate::schemas::GroupParam),
+    request_body = TokenBody,
+    responses((status = 200, description = "Whether it was released.", body = Released),
+        (status = 400, description = "No token, or not one this server signed.", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
+pub(crate) async fn release_body(
+    State(state): State<AppState>,
+    Name(group): Name,
+    JsonBody(b): JsonBody<TokenBody>,
+) -> ApiResult<Json<Released>> {
+    let released = leases(&state).release(&group, &b.token).await?;
     Ok(Json(Released { released }))
 }
 
