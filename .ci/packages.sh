@@ -63,15 +63,16 @@ import json, sys
 pub, unpub = sys.argv[1].split(), sys.argv[2].split()
 bad = []
 for p in json.load(sys.stdin)["packages"]:
-    if p["name"] in unpub:
+    name = p["name"]
+    if name in unpub:
         if p["publish"] != []:
-            bad.append(f"{p[\"name\"]}: needs publish = false")
-    elif p["name"] in pub:
+            bad.append(f"{name}: needs publish = false")
+    elif name in pub:
         for field in ("description", "license", "repository", "readme", "keywords", "categories", "rust_version"):
             if not p.get(field):
-                bad.append(f"{p[\"name\"]}: no {field}")
+                bad.append(f"{name}: no {field}")
     else:
-        bad.append(f"{p[\"name\"]}: neither publishable nor listed as unpublished in .ci/packages.sh")
+        bad.append(f"{name}: neither publishable nor listed as unpublished in .ci/packages.sh")
 if bad:
     sys.exit("crate metadata: " + "; ".join(bad))
 ' "${publishable[*]}" "${unpublished[*]}"
@@ -86,7 +87,7 @@ if bad:
     [ -f "$crate" ] || crate=$(ls "$target/package/$c"-[0-9]*.crate)
     local list
     list=$(tar tzf "$crate")
-    for f in README.md LICENSE-MIT LICENSE-APACHE Cargo.toml src/; do
+    for f in README.md LICENSE-MIT LICENSE-APACHE Cargo.toml; do
       grep -qx "$c-[^/]*/$f" <<<"$list" || die "$crate lacks $f"
     done
     # Every file git tracks under the crate (but what `exclude` leaves out
@@ -141,8 +142,9 @@ python_packages() {
   sdist=$(ls "$work"/dist/keysmith_client-*.tar.gz)
   wheel=$(ls "$work"/dist/keysmith_client-*.whl)
   # The package has type hints: the marker is in both.
-  python3 -m zipfile -l "$wheel" | grep -q 'keysmith_client/py.typed' || die "$wheel lacks py.typed"
-  tar tzf "$sdist" | grep -q 'keysmith_client/py.typed' || die "$sdist lacks py.typed"
+  # (Lists read whole before grep: under pipefail, grep -q would cut them off.)
+  grep -q 'keysmith_client/py.typed' <<<"$(python3 -m zipfile -l "$wheel")" || die "$wheel lacks py.typed"
+  grep -q 'keysmith_client/py.typed' <<<"$(tar tzf "$sdist")" || die "$sdist lacks py.typed"
   for artifact in "$sdist" "$wheel"; do
     local venv="$work/venv-${artifact##*.}"
     python3 -m venv "$venv"
@@ -160,7 +162,7 @@ npm_package() {
   local tgz
   tgz=$(cd clients/typescript && npm pack --silent --pack-destination "$work")
   tgz="$work/$tgz"
-  tar tzf "$tgz" | grep -qx 'package/dist/index.d.ts' || die "$tgz lacks dist/index.d.ts"
+  grep -qx 'package/dist/index.d.ts' <<<"$(tar tzf "$tgz")" || die "$tgz lacks dist/index.d.ts"
   mkdir -p "$work/ts-project"
   cp packaging/smoke/smoke.mjs packaging/smoke/check.ts "$work/ts-project/"
   (
