@@ -145,6 +145,10 @@ python_packages() {
   # (Lists read whole before grep: under pipefail, grep -q would cut them off.)
   grep -q 'keysmith_client/py.typed' <<<"$(python3 -m zipfile -l "$wheel")" || die "$wheel lacks py.typed"
   grep -q 'keysmith_client/py.typed' <<<"$(tar tzf "$sdist")" || die "$sdist lacks py.typed"
+  for f in LICENSE-MIT LICENSE-APACHE; do
+    grep -q "$f" <<<"$(python3 -m zipfile -l "$wheel")" || die "$wheel lacks $f"
+    grep -q "$f" <<<"$(tar tzf "$sdist")" || die "$sdist lacks $f"
+  done
   for artifact in "$sdist" "$wheel"; do
     local venv="$work/venv-${artifact##*.}"
     python3 -m venv "$venv"
@@ -162,7 +166,9 @@ npm_package() {
   local tgz
   tgz=$(cd clients/typescript && npm pack --silent --pack-destination "$work")
   tgz="$work/$tgz"
-  grep -qx 'package/dist/index.d.ts' <<<"$(tar tzf "$tgz")" || die "$tgz lacks dist/index.d.ts"
+  for f in dist/index.d.ts dist/index.js README.md LICENSE-MIT LICENSE-APACHE; do
+    grep -qx "package/$f" <<<"$(tar tzf "$tgz")" || die "$tgz lacks $f"
+  done
   mkdir -p "$work/ts-project"
   cp packaging/smoke/smoke.mjs packaging/smoke/check.ts "$work/ts-project/"
   (
