@@ -22,7 +22,7 @@
 #
 # Takes the binary from $KEYSMITH_BIN (else builds `cargo build -p keysmith-cli`).
 # Installs when missing: cargo-deb (cargo install --locked, pinned, into the
-# target dir), python3-venv (apt, as root); pip installs `build` into a venv
+# target dir), python3-venv, systemd, man-db, dpkg-dev (apt, as root); pip installs `build` into a venv
 # and npm installs typescript (pinned) into the scratch project; nothing global.
 # Prints the seconds each part took.
 set -euo pipefail
@@ -186,14 +186,21 @@ npm_package() {
 # --- 4. debian ---------------------------------------------------------------
 debian_package() {
   log "cargo deb (keysmith-cli): unit, config, completions, man pages; dpkg -i"
-  for tool in dpkg-deb systemd-analyze man; do
-    command -v "$tool" >/dev/null || die "$tool not found (Debian: dpkg, systemd, man-db)"
+  # Debian packages: systemd (systemd-analyze; the container need not run
+  # it), man-db (man, which systemd-analyze verify uses for Documentation=),
+  # dpkg-dev (dpkg-shlibdeps, for the package's Depends).
+  local need=() entry
+  for entry in systemd:systemd-analyze man-db:man dpkg-dev:dpkg-shlibdeps; do
+    command -v "${entry#*:}" >/dev/null || need+=("${entry%%:*}")
   done
-  local tools="$target/tools"
-  if [ "$("$tools/bin/cargo-deb" --version 2>/dev/null)" != "$CARGO_DEB_VERSION" ] &&
-    [ "$("$tools/bin/cargo-deb" --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
-    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" --root "$tools"
+  if [ ${#need[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || die "missing ${need[*]}: apt-get install ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
+  local tools="$target/tools"
+  [ "$("$tools/bin/cargo-deb" --version 2>/dev/null)" = "cargo-deb $CARGO_DEB_VERSION" ] ||
+    cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" --root "$tools"
   # The binary the tests built (dev profile): the check is of the packaging,
   # and a release build would double CI's compile time. A release is
   # `cargo deb -p keysmith-cli` (release profile, stripped).
