@@ -82,28 +82,36 @@ enum Command {
     /// ticket, then commit or release it.
     #[command(subcommand)]
     Ticket(cmd::ticket::TicketCommand),
-    /// Moves from Meituan Leaf or Didi Tinyid: one sequence per row of their
-    /// MySQL table, starting above its max_id (build with --features mysql).
+    /// Moves from Meituan Leaf or Didi Tinyid.
+    ///
+    /// Makes one sequence per row of their MySQL table, starting above its
+    /// max_id. Needs a keysmith built with MySQL support (cargo feature
+    /// `mysql`).
     Import(cmd::import::ImportArgs),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(Box<cmd::serve::ServeArgs>),
     /// Access files of `serve --access-file`: hash a token, check a file.
     #[command(subcommand)]
     Access(cmd::access::AccessCommand),
-    /// Checks no value repeats on this store: worker processes allocate from
-    /// a scratch sequence and pool while some are killed with SIGKILL.
+    /// Checks no value repeats on this store.
+    ///
+    /// Worker processes allocate from a scratch sequence and pool while some
+    /// are killed with SIGKILL.
     Verify(cmd::verify::VerifyArgs),
     /// One worker of `verify` (started by it, not by hand).
     #[command(hide = true)]
     VerifyWorker(cmd::verify::WorkerArgs),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
-    /// for the whole command tree: `keysmith completions bash > /etc/bash_completion.d/keysmith`.
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For the whole command tree, e.g.
+    /// `keysmith completions bash > /etc/bash_completion.d/keysmith`.
     Completions {
         /// The shell to complete in.
         shell: clap_complete::Shell,
     },
-    /// Print the man page keysmith(1) in roff, or keysmith-SUBCOMMAND(1):
-    /// `keysmith man | man -l -`, `keysmith man serve > keysmith-serve.1`.
+    /// Prints the man page keysmith(1), or keysmith-SUBCOMMAND(1), in roff.
+    ///
+    /// E.g. `keysmith man | man -l -`, `keysmith man serve > keysmith-serve.1`.
     Man {
         /// A subcommand whose page to print (`serve`, `pool`, ...).
         subcommand: Option<String>,
@@ -251,5 +259,38 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use clap::CommandFactory;
+
+    /// Every command and subcommand says what it does, and every argument
+    /// and option what it is: `--help` never lists a bare flag.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        let mut root = super::Cli::command();
+        root.build();
+        root.clone().debug_assert();
+        let mut missing = Vec::new();
+        let mut stack = vec![(String::from("keysmith"), root)];
+        while let Some((path, cmd)) = stack.pop() {
+            if cmd.get_about().is_none() && path != "keysmith" {
+                missing.push(format!("{path}: no about"));
+            }
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    missing.push(format!("{path} {}: no help", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_name() != "help" && !sub.is_hide_set() {
+                    stack.push((format!("{path} {}", sub.get_name()), sub.clone()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
     }
 }

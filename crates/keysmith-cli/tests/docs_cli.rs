@@ -52,3 +52,88 @@ fn man_pages_for_the_command_and_each_subcommand() {
     assert!(err.contains("nope") && err.contains("serve"), "{err}");
     assert!(none.stdout.is_empty());
 }
+
+/// The subcommands a `--help` output lists under "Commands:", but `help`.
+fn listed_subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn create_help_shows_the_format_placeholders_literally() {
+    // clap turns a help text's `{n}` into a line break; the template's
+    // example must survive it, on one line.
+    let out = keysmith(&["create", "--help"]);
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8(out.stdout).unwrap();
+    let line = help
+        .lines()
+        .find(|l| l.contains("--format <TEMPLATE>"))
+        .expect("create --help lists --format");
+    assert!(
+        line.contains("literal text with {n} (or {n:04}, zero-padded)")
+            && line.contains("Default with --period: {period}-{n}"),
+        "{line}"
+    );
+    assert!(
+        !help.contains('\u{1b}'),
+        "no escape codes on a pipe: {help:?}"
+    );
+    // And the man page.
+    let page = String::from_utf8(keysmith(&["man", "create"]).stdout).unwrap();
+    assert!(page.contains("literal text with {n}"), "{page}");
+}
+
+#[test]
+fn every_subcommand_help_renders() {
+    let top = keysmith(&["--help"]);
+    assert!(top.status.success(), "{top:?}");
+    let mut queue: Vec<Vec<String>> = listed_subcommands(&String::from_utf8(top.stdout).unwrap())
+        .into_iter()
+        .map(|s| vec![s])
+        .collect();
+    assert!(queue.len() > 20, "{queue:?}");
+    let mut seen = 0;
+    while let Some(path) = queue.pop() {
+        seen += 1;
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let out = keysmith(&args);
+        let shown = path.join(" ");
+        assert!(out.status.success(), "keysmith {shown} --help: {out:?}");
+        assert!(out.stderr.is_empty(), "keysmith {shown} --help: {out:?}");
+        let help = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            help.contains(&format!("Usage: keysmith {shown}")),
+            "keysmith {shown} --help: {help}"
+        );
+        // The first line says what the command does.
+        let about = help.lines().next().unwrap_or_default();
+        assert!(
+            !about.is_empty() && !about.starts_with("Usage"),
+            "keysmith {shown} --help has no description: {help}"
+        );
+        // `keysmith help PATH` prints the same.
+        let mut via_help = vec!["help"];
+        via_help.extend(path.iter().map(String::as_str));
+        let again = keysmith(&via_help);
+        assert!(again.status.success(), "keysmith help {shown}: {again:?}");
+        assert_eq!(
+            String::from_utf8(again.stdout).unwrap(),
+            help,
+            "keysmith help {shown}"
+        );
+        for sub in listed_subcommands(&help) {
+            let mut deeper = path.clone();
+            deeper.push(sub);
+            queue.push(deeper);
+        }
+    }
+    assert!(seen >= 50, "only {seen} commands walked");
+}

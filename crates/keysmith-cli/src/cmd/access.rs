@@ -12,8 +12,10 @@ use crate::Global;
 /// Access file commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum AccessCommand {
-    /// Reads a token on standard input and prints its SHA-256 digest, the
-    /// `token_sha256` of an access file. One trailing newline is dropped.
+    /// Reads a token on standard input and prints its SHA-256 digest.
+    ///
+    /// The digest is the `token_sha256` of an access file. One trailing
+    /// newline is dropped.
     /// The token is never taken as an argument, where `ps` would show it.
     Hash,
     /// Checks an access file and prints its principals and grants; exits

@@ -54,19 +54,19 @@ pub struct LayoutArgs {
     #[arg(long, default_value = "snowflake")]
     preset: String,
     /// Bits of time.
-    #[arg(long)]
+    #[arg(long, value_name = "BITS")]
     time_bits: Option<u32>,
     /// Bits of worker id.
-    #[arg(long)]
+    #[arg(long, value_name = "BITS")]
     worker_bits: Option<u32>,
     /// Bits of sequence per time unit.
-    #[arg(long)]
+    #[arg(long, value_name = "BITS")]
     sequence_bits: Option<u32>,
     /// Milliseconds per time unit.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     unit_ms: Option<i64>,
     /// Time zero, milliseconds since 1970 (default 2024-01-01).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     epoch_ms: Option<i64>,
     /// Accept a layout whose ids run out within 30 years.
     #[arg(long)]
@@ -106,10 +106,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     workers: Option<i64>,
     /// The worker lease's time to live, ms.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
     ttl_ms: u64,
     /// How far ids may run ahead of a clock that went back, ms.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
     max_borrow_ms: u64,
 }
 

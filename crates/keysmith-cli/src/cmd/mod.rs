@@ -32,6 +32,22 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A help text shown as written: clap reads `{n}` in help as a line break,
+/// which would swallow the `{n}` of a number template. Each `{n}` is split by
+/// an invisible style reset, which clap's renderer drops (or, on a colour
+/// terminal, prints as nothing), so the user sees `{n}`.
+pub fn literal_help(text: &str) -> clap::builder::StyledStr {
+    use std::fmt::Write;
+    let mut out = clap::builder::StyledStr::new();
+    let mut parts = text.split("{n}");
+    out.push_str(parts.next().unwrap_or_default());
+    for part in parts {
+        // Writing to a StyledStr cannot fail.
+        let _ = write!(out, "{{{}n}}{part}", clap::builder::styling::Reset);
+    }
+    out
+}
+
 /// `--increment K [--offset R]`: a residue class, taken by `create` and
 /// `pool create` alike.
 #[derive(Debug, Clone, Default, clap::Args)]

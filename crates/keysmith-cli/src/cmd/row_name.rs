@@ -13,8 +13,10 @@ pub enum RowNameCommand {
         /// A row name, e.g. https://example.com/a#en_GB/3.7 or user/alice.
         name: String,
     },
-    /// Takes the next revision number of a branch from the store and prints
-    /// the revision's row name. The branch's revision sequence (named after
+    /// Takes the next revision number of a branch and prints the revision's
+    /// row name.
+    ///
+    /// The branch's revision sequence (named after
     /// the branch row, e.g. https://example.com/a#3) is created on first use.
     Revision {
         /// The content's URL (made canonical).

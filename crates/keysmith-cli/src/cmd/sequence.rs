@@ -18,6 +18,11 @@ use crate::Global;
 /// The most values one `next` prints (it streams them a block at a time).
 const MAX_COUNT: i64 = 1_000_000_000;
 
+/// `create --format`'s help: the template's placeholders, shown literally.
+const FORMAT_HELP: &str = "How numbers are printed: literal text with {n} (or {n:04}, zero-padded) \
+    once, and {period} once with --period, e.g. INV-{period}-{n:04}. Default with --period: \
+    {period}-{n}";
+
 /// Sequence commands.
 #[derive(Debug, clap::Subcommand)]
 pub enum SequenceCommand {
@@ -42,10 +47,9 @@ pub enum SequenceCommand {
         /// clock); the period is part of every number.
         #[arg(long, value_name = "day|month|year")]
         period: Option<String>,
-        /// How numbers are printed: literal text with {n} (or {n:04}, zero-padded)
-        /// once, and {period} once with --period, e.g. INV-{period}-{n:04}.
-        /// Default with --period: {period}-{n}.
-        #[arg(long, value_name = "TEMPLATE")]
+        // How numbers are printed (FORMAT_HELP; through `literal_help`, as
+        // clap would print a doc comment's `{n}` as a line break).
+        #[arg(long, value_name = "TEMPLATE", help = super::literal_help(FORMAT_HELP))]
         format: Option<String>,
         /// Values are the bit reversal of an internal counter: positive,
         /// unique, spread over the whole i64 range (no hot spot at the end of
@@ -111,8 +115,9 @@ pub enum SequenceCommand {
         #[arg(long, value_name = "N")]
         max_attempts: Option<u32>,
     },
-    /// Changes a sequence's next value, maximum or block size, safely while
-    /// handles allocate: next only moves forward, max never below the values
+    /// Changes a sequence's next value, maximum or block size.
+    ///
+    /// Safe while handles allocate: next only moves forward, max never below the values
     /// reserved so far. Prints the sequence after the change.
     Alter {
         /// The sequence.
@@ -131,8 +136,9 @@ pub enum SequenceCommand {
         #[arg(long, allow_negative_numbers = true, value_name = "N")]
         failover_skip: Option<i64>,
     },
-    /// Moves sequences forward by N values after the store went back in a way
-    /// keysmith cannot see (a file copy put back, a backup restored into the
+    /// Moves sequences forward by N values after the store went back.
+    ///
+    /// For a going back keysmith cannot see (a file copy put back, a backup restored into the
     /// same generation). Prints each before and after.
     Fence {
         /// The sequence (or --all).
@@ -148,9 +154,10 @@ pub enum SequenceCommand {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Moves a sequence's next value above the largest value a table already
-    /// holds (an SQLite or PostgreSQL database), so that new keys never
-    /// collide with the old ones. Prints what it did, or would do.
+    /// Moves a sequence's next value above the largest value a table holds.
+    ///
+    /// The table is in an SQLite, PostgreSQL or MySQL database; new keys then
+    /// never collide with the old ones. Prints what it did, or would do.
     Adopt {
         /// The sequence.
         name: String,

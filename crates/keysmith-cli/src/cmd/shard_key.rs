@@ -26,7 +26,7 @@ pub enum ShardKeyCommand {
         #[arg(long, value_parser = parse_id, allow_hyphen_values = true)]
         record: Id,
         /// A child id, in the same forms as --record; up to three, outermost first.
-        #[arg(long = "child", value_parser = parse_id, allow_hyphen_values = true)]
+        #[arg(long = "child", value_name = "ID", value_parser = parse_id, allow_hyphen_values = true)]
         children: Vec<Id>,
     },
     /// Prints the JSON form of an external string (with --json: an object with id types).
@@ -42,7 +42,7 @@ pub enum ShardKeyCommand {
         #[arg(long, requires = "origin", value_parser = parse_type)]
         record_type: Option<IdType>,
         /// With --record-type: the type of each child id, outermost first.
-        #[arg(long = "child-type", requires = "record_type", value_parser = parse_type)]
+        #[arg(long = "child-type", value_name = "TYPE", requires = "record_type", value_parser = parse_type)]
         child_types: Vec<IdType>,
     },
     /// Identity ranges: one block of ids per shard.

@@ -14,7 +14,9 @@ keysmith_shard_identity (for PostgreSQL in the URL's schema, keysmith by default
 /// Shard sets: which database is which shard.
 #[derive(Debug, clap::Subcommand)]
 pub enum ShardSetCommand {
-    /// Records each shard's id inside its own database. Every shard is read
+    /// Records each shard's id inside its own database.
+    ///
+    /// Every shard is read
     /// first: if any records a different id or cannot be reached, nothing is
     /// written anywhere. Running it again is harmless.
     #[command(after_help = CONFIG_HELP)]
@@ -23,8 +25,9 @@ pub enum ShardSetCommand {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
     },
-    /// Checks that every shard's database records the id the file gives it;
-    /// exits 1 naming the ids when one differs (a swapped configuration).
+    /// Checks that every shard's database records the id the file gives it.
+    ///
+    /// Exits 1 naming the ids when one differs (a swapped configuration).
     /// Changes nothing.
     #[command(after_help = CONFIG_HELP)]
     Check {

@@ -11,7 +11,9 @@ use crate::Global;
 #[derive(Debug, clap::Subcommand)]
 pub enum TicketCommand {
     /// Takes a number: the lowest released or expired one, else the next new
-    /// one. Prints `VALUE TICKET` on one line; keep the ticket to commit or
+    /// one.
+    ///
+    /// Prints `VALUE TICKET` on one line; keep the ticket to commit or
     /// release the number.
     Take {
         /// The sequence (created with --gapless).
@@ -22,7 +24,9 @@ pub enum TicketCommand {
         #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TICKET_TTL.as_secs())]
         ttl: u64,
     },
-    /// Makes a taken number final. Refused, changing nothing, when the ticket
+    /// Makes a taken number final.
+    ///
+    /// Refused, changing nothing, when the ticket
     /// no longer holds it (committed or released already, or expired and
     /// taken by another). Prints the number.
     Commit {

@@ -41,14 +41,14 @@ const TICK: Duration = Duration::from_millis(100);
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
     /// How long to run, in seconds (more than 0, at most 86400).
-    #[arg(long, default_value = "10", value_parser = seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = seconds, allow_negative_numbers = true)]
     seconds: f64,
     /// Worker processes running at once (1 to 256).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     procs: u16,
     /// Seconds between SIGKILLs of a random worker, which is then replaced
     /// (0: never kill; else at least 0.1).
-    #[arg(long, default_value = "1", value_parser = kill_every, allow_negative_numbers = true)]
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = kill_every, allow_negative_numbers = true)]
     kill_every: f64,
     /// Deprecated: the network-partition scenario moved to the repository's
     /// lab binary, `keysmith-bench partitions`. Says how to run it there,
