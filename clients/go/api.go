@@ -329,7 +329,11 @@ func (c *Client) TakeTicket(ctx context.Context, name string, ttlSeconds int) (T
 func (c *Client) settle(ctx context.Context, name, ticket, action, key string) (Number, error) {
 	var out map[string]Number
 	// not sent again: a repeat would be refused (the first one settled the ticket)
-	err := c.call(ctx, request{method: "POST", path: "/v1/sequences/" + seg(name) + "/tickets/" + seg(ticket) + "/" + action}, 0, &out)
+	// the ticket in the body, never in the URL
+	body := struct {
+		Ticket string `json:"ticket"`
+	}{ticket}
+	err := c.call(ctx, request{method: "POST", path: "/v1/sequences/" + seg(name) + "/tickets/" + action, body: body}, 0, &out)
 	return out[key], err
 }
 

@@ -437,13 +437,15 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 	}
 }
 
-// leaseToken: the token segment of a worker lease's path
-// (/v1/workers/GROUP/lease/TOKEN/renew and /release).
-var leaseToken = regexp.MustCompile(`(/v1/workers/[^/?#\s]*/lease/)[^/?#\s]+`)
+// leaseToken: the token segment of the deprecated path forms of a worker
+// lease's renewal and release (/v1/workers/GROUP/lease/TOKEN/renew and
+// /release). The client sends the token in the body; a server's message
+// that quotes an old-form path is still redacted.
+var leaseToken = regexp.MustCompile(`(/v1/workers/[^/?#\s]*/lease/)[^/?#\s]+(/(?:renew|release))`)
 
 // redact answers s (a path, a URL or a message) with every worker lease
-// token in it replaced by "***": errors say /v1/workers/GROUP/lease/***/renew.
-func redact(s string) string { return leaseToken.ReplaceAllString(s, "${1}***") }
+// token in it replaced by "***": /v1/workers/GROUP/lease/***/renew.
+func redact(s string) string { return leaseToken.ReplaceAllString(s, "${1}***${2}") }
 
 // redactErr answers err with its URL redacted when it is a *url.Error (what
 // http.Client.Do and url.Parse answer, with the request's whole URL): a

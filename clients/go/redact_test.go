@@ -56,7 +56,7 @@ func TestErrorsNeverSayAWorkerLeaseToken(t *testing.T) {
 			if !errors.As(err, &ke) || ke.Code != "bad_response" {
 				t.Fatalf("%s: want a bad_response *Error, got %#v", what, err)
 			}
-			if !strings.Contains(err.Error(), "/v1/workers/g%2F1/lease/***/"+what) {
+			if !strings.Contains(err.Error(), "/v1/workers/g%2F1/lease/"+what) {
 				t.Fatalf("%s: the message does not name the redacted path: %v", what, err)
 			}
 		}
@@ -71,7 +71,7 @@ func TestErrorsNeverSayAWorkerLeaseToken(t *testing.T) {
 		defer s.Close()
 		for what, err := range renewAndRelease(t, newClient(t, opts, s.URL)) {
 			noToken(t, what, err)
-			if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "/lease/***/"+what) {
+			if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "/lease/"+what) {
 				t.Fatalf("%s: want the server's 404 with the redacted path, got %v", what, err)
 			}
 		}
@@ -156,7 +156,7 @@ func transportError(t *testing.T, what string, err error) {
 	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ue) {
 		t.Fatalf("%s: want an ErrUnavailable with a *url.Error behind it, got %#v", what, err)
 	}
-	if !strings.Contains(ue.URL, "/v1/workers/g%2F1/lease/***/"+what) {
+	if !strings.Contains(ue.URL, "/v1/workers/g%2F1/lease/"+what) {
 		t.Fatalf("%s: the *url.Error's URL is not the redacted one: %s", what, ue.URL)
 	}
 }
@@ -179,5 +179,20 @@ func TestURLsWithAPasswordAreNeverSaidBack(t *testing.T) {
 	}
 	if _, err := New([]string{"ftp://127.0.0.1:21"}, Options{}); err == nil || !strings.Contains(err.Error(), "ftp://127.0.0.1:21") {
 		t.Fatalf("a URL without an @ is said back (what to fix), got %v", err)
+	}
+}
+
+// The deprecated path forms (a token in the path) are redacted; the body
+// forms the client sends have no token in the path and pass unchanged.
+func TestRedactKeepsTheBodyFormPaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/workers/g/lease/" + secretToken + "/renew":   "/v1/workers/g/lease/***/renew",
+		"/v1/workers/g/lease/" + secretToken + "/release": "/v1/workers/g/lease/***/release",
+		"/v1/workers/g/lease/renew":                       "/v1/workers/g/lease/renew",
+		"/v1/workers/g/lease/release":                     "/v1/workers/g/lease/release",
+	} {
+		if got := redact(in); got != want {
+			t.Fatalf("redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -94,7 +94,7 @@ func (c *Client) RenewWorker(ctx context.Context, group, token string, ttl time.
 
 func (c *Client) renewWorker(ctx context.Context, group, token string, ttl, deadline time.Duration) (WorkerLeaseInfo, error) {
 	var out wireWorkerLease
-	err := c.call(ctx, request{method: "POST", path: "/v1/workers/" + seg(group) + "/lease/" + seg(token) + "/renew", query: ttlQuery(ttl, 0), safe: true}, deadline, &out)
+	err := c.call(ctx, request{method: "POST", path: "/v1/workers/" + seg(group) + "/lease/renew", query: ttlQuery(ttl, 0), body: tokenBody{token}, safe: true}, deadline, &out)
 	return out.info(), err
 }
 
@@ -104,7 +104,7 @@ func (c *Client) ReleaseWorker(ctx context.Context, group, token string) (bool, 
 	var out struct {
 		Released bool `json:"released"`
 	}
-	err := c.call(ctx, request{method: "POST", path: "/v1/workers/" + seg(group) + "/lease/" + seg(token) + "/release", safe: true}, 0, &out)
+	err := c.call(ctx, request{method: "POST", path: "/v1/workers/" + seg(group) + "/lease/release", body: tokenBody{token}, safe: true}, 0, &out)
 	return out.Released, err
 }
 
@@ -455,4 +455,10 @@ func (l *WorkerLease) NextID(ctx context.Context) (int64, error) {
 		l.lastMs, l.seq = t, seq
 		return (t-IDEpochMs)<<(workerBits+sequenceBits) | worker<<sequenceBits | seq, nil
 	}
+}
+
+// tokenBody is the body of a lease's renewal and release: the token travels
+// there, never in a URL (proxies and access logs keep URLs).
+type tokenBody struct {
+	Token string `json:"token"`
 }

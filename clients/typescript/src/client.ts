@@ -511,7 +511,8 @@ export class Client implements LeaseSource {
 
   private async settle(name: string, ticket: string | Ticket, action: string, key: string): Promise<NumberValue> {
     const t = typeof ticket === "string" ? ticket : ticket.ticket;
-    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/tickets/${enc(t)}/${action}`, undefined, true);
+    // the ticket in the body, never in the URL
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/tickets/${action}`, { ticket: t }, true);
     return numberValue(o[key], key);
   }
 
@@ -653,22 +654,22 @@ export class Client implements LeaseSource {
 
   /** Leases the lowest free worker id of `group` in `0..max` (default 1024) for `ttlMs` (default 10 s); `409 lease_refused` when all are held. */
   async leaseWorker(group: string, o: { ttlMs?: number; max?: number } = {}): Promise<WorkerLeaseInfo> {
-    return leaseWorker((m, p, d) => this.call(m, p, undefined, false, d), group, o);
+    return leaseWorker((m, p, d, b) => this.call(m, p, b, false, d), group, o);
   }
 
   /** Renews a worker lease (use the new token from now on); `409 lease_refused` when it expired or was taken over. */
   async renewWorker(group: string, token: string, o: { ttlMs?: number; deadlineMs?: number } = {}): Promise<WorkerLeaseInfo> {
-    return renewWorker((m, p, d) => this.call(m, p, undefined, false, d), group, token, o);
+    return renewWorker((m, p, d, b) => this.call(m, p, b, false, d), group, token, o);
   }
 
   /** Releases a worker lease; `false` when it was lost already. */
   async releaseWorker(group: string, token: string): Promise<boolean> {
-    return releaseWorker((m, p, d) => this.call(m, p, undefined, false, d), group, token);
+    return releaseWorker((m, p, d, b) => this.call(m, p, b, false, d), group, token);
   }
 
   /** The worker ids of `group` ever leased, by worker id: held or free, by whom, until when, fence and time floor (never a token); `[]` for an unknown group. */
   async listWorkers(group: string): Promise<WorkerInfo[]> {
-    return listWorkers((m, p, d) => this.call(m, p, undefined, false, d), group);
+    return listWorkers((m, p, d, b) => this.call(m, p, b, false, d), group);
   }
 
   /** A worker id of `group` held and renewed in the background (see `WorkerLease`). */

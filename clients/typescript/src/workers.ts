@@ -59,7 +59,8 @@ export interface WorkerLeaseOptions {
 }
 
 /** Sends a request without a body and answers its JSON. */
-export type Caller = (method: string, path: string, deadlineMs?: number) => Promise<Json>;
+/** Sends one request; `body` is sent as JSON (lease tokens travel there, never in a URL). */
+export type Caller = (method: string, path: string, deadlineMs?: number, body?: unknown) => Promise<Json>;
 
 const num = (o: { [k: string]: Json }, k: string): number => {
   const v = o[k];
@@ -110,11 +111,11 @@ export async function renewWorker(
   o: { ttlMs?: number; deadlineMs?: number } = {},
 ): Promise<WorkerLeaseInfo> {
   const q = query({ ttl_ms: whole(o.ttlMs, "ttlMs") });
-  return info(await call("POST", `/v1/workers/${seg(group)}/lease/${seg(token)}/renew${q}`, o.deadlineMs));
+  return info(await call("POST", `/v1/workers/${seg(group)}/lease/renew${q}`, o.deadlineMs, { token }));
 }
 
 export async function releaseWorker(call: Caller, group: string, token: string): Promise<boolean> {
-  const j = await call("POST", `/v1/workers/${seg(group)}/lease/${seg(token)}/release`);
+  const j = await call("POST", `/v1/workers/${seg(group)}/lease/release`, undefined, { token });
   return j !== null && typeof j === "object" && !Array.isArray(j) && j.released === true;
 }
 

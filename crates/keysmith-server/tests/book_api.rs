@@ -83,7 +83,11 @@ fn routes_markdown(doc: &Value) -> String {
             let Some(op) = paths[path].get(method) else {
                 continue;
             };
-            let summary = op["summary"].as_str().unwrap_or("").replace('|', "\\|");
+            let mut summary = op["summary"].as_str().unwrap_or("").replace('|', "\\|");
+            if op["deprecated"] == true {
+                summary =
+                    format!("**Deprecated** (the token or ticket would be in the URL): {summary}");
+            }
             out.push_str(&format!(
                 "| `{} {}` | {} | {} |\n",
                 method.to_ascii_uppercase(),

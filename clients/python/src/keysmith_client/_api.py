@@ -143,8 +143,9 @@ def _settle(name: str, ticket: str, action: str) -> Req[Number]:
     # not sent again: a repeat would be refused (the first one settled the ticket)
     return Req(
         "POST",
-        f"/v1/sequences/{seg(name)}/tickets/{seg(ticket)}/{action}",
+        f"/v1/sequences/{seg(name)}/tickets/{action}",
         lambda j: _number(j[key]),
+        json={"ticket": ticket},  # in the body, never in the URL
         safe=False,
     )
 

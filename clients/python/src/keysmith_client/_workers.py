@@ -126,7 +126,10 @@ def lease_req(group: str, ttl_ms: Optional[int], max: Optional[int]) -> Req[Work
 def renew_req(group: str, token: str, ttl_ms: Optional[int]) -> Req[WorkerLeaseInfo]:
     _check_int("ttl_ms", ttl_ms)
     params = {} if ttl_ms is None else {"ttl_ms": str(ttl_ms)}
-    return Req("POST", f"/v1/workers/{seg(group)}/lease/{seg(token)}/renew", WorkerLeaseInfo.from_json, params=params)
+    # the token in the body, never in the URL (proxies and access logs keep URLs)
+    return Req(
+        "POST", f"/v1/workers/{seg(group)}/lease/renew", WorkerLeaseInfo.from_json, params=params, json={"token": token}
+    )
 
 
 def _released(j: Any) -> bool:
@@ -134,7 +137,7 @@ def _released(j: Any) -> bool:
 
 
 def release_req(group: str, token: str) -> Req[bool]:
-    return Req("POST", f"/v1/workers/{seg(group)}/lease/{seg(token)}/release", _released)
+    return Req("POST", f"/v1/workers/{seg(group)}/lease/release", _released, json={"token": token})
 
 
 def _workers(j: Any) -> List[WorkerInfo]:

@@ -270,16 +270,20 @@ public final class KeysmithClient implements AutoCloseable {
   record Req<T>(
       String method, String path, Map<String, String> query, JsonNode body, Function<JsonNode, T> parse, boolean safe) {}
 
-  /** The token segment of a worker lease's path: /v1/workers/GROUP/lease/TOKEN/renew and /release. */
+  /**
+   * The token segment of the deprecated path forms of a lease's renewal and release
+   * (/v1/workers/GROUP/lease/TOKEN/renew and /release). The client sends the token in the body; a
+   * server's message that quotes an old-form path is still redacted.
+   */
   private static final java.util.regex.Pattern LEASE_TOKEN =
-      java.util.regex.Pattern.compile("(/v1/workers/[^/?#\\s]*/lease/)[^/?#\\s]+");
+      java.util.regex.Pattern.compile("(/v1/workers/[^/?#\\s]*/lease/)[^/?#\\s]+(/(?:renew|release))");
 
   /**
    * {@code s} (a path, a URL or a message) with every worker lease token in it replaced by {@code
    * ***}: errors say {@code /v1/workers/GROUP/lease/***}{@code /renew}, never the token.
    */
   static String redact(String s) {
-    return s == null ? null : LEASE_TOKEN.matcher(s).replaceAll("$1***");
+    return s == null ? null : LEASE_TOKEN.matcher(s).replaceAll("$1***$2");
   }
 
   static String seg(String name) {
@@ -661,8 +665,13 @@ public final class KeysmithClient implements AutoCloseable {
 
   private String settle(String name, String ticket, String action, String key) {
     return call(
-        new Req<>("POST", "/v1/sequences/" + seg(name) + "/tickets/" + seg(ticket) + "/" + action,
-            null, null, j -> Json.text(j, key), false));
+        new Req<>("POST", "/v1/sequences/" + seg(name) + "/tickets/" + action,
+            null, Json.MAPPER.createObjectNode().put("ticket", ticket), j -> Json.text(j, key), false));
+  }
+
+  /** The body of a lease's renewal and release: the token travels there, never in a URL. */
+  private static JsonNode tokenBody(String token) {
+    return Json.MAPPER.createObjectNode().put("token", token);
   }
 
   /** Takes a printed number apart; {@link KeysmithException.BadRequest} for text that is not one. */
@@ -770,7 +779,7 @@ public final class KeysmithClient implements AutoCloseable {
 
   WorkerLeaseInfo renewWorker(String group, String token, Duration budget) {
     return call(
-        new Req<>("POST", "/v1/workers/" + seg(group) + "/lease/" + seg(token) + "/renew", null, null,
+        new Req<>("POST", "/v1/workers/" + seg(group) + "/lease/renew", null, tokenBody(token),
             WorkerLeaseInfo::from, true),
         budget);
   }
@@ -778,7 +787,7 @@ public final class KeysmithClient implements AutoCloseable {
   /** Releases a worker lease; false when it was lost already. */
   public boolean releaseWorker(String group, String token) {
     return call(
-        new Req<>("POST", "/v1/workers/" + seg(group) + "/lease/" + seg(token) + "/release", null, null,
+        new Req<>("POST", "/v1/workers/" + seg(group) + "/lease/release", null, tokenBody(token),
             j -> j.path("released").asBoolean(false), true));
   }
 

@@ -139,7 +139,7 @@ class RedactionTest {
                     (what, e) -> {
                       assertInstanceOf(KeysmithException.NotFound.class, e, what);
                       saysNot(TOKEN, e, what);
-                      assertTrue(e.getMessage().contains("/v1/workers/g%2F1/lease/***/" + what), e.getMessage());
+                      assertTrue(e.getMessage().contains("/v1/workers/g%2F1/lease/" + what), e.getMessage());
                     }));
   }
 
@@ -235,6 +235,8 @@ class RedactionTest {
         "POST http://h:1/v1/workers/g%2F1/lease/***/renew?ttl_ms=5",
         KeysmithClient.redact("POST http://h:1/v1/workers/g%2F1/lease/" + TOKEN + "/renew?ttl_ms=5"));
     assertEquals("/v1/workers/g/lease", KeysmithClient.redact("/v1/workers/g/lease"));
+    assertEquals("/v1/workers/g/lease/renew", KeysmithClient.redact("/v1/workers/g/lease/renew"));
+    assertEquals("/v1/workers/g/lease/release", KeysmithClient.redact("/v1/workers/g/lease/release"));
     assertEquals("/v1/sequences/a/lease/b", KeysmithClient.redact("/v1/sequences/a/lease/b"));
   }
 }
