@@ -25,8 +25,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
-    lowest_free, same_worker_generation,
+    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start,
+    all_taken, lowest_free, same_worker_generation,
 };
 
 /// How often a call reads again after losing a race.
@@ -355,13 +355,9 @@ impl WorkerStore for EtcdStore {
         })
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
             let Some((floor, rev)) = slot.floor.clone() else {

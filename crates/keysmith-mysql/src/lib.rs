@@ -203,46 +203,43 @@ impl MysqlStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                self.check_server(&mut c).await?;
-                match c
-                    .query_first::<Option<i64>, _>("SELECT schema_version FROM keysmith_meta")
-                    .await
-                {
-                    Ok(Some(Some(v))) if v == SCHEMA_VERSION => return Ok(()),
-                    Ok(Some(Some(v))) => self.check_not_newer(v)?,
-                    Ok(_) => {}
-                    Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => {}
-                    Err(e) => return Err(self.my(&e)),
-                }
-                // Every keysmith migrating this database takes the same named
-                // lock first, so first uses run one after the other; it is
-                // the session's, released below or when the connection ends.
-                let got: Option<Option<i64>> = c
-                    .exec_first(
-                        "SELECT GET_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())), ?)",
-                        (self.timeout.as_secs().max(1),),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                if got != Some(Some(1)) {
-                    return Err(Error::Unavailable(format!(
-                        "MySQL at {}: another keysmith has been creating the tables for over {}s; retry",
-                        self.target,
-                        self.timeout.as_secs_f64()
-                    )));
-                }
-                let out = self.migrate_locked(&mut c).await;
-                let released = c
-                    .query_drop("DO RELEASE_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())))")
-                    .await
-                    .map_err(|e| self.my(&e));
-                out.and(released)
-            })
-            .await;
-        self.settle(c, out)
+        self.with_conn(async |c| {
+            self.check_server(c).await?;
+            match c
+                .query_first::<Option<i64>, _>("SELECT schema_version FROM keysmith_meta")
+                .await
+            {
+                Ok(Some(Some(v))) if v == SCHEMA_VERSION => return Ok(()),
+                Ok(Some(Some(v))) => self.check_not_newer(v)?,
+                Ok(_) => {}
+                Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => {}
+                Err(e) => return Err(self.my(&e)),
+            }
+            // Every keysmith migrating this database takes the same named
+            // lock first, so first uses run one after the other; it is
+            // the session's, released below or when the connection ends.
+            let got: Option<Option<i64>> = c
+                .exec_first(
+                    "SELECT GET_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())), ?)",
+                    (self.timeout.as_secs().max(1),),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            if got != Some(Some(1)) {
+                return Err(Error::Unavailable(format!(
+                    "MySQL at {}: another keysmith has been creating the tables for over {}s; retry",
+                    self.target,
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            let out = self.migrate_locked(c).await;
+            let released = c
+                .query_drop("DO RELEASE_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())))")
+                .await
+                .map_err(|e| self.my(&e));
+            out.and(released)
+        })
+        .await
     }
 
     async fn migrate_locked(&self, c: &mut Conn) -> Result<()> {
@@ -348,6 +345,19 @@ impl MysqlStore {
                 self.timeout.as_secs_f64()
             ))),
         }
+    }
+
+    /// Runs `work` on a pooled connection within the operation timeout and
+    /// hands the connection back to the pool ([`Self::settle`]): the one
+    /// way an operation reaches the server.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when no connection comes or `work` does not
+    /// finish within the timeout; what `work` fails with.
+    async fn with_conn<T>(&self, work: impl AsyncFnOnce(&mut Conn) -> Result<T>) -> Result<T> {
+        let mut c = self.conn().await?;
+        let out = self.deadline(work(&mut c)).await;
+        self.settle(c, out)
     }
 
     /// Hands the connection back to the pool (which rolls back what a
@@ -497,27 +507,19 @@ impl MysqlStore {
 #[async_trait]
 impl Store for MysqlStore {
     async fn ping(&self) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async { c.ping().await.map_err(|e| self.my(&e)) })
-            .await;
-        self.settle(c, out)
+        self.with_conn(async |c| c.ping().await.map_err(|e| self.my(&e)))
+            .await
     }
 
     async fn generation(&self) -> Result<String> {
-        let mut c = self.conn().await?;
         let sql = format!("SELECT {}", self.generation_expr());
-        let out = self
-            .deadline(async {
-                c.query_first::<String, _>(sql)
-                    .await
-                    .map_err(|e| self.my(&e))?
-                    .ok_or_else(|| {
-                        Error::Unavailable(format!("MySQL at {}: no answer", self.target))
-                    })
-            })
-            .await;
-        self.settle(c, out)
+        self.with_conn(async |c| {
+            c.query_first::<String, _>(sql)
+                .await
+                .map_err(|e| self.my(&e))?
+                .ok_or_else(|| Error::Unavailable(format!("MySQL at {}: no answer", self.target)))
+        })
+        .await
     }
 }
 

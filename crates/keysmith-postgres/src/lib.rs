@@ -195,34 +195,31 @@ impl PostgresStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let probe = format!(
-                    "SELECT schema_version FROM {}.keysmith_meta",
-                    quote_ident(&self.schema)
-                );
-                match c.query_opt(&probe, &[]).await {
-                    Ok(Some(row)) => {
-                        let v: i32 = row.try_get(0).map_err(|e| self.pg(&e))?;
-                        if v == SCHEMA_VERSION {
-                            return self.warn_unless_durable(&c).await;
-                        }
-                        self.check_not_newer(v)?;
+        self.with_conn(async |c| {
+            let probe = format!(
+                "SELECT schema_version FROM {}.keysmith_meta",
+                quote_ident(&self.schema)
+            );
+            match c.query_opt(&probe, &[]).await {
+                Ok(Some(row)) => {
+                    let v: i32 = row.try_get(0).map_err(|e| self.pg(&e))?;
+                    if v == SCHEMA_VERSION {
+                        return self.warn_unless_durable(c).await;
                     }
-                    Ok(None) => {}
-                    Err(e)
-                        if matches!(
-                            e.code(),
-                            Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
-                        ) => {}
-                    Err(e) => return Err(self.pg(&e)),
+                    self.check_not_newer(v)?;
                 }
-                self.migrate_locked(&mut c).await?;
-                self.warn_unless_durable(&c).await
-            })
-            .await;
-        self.settle(c, out)
+                Ok(None) => {}
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
+                    ) => {}
+                Err(e) => return Err(self.pg(&e)),
+            }
+            self.migrate_locked(c).await?;
+            self.warn_unless_durable(c).await
+        })
+        .await
     }
 
     async fn migrate_locked(&self, c: &mut Client) -> Result<()> {
@@ -357,6 +354,19 @@ impl PostgresStore {
                 self.timeout.as_secs_f64()
             ))),
         }
+    }
+
+    /// Runs `work` on a pooled connection within the operation timeout and
+    /// hands the connection back to the pool ([`Self::settle`]): the one
+    /// way an operation reaches the server.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when no connection comes or `work` does not
+    /// finish within the timeout; what `work` fails with.
+    async fn with_conn<T>(&self, work: impl AsyncFnOnce(&mut Object) -> Result<T>) -> Result<T> {
+        let mut c = self.client().await?;
+        let out = self.deadline(work(&mut c)).await;
+        self.settle(c, out)
     }
 
     /// Hands the connection back to the pool, unless the operation failed in a
@@ -667,30 +677,24 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<()> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                c.simple_query("SELECT 1")
-                    .await
-                    .map(drop)
-                    .map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        self.with_conn(async |c| {
+            c.simple_query("SELECT 1")
+                .await
+                .map(drop)
+                .map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn generation(&self) -> Result<String> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_one(&self.sql.generation, &[])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                r.try_get(0).map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        self.with_conn(async |c| {
+            let r = c
+                .query_one(&self.sql.generation, &[])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            r.try_get(0).map_err(|e| self.pg(&e))
+        })
+        .await
     }
 }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
-    lowest_free, worker_entry,
+    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start,
+    all_taken, lowest_free, worker_entry,
 };
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -103,13 +103,9 @@ impl WorkerStore for SqliteStore {
         .await
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let n = tx
