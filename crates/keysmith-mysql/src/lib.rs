@@ -57,13 +57,13 @@ mod source;
 pub use source::MysqlSource;
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOpts, TxOpts};
 
+use keysmith_core::driver::conn::{ConnPool, no_connection, with_conn};
 use keysmith_core::driver::remembered::Remembered;
 use keysmith_core::driver::{
     Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
@@ -203,7 +203,7 @@ impl MysqlStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             self.check_server(c).await?;
             match c
                 .query_first::<Option<i64>, _>("SELECT schema_version FROM keysmith_meta")
@@ -327,51 +327,8 @@ impl MysqlStore {
         match tokio::time::timeout(self.timeout, self.pool.get_conn()).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(self.my(&e)),
-            Err(_) => Err(Error::Unavailable(format!(
-                "MySQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
+            Err(_) => Err(no_connection(&self.server(), self.timeout)),
         }
-    }
-
-    /// Runs `work` within the operation timeout.
-    async fn deadline<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(out) => out,
-            Err(_) => Err(Error::Unavailable(format!(
-                "MySQL at {}: no answer within {}s; check the server's load and health, or raise ?timeout=SECS",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    /// Runs `work` on a pooled connection within the operation timeout and
-    /// hands the connection back to the pool ([`Self::settle`]): the one
-    /// way an operation reaches the server.
-    ///
-    /// # Errors
-    /// [`Error::Unavailable`] when no connection comes or `work` does not
-    /// finish within the timeout; what `work` fails with.
-    async fn with_conn<T>(&self, work: impl AsyncFnOnce(&mut Conn) -> Result<T>) -> Result<T> {
-        let mut c = self.conn().await?;
-        let out = self.deadline(work(&mut c)).await;
-        self.settle(c, out)
-    }
-
-    /// Hands the connection back to the pool (which rolls back what a
-    /// failed call left open), unless the call failed in a way that may have
-    /// left it broken or mid-statement: then it is closed, in the
-    /// background, and never reused.
-    fn settle<T>(&self, c: Conn, out: Result<T>) -> Result<T> {
-        if matches!(out, Err(Error::Unavailable(_))) {
-            let within = self.timeout;
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(within, c.disconnect()).await;
-            });
-        }
-        out
     }
 
     /// One column of a row, or [`Error::Corrupt`] naming it.
@@ -504,16 +461,40 @@ impl MysqlStore {
     }
 }
 
+impl ConnPool for MysqlStore {
+    type Conn = Conn;
+
+    async fn take(&self) -> Result<Conn> {
+        self.conn().await
+    }
+
+    /// Closed in the background (the pool would roll back what a failed
+    /// call left open, on a connection that may be broken), never reused.
+    fn discard(&self, conn: Conn) {
+        let within = self.timeout;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(within, conn.disconnect()).await;
+        });
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn server(&self) -> String {
+        format!("MySQL at {}", self.target)
+    }
+}
+
 #[async_trait]
 impl Store for MysqlStore {
     async fn ping(&self) -> Result<()> {
-        self.with_conn(async |c| c.ping().await.map_err(|e| self.my(&e)))
-            .await
+        with_conn(self, async |c| c.ping().await.map_err(|e| self.my(&e))).await
     }
 
     async fn generation(&self) -> Result<String> {
         let sql = format!("SELECT {}", self.generation_expr());
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.query_first::<String, _>(sql)
                 .await
                 .map_err(|e| self.my(&e))?

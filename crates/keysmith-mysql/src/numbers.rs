@@ -145,7 +145,7 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
 #[async_trait]
 impl NumberStore for MysqlStore {
     async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let text: Option<String> = c
                 .exec_first(
                     "SELECT settings FROM keysmith_numbering WHERE name = ?",
@@ -167,7 +167,7 @@ impl NumberStore for MysqlStore {
         spec.validate()?;
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let row = self.insert_sequence(&mut tx, spec, Some(numbering)).await?;
@@ -184,7 +184,7 @@ impl NumberStore for MysqlStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.query_first(format!("SELECT {NOW_MS}"))
                 .await
                 .map_err(|e| self.my(&e))?
@@ -195,7 +195,7 @@ impl NumberStore for MysqlStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
             let (period, row) =
                 current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
@@ -215,7 +215,7 @@ impl NumberStore for MysqlStore {
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
         let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let ttl = ticket_ttl_ms(ttl);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let (period, row) =
@@ -280,7 +280,7 @@ impl NumberStore for MysqlStore {
             "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
              WHERE name = ? AND period = ? AND value = ? AND token = ?"
         };
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             c.exec_drop(write, (name, period, value, token))
                 .await
@@ -314,7 +314,7 @@ impl NumberStore for MysqlStore {
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;

@@ -58,7 +58,7 @@ impl MysqlStore {
     /// generation `from` (any, when `None`): of racing fences of one stale
     /// pool, one moves it.
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             tx.exec_drop(
@@ -173,7 +173,7 @@ impl PoolStore for MysqlStore {
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let raised = self
@@ -232,7 +232,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r: Option<Row> = c
                 .exec_first(
                     format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
@@ -246,7 +246,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             // The size this store saw last, or a read of it; then as long
             // as the statement reports another size (the pool was dropped
@@ -309,49 +309,48 @@ impl PoolStore for MysqlStore {
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
         // `None`: swapped; else the pool's generation, the server's, its size.
-        let swapped = self
-            .with_conn(async |c| {
-                // Only in the pool's generation (or a pool from before
-                // generations); otherwise the caller acts below.
-                match c
-                    .exec_drop(
-                        format!(
-                            "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
+        let swapped = with_conn(self, async |c| {
+            // Only in the pool's generation (or a pool from before
+            // generations); otherwise the caller acts below.
+            match c
+                .exec_drop(
+                    format!(
+                        "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
                              SET m.value = ?
                              WHERE m.pool = ? AND m.value = ?
                                AND (p.generation IS NULL OR p.generation = {})",
-                            self.generation_expr()
-                        ),
-                        (put, name, take),
-                    )
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
-                        return Err(Error::Corrupt(format!(
-                            "pool {name:?} already holds {put}, which it should not yet"
-                        )));
-                    }
-                    Err(e) => return Err(self.my(&e)),
+                        self.generation_expr()
+                    ),
+                    (put, name, take),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                    return Err(Error::Corrupt(format!(
+                        "pool {name:?} already holds {put}, which it should not yet"
+                    )));
                 }
-                if c.affected_rows() == 1 {
-                    return Ok(None);
-                }
-                let state: Option<(Option<String>, String, i64)> = c
-                    .exec_first(
-                        format!(
-                            "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
-                            self.generation_expr()
-                        ),
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                state
-                    .map(Some)
-                    .ok_or_else(|| Error::not_found("pool", name))
-            })
-            .await?;
+                Err(e) => return Err(self.my(&e)),
+            }
+            if c.affected_rows() == 1 {
+                return Ok(None);
+            }
+            let state: Option<(Option<String>, String, i64)> = c
+                .exec_first(
+                    format!(
+                        "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
+                        self.generation_expr()
+                    ),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            state
+                .map(Some)
+                .ok_or_else(|| Error::not_found("pool", name))
+        })
+        .await?;
         let Some((recorded, current, size)) = swapped else {
             return Ok(true);
         };
@@ -371,7 +370,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let values: Vec<i64> = c
                 .exec(
                     "SELECT value FROM keysmith_pool_members WHERE pool = ? ORDER BY value",
@@ -388,7 +387,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             match tx
@@ -428,7 +427,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r: Row = c
                 .exec_first(
                     "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
@@ -445,7 +444,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let rows: Vec<Row> = c
                 .query(format!(
                     "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
@@ -458,7 +457,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;

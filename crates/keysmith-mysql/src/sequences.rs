@@ -29,7 +29,7 @@ impl MysqlStore {
         expected: u64,
         change: impl FnOnce(SequenceRow) -> SequenceRow,
     ) -> Result<Put> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
@@ -57,7 +57,7 @@ impl MysqlStore {
     /// transaction.
     async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
@@ -143,7 +143,7 @@ impl MysqlStore {
 impl SequenceStore for MysqlStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         spec.validate()?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
             let row = self.insert_sequence(&mut tx, spec, None).await?;
             tx.commit().await.map_err(|e| self.my(&e))?;
@@ -153,7 +153,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r: Option<Row> = c
                 .exec_first(
                     format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
@@ -188,7 +188,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.exec_drop(
                 "UPDATE keysmith_sequences SET failover_skip = ?
                  WHERE name = ? AND NOT failover_skip_set AND failover_skip < ?",
@@ -214,7 +214,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             // The counts row is locked, never the sequence's: allocation
@@ -278,7 +278,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r: Row = c
                 .exec_first(
                     format!(
@@ -300,7 +300,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let rows: Vec<Row> = c
                 .query(format!(
                     "SELECT {COLS} FROM keysmith_sequences ORDER BY name"
@@ -313,7 +313,7 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;

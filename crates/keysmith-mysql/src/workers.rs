@@ -25,7 +25,7 @@ impl WorkerStore for MysqlStore {
     async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
         claim.validate()?;
         let ttl = ticket_ttl_ms(claim.ttl);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             for _ in 0..ACQUIRE_ATTEMPTS {
                 let mut tx = begin(c).await.map_err(bad)?;
@@ -132,7 +132,7 @@ impl WorkerStore for MysqlStore {
         let (group, worker, fence) = (renewal.group, renewal.worker, renewal.fence);
         let (ttl, from_ms, window_ms) = (renewal.ttl, renewal.from_ms, renewal.window_ms);
         let ttl = ticket_ttl_ms(ttl);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             tx.exec_drop(
@@ -167,7 +167,7 @@ impl WorkerStore for MysqlStore {
     async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
         let (group, worker) = (release.group, release.worker);
         let (fence, floor_ms) = (release.fence, release.floor_ms);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             // expires_at 0: expired by any clock after 1970.
             c.exec_drop(
                 format!(
@@ -189,7 +189,7 @@ impl WorkerStore for MysqlStore {
         &self,
         skip_ms: i64,
     ) -> Result<Vec<keysmith_core::driver::WorkerFloorMove>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
             let rows: Vec<(Vec<u8>, i64, i64)> = tx
@@ -222,7 +222,7 @@ impl WorkerStore for MysqlStore {
     }
 
     async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             // One statement: one snapshot of the group, and the server's
             // clock as an acquisition reads it.
             let rows: Vec<(i64, i64, i64, String, i64, i64)> = c

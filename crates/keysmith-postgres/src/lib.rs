@@ -50,7 +50,6 @@ mod source;
 pub use source::PostgresSource;
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -61,6 +60,7 @@ use rand::seq::SliceRandom;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
+use keysmith_core::driver::conn::{ConnPool, no_connection, with_conn};
 use keysmith_core::driver::remembered::Remembered;
 use keysmith_core::driver::{
     Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
@@ -195,7 +195,7 @@ impl PostgresStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let probe = format!(
                 "SELECT schema_version FROM {}.keysmith_meta",
                 quote_ident(&self.schema)
@@ -330,11 +330,7 @@ impl PostgresStore {
     /// [`Error::Unavailable`] when no connection comes within the timeout.
     pub async fn client(&self) -> Result<Object> {
         self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => Error::Unavailable(format!(
-                "PostgreSQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
-                self.target,
-                self.timeout.as_secs_f64()
-            )),
+            PoolError::Timeout(_) => no_connection(&self.server(), self.timeout),
             PoolError::Backend(e) => self.pg(&e),
             other => Error::Unavailable(format!(
                 "PostgreSQL at {}: {}; retry",
@@ -342,40 +338,6 @@ impl PostgresStore {
                 one_line(&other.to_string())
             )),
         })
-    }
-
-    /// Runs `work` within the operation timeout.
-    async fn deadline<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(out) => out,
-            Err(_) => Err(Error::Unavailable(format!(
-                "PostgreSQL at {}: no answer within {}s; check the server's load and health, or raise ?timeout=SECS",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    /// Runs `work` on a pooled connection within the operation timeout and
-    /// hands the connection back to the pool ([`Self::settle`]): the one
-    /// way an operation reaches the server.
-    ///
-    /// # Errors
-    /// [`Error::Unavailable`] when no connection comes or `work` does not
-    /// finish within the timeout; what `work` fails with.
-    async fn with_conn<T>(&self, work: impl AsyncFnOnce(&mut Object) -> Result<T>) -> Result<T> {
-        let mut c = self.client().await?;
-        let out = self.deadline(work(&mut c)).await;
-        self.settle(c, out)
-    }
-
-    /// Hands the connection back to the pool, unless the operation failed in a
-    /// way that may have left it broken or mid-statement: then it is closed.
-    fn settle<T>(&self, c: Object, out: Result<T>) -> Result<T> {
-        if matches!(out, Err(Error::Unavailable(_))) {
-            drop(Object::take(c));
-        }
-        out
     }
 
     /// Maps a driver error to keysmith's, in one line naming the server.
@@ -674,10 +636,30 @@ impl PostgresStore {
     }
 }
 
+impl ConnPool for PostgresStore {
+    type Conn = Object;
+
+    async fn take(&self) -> Result<Object> {
+        self.client().await
+    }
+
+    fn discard(&self, conn: Object) {
+        drop(Object::take(conn));
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn server(&self) -> String {
+        format!("PostgreSQL at {}", self.target)
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.simple_query("SELECT 1")
                 .await
                 .map(drop)
@@ -687,7 +669,7 @@ impl Store for PostgresStore {
     }
 
     async fn generation(&self) -> Result<String> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_one(&self.sql.generation, &[])
                 .await

@@ -178,7 +178,7 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
 impl NumberStore for PostgresStore {
     async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
         let s = quote_ident(&self.schema);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let row = c
                 .query_opt(
                     &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
@@ -206,7 +206,7 @@ impl NumberStore for PostgresStore {
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
         let s = quote_ident(&self.schema);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let tx = c.transaction().await.map_err(bad)?;
             let row = self.insert_sequence(&tx, spec, Some(numbering)).await?;
@@ -225,7 +225,7 @@ impl NumberStore for PostgresStore {
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_one(
                     "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
@@ -240,7 +240,7 @@ impl NumberStore for PostgresStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
             let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, false).await?;
             let next = self.next_of(&tx, name, period, row.start).await?;
@@ -260,7 +260,7 @@ impl NumberStore for PostgresStore {
         let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let s = quote_ident(&self.schema);
         let ttl = ticket_ttl_ms(ttl);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let tx = c.transaction().await.map_err(bad)?;
             let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, true).await?;
@@ -320,7 +320,7 @@ impl NumberStore for PostgresStore {
                  WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
             )
         };
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let n = c
                 .execute(&write, &[&name, &period, &value, &token])
@@ -360,7 +360,7 @@ impl NumberStore for PostgresStore {
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
             let fenced = fence_numbers_in(&mut self.in_tx(&tx), name, skip).await?;
             tx.commit().await.map_err(|e| self.pg(&e))?;

@@ -25,7 +25,7 @@ impl PostgresStore {
     /// generation `from` (any, when `None`): of racing fences of one stale
     /// pool, one moves it.
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let tx = c.transaction().await.map_err(bad)?;
             let Some(r) = tx
@@ -86,49 +86,48 @@ impl PoolStore for PostgresStore {
             ))),
         };
         checked(spec.start, spec.size)?;
-        let mut row = self
-            .with_conn(async |c| {
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let spec = self
-                    .lock_tombstone(&tx, POOL_KIND, name)
-                    .await?
-                    .raise_pool(spec)?;
-                let (start, size) = (spec.start, spec.size);
-                let last = checked(start, size)?;
-                match tx
-                    .execute(
-                        &self.sql.pool_create,
-                        &[&name, &start, &size, &last, &increment, &offset],
-                    )
-                    .await
-                {
-                    Ok(_) => {
-                        tx.commit().await.map_err(|e| self.pg(&e))?;
-                        Ok(PoolRow {
-                            name: name.to_owned(),
-                            start,
-                            size,
-                            generation: None,
-                            residue: spec.residue,
-                        })
-                    }
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        Err(Error::AlreadyExists {
-                            kind: "pool",
-                            name: name.to_owned(),
-                        })
-                    }
-                    Err(e) => Err(self.pg(&e)),
+        let mut row = with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let spec = self
+                .lock_tombstone(&tx, POOL_KIND, name)
+                .await?
+                .raise_pool(spec)?;
+            let (start, size) = (spec.start, spec.size);
+            let last = checked(start, size)?;
+            match tx
+                .execute(
+                    &self.sql.pool_create,
+                    &[&name, &start, &size, &last, &increment, &offset],
+                )
+                .await
+            {
+                Ok(_) => {
+                    tx.commit().await.map_err(|e| self.pg(&e))?;
+                    Ok(PoolRow {
+                        name: name.to_owned(),
+                        start,
+                        size,
+                        generation: None,
+                        residue: spec.residue,
+                    })
                 }
-            })
-            .await?;
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    Err(Error::AlreadyExists {
+                        kind: "pool",
+                        name: name.to_owned(),
+                    })
+                }
+                Err(e) => Err(self.pg(&e)),
+            }
+        })
+        .await?;
         // Recorded by the statement; read back for the caller.
         row.generation = self.generation().await.ok();
         Ok(row)
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_opt(&self.sql.pool_read, &[&name])
                 .await
@@ -139,7 +138,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let st = c
                 .prepare_cached(&self.sql.pool_sample)
                 .await
@@ -194,32 +193,31 @@ impl PoolStore for PostgresStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let (swapped, recorded, current) = self
-            .with_conn(async |c| {
-                let st = c
-                    .prepare_cached(&self.sql.pool_swap)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let r = match c.query_one(&st, &[&name, &take, &put]).await {
-                    Ok(r) => r,
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        return Err(Error::Corrupt(format!(
-                            "pool {name:?} already holds {put}, which it should not yet"
-                        )));
-                    }
-                    Err(e) => return Err(self.pg(&e)),
-                };
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let exists: bool = r.try_get(0).map_err(bad)?;
-                let swapped: i64 = r.try_get(1).map_err(bad)?;
-                let recorded: Option<String> = r.try_get(2).map_err(bad)?;
-                let current: String = r.try_get(3).map_err(bad)?;
-                if !exists {
-                    return Err(Error::not_found("pool", name));
+        let (swapped, recorded, current) = with_conn(self, async |c| {
+            let st = c
+                .prepare_cached(&self.sql.pool_swap)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let r = match c.query_one(&st, &[&name, &take, &put]).await {
+                Ok(r) => r,
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    return Err(Error::Corrupt(format!(
+                        "pool {name:?} already holds {put}, which it should not yet"
+                    )));
                 }
-                Ok((swapped == 1, recorded, current))
-            })
-            .await?;
+                Err(e) => return Err(self.pg(&e)),
+            };
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let exists: bool = r.try_get(0).map_err(bad)?;
+            let swapped: i64 = r.try_get(1).map_err(bad)?;
+            let recorded: Option<String> = r.try_get(2).map_err(bad)?;
+            let current: String = r.try_get(3).map_err(bad)?;
+            if !exists {
+                return Err(Error::not_found("pool", name));
+            }
+            Ok((swapped == 1, recorded, current))
+        })
+        .await?;
         match keysmith_core::driver::pool_generation(recorded.as_deref(), &current) {
             keysmith_core::driver::PoolGeneration::Current => Ok(swapped),
             keysmith_core::driver::PoolGeneration::Record => {
@@ -246,7 +244,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_one(&self.sql.pool_members, &[&name])
                 .await
@@ -262,7 +260,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let sql = &self.sql;
             let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
             match tx.execute(&sql.pool_marks_ensure, &[&name]).await {
@@ -290,7 +288,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_opt(&self.sql.pool_marks_read, &[&name])
                 .await
@@ -302,7 +300,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let rows = c
                 .query(&self.sql.pool_list, &[])
                 .await
@@ -313,7 +311,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let tx = c.transaction().await.map_err(bad)?;
             let before = self.lock_tombstone(&tx, POOL_KIND, name).await?;

@@ -12,7 +12,7 @@ impl PostgresStore {
         next: i64,
         rest: Option<&Alteration>,
     ) -> Result<Put> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let Ok(expected_i) = i64::try_from(expected) else {
                 // No stored version is that large: it cannot match.
                 return match self.read_on(c, name).await? {
@@ -91,7 +91,7 @@ impl PostgresStore {
 impl SequenceStore for PostgresStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         spec.validate()?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
             let row = self.insert_sequence(&tx, spec, None).await?;
             tx.commit().await.map_err(|e| self.pg(&e))?;
@@ -101,7 +101,7 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
-        self.with_conn(async |c| self.read_on(c, name).await).await
+        with_conn(self, async |c| self.read_on(c, name).await).await
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
@@ -109,7 +109,7 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.execute(&self.sql.raise_failover_skip, &[&name, &at_least])
                 .await
                 .map(drop)
@@ -124,7 +124,7 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let sql = &self.sql;
             let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
             // The counts row is locked, never the sequence's: allocation
@@ -171,7 +171,7 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_opt(&self.sql.counts_read, &[&name])
                 .await
@@ -184,7 +184,7 @@ impl SequenceStore for PostgresStore {
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let lock = c
                 .prepare_cached(&self.sql.lock_row)
                 .await
@@ -219,7 +219,7 @@ impl SequenceStore for PostgresStore {
 
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let st = c
                 .prepare_cached(&self.sql.reserve_atomic)
                 .await
@@ -255,7 +255,7 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let rows = c
                 .query(&self.sql.list, &[])
                 .await
@@ -267,7 +267,7 @@ impl SequenceStore for PostgresStore {
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let s = quote_ident(&self.schema);
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let tx = c.transaction().await.map_err(bad)?;
             let before = self.lock_tombstone(&tx, SEQUENCE_KIND, name).await?;

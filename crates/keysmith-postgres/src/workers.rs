@@ -63,7 +63,7 @@ impl WorkerStore for PostgresStore {
                  WHERE w.expires_at <= clock_timestamp()
              RETURNING fence, until_ms"
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             for _ in 0..ACQUIRE_ATTEMPTS {
                 let Some(row) = c
@@ -121,7 +121,7 @@ impl WorkerStore for PostgresStore {
              RETURNING until_ms",
             s = self.s()
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let r = c
                 .query_opt(
                     &sql,
@@ -150,7 +150,7 @@ impl WorkerStore for PostgresStore {
                AND (generation IS NULL OR generation = {s}.store_generation())",
             s = self.s()
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             c.execute(&sql, &[&group, &worker, &fence, &floor_ms])
                 .await
                 .map(|n| n == 1)
@@ -168,7 +168,7 @@ impl WorkerStore for PostgresStore {
              RETURNING grp, worker, until_ms - $1, until_ms",
             self.s()
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let rows = c.query(&sql, &[&skip_ms]).await.map_err(bad)?;
             let mut out = rows
@@ -203,7 +203,7 @@ impl WorkerStore for PostgresStore {
              WHERE w.grp = $1 ORDER BY w.worker",
             self.s()
         );
-        self.with_conn(async |c| {
+        with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let rows = c.query(&sql, &[&group]).await.map_err(bad)?;
             rows.iter()
