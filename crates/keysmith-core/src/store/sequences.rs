@@ -300,10 +300,12 @@ pub enum Put {
     Conflict(SequenceRow),
 }
 
-/// New values for a sequence's `next`, `max` and `block`, all three (the
-/// caller fills in those it keeps from the row it read). Checked above the
-/// backends, in [`crate::sequence::alter`]: `next` only moves forward and
-/// `max` never goes below what was reserved.
+/// New values for a sequence's `next`, `max`, `block` and failover margin,
+/// all of them (the caller fills in those it keeps from the row it read).
+/// Checked above the backends: the bounds any sequence has by
+/// [`SequenceStore::alter_if_version`] ([`Alteration::validate`]), and what
+/// depends on the row by [`crate::sequence::alter`]: `next` only moves
+/// forward and `max` never goes below what was reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Alteration {
     /// The next value to reserve.
