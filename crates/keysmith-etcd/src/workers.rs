@@ -278,22 +278,16 @@ impl WorkerStore for EtcdStore {
             };
             let start_ms =
                 acquisition_start(recorded.as_deref(), &generation, old_until, claim.now_ms);
+            let lease = claim.lease(worker, fence + 1, start_ms);
             let floor = Floor {
-                fence: fence + 1,
-                until_ms: start_ms + claim.window_ms,
+                fence: lease.fence,
+                until_ms: lease.until_ms,
                 generation: Some(generation),
                 holder: Some(claim.holder.clone()),
             };
-            let (fence, until_ms) = (floor.fence, floor.until_ms);
             match self.take_slot(&claim.group, worker, &slot, id, floor).await {
                 Ok(true) => {
-                    return Ok(WorkerLease {
-                        group: claim.group.clone(),
-                        worker,
-                        fence,
-                        start_ms,
-                        until_ms,
-                    });
+                    return Ok(lease);
                 }
                 Ok(false) => continue,
                 Err(e) => {

@@ -112,13 +112,7 @@ impl WorkerStore for MysqlStore {
                     Err(e) if code(&e) == Some(ER_LOCK_DEADLOCK) => continue,
                     Err(e) => return Err(bad(e)),
                 }
-                return Ok(WorkerLease {
-                    group: claim.group.clone(),
-                    worker,
-                    fence,
-                    start_ms: until_ms - claim.window_ms,
-                    until_ms,
-                });
+                return Ok(claim.lease(worker, fence, until_ms - claim.window_ms));
             }
             Err(Error::Contention {
                 name: claim.group.clone(),

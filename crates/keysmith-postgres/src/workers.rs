@@ -91,13 +91,8 @@ impl WorkerStore for PostgresStore {
                     .map_err(bad)?;
                 if let Some(r) = taken {
                     let until_ms: i64 = r.try_get(1).map_err(bad)?;
-                    return Ok(WorkerLease {
-                        group: claim.group.clone(),
-                        worker,
-                        fence: r.try_get(0).map_err(bad)?,
-                        start_ms: until_ms - claim.window_ms,
-                        until_ms,
-                    });
+                    let fence = r.try_get(0).map_err(bad)?;
+                    return Ok(claim.lease(worker, fence, until_ms - claim.window_ms));
                 }
             }
             Err(Error::Contention {

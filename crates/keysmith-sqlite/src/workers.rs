@@ -45,13 +45,7 @@ impl WorkerStore for SqliteStore {
                 .map_err(db_err)?;
             let (fence, floor, recorded) = old.unwrap_or((0, 0, None));
             let start_ms = acquisition_start(recorded.as_deref(), &generation, floor, claim.now_ms);
-            let lease = WorkerLease {
-                group: claim.group.clone(),
-                worker,
-                fence: fence + 1,
-                start_ms,
-                until_ms: start_ms + claim.window_ms,
-            };
+            let lease = claim.lease(worker, fence + 1, start_ms);
             tx.execute(
                 "INSERT INTO keysmith_workers
                      (grp, worker, fence, holder, until_ms, expires_ms, generation)

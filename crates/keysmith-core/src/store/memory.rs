@@ -443,15 +443,10 @@ impl WorkerStore for MemoryStore {
             slot.generation = Some(generation);
             slot.fence += 1;
             slot.holder.clone_from(&claim.holder);
-            slot.until_ms = start_ms + claim.window_ms;
+            let lease = claim.lease(worker, slot.fence, start_ms);
+            slot.until_ms = lease.until_ms;
             slot.expires_ms = now + ttl_ms(claim.ttl);
-            Ok(WorkerLease {
-                group: claim.group.clone(),
-                worker,
-                fence: slot.fence,
-                start_ms,
-                until_ms: slot.until_ms,
-            })
+            Ok(lease)
         })
     }
 

@@ -95,6 +95,19 @@ impl WorkerClaim {
         }
         check_times(self.ttl, self.now_ms, self.window_ms)
     }
+
+    /// The lease this claim got of `worker` under `fence`, its holder
+    /// starting at `start_ms` (from [`acquisition_start`]): its floor is
+    /// `start_ms + window_ms`, the rule every backend writes to the row.
+    pub fn lease(&self, worker: i64, fence: i64, start_ms: i64) -> WorkerLease {
+        WorkerLease {
+            group: self.group.clone(),
+            worker,
+            fence,
+            start_ms,
+            until_ms: start_ms + self.window_ms,
+        }
+    }
 }
 
 /// That a worker lease's `ttl` is between 1 ms and [`MAX_WORKER_TTL`] and
