@@ -591,12 +591,7 @@ impl SequenceStore for EtcdStore {
         })
     }
 
-    async fn alter_if_version(
-        &self,
-        name: &str,
-        change: &Alteration,
-        expected: u64,
-    ) -> Result<Put> {
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put> {
         // `start` never changes, and every write of the spec key also puts
         // `next` (bumping its version): comparing that version covers both.
         let row = self

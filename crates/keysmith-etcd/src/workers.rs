@@ -25,8 +25,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
-    lowest_free, same_worker_generation,
+    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start,
+    all_taken, lowest_free, same_worker_generation,
 };
 
 /// How often a call reads again after losing a race.
@@ -278,22 +278,16 @@ impl WorkerStore for EtcdStore {
             };
             let start_ms =
                 acquisition_start(recorded.as_deref(), &generation, old_until, claim.now_ms);
+            let lease = claim.lease(worker, fence + 1, start_ms);
             let floor = Floor {
-                fence: fence + 1,
-                until_ms: start_ms + claim.window_ms,
+                fence: lease.fence,
+                until_ms: lease.until_ms,
                 generation: Some(generation),
                 holder: Some(claim.holder.clone()),
             };
-            let (fence, until_ms) = (floor.fence, floor.until_ms);
             match self.take_slot(&claim.group, worker, &slot, id, floor).await {
                 Ok(true) => {
-                    return Ok(WorkerLease {
-                        group: claim.group.clone(),
-                        worker,
-                        fence,
-                        start_ms,
-                        until_ms,
-                    });
+                    return Ok(lease);
                 }
                 Ok(false) => continue,
                 Err(e) => {
@@ -355,13 +349,9 @@ impl WorkerStore for EtcdStore {
         })
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         for _ in 0..ATTEMPTS {
             let slot = self.read_slot(group, worker).await?;
             let Some((floor, rev)) = slot.floor.clone() else {

@@ -44,10 +44,9 @@ pub(super) async fn connect_once(
     tokio::time::timeout(u.timeout, Conn::new(u.opts(ssl).pool_opts(None)))
         .await
         .map_err(|_| {
-            Error::Unavailable(format!(
-                "MySQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
-                u.target(),
-                u.timeout.as_secs_f64()
-            ))
+            keysmith_core::driver::conn::no_connection(
+                &format!("MySQL at {}", u.target()),
+                u.timeout,
+            )
         })
 }

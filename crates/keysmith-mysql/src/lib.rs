@@ -57,13 +57,13 @@ mod source;
 pub use source::MysqlSource;
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOpts, TxOpts};
 
+use keysmith_core::driver::conn::{ConnPool, no_connection, with_conn};
 use keysmith_core::driver::remembered::Remembered;
 use keysmith_core::driver::{
     Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
@@ -203,46 +203,43 @@ impl MysqlStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                self.check_server(&mut c).await?;
-                match c
-                    .query_first::<Option<i64>, _>("SELECT schema_version FROM keysmith_meta")
-                    .await
-                {
-                    Ok(Some(Some(v))) if v == SCHEMA_VERSION => return Ok(()),
-                    Ok(Some(Some(v))) => self.check_not_newer(v)?,
-                    Ok(_) => {}
-                    Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => {}
-                    Err(e) => return Err(self.my(&e)),
-                }
-                // Every keysmith migrating this database takes the same named
-                // lock first, so first uses run one after the other; it is
-                // the session's, released below or when the connection ends.
-                let got: Option<Option<i64>> = c
-                    .exec_first(
-                        "SELECT GET_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())), ?)",
-                        (self.timeout.as_secs().max(1),),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                if got != Some(Some(1)) {
-                    return Err(Error::Unavailable(format!(
-                        "MySQL at {}: another keysmith has been creating the tables for over {}s; retry",
-                        self.target,
-                        self.timeout.as_secs_f64()
-                    )));
-                }
-                let out = self.migrate_locked(&mut c).await;
-                let released = c
-                    .query_drop("DO RELEASE_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())))")
-                    .await
-                    .map_err(|e| self.my(&e));
-                out.and(released)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            self.check_server(c).await?;
+            match c
+                .query_first::<Option<i64>, _>("SELECT schema_version FROM keysmith_meta")
+                .await
+            {
+                Ok(Some(Some(v))) if v == SCHEMA_VERSION => return Ok(()),
+                Ok(Some(Some(v))) => self.check_not_newer(v)?,
+                Ok(_) => {}
+                Err(mysql_async::Error::Server(e)) if e.code == ER_NO_SUCH_TABLE => {}
+                Err(e) => return Err(self.my(&e)),
+            }
+            // Every keysmith migrating this database takes the same named
+            // lock first, so first uses run one after the other; it is
+            // the session's, released below or when the connection ends.
+            let got: Option<Option<i64>> = c
+                .exec_first(
+                    "SELECT GET_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())), ?)",
+                    (self.timeout.as_secs().max(1),),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            if got != Some(Some(1)) {
+                return Err(Error::Unavailable(format!(
+                    "MySQL at {}: another keysmith has been creating the tables for over {}s; retry",
+                    self.target,
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            let out = self.migrate_locked(c).await;
+            let released = c
+                .query_drop("DO RELEASE_LOCK(SHA1(CONCAT('keysmith-migrate:', DATABASE())))")
+                .await
+                .map_err(|e| self.my(&e));
+            out.and(released)
+        })
+        .await
     }
 
     async fn migrate_locked(&self, c: &mut Conn) -> Result<()> {
@@ -330,38 +327,8 @@ impl MysqlStore {
         match tokio::time::timeout(self.timeout, self.pool.get_conn()).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => Err(self.my(&e)),
-            Err(_) => Err(Error::Unavailable(format!(
-                "MySQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
+            Err(_) => Err(no_connection(&self.server(), self.timeout)),
         }
-    }
-
-    /// Runs `work` within the operation timeout.
-    async fn deadline<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(out) => out,
-            Err(_) => Err(Error::Unavailable(format!(
-                "MySQL at {}: no answer within {}s; check the server's load and health, or raise ?timeout=SECS",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    /// Hands the connection back to the pool (which rolls back what a
-    /// failed call left open), unless the call failed in a way that may have
-    /// left it broken or mid-statement: then it is closed, in the
-    /// background, and never reused.
-    fn settle<T>(&self, c: Conn, out: Result<T>) -> Result<T> {
-        if matches!(out, Err(Error::Unavailable(_))) {
-            let within = self.timeout;
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(within, c.disconnect()).await;
-            });
-        }
-        out
     }
 
     /// One column of a row, or [`Error::Corrupt`] naming it.
@@ -494,30 +461,46 @@ impl MysqlStore {
     }
 }
 
+impl ConnPool for MysqlStore {
+    type Conn = Conn;
+
+    async fn take(&self) -> Result<Conn> {
+        self.conn().await
+    }
+
+    /// Closed in the background (the pool would roll back what a failed
+    /// call left open, on a connection that may be broken), never reused.
+    fn discard(&self, conn: Conn) {
+        let within = self.timeout;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(within, conn.disconnect()).await;
+        });
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn server(&self) -> String {
+        format!("MySQL at {}", self.target)
+    }
+}
+
 #[async_trait]
 impl Store for MysqlStore {
     async fn ping(&self) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async { c.ping().await.map_err(|e| self.my(&e)) })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| c.ping().await.map_err(|e| self.my(&e))).await
     }
 
     async fn generation(&self) -> Result<String> {
-        let mut c = self.conn().await?;
         let sql = format!("SELECT {}", self.generation_expr());
-        let out = self
-            .deadline(async {
-                c.query_first::<String, _>(sql)
-                    .await
-                    .map_err(|e| self.my(&e))?
-                    .ok_or_else(|| {
-                        Error::Unavailable(format!("MySQL at {}: no answer", self.target))
-                    })
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.query_first::<String, _>(sql)
+                .await
+                .map_err(|e| self.my(&e))?
+                .ok_or_else(|| Error::Unavailable(format!("MySQL at {}: no answer", self.target)))
+        })
+        .await
     }
 }
 

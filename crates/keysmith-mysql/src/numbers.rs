@@ -145,21 +145,18 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
 #[async_trait]
 impl NumberStore for MysqlStore {
     async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let text: Option<String> = c
-                    .exec_first(
-                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
-                    .transpose()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let text: Option<String> = c
+                .exec_first(
+                    "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            text.map(|t| keysmith_core::driver::parse_numbering(name, &t))
+                .transpose()
+        })
+        .await
     }
 
     async fn create_numbered(
@@ -170,117 +167,106 @@ impl NumberStore for MysqlStore {
         spec.validate()?;
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let row = self.insert_sequence(&mut tx, spec, Some(numbering)).await?;
-                tx.exec_drop(
-                    "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?, ?, 0)",
-                    (&spec.name, &settings),
-                )
-                .await
-                .map_err(bad)?;
-                tx.commit().await.map_err(bad)?;
-                Ok(row)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let row = self.insert_sequence(&mut tx, spec, Some(numbering)).await?;
+            tx.exec_drop(
+                "INSERT INTO keysmith_numbering (name, settings, current_period) VALUES (?, ?, 0)",
+                (&spec.name, &settings),
+            )
+            .await
+            .map_err(bad)?;
+            tx.commit().await.map_err(bad)?;
+            Ok(row)
+        })
+        .await
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                c.query_first(format!("SELECT {NOW_MS}"))
-                    .await
-                    .map_err(|e| self.my(&e))?
-                    .ok_or_else(|| self.corrupt("the server's clock gave no answer"))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.query_first(format!("SELECT {NOW_MS}"))
+                .await
+                .map_err(|e| self.my(&e))?
+                .ok_or_else(|| self.corrupt("the server's clock gave no answer"))
+        })
+        .await
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
-                let (period, row) =
-                    current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
-                let next = self.next_of(&mut tx, name, period, row.start).await?;
-                let r = SequenceRow { next, ..row }.plan(n)?;
-                self.set_next(&mut tx, name, period, r.end).await?;
-                tx.commit().await.map_err(|e| self.my(&e))?;
-                Ok(PeriodRange {
-                    period,
-                    start: r.start,
-                    end: r.end,
-                })
+        with_conn(self, async |c| {
+            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
+            let (period, row) =
+                current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
+            let next = self.next_of(&mut tx, name, period, row.start).await?;
+            let r = SequenceRow { next, ..row }.plan(n)?;
+            self.set_next(&mut tx, name, period, r.end).await?;
+            tx.commit().await.map_err(|e| self.my(&e))?;
+            Ok(PeriodRange {
+                period,
+                start: r.start,
+                end: r.end,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
         let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let ttl = ticket_ttl_ms(ttl);
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let (period, row) = current_fenced(&mut self.in_tx(&mut tx), name, period, true).await?;
-                // The numbering row's lock makes this the only take of the
-                // sequence now: the lowest open number that was released or
-                // expired is ours to take again.
-                let again: Option<i64> = tx
-                    .exec_first(
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let (period, row) =
+                current_fenced(&mut self.in_tx(&mut tx), name, period, true).await?;
+            // The numbering row's lock makes this the only take of the
+            // sequence now: the lowest open number that was released or
+            // expired is ours to take again.
+            let again: Option<i64> = tx
+                .exec_first(
+                    format!(
+                        "SELECT value FROM keysmith_tickets
+                         WHERE name = ? AND period = ? AND (token IS NULL OR expires_at <= {NOW_MS})
+                         ORDER BY value LIMIT 1 FOR UPDATE"
+                    ),
+                    (name, period),
+                )
+                .await
+                .map_err(bad)?;
+            let value = match again {
+                Some(value) => {
+                    tx.exec_drop(
                         format!(
-                            "SELECT value FROM keysmith_tickets
-                             WHERE name = ? AND period = ? AND (token IS NULL OR expires_at <= {NOW_MS})
-                             ORDER BY value LIMIT 1 FOR UPDATE"
+                            "UPDATE keysmith_tickets SET token = ?, expires_at = {NOW_MS} + ?
+                             WHERE name = ? AND period = ? AND value = ?"
                         ),
-                        (name, period),
+                        (token, ttl, name, period, value),
                     )
                     .await
                     .map_err(bad)?;
-                let value = match again {
-                    Some(value) => {
-                        tx.exec_drop(
-                            format!(
-                                "UPDATE keysmith_tickets SET token = ?, expires_at = {NOW_MS} + ?
-                                 WHERE name = ? AND period = ? AND value = ?"
-                            ),
-                            (token, ttl, name, period, value),
-                        )
-                        .await
-                        .map_err(bad)?;
-                        value
-                    }
-                    None => {
-                        let next = self.next_of(&mut tx, name, period, row.start).await?;
-                        let value = SequenceRow { next, ..row }.plan(1)?.start;
-                        self.set_next(&mut tx, name, period, value + 1).await?;
-                        tx.exec_drop(
-                            format!(
-                                "INSERT INTO keysmith_tickets (name, period, value, token, expires_at)
-                                 VALUES (?, ?, ?, ?, {NOW_MS} + ?)"
-                            ),
-                            (name, period, value, token, ttl),
-                        )
-                        .await
-                        .map_err(bad)?;
-                        value
-                    }
-                };
-                tx.commit().await.map_err(bad)?;
-                Ok(TakenNumber { period, value })
-            })
-            .await;
-        self.settle(c, out)
+                    value
+                }
+                None => {
+                    let next = self.next_of(&mut tx, name, period, row.start).await?;
+                    let value = SequenceRow { next, ..row }.plan(1)?.start;
+                    self.set_next(&mut tx, name, period, value + 1).await?;
+                    tx.exec_drop(
+                        format!(
+                            "INSERT INTO keysmith_tickets (name, period, value, token, expires_at)
+                             VALUES (?, ?, ?, ?, {NOW_MS} + ?)"
+                        ),
+                        (name, period, value, token, ttl),
+                    )
+                    .await
+                    .map_err(bad)?;
+                    value
+                }
+            };
+            tx.commit().await.map_err(bad)?;
+            Ok(TakenNumber { period, value })
+        })
+        .await
     }
 
     /// Commit (delete) or release a number held by `token`; when it is
@@ -294,53 +280,47 @@ impl NumberStore for MysqlStore {
             "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
              WHERE name = ? AND period = ? AND value = ? AND token = ?"
         };
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                c.exec_drop(write, (name, period, value, token))
-                    .await
-                    .map_err(bad)?;
-                if c.affected_rows() == 1 {
-                    return Ok(());
-                }
-                let exists: Option<i64> = c
-                    .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?;
-                if exists.is_none() {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let holder: Option<Option<String>> = c
-                    .exec_first(
-                        "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
-                        (name, period, value),
-                    )
-                    .await
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    holder.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            c.exec_drop(write, (name, period, value, token))
+                .await
+                .map_err(bad)?;
+            if c.affected_rows() == 1 {
+                return Ok(());
+            }
+            let exists: Option<i64> = c
+                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            if exists.is_none() {
+                return Err(Error::not_found("sequence", name));
+            }
+            let holder: Option<Option<String>> = c
+                .exec_first(
+                    "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
+                    (name, period, value),
+                )
+                .await
+                .map_err(bad)?;
+            Err(refused(
+                what,
+                name,
+                period,
+                value,
+                holder.as_ref().map(|t| t.as_deref()),
+            ))
+        })
+        .await
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;
-                tx.commit().await.map_err(bad)?;
-                Ok(fenced)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;
+            tx.commit().await.map_err(bad)?;
+            Ok(fenced)
+        })
+        .await
     }
 }

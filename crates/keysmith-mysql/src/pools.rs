@@ -58,44 +58,41 @@ impl MysqlStore {
     /// generation `from` (any, when `None`): of racing fences of one stale
     /// pool, one moves it.
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                tx.exec_drop(
-                    format!(
-                        "UPDATE keysmith_pools SET generation = {}
-                         WHERE name = ? AND (? IS NULL OR generation <=> ?)",
-                        self.generation_expr()
-                    ),
-                    (name, from, from),
-                )
-                .await
-                .map_err(bad)?;
-                if tx.affected_rows() == 0 {
-                    return match (self.pool_shape(&mut tx, name).await?, from) {
-                        (None, _) => Err(Error::not_found("pool", name)),
-                        // Fenced by another caller already.
-                        (Some(_), Some(_)) => Ok(()),
-                        // Recorded already in this generation: move anyway.
-                        (Some((size, residue)), None) => {
-                            self.move_members(&mut tx, name, rounds, size, residue)
-                                .await?;
-                            tx.commit().await.map_err(bad)
-                        }
-                    };
-                }
-                let (size, residue) = self
-                    .pool_shape(&mut tx, name)
-                    .await?
-                    .ok_or_else(|| Error::not_found("pool", name))?;
-                self.move_members(&mut tx, name, rounds, size, residue)
-                    .await?;
-                tx.commit().await.map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            tx.exec_drop(
+                format!(
+                    "UPDATE keysmith_pools SET generation = {}
+                     WHERE name = ? AND (? IS NULL OR generation <=> ?)",
+                    self.generation_expr()
+                ),
+                (name, from, from),
+            )
+            .await
+            .map_err(bad)?;
+            if tx.affected_rows() == 0 {
+                return match (self.pool_shape(&mut tx, name).await?, from) {
+                    (None, _) => Err(Error::not_found("pool", name)),
+                    // Fenced by another caller already.
+                    (Some(_), Some(_)) => Ok(()),
+                    // Recorded already in this generation: move anyway.
+                    (Some((size, residue)), None) => {
+                        self.move_members(&mut tx, name, rounds, size, residue)
+                            .await?;
+                        tx.commit().await.map_err(bad)
+                    }
+                };
+            }
+            let (size, residue) = self
+                .pool_shape(&mut tx, name)
+                .await?
+                .ok_or_else(|| Error::not_found("pool", name))?;
+            self.move_members(&mut tx, name, rounds, size, residue)
+                .await?;
+            tx.commit().await.map_err(bad)
+        })
+        .await
     }
 
     /// The pool's size and residue class in `tx`, or `None`.
@@ -176,196 +173,185 @@ impl PoolStore for MysqlStore {
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
         );
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let raised = self
-                    .lock_tombstone(&mut tx, POOL_KIND, name)
-                    .await?
-                    .raise_pool(spec)?;
-                let (start, size) = (raised.start, raised.size);
-                match tx
-                    .exec_drop(
-                        format!(
-                            "INSERT INTO keysmith_pools
-                                 (name, start_value, size, generation, class_increment, class_offset)
-                             VALUES (?, ?, ?, {}, ?, ?)",
-                            self.generation_expr()
-                        ),
-                        (name, start, size, increment, offset),
-                    )
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
-                        return Err(Error::AlreadyExists {
-                            kind: "pool",
-                            name: name.to_owned(),
-                        });
-                    }
-                    Err(e) => return Err(bad(e)),
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let raised = self
+                .lock_tombstone(&mut tx, POOL_KIND, name)
+                .await?
+                .raise_pool(spec)?;
+            let (start, size) = (raised.start, raised.size);
+            match tx
+                .exec_drop(
+                    format!(
+                        "INSERT INTO keysmith_pools
+                             (name, start_value, size, generation, class_increment, class_offset)
+                         VALUES (?, ?, ?, {}, ?, ?)",
+                        self.generation_expr()
+                    ),
+                    (name, start, size, increment, offset),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                    return Err(Error::AlreadyExists {
+                        kind: "pool",
+                        name: name.to_owned(),
+                    });
                 }
-                tx.exec_drop(members_insert(size), (name, start, size))
-                    .await
-                    .map_err(bad)?;
-                if tx.affected_rows() != size as u64 {
-                    return Err(self.corrupt(&format!(
-                        "pool {name:?}: {} of {size} members were written",
-                        tx.affected_rows()
-                    )));
-                }
-                let generation: Option<String> = tx
-                    .exec_first(
-                        "SELECT generation FROM keysmith_pools WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .flatten();
-                tx.commit().await.map_err(bad)?;
-                Ok(PoolRow {
-                    name: name.to_owned(),
-                    start,
-                    size,
-                    generation,
-                    residue: spec.residue,
-                })
+                Err(e) => return Err(bad(e)),
+            }
+            tx.exec_drop(members_insert(size), (name, start, size))
+                .await
+                .map_err(bad)?;
+            if tx.affected_rows() != size as u64 {
+                return Err(self.corrupt(&format!(
+                    "pool {name:?}: {} of {size} members were written",
+                    tx.affected_rows()
+                )));
+            }
+            let generation: Option<String> = tx
+                .exec_first(
+                    "SELECT generation FROM keysmith_pools WHERE name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .flatten();
+            tx.commit().await.map_err(bad)?;
+            Ok(PoolRow {
+                name: name.to_owned(),
+                start,
+                size,
+                generation,
+                residue: spec.residue,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let r: Option<Row> = c
-                    .exec_first(
-                        format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                r.map(|r| self.pool_row(&r)).transpose()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r: Option<Row> = c
+                .exec_first(
+                    format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            r.map(|r| self.pool_row(&r)).transpose()
+        })
+        .await
     }
 
     async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                // The size this store saw last, or a read of it; then as long
-                // as the statement reports another size (the pool was dropped
-                // and created again), draw again from that one.
-                let mut size = match self.pool_sizes.get(name) {
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            // The size this store saw last, or a read of it; then as long
+            // as the statement reports another size (the pool was dropped
+            // and created again), draw again from that one.
+            let mut size = match self.pool_sizes.get(name) {
+                Some(size) => size,
+                None => match self.pool_size(c, name).await? {
                     Some(size) => size,
-                    None => match self.pool_size(&mut c, name).await? {
-                        Some(size) => size,
-                        None => return Err(Error::not_found("pool", name)),
-                    },
-                };
-                for _ in 0..MAX_RERUNS {
-                    let slots = keysmith_core::driver::sample_slots(size, k);
-                    if slots.is_empty() {
-                        return match self.pool_size(&mut c, name).await? {
-                            Some(_) => Ok(Vec::new()),
-                            None => Err(Error::not_found("pool", name)),
-                        };
-                    }
-                    // One statement: the pool's size, and the members of the
-                    // drawn slots (by the primary key), in one snapshot.
-                    let marks = vec!["?"; slots.len()].join(", ");
-                    let sql = format!(
-                        "SELECT p.size, m.value FROM keysmith_pools p
-                         LEFT JOIN keysmith_pool_members m ON m.pool = p.name AND m.slot IN ({marks})
-                         WHERE p.name = ?"
-                    );
-                    let mut params: Vec<mysql_async::Value> =
-                        slots.iter().map(|s| (*s).into()).collect();
-                    params.push(name.into());
-                    let rows: Vec<(i64, Option<i64>)> = c.exec(sql, params).await.map_err(bad)?;
-                    let Some(&(seen, _)) = rows.first() else {
-                        self.pool_sizes.forget(name);
-                        return Err(Error::not_found("pool", name));
+                    None => return Err(Error::not_found("pool", name)),
+                },
+            };
+            for _ in 0..MAX_RERUNS {
+                let slots = keysmith_core::driver::sample_slots(size, k);
+                if slots.is_empty() {
+                    return match self.pool_size(c, name).await? {
+                        Some(_) => Ok(Vec::new()),
+                        None => Err(Error::not_found("pool", name)),
                     };
-                    self.pool_sizes.remember(name, seen);
-                    if seen != size {
-                        size = seen;
-                        continue;
-                    }
-                    let mut picked: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
-                    if picked.len() != slots.len() {
-                        return Err(self.corrupt(&format!(
-                            "pool {name:?} of size {size} has {} of the {} slots drawn; drop the pool and create it again",
-                            picked.len(),
-                            slots.len()
-                        )));
-                    }
-                    // Callers get random order, not slot order.
-                    picked.shuffle(&mut rand::rng());
-                    return Ok(picked);
                 }
-                Err(Error::Contention {
-                    name: name.to_owned(),
-                    attempts: MAX_RERUNS,
-                })
+                // One statement: the pool's size, and the members of the
+                // drawn slots (by the primary key), in one snapshot.
+                let marks = vec!["?"; slots.len()].join(", ");
+                let sql = format!(
+                    "SELECT p.size, m.value FROM keysmith_pools p
+                     LEFT JOIN keysmith_pool_members m ON m.pool = p.name AND m.slot IN ({marks})
+                     WHERE p.name = ?"
+                );
+                let mut params: Vec<mysql_async::Value> =
+                    slots.iter().map(|s| (*s).into()).collect();
+                params.push(name.into());
+                let rows: Vec<(i64, Option<i64>)> = c.exec(sql, params).await.map_err(bad)?;
+                let Some(&(seen, _)) = rows.first() else {
+                    self.pool_sizes.forget(name);
+                    return Err(Error::not_found("pool", name));
+                };
+                self.pool_sizes.remember(name, seen);
+                if seen != size {
+                    size = seen;
+                    continue;
+                }
+                let mut picked: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
+                if picked.len() != slots.len() {
+                    return Err(self.corrupt(&format!(
+                        "pool {name:?} of size {size} has {} of the {} slots drawn; drop the pool and create it again",
+                        picked.len(),
+                        slots.len()
+                    )));
+                }
+                // Callers get random order, not slot order.
+                picked.shuffle(&mut rand::rng());
+                return Ok(picked);
+            }
+            Err(Error::Contention {
+                name: name.to_owned(),
+                attempts: MAX_RERUNS,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                // Only in the pool's generation (or a pool from before
-                // generations); otherwise the caller acts below.
-                match c
-                    .exec_drop(
-                        format!(
-                            "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
+        // `None`: swapped; else the pool's generation, the server's, its size.
+        let swapped = with_conn(self, async |c| {
+            // Only in the pool's generation (or a pool from before
+            // generations); otherwise the caller acts below.
+            match c
+                .exec_drop(
+                    format!(
+                        "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
                              SET m.value = ?
                              WHERE m.pool = ? AND m.value = ?
                                AND (p.generation IS NULL OR p.generation = {})",
-                            self.generation_expr()
-                        ),
-                        (put, name, take),
-                    )
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
-                        return Err(Error::Corrupt(format!(
-                            "pool {name:?} already holds {put}, which it should not yet"
-                        )));
-                    }
-                    Err(e) => return Err(self.my(&e)),
+                        self.generation_expr()
+                    ),
+                    (put, name, take),
+                )
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                    return Err(Error::Corrupt(format!(
+                        "pool {name:?} already holds {put}, which it should not yet"
+                    )));
                 }
-                if c.affected_rows() == 1 {
-                    return Ok(None);
-                }
-                let state: Option<(Option<String>, String, i64)> = c
-                    .exec_first(
-                        format!(
-                            "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
-                            self.generation_expr()
-                        ),
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                state
-                    .map(Some)
-                    .ok_or_else(|| Error::not_found("pool", name))
-            })
-            .await;
-        // `None`: swapped; else the pool's generation, the server's, its size.
-        let Some((recorded, current, size)) = self.settle(c, out)? else {
+                Err(e) => return Err(self.my(&e)),
+            }
+            if c.affected_rows() == 1 {
+                return Ok(None);
+            }
+            let state: Option<(Option<String>, String, i64)> = c
+                .exec_first(
+                    format!(
+                        "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
+                        self.generation_expr()
+                    ),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            state
+                .map(Some)
+                .ok_or_else(|| Error::not_found("pool", name))
+        })
+        .await?;
+        let Some((recorded, current, size)) = swapped else {
             return Ok(true);
         };
         match keysmith_core::driver::pool_generation(recorded.as_deref(), &current) {
@@ -384,149 +370,132 @@ impl PoolStore for MysqlStore {
     }
 
     async fn list_members(&self, name: &str) -> Result<Vec<i64>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let values: Vec<i64> = c
-                    .exec(
-                        "SELECT value FROM keysmith_pool_members WHERE pool = ? ORDER BY value",
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                if values.is_empty() && !self.pool_exists(&mut c, name).await? {
-                    return Err(Error::not_found("pool", name));
-                }
-                Ok(values)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let values: Vec<i64> = c
+                .exec(
+                    "SELECT value FROM keysmith_pool_members WHERE pool = ? ORDER BY value",
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            if values.is_empty() && !self.pool_exists(c, name).await? {
+                return Err(Error::not_found("pool", name));
+            }
+            Ok(values)
+        })
+        .await
     }
 
     async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                match tx
-                    .exec_drop(
-                        "INSERT INTO keysmith_pool_marks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
-                        (name,),
-                    )
-                    .await
-                {
-                    Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
-                        return Err(Error::not_found("pool", name));
-                    }
-                    other => other.map_err(bad)?,
-                }
-                let r: Row = tx
-                    .exec_first(
-                        "SELECT mark_at, mark_value, prev_at, prev_value FROM keysmith_pool_marks
-                         WHERE name = ? FOR UPDATE",
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| Error::not_found("pool", name))?;
-                let m = self.marks_from(&r)?.advance(now_ms, taken);
-                let at = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
-                let ((mark_at, mark_value), (prev_at, prev_value)) = (at(m.mark), at(m.prev_mark));
-                tx.exec_drop(
-                    "UPDATE keysmith_pool_marks SET mark_at = ?, mark_value = ?, prev_at = ?, prev_value = ?
-                     WHERE name = ?",
-                    (mark_at, mark_value, prev_at, prev_value, name),
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            match tx
+                .exec_drop(
+                    "INSERT INTO keysmith_pool_marks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name",
+                    (name,),
                 )
                 .await
-                .map_err(bad)?;
-                tx.commit().await.map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
+            {
+                Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
+                    return Err(Error::not_found("pool", name));
+                }
+                other => other.map_err(bad)?,
+            }
+            let r: Row = tx
+                .exec_first(
+                    "SELECT mark_at, mark_value, prev_at, prev_value FROM keysmith_pool_marks
+                     WHERE name = ? FOR UPDATE",
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .ok_or_else(|| Error::not_found("pool", name))?;
+            let m = self.marks_from(&r)?.advance(now_ms, taken);
+            let at = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+            let ((mark_at, mark_value), (prev_at, prev_value)) = (at(m.mark), at(m.prev_mark));
+            tx.exec_drop(
+                "UPDATE keysmith_pool_marks SET mark_at = ?, mark_value = ?, prev_at = ?, prev_value = ?
+                 WHERE name = ?",
+                (mark_at, mark_value, prev_at, prev_value, name),
+            )
+            .await
+            .map_err(bad)?;
+            tx.commit().await.map_err(bad)
+        })
+        .await
     }
 
     async fn read_pool_marks(&self, name: &str) -> Result<RateMarks> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let r: Row = c
-                    .exec_first(
-                        "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
-                         FROM keysmith_pools p LEFT JOIN keysmith_pool_marks m ON m.name = p.name
-                         WHERE p.name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?
-                    .ok_or_else(|| Error::not_found("pool", name))?;
-                self.marks_from(&r)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r: Row = c
+                .exec_first(
+                    "SELECT m.mark_at, m.mark_value, m.prev_at, m.prev_value
+                     FROM keysmith_pools p LEFT JOIN keysmith_pool_marks m ON m.name = p.name
+                     WHERE p.name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?
+                .ok_or_else(|| Error::not_found("pool", name))?;
+            self.marks_from(&r)
+        })
+        .await
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let rows: Vec<Row> = c
-                    .query(format!(
-                        "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
-                    ))
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                rows.iter().map(|r| self.pool_row(r)).collect()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let rows: Vec<Row> = c
+                .query(format!(
+                    "SELECT {POOL_COLUMNS} FROM keysmith_pools ORDER BY name"
+                ))
+                .await
+                .map_err(|e| self.my(&e))?;
+            rows.iter().map(|r| self.pool_row(r)).collect()
+        })
+        .await
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;
-                let r: Option<Row> = tx
-                    .exec_first(
-                        format!(
-                            "SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"
-                        ),
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?;
-                let Some(r) = r else {
-                    self.pool_sizes.forget(name);
-                    return Err(Error::not_found("pool", name));
-                };
-                let row = self.pool_row(&r)?;
-                let highest: Option<i64> = tx
-                    .exec_first(
-                        "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .flatten();
-                let generation: String = tx
-                    .query_first(format!("SELECT {}", self.generation_expr()))
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
-                let t = before.after_pool_drop(&row, highest, &generation);
-                self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
-                tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?;
-                tx.commit().await.map_err(bad)?;
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;
+            let r: Option<Row> = tx
+                .exec_first(
+                    format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"),
+                    (name,),
+                )
+                .await
+                .map_err(bad)?;
+            let Some(r) = r else {
                 self.pool_sizes.forget(name);
-                Ok(())
-            })
-            .await;
-        self.settle(c, out)
+                return Err(Error::not_found("pool", name));
+            };
+            let row = self.pool_row(&r)?;
+            let highest: Option<i64> = tx
+                .exec_first(
+                    "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .flatten();
+            let generation: String = tx
+                .query_first(format!("SELECT {}", self.generation_expr()))
+                .await
+                .map_err(bad)?
+                .ok_or_else(|| self.corrupt("the server named no generation"))?;
+            let t = before.after_pool_drop(&row, highest, &generation);
+            self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
+            tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            tx.commit().await.map_err(bad)?;
+            self.pool_sizes.forget(name);
+            Ok(())
+        })
+        .await
     }
 }
 

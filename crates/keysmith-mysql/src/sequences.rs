@@ -29,30 +29,27 @@ impl MysqlStore {
         expected: u64,
         change: impl FnOnce(SequenceRow) -> SequenceRow,
     ) -> Result<Put> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                if row.version != expected {
-                    if fenced > 0 {
-                        tx.commit().await.map_err(bad)?;
-                    }
-                    return Ok(Put::Conflict(row));
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
+                return Err(Error::not_found("sequence", name));
+            };
+            if row.version != expected {
+                if fenced > 0 {
+                    tx.commit().await.map_err(bad)?;
                 }
-                let new = change(SequenceRow {
-                    version: row.version + 1,
-                    ..row
-                });
-                self.write_row(&mut tx, &new).await?;
-                tx.commit().await.map_err(bad)?;
-                Ok(Put::Done(new))
-            })
-            .await;
-        self.settle(c, out)
+                return Ok(Put::Conflict(row));
+            }
+            let new = change(SequenceRow {
+                version: row.version + 1,
+                ..row
+            });
+            self.write_row(&mut tx, &new).await?;
+            tx.commit().await.map_err(bad)?;
+            Ok(Put::Done(new))
+        })
+        .await
     }
 
     /// Both reservation strategies: the row fenced and locked, the plan
@@ -60,37 +57,34 @@ impl MysqlStore {
     /// transaction.
     async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                let plan = match row.plan(n) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        if fenced > 0 {
-                            tx.commit().await.map_err(bad)?;
-                        }
-                        return Err(e);
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
+                return Err(Error::not_found("sequence", name));
+            };
+            let plan = match row.plan(n) {
+                Ok(p) => p,
+                Err(e) => {
+                    if fenced > 0 {
+                        tx.commit().await.map_err(bad)?;
                     }
-                };
-                self.write_row(
-                    &mut tx,
-                    &SequenceRow {
-                        next: plan.end,
-                        version: plan.version,
-                        ..row
-                    },
-                )
-                .await?;
-                tx.commit().await.map_err(bad)?;
-                Ok(Reservation { fenced, ..plan })
-            })
-            .await;
-        self.settle(c, out)
+                    return Err(e);
+                }
+            };
+            self.write_row(
+                &mut tx,
+                &SequenceRow {
+                    next: plan.end,
+                    version: plan.version,
+                    ..row
+                },
+            )
+            .await?;
+            tx.commit().await.map_err(bad)?;
+            Ok(Reservation { fenced, ..plan })
+        })
+        .await
     }
 
     /// Inserts a sequence's row in `tx` and reads it back.
@@ -149,33 +143,27 @@ impl MysqlStore {
 impl SequenceStore for MysqlStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         spec.validate()?;
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let mut tx = begin(&mut c).await.map_err(|e| self.my(&e))?;
-                let row = self.insert_sequence(&mut tx, spec, None).await?;
-                tx.commit().await.map_err(|e| self.my(&e))?;
-                Ok(row)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
+            let row = self.insert_sequence(&mut tx, spec, None).await?;
+            tx.commit().await.map_err(|e| self.my(&e))?;
+            Ok(row)
+        })
+        .await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let r: Option<Row> = c
-                    .exec_first(
-                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                r.map(|r| self.sequence_row(&r, 0)).transpose()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r: Option<Row> = c
+                .exec_first(
+                    format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            r.map(|r| self.sequence_row(&r, 0)).transpose()
+        })
+        .await
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
@@ -186,12 +174,7 @@ impl SequenceStore for MysqlStore {
         .await
     }
 
-    async fn alter_if_version(
-        &self,
-        name: &str,
-        change: &Alteration,
-        expected: u64,
-    ) -> Result<Put> {
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put> {
         let change = *change;
         self.write_if_version(name, expected, move |row| SequenceRow {
             next: change.next,
@@ -205,19 +188,16 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                c.exec_drop(
-                    "UPDATE keysmith_sequences SET failover_skip = ?
-                     WHERE name = ? AND NOT failover_skip_set AND failover_skip < ?",
-                    (at_least, name, at_least),
-                )
-                .await
-                .map_err(|e| self.my(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.exec_drop(
+                "UPDATE keysmith_sequences SET failover_skip = ?
+                 WHERE name = ? AND NOT failover_skip_set AND failover_skip < ?",
+                (at_least, name, at_least),
+            )
+            .await
+            .map_err(|e| self.my(&e))
+        })
+        .await
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
@@ -234,171 +214,155 @@ impl SequenceStore for MysqlStore {
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                // The counts row is locked, never the sequence's: allocation
-                // goes on meanwhile.
-                match tx
-                    .exec_drop(
-                        "INSERT INTO keysmith_sequence_counts (name, handed_back, handed_out, abandoned, skipped)
-                         VALUES (?, 0, 0, 0, 0) ON DUPLICATE KEY UPDATE name = name",
-                        (name,),
-                    )
-                    .await
-                {
-                    Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
-                        return Err(Error::not_found("sequence", name));
-                    }
-                    other => other.map_err(bad)?,
-                }
-                let counts: Row = tx
-                    .exec_first(
-                        format!("SELECT {CCOLS} FROM keysmith_sequence_counts WHERE name = ? FOR UPDATE"),
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| Error::not_found("sequence", name))?;
-                let counts = self.counts_from(&counts, 0)?;
-                let row: Row = tx
-                    .exec_first(
-                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| Error::not_found("sequence", name))?;
-                let row = self.sequence_row(&row, 0)?;
-                let c = counts.apply(&row, delta, now_ms);
-                let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
-                let ((mark_at, mark_reserved), (prev_at, prev_reserved)) =
-                    (m(c.mark), m(c.prev_mark));
-                tx.exec_drop(
-                    "UPDATE keysmith_sequence_counts SET handed_back = ?, handed_out = ?, abandoned = ?,
-                     skipped = ?, mark_at = ?, mark_reserved = ?, prev_at = ?, prev_reserved = ?
-                     WHERE name = ?",
-                    (
-                        c.handed_back,
-                        c.handed_out,
-                        c.abandoned,
-                        c.skipped,
-                        mark_at,
-                        mark_reserved,
-                        prev_at,
-                        prev_reserved,
-                        name,
-                    ),
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            // The counts row is locked, never the sequence's: allocation
+            // goes on meanwhile.
+            match tx
+                .exec_drop(
+                    "INSERT INTO keysmith_sequence_counts (name, handed_back, handed_out, abandoned, skipped)
+                     VALUES (?, 0, 0, 0, 0) ON DUPLICATE KEY UPDATE name = name",
+                    (name,),
                 )
                 .await
-                .map_err(bad)?;
-                tx.commit().await.map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
+            {
+                Err(e) if code(&e) == Some(ER_NO_REFERENCED_ROW) => {
+                    return Err(Error::not_found("sequence", name));
+                }
+                other => other.map_err(bad)?,
+            }
+            let counts: Row = tx
+                .exec_first(
+                    format!("SELECT {CCOLS} FROM keysmith_sequence_counts WHERE name = ? FOR UPDATE"),
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let counts = self.counts_from(&counts, 0)?;
+            let row: Row = tx
+                .exec_first(
+                    format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ?"),
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let row = self.sequence_row(&row, 0)?;
+            let c = counts.apply(&row, delta, now_ms);
+            let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+            let ((mark_at, mark_reserved), (prev_at, prev_reserved)) =
+                (m(c.mark), m(c.prev_mark));
+            tx.exec_drop(
+                "UPDATE keysmith_sequence_counts SET handed_back = ?, handed_out = ?, abandoned = ?,
+                 skipped = ?, mark_at = ?, mark_reserved = ?, prev_at = ?, prev_reserved = ?
+                 WHERE name = ?",
+                (
+                    c.handed_back,
+                    c.handed_out,
+                    c.abandoned,
+                    c.skipped,
+                    mark_at,
+                    mark_reserved,
+                    prev_at,
+                    prev_reserved,
+                    name,
+                ),
+            )
+            .await
+            .map_err(bad)?;
+            tx.commit().await.map_err(bad)
+        })
+        .await
     }
 
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let r: Row = c
-                    .exec_first(
-                        format!(
-                            "SELECT s.name, s.next_value, s.start_value, s.max_value, s.block, s.version,
-                                    s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
-                                    {CCOLS_C}
-                             FROM keysmith_sequences s
-                             LEFT JOIN keysmith_sequence_counts c ON c.name = s.name
-                             WHERE s.name = ?"
-                        ),
-                        (name,),
-                    )
-                    .await
-                    .map_err(|e| self.my(&e))?
-                    .ok_or_else(|| Error::not_found("sequence", name))?;
-                Ok((self.sequence_row(&r, 0)?, self.counts_from(&r, 10)?))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r: Row = c
+                .exec_first(
+                    format!(
+                        "SELECT s.name, s.next_value, s.start_value, s.max_value, s.block, s.version,
+                                s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
+                                {CCOLS_C}
+                         FROM keysmith_sequences s
+                         LEFT JOIN keysmith_sequence_counts c ON c.name = s.name
+                         WHERE s.name = ?"
+                    ),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok((self.sequence_row(&r, 0)?, self.counts_from(&r, 10)?))
+        })
+        .await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let rows: Vec<Row> = c
-                    .query(format!(
-                        "SELECT {COLS} FROM keysmith_sequences ORDER BY name"
-                    ))
-                    .await
-                    .map_err(|e| self.my(&e))?;
-                rows.iter().map(|r| self.sequence_row(r, 0)).collect()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let rows: Vec<Row> = c
+                .query(format!(
+                    "SELECT {COLS} FROM keysmith_sequences ORDER BY name"
+                ))
+                .await
+                .map_err(|e| self.my(&e))?;
+            rows.iter().map(|r| self.sequence_row(r, 0)).collect()
+        })
+        .await
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: mysql_async::Error| self.my(&e);
-                let mut tx = begin(&mut c).await.map_err(bad)?;
-                let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;
-                let r: Option<Row> = tx
-                    .exec_first(
-                        format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ? FOR UPDATE"),
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?;
-                let Some(r) = r else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                let row = self.sequence_row(&r, 0)?;
-                let settings: Option<String> = tx
-                    .exec_first(
-                        "SELECT settings FROM keysmith_numbering WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?;
-                let numbering = settings
-                    .map(|s| keysmith_core::driver::parse_numbering(name, &s))
-                    .transpose()?;
-                let counters_next: Option<i64> = tx
-                    .exec_first(
-                        "SELECT MAX(next_value) FROM keysmith_number_counters WHERE name = ?",
-                        (name,),
-                    )
-                    .await
-                    .map_err(bad)?
-                    .flatten();
-                let generation: String = tx
-                    .query_first(format!("SELECT {}", self.generation_expr()))
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| self.corrupt("the server named no generation"))?;
-                let t = before.after_sequence_drop(
-                    &row,
-                    numbering.as_ref(),
-                    counters_next,
-                    &generation,
-                );
-                self.raise_tombstone(&mut tx, SEQUENCE_KIND, name, t)
-                    .await?;
-                // The counts, numbering, counters and tickets go with it
-                // (ON DELETE CASCADE), in the same statement.
-                tx.exec_drop("DELETE FROM keysmith_sequences WHERE name = ?", (name,))
-                    .await
-                    .map_err(bad)?;
-                tx.commit().await.map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let mut tx = begin(c).await.map_err(bad)?;
+            let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;
+            let r: Option<Row> = tx
+                .exec_first(
+                    format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ? FOR UPDATE"),
+                    (name,),
+                )
+                .await
+                .map_err(bad)?;
+            let Some(r) = r else {
+                return Err(Error::not_found("sequence", name));
+            };
+            let row = self.sequence_row(&r, 0)?;
+            let settings: Option<String> = tx
+                .exec_first(
+                    "SELECT settings FROM keysmith_numbering WHERE name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(bad)?;
+            let numbering = settings
+                .map(|s| keysmith_core::driver::parse_numbering(name, &s))
+                .transpose()?;
+            let counters_next: Option<i64> = tx
+                .exec_first(
+                    "SELECT MAX(next_value) FROM keysmith_number_counters WHERE name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(bad)?
+                .flatten();
+            let generation: String = tx
+                .query_first(format!("SELECT {}", self.generation_expr()))
+                .await
+                .map_err(bad)?
+                .ok_or_else(|| self.corrupt("the server named no generation"))?;
+            let t =
+                before.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
+            self.raise_tombstone(&mut tx, SEQUENCE_KIND, name, t)
+                .await?;
+            // The counts, numbering, counters and tickets go with it
+            // (ON DELETE CASCADE), in the same statement.
+            tx.exec_drop("DELETE FROM keysmith_sequences WHERE name = ?", (name,))
+                .await
+                .map_err(bad)?;
+            tx.commit().await.map_err(bad)
+        })
+        .await
     }
 }
 

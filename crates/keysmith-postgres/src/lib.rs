@@ -50,7 +50,6 @@ mod source;
 pub use source::PostgresSource;
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -61,6 +60,7 @@ use rand::seq::SliceRandom;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
+use keysmith_core::driver::conn::{ConnPool, no_connection, with_conn};
 use keysmith_core::driver::remembered::Remembered;
 use keysmith_core::driver::{
     Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
@@ -195,34 +195,31 @@ impl PostgresStore {
 
     /// Creates or upgrades the tables. Fast path: one read of the version.
     async fn migrate(&self) -> Result<()> {
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let probe = format!(
-                    "SELECT schema_version FROM {}.keysmith_meta",
-                    quote_ident(&self.schema)
-                );
-                match c.query_opt(&probe, &[]).await {
-                    Ok(Some(row)) => {
-                        let v: i32 = row.try_get(0).map_err(|e| self.pg(&e))?;
-                        if v == SCHEMA_VERSION {
-                            return self.warn_unless_durable(&c).await;
-                        }
-                        self.check_not_newer(v)?;
+        with_conn(self, async |c| {
+            let probe = format!(
+                "SELECT schema_version FROM {}.keysmith_meta",
+                quote_ident(&self.schema)
+            );
+            match c.query_opt(&probe, &[]).await {
+                Ok(Some(row)) => {
+                    let v: i32 = row.try_get(0).map_err(|e| self.pg(&e))?;
+                    if v == SCHEMA_VERSION {
+                        return self.warn_unless_durable(c).await;
                     }
-                    Ok(None) => {}
-                    Err(e)
-                        if matches!(
-                            e.code(),
-                            Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
-                        ) => {}
-                    Err(e) => return Err(self.pg(&e)),
+                    self.check_not_newer(v)?;
                 }
-                self.migrate_locked(&mut c).await?;
-                self.warn_unless_durable(&c).await
-            })
-            .await;
-        self.settle(c, out)
+                Ok(None) => {}
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        Some(&SqlState::UNDEFINED_TABLE | &SqlState::INVALID_SCHEMA_NAME)
+                    ) => {}
+                Err(e) => return Err(self.pg(&e)),
+            }
+            self.migrate_locked(c).await?;
+            self.warn_unless_durable(c).await
+        })
+        .await
     }
 
     async fn migrate_locked(&self, c: &mut Client) -> Result<()> {
@@ -333,11 +330,7 @@ impl PostgresStore {
     /// [`Error::Unavailable`] when no connection comes within the timeout.
     pub async fn client(&self) -> Result<Object> {
         self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => Error::Unavailable(format!(
-                "PostgreSQL at {}: no connection within {}s; check that the server is running and reachable, then retry",
-                self.target,
-                self.timeout.as_secs_f64()
-            )),
+            PoolError::Timeout(_) => no_connection(&self.server(), self.timeout),
             PoolError::Backend(e) => self.pg(&e),
             other => Error::Unavailable(format!(
                 "PostgreSQL at {}: {}; retry",
@@ -345,27 +338,6 @@ impl PostgresStore {
                 one_line(&other.to_string())
             )),
         })
-    }
-
-    /// Runs `work` within the operation timeout.
-    async fn deadline<T>(&self, work: impl Future<Output = Result<T>>) -> Result<T> {
-        match tokio::time::timeout(self.timeout, work).await {
-            Ok(out) => out,
-            Err(_) => Err(Error::Unavailable(format!(
-                "PostgreSQL at {}: no answer within {}s; check the server's load and health, or raise ?timeout=SECS",
-                self.target,
-                self.timeout.as_secs_f64()
-            ))),
-        }
-    }
-
-    /// Hands the connection back to the pool, unless the operation failed in a
-    /// way that may have left it broken or mid-statement: then it is closed.
-    fn settle<T>(&self, c: Object, out: Result<T>) -> Result<T> {
-        if matches!(out, Err(Error::Unavailable(_))) {
-            drop(Object::take(c));
-        }
-        out
     }
 
     /// Maps a driver error to keysmith's, in one line naming the server.
@@ -664,33 +636,47 @@ impl PostgresStore {
     }
 }
 
+impl ConnPool for PostgresStore {
+    type Conn = Object;
+
+    async fn take(&self) -> Result<Object> {
+        self.client().await
+    }
+
+    fn discard(&self, conn: Object) {
+        drop(Object::take(conn));
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn server(&self) -> String {
+        format!("PostgreSQL at {}", self.target)
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn ping(&self) -> Result<()> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                c.simple_query("SELECT 1")
-                    .await
-                    .map(drop)
-                    .map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.simple_query("SELECT 1")
+                .await
+                .map(drop)
+                .map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn generation(&self) -> Result<String> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_one(&self.sql.generation, &[])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                r.try_get(0).map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r = c
+                .query_one(&self.sql.generation, &[])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            r.try_get(0).map_err(|e| self.pg(&e))
+        })
+        .await
     }
 }
 

@@ -178,26 +178,23 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
 impl NumberStore for PostgresStore {
     async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>> {
         let s = quote_ident(&self.schema);
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let row = c
-                    .query_opt(
-                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
-                        &[&name],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                match row {
-                    None => Ok(None),
-                    Some(r) => {
-                        let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
-                        keysmith_core::driver::parse_numbering(name, &text).map(Some)
-                    }
+        with_conn(self, async |c| {
+            let row = c
+                .query_opt(
+                    &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
+                    &[&name],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+            match row {
+                None => Ok(None),
+                Some(r) => {
+                    let text: String = r.try_get(0).map_err(|e| self.pg(&e))?;
+                    keysmith_core::driver::parse_numbering(name, &text).map(Some)
                 }
-            })
-            .await;
-        self.settle(c, out)
+            }
+        })
+        .await
     }
 
     async fn create_numbered(
@@ -209,116 +206,103 @@ impl NumberStore for PostgresStore {
         let settings =
             serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
         let s = quote_ident(&self.schema);
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let tx = c.transaction().await.map_err(bad)?;
-                let row = self.insert_sequence(&tx, spec, Some(numbering)).await?;
-                tx.execute(
-                    &format!(
-                        "INSERT INTO {s}.numbering (name, settings, current_period) VALUES ($1, $2, 0)"
-                    ),
-                    &[&spec.name, &settings],
-                )
-                .await
-                .map_err(bad)?;
-                tx.commit().await.map_err(bad)?;
-                Ok(row)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let tx = c.transaction().await.map_err(bad)?;
+            let row = self.insert_sequence(&tx, spec, Some(numbering)).await?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO {s}.numbering (name, settings, current_period) VALUES ($1, $2, 0)"
+                ),
+                &[&spec.name, &settings],
+            )
+            .await
+            .map_err(bad)?;
+            tx.commit().await.map_err(bad)?;
+            Ok(row)
+        })
+        .await
     }
 
     async fn clock_ms(&self) -> Result<i64> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_one(
-                        "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
-                        &[],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                r.try_get(0).map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r = c
+                .query_one(
+                    "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+                    &[],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+            r.try_get(0).map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let (period, row) =
-                    current_fenced(&mut self.in_tx(&tx), name, period, false).await?;
-                let next = self.next_of(&tx, name, period, row.start).await?;
-                let r = SequenceRow { next, ..row }.plan(n)?;
-                self.set_next(&tx, name, period, r.end).await?;
-                tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok(PeriodRange {
-                    period,
-                    start: r.start,
-                    end: r.end,
-                })
+        with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, false).await?;
+            let next = self.next_of(&tx, name, period, row.start).await?;
+            let r = SequenceRow { next, ..row }.plan(n)?;
+            self.set_next(&tx, name, period, r.end).await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(PeriodRange {
+                period,
+                start: r.start,
+                end: r.end,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
         let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         let s = quote_ident(&self.schema);
         let ttl = ticket_ttl_ms(ttl);
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let tx = c.transaction().await.map_err(bad)?;
-                let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, true).await?;
-                let again = tx
-                    .query_opt(
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let tx = c.transaction().await.map_err(bad)?;
+            let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, true).await?;
+            let again = tx
+                .query_opt(
+                    &format!(
+                        "UPDATE {s}.tickets SET token = $3,
+                             expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
+                         WHERE name = $1 AND period = $2 AND value = (
+                             SELECT value FROM {s}.tickets
+                             WHERE name = $1 AND period = $2
+                               AND (token IS NULL OR expires_at <= clock_timestamp())
+                             ORDER BY value LIMIT 1)
+                         RETURNING value"
+                    ),
+                    &[&name, &period, &token, &ttl],
+                )
+                .await
+                .map_err(bad)?;
+            let value = match again {
+                Some(r) => r.try_get(0).map_err(bad)?,
+                None => {
+                    let next = self.next_of(&tx, name, period, row.start).await?;
+                    let value = SequenceRow { next, ..row }.plan(1)?.start;
+                    self.set_next(&tx, name, period, value + 1).await?;
+                    tx.execute(
                         &format!(
-                            "UPDATE {s}.tickets SET token = $3,
-                                 expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
-                             WHERE name = $1 AND period = $2 AND value = (
-                                 SELECT value FROM {s}.tickets
-                                 WHERE name = $1 AND period = $2
-                                   AND (token IS NULL OR expires_at <= clock_timestamp())
-                                 ORDER BY value LIMIT 1)
-                             RETURNING value"
+                            "INSERT INTO {s}.tickets (name, period, value, token, expires_at)
+                             VALUES ($1, $2, $3, $4,
+                                     clock_timestamp() + $5::bigint * interval '1 millisecond')"
                         ),
-                        &[&name, &period, &token, &ttl],
+                        &[&name, &period, &value, &token, &ttl],
                     )
                     .await
                     .map_err(bad)?;
-                let value = match again {
-                    Some(r) => r.try_get(0).map_err(bad)?,
-                    None => {
-                        let next = self.next_of(&tx, name, period, row.start).await?;
-                        let value = SequenceRow { next, ..row }.plan(1)?.start;
-                        self.set_next(&tx, name, period, value + 1).await?;
-                        tx.execute(
-                            &format!(
-                                "INSERT INTO {s}.tickets (name, period, value, token, expires_at)
-                                 VALUES ($1, $2, $3, $4,
-                                         clock_timestamp() + $5::bigint * interval '1 millisecond')"
-                            ),
-                            &[&name, &period, &value, &token, &ttl],
-                        )
-                        .await
-                        .map_err(bad)?;
-                        value
-                    }
-                };
-                tx.commit().await.map_err(bad)?;
-                Ok(TakenNumber { period, value })
-            })
-            .await;
-        self.settle(c, out)
+                    value
+                }
+            };
+            tx.commit().await.map_err(bad)?;
+            Ok(TakenNumber { period, value })
+        })
+        .await
     }
 
     /// Commit (`delete`) or release a number held by `token`; when it is
@@ -336,58 +320,52 @@ impl NumberStore for PostgresStore {
                  WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
             )
         };
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let n = c
-                    .execute(&write, &[&name, &period, &value, &token])
-                    .await
-                    .map_err(bad)?;
-                if n == 1 {
-                    return Ok(());
-                }
-                if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
-                    .await
-                    .map_err(bad)?
-                    .is_none()
-                {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let h: Option<Option<String>> = c
-                    .query_opt(
-                        &format!(
-                            "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
-                        ),
-                        &[&name, &period, &value],
-                    )
-                    .await
-                    .map_err(bad)?
-                    .map(|r| r.try_get(0))
-                    .transpose()
-                    .map_err(bad)?;
-                Err(refused(
-                    what,
-                    name,
-                    period,
-                    value,
-                    h.as_ref().map(|t| t.as_deref()),
-                ))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let n = c
+                .execute(&write, &[&name, &period, &value, &token])
+                .await
+                .map_err(bad)?;
+            if n == 1 {
+                return Ok(());
+            }
+            if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
+                .await
+                .map_err(bad)?
+                .is_none()
+            {
+                return Err(Error::not_found("sequence", name));
+            }
+            let h: Option<Option<String>> = c
+                .query_opt(
+                    &format!(
+                        "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
+                    ),
+                    &[&name, &period, &value],
+                )
+                .await
+                .map_err(bad)?
+                .map(|r| r.try_get(0))
+                .transpose()
+                .map_err(bad)?;
+            Err(refused(
+                what,
+                name,
+                period,
+                value,
+                h.as_ref().map(|t| t.as_deref()),
+            ))
+        })
+        .await
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let fenced = fence_numbers_in(&mut self.in_tx(&tx), name, skip).await?;
-                tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok(fenced)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let fenced = fence_numbers_in(&mut self.in_tx(&tx), name, skip).await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(fenced)
+        })
+        .await
     }
 }

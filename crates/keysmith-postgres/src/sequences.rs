@@ -12,50 +12,47 @@ impl PostgresStore {
         next: i64,
         rest: Option<&Alteration>,
     ) -> Result<Put> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let Ok(expected_i) = i64::try_from(expected) else {
-                    // No stored version is that large: it cannot match.
-                    return match self.read_on(&c, name).await? {
-                        Some(row) => Ok(Put::Conflict(row)),
-                        None => Err(Error::not_found("sequence", name)),
-                    };
+        with_conn(self, async |c| {
+            let Ok(expected_i) = i64::try_from(expected) else {
+                // No stored version is that large: it cannot match.
+                return match self.read_on(c, name).await? {
+                    Some(row) => Ok(Put::Conflict(row)),
+                    None => Err(Error::not_found("sequence", name)),
                 };
-                let st = c
-                    .prepare_cached(&self.sql.write_if_version)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let (max, block, skip, skip_set) = match rest {
-                    Some(a) => (
-                        Some(a.max),
-                        Some(a.block),
-                        Some(a.failover_skip),
-                        Some(a.failover_skip_set),
-                    ),
-                    None => (None, None, None, None),
-                };
-                let r = c
-                    .query_one(
-                        &st,
-                        &[&name, &expected_i, &next, &max, &block, &skip, &skip_set],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
-                if missing.is_none() {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
-                let row = self.row(&r, 1)?;
-                Ok(if done {
-                    Put::Done(row)
-                } else {
-                    Put::Conflict(row)
-                })
+            };
+            let st = c
+                .prepare_cached(&self.sql.write_if_version)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let (max, block, skip, skip_set) = match rest {
+                Some(a) => (
+                    Some(a.max),
+                    Some(a.block),
+                    Some(a.failover_skip),
+                    Some(a.failover_skip_set),
+                ),
+                None => (None, None, None, None),
+            };
+            let r = c
+                .query_one(
+                    &st,
+                    &[&name, &expected_i, &next, &max, &block, &skip, &skip_set],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
+            if missing.is_none() {
+                return Err(Error::not_found("sequence", name));
+            }
+            let done: bool = r.try_get(0).map_err(|e| self.pg(&e))?;
+            let row = self.row(&r, 1)?;
+            Ok(if done {
+                Put::Done(row)
+            } else {
+                Put::Conflict(row)
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     pub(super) fn row(&self, r: &tokio_postgres::Row, at: usize) -> Result<SequenceRow> {
@@ -94,22 +91,17 @@ impl PostgresStore {
 impl SequenceStore for PostgresStore {
     async fn create_sequence(&self, spec: &SequenceSpec) -> Result<SequenceRow> {
         spec.validate()?;
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let row = self.insert_sequence(&tx, spec, None).await?;
-                tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok(row)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let row = self.insert_sequence(&tx, spec, None).await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(row)
+        })
+        .await
     }
 
     async fn read_sequence(&self, name: &str) -> Result<Option<SequenceRow>> {
-        let c = self.client().await?;
-        let out = self.deadline(self.read_on(&c, name)).await;
-        self.settle(c, out)
+        with_conn(self, async |c| self.read_on(c, name).await).await
     }
 
     async fn put_if_version(&self, name: &str, new_next: i64, expected: u64) -> Result<Put> {
@@ -117,243 +109,212 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                c.execute(&self.sql.raise_failover_skip, &[&name, &at_least])
-                    .await
-                    .map(drop)
-                    .map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.execute(&self.sql.raise_failover_skip, &[&name, &at_least])
+                .await
+                .map(drop)
+                .map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
-    async fn alter_if_version(
-        &self,
-        name: &str,
-        change: &Alteration,
-        expected: u64,
-    ) -> Result<Put> {
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put> {
         self.write_if_version(name, expected, change.next, Some(change))
             .await
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let sql = &self.sql;
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                // The counts row is locked, never the sequence's: allocation
-                // goes on meanwhile.
-                match tx.execute(&sql.counts_ensure, &[&name]).await {
-                    Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
-                        return Err(Error::not_found("sequence", name));
-                    }
-                    other => other.map_err(|e| self.pg(&e))?,
-                };
-                let counts = tx
-                    .query_one(&sql.counts_lock, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let counts = counts_from(&counts, 0);
-                let row = tx
-                    .query_opt(&sql.read, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?
-                    .ok_or_else(|| Error::not_found("sequence", name))?;
-                let row = self.row(&row, 0)?;
-                let c = counts.apply(&row, delta, now_ms);
-                let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
-                let ((mark_at, mark_reserved), (prev_at, prev_reserved)) =
-                    (m(c.mark), m(c.prev_mark));
-                tx.execute(
-                    &sql.counts_write,
-                    &[
-                        &name,
-                        &c.handed_back,
-                        &c.handed_out,
-                        &c.abandoned,
-                        &c.skipped,
-                        &mark_at,
-                        &mark_reserved,
-                        &prev_at,
-                        &prev_reserved,
-                    ],
-                )
+        with_conn(self, async |c| {
+            let sql = &self.sql;
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            // The counts row is locked, never the sequence's: allocation
+            // goes on meanwhile.
+            match tx.execute(&sql.counts_ensure, &[&name]).await {
+                Err(e) if e.code() == Some(&SqlState::FOREIGN_KEY_VIOLATION) => {
+                    return Err(Error::not_found("sequence", name));
+                }
+                other => other.map_err(|e| self.pg(&e))?,
+            };
+            let counts = tx
+                .query_one(&sql.counts_lock, &[&name])
                 .await
                 .map_err(|e| self.pg(&e))?;
-                tx.commit().await.map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+            let counts = counts_from(&counts, 0);
+            let row = tx
+                .query_opt(&sql.read, &[&name])
+                .await
+                .map_err(|e| self.pg(&e))?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let row = self.row(&row, 0)?;
+            let c = counts.apply(&row, delta, now_ms);
+            let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
+            let ((mark_at, mark_reserved), (prev_at, prev_reserved)) = (m(c.mark), m(c.prev_mark));
+            tx.execute(
+                &sql.counts_write,
+                &[
+                    &name,
+                    &c.handed_back,
+                    &c.handed_out,
+                    &c.abandoned,
+                    &c.skipped,
+                    &mark_at,
+                    &mark_reserved,
+                    &prev_at,
+                    &prev_reserved,
+                ],
+            )
+            .await
+            .map_err(|e| self.pg(&e))?;
+            tx.commit().await.map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn read_counts(&self, name: &str) -> Result<(SequenceRow, SequenceCounts)> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_opt(&self.sql.counts_read, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?
-                    .ok_or_else(|| Error::not_found("sequence", name))?;
-                Ok((self.row(&r, 0)?, counts_from(&r, 10)))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r = c
+                .query_opt(&self.sql.counts_read, &[&name])
+                .await
+                .map_err(|e| self.pg(&e))?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            Ok((self.row(&r, 0)?, counts_from(&r, 10)))
+        })
+        .await
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let lock = c
-                    .prepare_cached(&self.sql.lock_row)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let write = c
-                    .prepare_cached(&self.sql.write_next)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-                let r = tx
-                    .query_one(&lock, &[&name])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
-                if missing.is_none() {
-                    return Err(Error::not_found("sequence", name));
-                }
-                let fenced: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
-                let row = self.row(&r, 1)?;
-                let mut plan = row.plan(n)?;
-                plan.fenced = fenced;
-                let version = i64::try_from(plan.version)
-                    .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
-                tx.execute(&write, &[&name, &plan.end, &version, &row.generation])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                tx.commit().await.map_err(|e| self.pg(&e))?;
-                Ok(plan)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let lock = c
+                .prepare_cached(&self.sql.lock_row)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let write = c
+                .prepare_cached(&self.sql.write_next)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let r = tx
+                .query_one(&lock, &[&name])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let missing: Option<String> = r.try_get(1).map_err(|e| self.pg(&e))?;
+            if missing.is_none() {
+                return Err(Error::not_found("sequence", name));
+            }
+            let fenced: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
+            let row = self.row(&r, 1)?;
+            let mut plan = row.plan(n)?;
+            plan.fenced = fenced;
+            let version = i64::try_from(plan.version)
+                .map_err(|_| Error::Corrupt(format!("sequence {name:?}: version overflow")))?;
+            tx.execute(&write, &[&name, &plan.end, &version, &row.generation])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(plan)
+        })
+        .await
     }
 
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let st = c
-                    .prepare_cached(&self.sql.reserve_atomic)
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let r = match c.query_one(&st, &[&name, &n]).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        return Err(match e.code() {
-                            Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
-                            Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
-                                let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
-                                Error::Exhausted {
-                                    name: name.to_owned(),
-                                    max,
-                                }
+        with_conn(self, async |c| {
+            let st = c
+                .prepare_cached(&self.sql.reserve_atomic)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let r = match c.query_one(&st, &[&name, &n]).await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Err(match e.code() {
+                        Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
+                        Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
+                            let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
+                            Error::Exhausted {
+                                name: name.to_owned(),
+                                max,
                             }
-                            _ => bad(e),
-                        });
-                    }
-                };
-                let version: i64 = r.try_get(2).map_err(bad)?;
-                Ok(Reservation {
-                    start: r.try_get(0).map_err(bad)?,
-                    end: r.try_get(1).map_err(bad)?,
-                    version: u64::try_from(version).map_err(|_| {
-                        Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
-                    })?,
-                    fenced: r.try_get(3).map_err(bad)?,
-                })
+                        }
+                        _ => bad(e),
+                    });
+                }
+            };
+            let version: i64 = r.try_get(2).map_err(bad)?;
+            Ok(Reservation {
+                start: r.try_get(0).map_err(bad)?,
+                end: r.try_get(1).map_err(bad)?,
+                version: u64::try_from(version).map_err(|_| {
+                    Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
+                })?,
+                fenced: r.try_get(3).map_err(bad)?,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let rows = c
-                    .query(&self.sql.list, &[])
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                rows.iter().map(|r| self.row(r, 0)).collect()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let rows = c
+                .query(&self.sql.list, &[])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            rows.iter().map(|r| self.row(r, 0)).collect()
+        })
+        .await
     }
 
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let s = quote_ident(&self.schema);
-        let mut c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let tx = c.transaction().await.map_err(bad)?;
-                let before = self.lock_tombstone(&tx, SEQUENCE_KIND, name).await?;
-                let Some(r) = tx
-                    .query_opt(&format!("{} FOR UPDATE", self.sql.read), &[&name])
-                    .await
-                    .map_err(bad)?
-                else {
-                    return Err(Error::not_found("sequence", name));
-                };
-                let row = self.row(&r, 0)?;
-                let numbering = match tx
-                    .query_opt(
-                        &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
-                        &[&name],
-                    )
-                    .await
-                    .map_err(bad)?
-                {
-                    Some(r) => Some(keysmith_core::driver::parse_numbering(
-                        name,
-                        &r.try_get::<_, String>(0).map_err(bad)?,
-                    )?),
-                    None => None,
-                };
-                let counters_next: Option<i64> = tx
-                    .query_one(
-                        &format!("SELECT max(next) FROM {s}.number_counters WHERE name = $1"),
-                        &[&name],
-                    )
-                    .await
-                    .map_err(bad)?
-                    .try_get(0)
-                    .map_err(bad)?;
-                let generation: String = tx
-                    .query_one(&self.sql.generation, &[])
-                    .await
-                    .map_err(bad)?
-                    .try_get(0)
-                    .map_err(bad)?;
-                let t = before.after_sequence_drop(
-                    &row,
-                    numbering.as_ref(),
-                    counters_next,
-                    &generation,
-                );
-                self.raise_tombstone(&tx, SEQUENCE_KIND, name, t).await?;
-                tx.execute(&self.sql.drop, &[&name]).await.map_err(bad)?;
-                tx.commit().await.map_err(bad)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let tx = c.transaction().await.map_err(bad)?;
+            let before = self.lock_tombstone(&tx, SEQUENCE_KIND, name).await?;
+            let Some(r) = tx
+                .query_opt(&format!("{} FOR UPDATE", self.sql.read), &[&name])
+                .await
+                .map_err(bad)?
+            else {
+                return Err(Error::not_found("sequence", name));
+            };
+            let row = self.row(&r, 0)?;
+            let numbering = match tx
+                .query_opt(
+                    &format!("SELECT settings FROM {s}.numbering WHERE name = $1"),
+                    &[&name],
+                )
+                .await
+                .map_err(bad)?
+            {
+                Some(r) => Some(keysmith_core::driver::parse_numbering(
+                    name,
+                    &r.try_get::<_, String>(0).map_err(bad)?,
+                )?),
+                None => None,
+            };
+            let counters_next: Option<i64> = tx
+                .query_one(
+                    &format!("SELECT max(next) FROM {s}.number_counters WHERE name = $1"),
+                    &[&name],
+                )
+                .await
+                .map_err(bad)?
+                .try_get(0)
+                .map_err(bad)?;
+            let generation: String = tx
+                .query_one(&self.sql.generation, &[])
+                .await
+                .map_err(bad)?
+                .try_get(0)
+                .map_err(bad)?;
+            let t =
+                before.after_sequence_drop(&row, numbering.as_ref(), counters_next, &generation);
+            self.raise_tombstone(&tx, SEQUENCE_KIND, name, t).await?;
+            tx.execute(&self.sql.drop, &[&name]).await.map_err(bad)?;
+            tx.commit().await.map_err(bad)
+        })
+        .await
     }
 }
 

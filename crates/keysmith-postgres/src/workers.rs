@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken,
+    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken,
 };
 
 /// How often an acquisition reads again after losing its pick to another.
@@ -63,52 +63,44 @@ impl WorkerStore for PostgresStore {
                  WHERE w.expires_at <= clock_timestamp()
              RETURNING fence, until_ms"
         );
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                for _ in 0..ACQUIRE_ATTEMPTS {
-                    let Some(row) = c
-                        .query_opt(&pick, &[&claim.group, &claim.max_workers])
-                        .await
-                        .map_err(bad)?
-                    else {
-                        return Err(all_taken(&claim.group, claim.max_workers));
-                    };
-                    let worker: i64 = row.try_get(0).map_err(bad)?;
-                    let taken = c
-                        .query_opt(
-                            &take,
-                            &[
-                                &claim.group,
-                                &worker,
-                                &claim.holder,
-                                &claim.now_ms,
-                                &claim.window_ms,
-                                &ttl_ms(claim.ttl),
-                                &keysmith_core::driver::WORKER_FAILOVER_SKIP_MS,
-                            ],
-                        )
-                        .await
-                        .map_err(bad)?;
-                    if let Some(r) = taken {
-                        let until_ms: i64 = r.try_get(1).map_err(bad)?;
-                        return Ok(WorkerLease {
-                            group: claim.group.clone(),
-                            worker,
-                            fence: r.try_get(0).map_err(bad)?,
-                            start_ms: until_ms - claim.window_ms,
-                            until_ms,
-                        });
-                    }
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            for _ in 0..ACQUIRE_ATTEMPTS {
+                let Some(row) = c
+                    .query_opt(&pick, &[&claim.group, &claim.max_workers])
+                    .await
+                    .map_err(bad)?
+                else {
+                    return Err(all_taken(&claim.group, claim.max_workers));
+                };
+                let worker: i64 = row.try_get(0).map_err(bad)?;
+                let taken = c
+                    .query_opt(
+                        &take,
+                        &[
+                            &claim.group,
+                            &worker,
+                            &claim.holder,
+                            &claim.now_ms,
+                            &claim.window_ms,
+                            &ttl_ms(claim.ttl),
+                            &keysmith_core::driver::WORKER_FAILOVER_SKIP_MS,
+                        ],
+                    )
+                    .await
+                    .map_err(bad)?;
+                if let Some(r) = taken {
+                    let until_ms: i64 = r.try_get(1).map_err(bad)?;
+                    let fence = r.try_get(0).map_err(bad)?;
+                    return Ok(claim.lease(worker, fence, until_ms - claim.window_ms));
                 }
-                Err(Error::Contention {
-                    name: claim.group.clone(),
-                    attempts: ACQUIRE_ATTEMPTS,
-                })
+            }
+            Err(Error::Contention {
+                name: claim.group.clone(),
+                attempts: ACQUIRE_ATTEMPTS,
             })
-            .await;
-        self.settle(c, out)
+        })
+        .await
     }
 
     async fn renew_worker_checked(&self, renewal: &Renewal<'_>) -> Result<Option<i64>> {
@@ -124,35 +116,28 @@ impl WorkerStore for PostgresStore {
              RETURNING until_ms",
             s = self.s()
         );
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let r = c
-                    .query_opt(
-                        &sql,
-                        &[
-                            &group,
-                            &worker,
-                            &fence,
-                            &(from_ms + window_ms),
-                            &ttl_ms(ttl),
-                        ],
-                    )
-                    .await
-                    .map_err(|e| self.pg(&e))?;
-                r.map(|r| r.try_get(0).map_err(|e| self.pg(&e))).transpose()
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            let r = c
+                .query_opt(
+                    &sql,
+                    &[
+                        &group,
+                        &worker,
+                        &fence,
+                        &(from_ms + window_ms),
+                        &ttl_ms(ttl),
+                    ],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+            r.map(|r| r.try_get(0).map_err(|e| self.pg(&e))).transpose()
+        })
+        .await
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         let sql = format!(
             "UPDATE {s}.workers
              SET until_ms = LEAST(until_ms, $4::bigint), expires_at = '-infinity'
@@ -160,16 +145,13 @@ impl WorkerStore for PostgresStore {
                AND (generation IS NULL OR generation = {s}.store_generation())",
             s = self.s()
         );
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                c.execute(&sql, &[&group, &worker, &fence, &floor_ms])
-                    .await
-                    .map(|n| n == 1)
-                    .map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.execute(&sql, &[&group, &worker, &fence, &floor_ms])
+                .await
+                .map(|n| n == 1)
+                .map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn fence_workers(
@@ -181,27 +163,24 @@ impl WorkerStore for PostgresStore {
              RETURNING grp, worker, until_ms - $1, until_ms",
             self.s()
         );
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let rows = c.query(&sql, &[&skip_ms]).await.map_err(bad)?;
-                let mut out = rows
-                    .iter()
-                    .map(|r| {
-                        Ok(keysmith_core::driver::WorkerFloorMove {
-                            group: r.try_get(0).map_err(bad)?,
-                            worker: r.try_get(1).map_err(bad)?,
-                            before: r.try_get(2).map_err(bad)?,
-                            after: r.try_get(3).map_err(bad)?,
-                        })
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let rows = c.query(&sql, &[&skip_ms]).await.map_err(bad)?;
+            let mut out = rows
+                .iter()
+                .map(|r| {
+                    Ok(keysmith_core::driver::WorkerFloorMove {
+                        group: r.try_get(0).map_err(bad)?,
+                        worker: r.try_get(1).map_err(bad)?,
+                        before: r.try_get(2).map_err(bad)?,
+                        after: r.try_get(3).map_err(bad)?,
                     })
-                    .collect::<Result<Vec<_>>>()?;
-                out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
-                Ok(out)
-            })
-            .await;
-        self.settle(c, out)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            out.sort_by(|a, b| (&a.group, a.worker).cmp(&(&b.group, b.worker)));
+            Ok(out)
+        })
+        .await
     }
 
     async fn list_workers(&self, group: &str) -> Result<Vec<WorkerEntry>> {
@@ -219,24 +198,21 @@ impl WorkerStore for PostgresStore {
              WHERE w.grp = $1 ORDER BY w.worker",
             self.s()
         );
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                let bad = |e: tokio_postgres::Error| self.pg(&e);
-                let rows = c.query(&sql, &[&group]).await.map_err(bad)?;
-                rows.iter()
-                    .map(|r| {
-                        Ok(WorkerEntry {
-                            worker: r.try_get(0).map_err(bad)?,
-                            fence: r.try_get(1).map_err(bad)?,
-                            until_ms: r.try_get(2).map_err(bad)?,
-                            holder: r.try_get(3).map_err(bad)?,
-                            expires_in_ms: r.try_get(4).map_err(bad)?,
-                        })
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let rows = c.query(&sql, &[&group]).await.map_err(bad)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(WorkerEntry {
+                        worker: r.try_get(0).map_err(bad)?,
+                        fence: r.try_get(1).map_err(bad)?,
+                        until_ms: r.try_get(2).map_err(bad)?,
+                        holder: r.try_get(3).map_err(bad)?,
+                        expires_in_ms: r.try_get(4).map_err(bad)?,
                     })
-                    .collect()
-            })
-            .await;
-        self.settle(c, out)
+                })
+                .collect()
+        })
+        .await
     }
 }

@@ -59,12 +59,7 @@ impl SequenceStore for SqliteStore {
         .await
     }
 
-    async fn alter_if_version(
-        &self,
-        name: &str,
-        change: &Alteration,
-        expected: u64,
-    ) -> Result<Put> {
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put> {
         let (name, change, generation) = (name.to_owned(), *change, self.generation.clone());
         self.write(move |tx| {
             let (row, _) = fenced_row(tx, &name, &generation)?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start, all_taken,
-    lowest_free, worker_entry,
+    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start,
+    all_taken, lowest_free, worker_entry,
 };
 
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -45,13 +45,7 @@ impl WorkerStore for SqliteStore {
                 .map_err(db_err)?;
             let (fence, floor, recorded) = old.unwrap_or((0, 0, None));
             let start_ms = acquisition_start(recorded.as_deref(), &generation, floor, claim.now_ms);
-            let lease = WorkerLease {
-                group: claim.group.clone(),
-                worker,
-                fence: fence + 1,
-                start_ms,
-                until_ms: start_ms + claim.window_ms,
-            };
+            let lease = claim.lease(worker, fence + 1, start_ms);
             tx.execute(
                 "INSERT INTO keysmith_workers
                      (grp, worker, fence, holder, until_ms, expires_ms, generation)
@@ -103,13 +97,9 @@ impl WorkerStore for SqliteStore {
         .await
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         let (group, generation) = (group.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let n = tx

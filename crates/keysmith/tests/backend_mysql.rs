@@ -9,16 +9,18 @@
 //! `KEYSMITH_REQUIRE_BACKENDS=1`).
 #![cfg(feature = "mysql")]
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use keysmith::Error;
 use keysmith::store::mysql::{MysqlStore, SCHEMA_VERSION};
-use keysmith::store::{PoolSpec, PoolStore, Put, SequenceSpec, SequenceStore, Store};
+use keysmith::store::{PoolSpec, PoolStore, SequenceSpec, SequenceStore, Store};
 use keysmith_testsupport::mariadb::TempMariaDb;
+use keysmith_testsupport::processes::MariaDb;
+
+#[path = "common/crash.rs"]
+mod crash;
+#[path = "common/pools.rs"]
+mod pools;
 
 /// One server per test binary; each call gets a database of its own, so
 /// each store starts empty.
@@ -301,32 +303,7 @@ async fn large_pools_give_distinct_members_and_follow_swaps() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    store
-        .create_pool(&PoolSpec {
-            start: 1000,
-            ..PoolSpec::new("big", 5000)
-        })
-        .await
-        .unwrap();
-    let mut seen = BTreeSet::new();
-    for _ in 0..20 {
-        let s = store.sample_members("big", 8).await.unwrap();
-        let set: BTreeSet<i64> = s.iter().copied().collect();
-        assert_eq!(set.len(), 8, "repeats: {s:?}");
-        assert!(s.iter().all(|v| (1000..6000).contains(v)), "{s:?}");
-        seen.insert(set);
-    }
-    assert!(seen.len() > 1, "every caller got the same sample");
-    assert_eq!(store.sample_members("big", 6000).await.unwrap().len(), 5000);
-    assert!(store.swap_member("big", 1000, 6000).await.unwrap());
-    let all: BTreeSet<i64> = store
-        .list_members("big")
-        .await
-        .unwrap()
-        .into_iter()
-        .collect();
-    assert_eq!(all.len(), 5000);
-    assert!(all.contains(&6000) && !all.contains(&1000));
+    pools::large_pools_give_distinct_members_and_follow_swaps(&*store).await;
 }
 
 #[tokio::test]
@@ -337,28 +314,7 @@ async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
     let url = db.fresh_url();
     let a = MysqlStore::open(&url).await.unwrap();
     let b = MysqlStore::open(&url).await.unwrap();
-    a.create_pool(&PoolSpec {
-        start: 0,
-        ..PoolSpec::new("p", 4)
-    })
-    .await
-    .unwrap();
-    assert_eq!(a.sample_members("p", 10).await.unwrap().len(), 4);
-    b.drop_pool("p").await.unwrap();
-    b.create_pool(&PoolSpec {
-        start: 100,
-        ..PoolSpec::new("p", 10)
-    })
-    .await
-    .unwrap();
-    let mut s = a.sample_members("p", 10).await.unwrap();
-    s.sort();
-    assert_eq!(s, (100..110).collect::<Vec<_>>());
-    b.drop_pool("p").await.unwrap();
-    assert!(matches!(
-        a.sample_members("p", 1).await,
-        Err(Error::NotFound { .. })
-    ));
+    pools::a_pool_created_again_with_another_size_is_sampled_at_its_new_size(&a, &b).await;
 }
 
 /// Allocation across a crash of the server: tasks allocate with all three
@@ -369,116 +325,10 @@ async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
 /// tasks resume no value has been handed out twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
-    let Some(db) = TempMariaDb::start() else {
+    let Some(db) = MariaDb::start() else {
         return;
     };
-    let url = format!("{}&timeout=5", db.url());
-    let store: Arc<dyn Store> = Arc::new(MysqlStore::open(&url).await.unwrap());
-    store
-        .create_sequence(&SequenceSpec::new("s"))
-        .await
-        .unwrap();
-
-    const TASKS: usize = 6;
-    const AFTER: usize = 20;
-    let handed_out = Arc::new(Mutex::new(Vec::<(i64, i64)>::new()));
-    let done_before = Arc::new(AtomicUsize::new(0));
-    let paused = Arc::new(AtomicUsize::new(0));
-    let (up_tx, up_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = Vec::new();
-    for i in 0..TASKS {
-        let (store, handed_out, done_before, paused) = (
-            store.clone(),
-            handed_out.clone(),
-            done_before.clone(),
-            paused.clone(),
-        );
-        let mut up_rx = up_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut after = 0;
-            let mut unavailable = 0;
-            while after < AFTER {
-                match reserve(&*store, i % 3).await {
-                    Ok(r) => {
-                        handed_out.lock().unwrap().push(r);
-                        if *up_rx.borrow() {
-                            after += 1;
-                        } else {
-                            done_before.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    Err(Error::Unavailable(msg)) => {
-                        assert!(!msg.contains('\n'), "{msg}");
-                        unavailable += 1;
-                        if !*up_rx.borrow() {
-                            if unavailable == 1 {
-                                paused.fetch_add(1, Ordering::SeqCst);
-                            }
-                            up_rx.wait_for(|up| *up).await.unwrap();
-                        }
-                    }
-                    Err(e) => panic!("task {i}: unexpected error {e}"),
-                }
-            }
-            unavailable
-        }));
-    }
-
-    wait_until("60 reservations before the crash", || {
-        done_before.load(Ordering::SeqCst) >= 60
-    })
-    .await;
-    db.kill();
-    assert!(!db.is_running());
-
-    for e in [
-        store.read_sequence("s").await.unwrap_err(),
-        store.reserve_atomic("s", 1).await.unwrap_err(),
-        store.reserve_locked("s", 1).await.unwrap_err(),
-        store.put_if_version("s", 1, 1).await.unwrap_err(),
-        store.ping().await.unwrap_err(),
-    ] {
-        assert!(matches!(e, Error::Unavailable(_)), "{e}");
-        let msg = e.to_string();
-        assert!(msg.contains(&db.port().to_string()), "{msg}");
-        assert!(!msg.contains(db.password()), "{msg}");
-    }
-    wait_until("every task to see the server down", || {
-        paused.load(Ordering::SeqCst) == TASKS
-    })
-    .await;
-    let before: Vec<(i64, i64)> = handed_out.lock().unwrap().clone();
-
-    db.restart();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let row = loop {
-        match store.read_sequence("s").await {
-            Ok(row) => break row.unwrap(),
-            Err(Error::Unavailable(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            Err(e) => panic!("after restart: {e}"),
-        }
-    };
-    let top = before.iter().map(|r| r.1).max().unwrap();
-    assert!(
-        row.next >= top,
-        "crash lost a reservation: next is {} but {top} was handed out",
-        row.next
-    );
-
-    up_tx.send(true).unwrap();
-    let mut unavailable = 0;
-    for t in tasks {
-        unavailable += t.await.unwrap();
-    }
-    assert!(unavailable >= TASKS, "every task saw the server down");
-    let mut all = handed_out.lock().unwrap().clone();
-    assert_eq!(all.len(), before.len() + TASKS * AFTER);
-    all.sort();
-    for w in all.windows(2) {
-        assert!(w[0].1 <= w[1].0, "value handed out twice: {w:?}");
-    }
+    crash::server_crash_mid_run_loses_no_reservation_and_repeats_no_value(&db).await;
 }
 
 /// Many tasks on one sequence with every strategy at once: the ranges are
@@ -498,7 +348,7 @@ async fn all_strategies_at_once_hand_out_disjoint_ranges() {
         tasks.push(tokio::spawn(async move {
             let mut got = Vec::new();
             for _ in 0..25 {
-                got.push(reserve(&*store, i % 3).await.unwrap());
+                got.push(crash::reserve(&*store, i % 3).await.unwrap());
             }
             got
         }));
@@ -517,30 +367,6 @@ async fn all_strategies_at_once_hand_out_disjoint_ranges() {
         store.read_sequence("s").await.unwrap().unwrap().next,
         1 + 300 * 7
     );
-}
-
-/// One reservation of 7 values with strategy 0 (optimistic), 1 (locked) or
-/// 2 (atomic).
-async fn reserve(store: &dyn Store, strategy: usize) -> keysmith::Result<(i64, i64)> {
-    match strategy {
-        0 => loop {
-            let row = store.read_sequence("s").await?.unwrap();
-            let plan = row.plan(7)?;
-            if let Put::Done(_) = store.put_if_version("s", plan.end, row.version).await? {
-                return Ok((plan.start, plan.end));
-            }
-        },
-        1 => store.reserve_locked("s", 7).await.map(|r| (r.start, r.end)),
-        _ => store.reserve_atomic("s", 7).await.map(|r| (r.start, r.end)),
-    }
-}
-
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// A server with TLS (certificates made by the test, for `localhost` only):

@@ -8,15 +8,19 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use keysmith::Error;
 use keysmith::store::postgres::{PostgresStore, SCHEMA_VERSION};
 use keysmith::store::{PoolSpec, PoolStore, SequenceStore};
-use keysmith::store::{Put, SequenceSpec, Store};
+use keysmith::store::{SequenceSpec, Store};
 use keysmith_testsupport::postgres::TempPostgres;
+use keysmith_testsupport::processes::Postgres;
+
+#[path = "common/crash.rs"]
+mod crash;
+#[path = "common/pools.rs"]
+mod pools;
 
 /// One server per test binary; each call gets a schema of its own, so each
 /// store starts empty.
@@ -267,35 +271,7 @@ async fn large_pools_give_distinct_members_and_follow_swaps() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    store
-        .create_pool(&PoolSpec {
-            start: 1000,
-            ..PoolSpec::new("big", 5000)
-        })
-        .await
-        .unwrap();
-    let mut seen = BTreeSet::new();
-    for _ in 0..20 {
-        let s = store.sample_members("big", 8).await.unwrap();
-        assert_eq!(s.len(), 8);
-        let set: BTreeSet<i64> = s.iter().copied().collect();
-        assert_eq!(set.len(), 8, "repeats: {s:?}");
-        assert!(s.iter().all(|v| (1000..6000).contains(v)), "{s:?}");
-        seen.insert(set);
-    }
-    assert!(seen.len() > 1, "every caller got the same sample");
-    // k above the size gives every member.
-    assert_eq!(store.sample_members("big", 6000).await.unwrap().len(), 5000);
-    // Members that moved up (swaps) are still found.
-    assert!(store.swap_member("big", 1000, 6000).await.unwrap());
-    let all: BTreeSet<i64> = store
-        .sample_members("big", 10_000)
-        .await
-        .unwrap()
-        .into_iter()
-        .collect();
-    assert_eq!(all.len(), 5000);
-    assert!(all.contains(&6000) && !all.contains(&1000));
+    pools::large_pools_give_distinct_members_and_follow_swaps(&*store).await;
 }
 
 /// The conformance check `pool_sample_is_uniform_after_swaps` on a pool
@@ -353,41 +329,7 @@ async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
     let url = url_with(pg, &fresh_schema());
     let a = PostgresStore::open(&url).await.unwrap();
     let b = PostgresStore::open(&url).await.unwrap();
-    a.create_pool(&PoolSpec {
-        start: 0,
-        ..PoolSpec::new("p", 4)
-    })
-    .await
-    .unwrap();
-    assert_eq!(a.sample_members("p", 10).await.unwrap().len(), 4);
-    // Dropped and created again by another store: `a` still remembers size 4.
-    b.drop_pool("p").await.unwrap();
-    b.create_pool(&PoolSpec {
-        start: 100,
-        ..PoolSpec::new("p", 10)
-    })
-    .await
-    .unwrap();
-    let mut s = a.sample_members("p", 10).await.unwrap();
-    s.sort();
-    assert_eq!(s, (100..110).collect::<Vec<_>>());
-    b.drop_pool("p").await.unwrap();
-    // Below the dropped pool's values on purpose: the size is what matters.
-    b.create_pool(&PoolSpec {
-        start: 7,
-        start_below_dropped: true,
-        ..PoolSpec::new("p", 2)
-    })
-    .await
-    .unwrap();
-    let mut s = a.sample_members("p", 10).await.unwrap();
-    s.sort();
-    assert_eq!(s, [7, 8]);
-    b.drop_pool("p").await.unwrap();
-    assert!(matches!(
-        a.sample_members("p", 1).await,
-        Err(Error::NotFound { .. })
-    ));
+    pools::a_pool_created_again_with_another_size_is_sampled_at_its_new_size(&a, &b).await;
 }
 
 #[tokio::test]
@@ -418,150 +360,10 @@ async fn a_put_beyond_the_maximum_is_refused() {
 /// returned), and after the tasks resume no value has been handed out twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_crash_mid_run_loses_no_reservation_and_repeats_no_value() {
-    let Some(pg) = TempPostgres::start() else {
+    let Some(pg) = Postgres::start() else {
         return;
     };
-    let url = format!("{}?schema=crash&timeout=5", pg.url());
-    let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&url).await.unwrap());
-    store
-        .create_sequence(&SequenceSpec::new("s"))
-        .await
-        .unwrap();
-
-    const TASKS: usize = 6;
-    const AFTER: usize = 20; // reservations per task after the restart
-    let handed_out = Arc::new(Mutex::new(Vec::<(i64, i64)>::new()));
-    let done_before = Arc::new(AtomicUsize::new(0));
-    let paused = Arc::new(AtomicUsize::new(0));
-    let (up_tx, up_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = Vec::new();
-    for i in 0..TASKS {
-        let (store, handed_out, done_before, paused) = (
-            store.clone(),
-            handed_out.clone(),
-            done_before.clone(),
-            paused.clone(),
-        );
-        let mut up_rx = up_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut after = 0;
-            let mut unavailable = 0;
-            while after < AFTER {
-                match reserve(&*store, i % 3).await {
-                    Ok(r) => {
-                        handed_out.lock().unwrap().push(r);
-                        if *up_rx.borrow() {
-                            after += 1;
-                        } else {
-                            done_before.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    Err(Error::Unavailable(msg)) => {
-                        assert!(!msg.contains('\n'), "{msg}");
-                        unavailable += 1;
-                        if !*up_rx.borrow() {
-                            // Server down: say so once, then wait for it.
-                            if unavailable == 1 {
-                                paused.fetch_add(1, Ordering::SeqCst);
-                            }
-                            up_rx.wait_for(|up| *up).await.unwrap();
-                        }
-                    }
-                    Err(e) => panic!("task {i}: unexpected error {e}"),
-                }
-            }
-            unavailable
-        }));
-    }
-
-    wait_until("60 reservations before the crash", || {
-        done_before.load(Ordering::SeqCst) >= 60
-    })
-    .await;
-    pg.stop_immediate();
-    assert!(!pg.is_running());
-
-    // With the server gone, calls fail with Unavailable (refused, not hung).
-    for e in [
-        store.read_sequence("s").await.unwrap_err(),
-        store.reserve_atomic("s", 1).await.unwrap_err(),
-        store.reserve_locked("s", 1).await.unwrap_err(),
-        store.put_if_version("s", 1, 1).await.unwrap_err(),
-        store.ping().await.unwrap_err(),
-    ] {
-        assert!(matches!(e, Error::Unavailable(_)), "{e}");
-        assert!(e.to_string().contains(&pg.port().to_string()), "{e}");
-    }
-    wait_until("every task to see the server down", || {
-        paused.load(Ordering::SeqCst) == TASKS
-    })
-    .await;
-    let before: Vec<(i64, i64)> = handed_out.lock().unwrap().clone();
-
-    pg.restart();
-    // The pool's connections died with the server: the first calls may still
-    // report Unavailable, then the store reconnects.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let row = loop {
-        match store.read_sequence("s").await {
-            Ok(row) => break row.unwrap(),
-            Err(Error::Unavailable(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            Err(e) => panic!("after restart: {e}"),
-        }
-    };
-    let top = before.iter().map(|r| r.1).max().unwrap();
-    assert!(
-        row.next >= top,
-        "crash lost a reservation: next is {} but {top} was handed out",
-        row.next
-    );
-
-    up_tx.send(true).unwrap();
-    let mut unavailable = 0;
-    for t in tasks {
-        unavailable += t.await.unwrap();
-    }
-    assert!(unavailable >= TASKS, "every task saw the server down");
-    let mut all = handed_out.lock().unwrap().clone();
-    assert_eq!(all.len(), before.len() + TASKS * AFTER);
-    all.sort();
-    for w in all.windows(2) {
-        assert!(w[0].1 <= w[1].0, "value handed out twice: {w:?}");
-    }
-    // Values after the restart continue above everything before it.
-    let after_min = all
-        .iter()
-        .filter(|r| !before.contains(r))
-        .map(|r| r.0)
-        .min()
-        .unwrap();
-    assert!(after_min >= top);
-}
-
-/// One reservation of 7 values with strategy 0 (optimistic), 1 (locked) or
-/// 2 (atomic).
-async fn reserve(store: &dyn Store, strategy: usize) -> keysmith::Result<(i64, i64)> {
-    match strategy {
-        0 => loop {
-            let row = store.read_sequence("s").await?.unwrap();
-            let plan = row.plan(7)?;
-            if let Put::Done(_) = store.put_if_version("s", plan.end, row.version).await? {
-                return Ok((plan.start, plan.end));
-            }
-        },
-        1 => store.reserve_locked("s", 7).await.map(|r| (r.start, r.end)),
-        _ => store.reserve_atomic("s", 7).await.map(|r| (r.start, r.end)),
-    }
-}
-
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    crash::server_crash_mid_run_loses_no_reservation_and_repeats_no_value(&pg).await;
 }
 
 /// A schema at version 6 (before pools kept a residue class) is migrated

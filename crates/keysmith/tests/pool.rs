@@ -407,13 +407,13 @@ impl SequenceStore for RivalFirst {
         }
         Ok(put)
     }
-    async fn alter_if_version(
+    async fn alter_checked(
         &self,
         name: &str,
         change: &Alteration,
         v: u64,
     ) -> keysmith::Result<Put> {
-        self.inner.alter_if_version(name, change, v).await
+        self.inner.alter_checked(name, change, v).await
     }
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> keysmith::Result<()> {
         self.inner.raise_failover_skip(name, at_least).await

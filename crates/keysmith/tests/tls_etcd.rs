@@ -19,6 +19,10 @@ use keysmith::store::etcd::EtcdUrl;
 use keysmith::store::{self, SequenceSpec, Store};
 use keysmith_testsupport::tls::{PASSWORD, TlsEtcd};
 
+#[path = "common/tls.rs"]
+mod tls;
+use tls::open_error;
+
 /// One node for the whole test binary (killed and removed at exit).
 fn node() -> Option<&'static TlsEtcd> {
     TlsEtcd::shared()
@@ -61,20 +65,6 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 
 mod conformance {
     keysmith::conformance_tests!(super::fresh_store);
-}
-
-/// The error `url` fails to open with; asserts it never shows the password.
-async fn open_error(url: &str) -> Error {
-    let err = match store::open(url).await {
-        Ok(_) => panic!("{url} opened"),
-        Err(e) => e,
-    };
-    assert!(
-        !err.to_string().contains(PASSWORD),
-        "the password shows: {err}"
-    );
-    eprintln!("{url}\n  -> {err}");
-    err
 }
 
 #[tokio::test]

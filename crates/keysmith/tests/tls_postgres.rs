@@ -18,6 +18,10 @@ use keysmith::shard_set::ShardSet;
 use keysmith::store::{self, SequenceSpec, Store};
 use keysmith_testsupport::tls::{CERT_USER, PASSWORD, TlsPostgres};
 
+#[path = "common/tls.rs"]
+mod tls;
+use tls::open_error;
+
 fn fresh_schema() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     format!("tls{}", N.fetch_add(1, Ordering::Relaxed))
@@ -46,20 +50,6 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 
 mod conformance {
     keysmith::conformance_tests!(super::fresh_store);
-}
-
-/// The error `url` fails to open with; asserts it never shows the password.
-async fn open_error(url: &str) -> Error {
-    let err = match store::open(url).await {
-        Ok(_) => panic!("{url} opened"),
-        Err(e) => e,
-    };
-    assert!(
-        !err.to_string().contains(PASSWORD),
-        "the password shows: {err}"
-    );
-    eprintln!("{url}\n  -> {err}");
-    err
 }
 
 /// A superuser connection over the server's Unix socket (trusted there, and

@@ -363,6 +363,30 @@ pub async fn alter_if_version_applies_on_match_only(store: Arc<dyn Store>) {
         store.alter_if_version("nope", &change, 1).await,
         Err(Error::NotFound { .. })
     ));
+    // An alteration no sequence may have is refused above the backend, at
+    // the current version too, and writes nothing.
+    let current = store.read_sequence("alt").await.unwrap().unwrap();
+    for (bad, field) in [
+        (Alteration { block: 0, ..change }, "block"),
+        (
+            Alteration {
+                failover_skip: -1,
+                ..change
+            },
+            "failover skip",
+        ),
+        (Alteration { next: -1, ..change }, "next"),
+    ] {
+        let e = store
+            .alter_if_version("alt", &bad, current.version)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains(field)),
+            "{field}: {e}"
+        );
+    }
+    assert_eq!(store.read_sequence("alt").await.unwrap(), Some(current));
 }
 
 /// Counts add up across records, rate marks move once per

@@ -167,6 +167,12 @@ pub async fn a_stale_fence_is_refused(store: Arc<dyn Store>) {
         None
     );
     assert!(!store.release_worker("nope", 0, 1, 0).await.unwrap());
+    // A floor before 1970 is refused above the backend and writes nothing.
+    let e = store.release_worker("s", 0, b.fence, -1).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("floor_ms")),
+        "{e}"
+    );
     // The new holder is untouched: still held, floor not lowered.
     let e = store
         .acquire_worker(&claim("s", 1, 1_000, 100))

@@ -11,12 +11,16 @@
 //!   pools ([`fenced_member`], [`numbers_fence`]), argument checks
 //!   ([`check_count`], [`parse_numbering`]), slot sampling ([`sample_slots`]),
 //!   worker-lease rules ([`check_times`], [`all_taken`]);
+//! - [`conn::with_conn`] over a [`conn::ConnPool`]: the connection ceremony
+//!   of the pooled SQL stores (timeouts, closing a connection a failure may
+//!   have broken) and its two timeout messages;
 //! - [`remembered::Remembered`]: a bounded map of what a backend read last;
 //! - [`credentials`] and [`tls`]: certificate, key and password files, and
 //!   the rustls verifier of the SQL stores' `sslmode` checks;
 //! - [`error_chain`] and [`now_ms`]: an error's causes in one line, and the
 //!   clock rows store times by.
 
+pub mod conn;
 #[cfg(feature = "tls")]
 pub mod credentials;
 pub mod remembered;

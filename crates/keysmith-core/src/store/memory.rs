@@ -14,7 +14,7 @@ use super::{
     WorkerClaim, WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
-    HeldNumber, NumberStore, Numbering, PeriodRange, Renewal, TakenNumber, TicketTake,
+    HeldNumber, NumberStore, Numbering, PeriodRange, Release, Renewal, TakenNumber, TicketTake,
     not_numbered, refused, ticket_ttl_ms,
 };
 use crate::{Error, Result};
@@ -216,12 +216,7 @@ impl SequenceStore for MemoryStore {
         })
     }
 
-    async fn alter_if_version(
-        &self,
-        name: &str,
-        change: &Alteration,
-        expected: u64,
-    ) -> Result<Put> {
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put> {
         self.with(|s| {
             let (row, _) = s.fenced_row(name)?;
             if row.version != expected {
@@ -448,15 +443,10 @@ impl WorkerStore for MemoryStore {
             slot.generation = Some(generation);
             slot.fence += 1;
             slot.holder.clone_from(&claim.holder);
-            slot.until_ms = start_ms + claim.window_ms;
+            let lease = claim.lease(worker, slot.fence, start_ms);
+            slot.until_ms = lease.until_ms;
             slot.expires_ms = now + ttl_ms(claim.ttl);
-            Ok(WorkerLease {
-                group: claim.group.clone(),
-                worker,
-                fence: slot.fence,
-                start_ms,
-                until_ms: slot.until_ms,
-            })
+            Ok(lease)
         })
     }
 
@@ -483,13 +473,9 @@ impl WorkerStore for MemoryStore {
         })
     }
 
-    async fn release_worker(
-        &self,
-        group: &str,
-        worker: i64,
-        fence: i64,
-        floor_ms: i64,
-    ) -> Result<bool> {
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool> {
+        let (group, worker) = (release.group, release.worker);
+        let (fence, floor_ms) = (release.fence, release.floor_ms);
         self.with(|s| {
             let generation = s.generation();
             match s.workers.get_mut(&(group.to_owned(), worker)) {

@@ -70,6 +70,16 @@ pub fn check_failover_skip(n: i64) -> Result<()> {
     }
 }
 
+/// Checks a sequence's `max` is at most [`MAX_VALUE`].
+fn check_max(max: i64) -> Result<()> {
+    if max > MAX_VALUE {
+        return Err(Error::invalid(format!(
+            "max must be at most {MAX_VALUE}, got {max}"
+        )));
+    }
+    Ok(())
+}
+
 /// What a new sequence looks like.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SequenceSpec {
@@ -133,12 +143,7 @@ impl SequenceSpec {
                 self.start
             )));
         }
-        if self.max > MAX_VALUE {
-            return Err(Error::invalid(format!(
-                "max must be at most {MAX_VALUE}, got {}",
-                self.max
-            )));
-        }
+        check_max(self.max)?;
         if self.start > self.max {
             return Err(Error::invalid(format!(
                 "start ({}) must not be above max ({})",
@@ -295,10 +300,12 @@ pub enum Put {
     Conflict(SequenceRow),
 }
 
-/// New values for a sequence's `next`, `max` and `block`, all three (the
-/// caller fills in those it keeps from the row it read). Checked above the
-/// backends, in [`crate::sequence::alter`]: `next` only moves forward and
-/// `max` never goes below what was reserved.
+/// New values for a sequence's `next`, `max`, `block` and failover margin,
+/// all of them (the caller fills in those it keeps from the row it read).
+/// Checked above the backends: the bounds any sequence has by
+/// [`SequenceStore::alter_if_version`] ([`Alteration::validate`]), and what
+/// depends on the row by [`crate::sequence::alter`]: `next` only moves
+/// forward and `max` never goes below what was reserved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Alteration {
     /// The next value to reserve.
@@ -314,6 +321,27 @@ pub struct Alteration {
 }
 
 impl Alteration {
+    /// Checks the bounds any sequence has, whatever its row: `1 <= block <=
+    /// MAX_RESERVATION`, `0 <= failover_skip <= MAX_RESERVATION`, `max <=
+    /// MAX_VALUE` and `0 <= next`. What depends on the row (`next` only
+    /// moves forward, `max` stays above what was reserved) is checked by
+    /// [`crate::sequence::alter`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the field.
+    pub fn validate(&self) -> Result<()> {
+        check_count("block", self.block)?;
+        check_failover_skip(self.failover_skip)?;
+        check_max(self.max)?;
+        if self.next < 0 {
+            return Err(Error::invalid(format!(
+                "next must be 0 or more, got {}",
+                self.next
+            )));
+        }
+        Ok(())
+    }
+
     /// An alteration that keeps everything of `row`.
     pub fn keep(row: &SequenceRow) -> Alteration {
         Alteration {
@@ -544,14 +572,30 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// write as [`Self::put_if_version`], so it is safe while handles
     /// allocate. On a mismatch nothing changes and the current row comes back.
     ///
+    /// Checks `change` with [`Alteration::validate`] (so a backend never
+    /// writes a block size, margin or maximum no sequence may have), then
+    /// calls [`Self::alter_checked`]: backends implement that, not this.
+    ///
     /// # Errors
+    /// [`Error::InvalidArgument`] for a `change` that
+    /// [`Alteration::validate`] refuses (nothing is written);
     /// [`Error::NotFound`] if the sequence is gone.
     async fn alter_if_version(
         &self,
         name: &str,
         change: &Alteration,
         expected_version: u64,
-    ) -> Result<Put>;
+    ) -> Result<Put> {
+        change.validate()?;
+        self.alter_checked(name, change, expected_version).await
+    }
+
+    /// What a backend implements for [`Self::alter_if_version`], with the
+    /// same guarantees; `change` has passed [`Alteration::validate`].
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] if the sequence is gone.
+    async fn alter_checked(&self, name: &str, change: &Alteration, expected: u64) -> Result<Put>;
 
     /// Reserves up to `n` values under a row lock (SELECT ... FOR UPDATE,
     /// BEGIN IMMEDIATE, a lease-held lock), committed before it returns.

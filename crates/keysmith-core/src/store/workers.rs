@@ -95,6 +95,19 @@ impl WorkerClaim {
         }
         check_times(self.ttl, self.now_ms, self.window_ms)
     }
+
+    /// The lease this claim got of `worker` under `fence`, its holder
+    /// starting at `start_ms` (from [`acquisition_start`]): its floor is
+    /// `start_ms + window_ms`, the rule every backend writes to the row.
+    pub fn lease(&self, worker: i64, fence: i64, start_ms: i64) -> WorkerLease {
+        WorkerLease {
+            group: self.group.clone(),
+            worker,
+            fence,
+            start_ms,
+            until_ms: start_ms + self.window_ms,
+        }
+    }
 }
 
 /// That a worker lease's `ttl` is between 1 ms and [`MAX_WORKER_TTL`] and
@@ -138,6 +151,36 @@ pub struct Renewal<'a> {
     pub from_ms: i64,
     /// How far ahead of `from_ms` the floor moves, in ms.
     pub window_ms: i64,
+}
+
+/// The arguments of [`WorkerStore::release_worker`], handed to a backend's
+/// [`WorkerStore::release_worker_checked`] once [`check_release_floor`]
+/// accepted them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// The worker id.
+    pub worker: i64,
+    /// The fence the holder acquired: a release quoting another one does
+    /// nothing.
+    pub fence: i64,
+    /// The floor becomes at most this (ms since the Unix epoch, `>= 0`).
+    pub floor_ms: i64,
+}
+
+/// That a release's `floor_ms` is a time at or after 1970 (`i64::MAX`
+/// leaves the floor as it is).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `floor_ms`.
+pub fn check_release_floor(floor_ms: i64) -> Result<()> {
+    if floor_ms < 0 {
+        return Err(Error::invalid(format!(
+            "a released worker id's floor_ms must be 0 or more (ms since the Unix epoch), got {floor_ms}"
+        )));
+    }
+    Ok(())
 }
 
 /// A worker id held: what [`WorkerStore::acquire_worker`] returns.
@@ -223,15 +266,36 @@ pub trait WorkerStore: Send + Sync + std::fmt::Debug {
     /// in, so that the next holder need not start a window ahead). Returns
     /// whether it did (`false`: the lease was lost already).
     ///
+    /// Checks `floor_ms` with [`check_release_floor`] (so a backend never
+    /// sees a floor before 1970), then calls [`Self::release_worker_checked`]:
+    /// backends implement that, not this.
+    ///
     /// # Errors
-    /// [`Error::Unavailable`] when the store does not answer.
+    /// [`Error::InvalidArgument`] for a negative `floor_ms` (nothing is
+    /// written); [`Error::Unavailable`] when the store does not answer.
     async fn release_worker(
         &self,
         group: &str,
         worker: i64,
         fence: i64,
         floor_ms: i64,
-    ) -> Result<bool>;
+    ) -> Result<bool> {
+        check_release_floor(floor_ms)?;
+        let release = Release {
+            group,
+            worker,
+            fence,
+            floor_ms,
+        };
+        self.release_worker_checked(&release).await
+    }
+
+    /// What a backend implements for [`Self::release_worker`], with the
+    /// same guarantees; its floor has passed [`check_release_floor`].
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn release_worker_checked(&self, release: &Release<'_>) -> Result<bool>;
 
     /// The operator's fence of worker ids: moves the time floor of every
     /// worker id of every group forward by `skip_ms`, so that a holder

@@ -94,8 +94,8 @@ impl SequenceStore for Faulty {
     async fn put_if_version(&self, name: &str, n: i64, v: u64) -> Result<Put> {
         self.inner.put_if_version(name, n, v).await
     }
-    async fn alter_if_version(&self, name: &str, change: &Alteration, v: u64) -> Result<Put> {
-        self.inner.alter_if_version(name, change, v).await
+    async fn alter_checked(&self, name: &str, change: &Alteration, v: u64) -> Result<Put> {
+        self.inner.alter_checked(name, change, v).await
     }
     async fn raise_failover_skip(&self, name: &str, at_least: i64) -> Result<()> {
         self.inner.raise_failover_skip(name, at_least).await

@@ -100,14 +100,11 @@ macro_rules! pass_through {
             ) -> keysmith::Result<Option<i64>> {
                 self.inner.renew_worker_checked(renewal).await
             }
-            async fn release_worker(
+            async fn release_worker_checked(
                 &self,
-                group: &str,
-                worker: i64,
-                fence: i64,
-                floor_ms: i64,
+                release: &keysmith::store::Release<'_>,
             ) -> keysmith::Result<bool> {
-                self.inner.release_worker(group, worker, fence, floor_ms).await
+                self.inner.release_worker_checked(release).await
             }
             async fn fence_workers(&self, skip_ms: i64) -> keysmith::Result<Vec<keysmith::store::WorkerFloorMove>> {
                 self.inner.fence_workers(skip_ms).await
