@@ -253,6 +253,14 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
+            // The library names the operation; the CLI names its command.
+            if let Some(a) = e
+                .downcast_ref::<keysmith::Error>()
+                .and_then(|e| e.fence_advice())
+            {
+                let skip = a.min_skip.map_or_else(|| "N".to_owned(), |s| s.to_string());
+                eprintln!("hint: keysmith fence {} --skip {skip}", a.name);
+            }
             if e.downcast_ref::<cmd::UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

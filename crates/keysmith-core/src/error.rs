@@ -106,10 +106,11 @@ pub enum Error {
     /// The store handed back values at or below ones this process already
     /// reserved: it went back in time (a failover to a lagging replica, a
     /// restore from backup) without keysmith noticing a new generation.
-    /// Nothing of the range was handed out. Move the object forward with
-    /// `keysmith fence NAME --skip N` (N above `held - got`), then retry.
+    /// Nothing of the range was handed out. Move the object forward with a
+    /// fence whose skip is above `held - got` ([`Error::fence_advice`]),
+    /// then retry.
     #[error(
-        "{kind} {name:?}: the store went back: it returned {got} but this process already reserved up to {held}; nothing was handed out. The store lost writes (failover to a lagging replica, restore from backup): run `keysmith fence {name} --skip N` with N of at least {gap}, then retry",
+        "{kind} {name:?}: the store went back: it returned {got} but this process already reserved up to {held}; nothing was handed out. The store lost writes (failover to a lagging replica, restore from backup): fence {name:?} with a skip of at least {gap}, then retry",
         gap = held.saturating_sub(*got).saturating_add(1)
     )]
     StoreWentBack {
@@ -127,9 +128,9 @@ pub enum Error {
     /// A gap-free sequence after its store changed generation (a failover
     /// to a replica, a restore): committed numbers may have been lost, and a
     /// number must never be committed twice, so nothing is taken until an
-    /// operator checks and runs `keysmith fence NAME --skip N`.
+    /// operator checks and fences it ([`Error::fence_advice`]).
     #[error(
-        "gap-free sequence {name:?}: the store is in a new generation (a failover or a restore) and may have lost committed numbers; nothing is taken until an operator checks the numbers committed so far and runs `keysmith fence {name} --skip N` (N the numbers lost; 0 when none were)"
+        "gap-free sequence {name:?}: the store is in a new generation (a failover or a restore) and may have lost committed numbers; nothing is taken until an operator checks the numbers committed so far and fences {name:?} with a skip of the numbers lost (0 when none were)"
     )]
     FenceNeeded {
         /// The sequence.
@@ -144,7 +145,36 @@ pub enum Error {
     },
 }
 
+/// What an operator should fence after [`Error::StoreWentBack`] or
+/// [`Error::FenceNeeded`]: each front end turns it into its own command
+/// (`keysmith fence NAME --skip N`, `POST /v1/fence`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenceAdvice<'a> {
+    /// The object to fence.
+    pub name: &'a str,
+    /// The least skip that covers what the store lost, when it is known
+    /// (`None`: the operator counts the numbers lost; 0 when none were).
+    pub min_skip: Option<i64>,
+}
+
 impl Error {
+    /// The fence this error asks for, if it asks for one.
+    pub fn fence_advice(&self) -> Option<FenceAdvice<'_>> {
+        match self {
+            Error::StoreWentBack {
+                name, held, got, ..
+            } => Some(FenceAdvice {
+                name,
+                min_skip: Some(held.saturating_sub(*got).saturating_add(1)),
+            }),
+            Error::FenceNeeded { name } => Some(FenceAdvice {
+                name,
+                min_skip: None,
+            }),
+            _ => None,
+        }
+    }
+
     /// Whether trying again later could succeed (store down, contention).
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -113,7 +113,15 @@ impl ApiError {
 impl From<keysmith::Error> for ApiError {
     fn from(e: keysmith::Error) -> Self {
         use keysmith::Error as E;
-        let message = e.to_string();
+        let mut message = e.to_string();
+        // The library names the operation; the server names its route.
+        if let Some(a) = e.fence_advice() {
+            let skip = a.min_skip.map_or_else(|| "N".to_owned(), |s| s.to_string());
+            message.push_str(&format!(
+                " (POST /v1/fence {{\"name\":{},\"skip\":{skip}}}, admin on the name)",
+                serde_json::Value::from(a.name)
+            ));
+        }
         let (status, code) = match e {
             E::NotFound {
                 kind,

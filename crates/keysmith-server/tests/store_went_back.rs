@@ -57,7 +57,7 @@ async fn a_restored_store_is_refused_and_fenced() {
                 v["error"]["message"]
                     .as_str()
                     .unwrap()
-                    .contains("keysmith fence orders"),
+                    .contains("POST /v1/fence {\"name\":\"orders\",\"skip\":"),
                 "{v}"
             );
             assert!(retry_after.is_some());

@@ -98,7 +98,22 @@ async fn a_restored_sqlite_file_under_a_running_handle_is_refused() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(err.to_string().contains("keysmith fence s"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("fence \"s\" with a skip of at least 21"),
+        "{err}"
+    );
+    assert!(
+        !err.to_string().contains("--skip"),
+        "no CLI flag in a library error: {err}"
+    );
+    assert_eq!(
+        err.fence_advice(),
+        Some(keysmith::FenceAdvice {
+            name: "s",
+            min_skip: Some(21)
+        })
+    );
     let unique: BTreeSet<i64> = seen.iter().copied().collect();
     assert_eq!(unique.len(), seen.len(), "no value twice");
     assert_eq!(seq.stats().store_went_back, 1);
@@ -288,7 +303,14 @@ async fn numbered_sequences_skip_or_wait_for_the_operator() {
     );
     let e = gf.take(ttl).await.unwrap_err();
     assert!(matches!(e, Error::FenceNeeded { .. }), "{e}");
-    assert!(e.to_string().contains("keysmith fence gf --skip N"), "{e}");
+    assert!(e.to_string().contains("fences \"gf\" with a skip"), "{e}");
+    assert_eq!(
+        e.fence_advice(),
+        Some(keysmith::FenceAdvice {
+            name: "gf",
+            min_skip: None
+        })
+    );
     // Refused again, and nothing changed.
     assert!(matches!(gf.take(ttl).await, Err(Error::FenceNeeded { .. })));
     // `--all` leaves the gap-free one alone; by name, 1 lost number is skipped.

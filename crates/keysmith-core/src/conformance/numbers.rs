@@ -483,7 +483,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         .build()
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("keysmith next inv"), "{e}");
+    assert!(e.to_string().contains("take them with next"), "{e}");
 
     // Gap-free, periodic, formatted: the invoice case.
     numbers::create(
@@ -522,7 +522,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         .build()
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("ticket take bill"), "{e}");
+    assert!(e.to_string().contains("take a ticket, then commit it"), "{e}");
 
     // Bad settings create nothing.
     for bad in [

@@ -180,7 +180,7 @@ impl Layout {
                 "layout {}: its ids run out on {} ({:.1} years from now, {:.1} years from its epoch), \
                  under the {MIN_LIFETIME_YEARS} years required; it holds {} workers and {} ids per {} ms \
                  per worker. Use more time bits, a coarser time unit or a later epoch, or allow a short \
-                 lifetime explicitly (--allow-short-lifetime)",
+                 lifetime explicitly (allow_short_lifetime)",
                 self.bits(),
                 r.ends,
                 r.years_left,
@@ -332,7 +332,7 @@ impl Layout {
         self.validate()?;
         if from_ms > to_ms {
             return Err(Error::invalid(format!(
-                "the window starts ({}) after it ends ({}); give --from at or before --to",
+                "the window starts ({}) after it ends ({}); give a from at or before the to",
                 rfc3339(from_ms),
                 rfc3339(to_ms)
             )));
@@ -432,7 +432,7 @@ mod tests {
             e.contains("years from now") && e.contains("256 workers"),
             "{e}"
         );
-        assert!(e.contains("--allow-short-lifetime"), "{e}");
+        assert!(e.contains("allow_short_lifetime"), "{e}");
         short.check(NOW, 1, true).unwrap();
         let e = Layout::snowflake().check(NOW, 1025, false).unwrap_err();
         assert!(e.to_string().contains("holds 1024 worker ids"), "{e}");

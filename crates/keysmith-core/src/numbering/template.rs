@@ -97,7 +97,7 @@ impl Template {
                             Some(p) => Part::Period(p),
                             None => {
                                 return Err(bad(
-                                    "it has {period} but the sequence has no period; add --period day|month|year or remove {period}".into(),
+                                    "it has {period} but the sequence has no period; give the sequence a period (day, month or year) or remove {period}".into(),
                                 ));
                             }
                         },

@@ -212,7 +212,7 @@ impl Numbers {
     pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
         let Some(numbering) = numbering(&*store, name).await? else {
             return Err(Error::WrongKind(format!(
-                "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: use keysmith next {name}, or create a sequence with --gapless, --period, --format or --bit-reversed"
+                "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: take its values with next, or create a sequence with gapless, period, format or bit_reversed set"
             )));
         };
         Numbers::with_numbering(store, name, numbering)
@@ -232,7 +232,7 @@ impl Numbers {
     ) -> Result<Numbers> {
         if let Some(r) = numbering.residue {
             return Err(Error::WrongKind(format!(
-                "sequence {name:?} hands out plain integers {} modulo {} in blocks: use keysmith next {name} or a keysmith::sequence::Sequence",
+                "sequence {name:?} hands out plain integers {} modulo {} in blocks: take them with next (a keysmith::sequence::Sequence in the library)",
                 r.offset, r.increment
             )));
         }
@@ -408,7 +408,7 @@ impl Numbers {
     pub fn decode_reversed(&self, value: i64) -> Result<i64> {
         let Some(b) = &self.numbering.bit_reversed else {
             return Err(Error::WrongKind(format!(
-                "sequence {:?} is not bit-reversed (create it with --bit-reversed)",
+                "sequence {:?} is not bit-reversed (create one with bit_reversed set)",
                 self.name
             )));
         };
@@ -427,7 +427,7 @@ impl Numbers {
     pub async fn take(&self, ttl: Duration) -> Result<Taken> {
         if !self.numbering.gapless {
             return Err(Error::WrongKind(format!(
-                "sequence {:?} is not gap-free: use keysmith next {0}, or create a sequence with --gapless to take numbers with tickets",
+                "sequence {:?} is not gap-free: take its values with next, or create a sequence with gapless set to take numbers with tickets",
                 self.name
             )));
         }

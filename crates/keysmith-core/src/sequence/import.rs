@@ -250,7 +250,7 @@ async fn import_row(
     let exists = |next: i64| {
         let note = if next <= source.max_id {
             format!(
-                "left as it is; its next value {next} is at or below the old max_id {}: run keysmith alter {} --next {} before using it",
+                "left as it is; its next value {next} is at or below the old max_id {}: alter {:?} to next {} before using it",
                 source.max_id, source.name, spec.start
             )
         } else {

@@ -12,11 +12,11 @@ use crate::store::{NumberStore, Numbering, Residue, SequenceRow, SequenceSpec};
 pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
     if numbering.gapless {
         Error::WrongKind(format!(
-            "sequence {name:?} is gap-free: take its numbers with tickets (keysmith ticket take {name}, then keysmith ticket commit {name} TICKET; POST /v1/sequences/{name}/tickets), not in blocks"
+            "sequence {name:?} is gap-free: take its numbers with tickets (take a ticket, then commit it), not in blocks"
         ))
     } else {
         Error::WrongKind(format!(
-            "sequence {name:?} hands out numbered values (period or format): use keysmith next {name}, POST /v1/sequences/{name}/next or keysmith::numbers::Numbers; blocks of plain integers do not apply to it"
+            "sequence {name:?} hands out numbered values (period or format): take them with next (keysmith::numbers::Numbers in the library); blocks of plain integers do not apply to it"
         ))
     }
 }
