@@ -612,6 +612,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         | "/v1/sequences/{name}/tickets"
         | "/v1/sequences/{name}/tickets/{ticket}/commit"
         | "/v1/sequences/{name}/tickets/{ticket}/release"
+        | "/v1/sequences/{name}/decode"
             if post =>
         {
             n(Use, K::Sequence, T::Path)

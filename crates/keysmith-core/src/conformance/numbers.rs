@@ -26,6 +26,8 @@ fn gapless(period: Option<Period>, template: Option<&str>) -> Numbering {
         template: template.map(str::to_owned),
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     }
 }
 
@@ -302,6 +304,8 @@ pub async fn periods_only_move_forward(store: Arc<dyn Store>) {
         template: None,
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     };
     store
         .create_numbered(&spec("d", 5, 1000), &n)
@@ -448,6 +452,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         template: Some("INV-{period}-{n:04}".into()),
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     };
     numbers::create(&*store, &SequenceSpec::new("inv"), &inv)
         .await
@@ -532,6 +538,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             gapless: false,
             bit_reversed: None,
             residue: None,
+            opaque: None,
+            encoding: None,
         },
         Numbering {
             template: Some("{period}{n}".into()),
@@ -539,6 +547,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             gapless: true,
             bit_reversed: None,
             residue: None,
+            opaque: None,
+            encoding: None,
         },
     ] {
         assert!(matches!(
