@@ -398,6 +398,61 @@ async fn opaque_over_http_with_grants_and_no_secret_shown() {
         assert_eq!(r.status().as_u16(), 404, "{bad} created something");
     }
 
+    // A sequence with less than 10 % of its range left warns in show,
+    // /metrics and the status page; one with more does not.
+    for (name, take) in [("near", 95), ("far", 5)] {
+        let r = admin(c.post(s.url("/v1/sequences")))
+            .json(&serde_json::json!({"name": name, "max": 100, "block": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        let r = admin(c.post(s.url(&format!("/v1/sequences/{name}/next?count={take}"))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    let show: Value = admin(c.get(s.url("/v1/sequences/near")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(show["range_warning"].is_string(), "{show}");
+    let show: Value = admin(c.get(s.url("/v1/sequences/far")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(show.get("range_warning").is_none(), "{show}");
+    let metrics = admin(c.get(s.url("/metrics")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("keysmith_sequence_range_warning{name=\"near\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("keysmith_sequence_range_warning{name=\"far\"} 0"),
+        "{metrics}"
+    );
+    let page = admin(c.get(s.url("/")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(page.matches("range nearly used up").count(), 1, "{page}");
+
     // Everything a caller can read, and the logs: never the key.
     for path in ["/v1/sequences/users", "/v1/sequences", "/metrics", "/"] {
         let r = admin(c.get(s.url(path))).send().await.unwrap();

@@ -518,8 +518,11 @@ fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
     };
     let (gapless, bit_reversed, opaque) = (*gapless, *bit_reversed, *opaque);
     let (period, format, residue) = (period.clone(), format.clone(), class.residue()?);
-    let (skip_range, encoding, prefix) =
-        (skip_range.as_deref(), encoding.as_deref(), prefix.as_deref());
+    let (skip_range, encoding, prefix) = (
+        skip_range.as_deref(),
+        encoding.as_deref(),
+        prefix.as_deref(),
+    );
     if !gapless
         && period.is_none()
         && format.is_none()
