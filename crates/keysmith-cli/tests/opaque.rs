@@ -107,6 +107,24 @@ fn opaque_and_encoded_sequences(url: &str) {
         assert!(e.contains(says), "{bad}: {e}");
     }
 
+    // Rotation: new values in the new key's slot, old ones still decode, none twice.
+    let show = ok(url, &["alter", "orders", "--rotate-key"]);
+    assert!(show.contains("opaque:    yes, key 1 of 16"), "{show}");
+    let after: Vec<String> = ok(url, &["next", "orders", "--count", "20"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let every: HashSet<&String> = all.iter().chain(&after).collect();
+    assert_eq!(every.len(), 120, "a value twice across the rotation");
+    for (i, s) in all.iter().enumerate().step_by(7) {
+        assert_eq!(decode(url, "orders", s), i as i64 + 1, "an old value");
+    }
+    let counters: Vec<i64> = after.iter().map(|s| decode(url, "orders", s)).collect();
+    // Counter 101 marks the rotation (a gap of one).
+    assert_eq!(counters, (102..=121).collect::<Vec<_>>());
+    let e = fails(url, &["alter", "tags-missing", "--rotate-key"]);
+    assert!(e.contains("tags-missing"), "{e}");
+
     // An opaque sequence over a small range: every counter, each value once,
     // then exhausted; values stay inside 1..=max.
     ok(url, &["create", "small", "--opaque", "--max", "1600"]);
@@ -213,6 +231,8 @@ fn opaque_and_encoded_sequences(url: &str) {
     ok(url, &["create", "plain"]);
     let e = fails(url, &["decode", "plain", "5"]);
     assert!(e.contains("ordinary sequence"), "{e}");
+    let e = fails(url, &["alter", "plain", "--rotate-key"]);
+    assert!(e.contains("not opaque"), "{e}");
 }
 
 #[test]
@@ -352,6 +372,49 @@ async fn opaque_over_http_with_grants_and_no_secret_shown() {
         assert_eq!(db.ok(&["decode", "users", x]).trim(), (i + 1).to_string());
     }
 
+    // rotate-key needs `admin`: a reader is refused and nothing changes.
+    let r = reader(c.post(s.url("/v1/sequences/users/rotate-key")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let shown: Value = admin(c.get(s.url("/v1/sequences/users")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        shown["numbering"]["opaque"]["keys"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let r = admin(c.post(s.url("/v1/sequences/users/rotate-key")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let body = r.text().await.unwrap();
+    seen.push_str(&body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["numbering"]["opaque"]["keys"][1]["id"], 1);
+    // The server's handle maps with the new key at once: a new value decodes
+    // to a counter after the rotation's marker, the old ones still decode.
+    let r: Value = admin(c.post(s.url("/v1/sequences/users/next")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fresh = r["values"][0].as_str().unwrap().to_owned();
+    assert!(!got.contains(&fresh));
+    assert_eq!(db.ok(&["decode", "users", &fresh]).trim(), "22");
+    assert_eq!(db.ok(&["decode", "users", &got[0]]).trim(), "1");
+
     // decode needs `use`: a reader is refused.
     let r = reader(c.post(s.url("/v1/sequences/users/decode")))
         .json(&serde_json::json!({ "value": got[0] }))
@@ -473,8 +536,8 @@ async fn opaque_over_http_with_grants_and_no_secret_shown() {
     }
     drop(s);
     let secrets = stored_secrets(&db);
-    assert_eq!(secrets.len(), 1, "the key is kept in the store");
-    assert_eq!(secrets[0].len(), 32);
+    assert_eq!(secrets.len(), 2, "both keys are kept in the store");
+    assert!(secrets.iter().all(|k| k.len() == 32) && secrets[0] != secrets[1]);
     assert!(
         seen.contains("users"),
         "the outputs checked are the real ones"

@@ -86,6 +86,7 @@ pub(crate) fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(r::tickets::release))
         .routes(routes!(r::tickets::parse))
         .routes(routes!(r::tickets::decode))
+        .routes(routes!(r::sequences::rotate_key))
         .routes(routes!(pools::create, pools::list))
         .routes(routes!(pools::show, pools::drop))
         .routes(routes!(r::ids::next))

@@ -162,6 +162,11 @@ pub enum SequenceCommand {
         /// The failover margin, set by hand from now on (see `create`).
         #[arg(long, allow_negative_numbers = true, value_name = "N")]
         failover_skip: Option<i64>,
+        /// An opaque sequence: a new key maps the values handed out from now
+        /// on (into their own part of the range); values handed out before
+        /// keep decoding. At most 16 keys over a sequence's life.
+        #[arg(long, conflicts_with_all = ["next", "max", "block", "failover_skip"])]
+        rotate_key: bool,
     },
     /// Moves sequences forward by N values after the store went back in a way
     /// keysmith cannot see (a file copy put back, a backup restored into the
@@ -345,7 +350,13 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             max,
             block,
             failover_skip,
+            rotate_key,
         } => {
+            if rotate_key {
+                let numbering = numbers::rotate_key(&*store, &name).await?;
+                let info = sequence::show(&*store, &name).await?;
+                return print_info(&info, Some(&numbering), global.json);
+            }
             let spec = AlterSpec {
                 next,
                 max,

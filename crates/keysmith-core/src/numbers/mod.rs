@@ -153,6 +153,48 @@ pub async fn numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering
     Ok(stored_numbering(store, name).await?.map(|n| n.public()))
 }
 
+/// Rotates the key of opaque sequence `name`: a new key, from the
+/// operating system's random generator, maps every counter reserved from now
+/// on into its own slot of the value range (see [`Opaque`]); values handed
+/// out before keep decoding with their old key. One counter is taken to
+/// mark where the new key starts (a gap of one). Handles opened before keep
+/// the old key until they are opened again: their values stay in the old
+/// key's slot, so no value repeats either way. Answers the settings
+/// without secrets.
+///
+/// # Errors
+/// [`Error::WrongKind`] for a sequence that is not opaque;
+/// [`Error::InvalidArgument`] when all [`KEY_SLOTS`] keys are used;
+/// [`Error::Contention`] when the settings changed meanwhile (another
+/// rotation): nothing changed, run it again; [`Error::NotFound`],
+/// [`Error::Unavailable`].
+pub async fn rotate_key(store: &dyn Store, name: &str) -> Result<Numbering> {
+    let not_opaque = || {
+        Error::WrongKind(format!(
+            "sequence {name:?} is not opaque: only a sequence created with --opaque has a key to rotate"
+        ))
+    };
+    let old = stored_numbering(store, name)
+        .await?
+        .ok_or_else(not_opaque)?;
+    let o = old.opaque.as_ref().ok_or_else(not_opaque)?;
+    if o.keys.len() as i64 >= KEY_SLOTS {
+        return Err(o.rotated(0).expect_err("all slots used"));
+    }
+    let marker = store.reserve_numbers(name, 0, 1).await?;
+    let new = Numbering {
+        opaque: Some(o.rotated(marker.end)?),
+        ..old.clone()
+    };
+    if !store.replace_numbering(name, &old, &new).await? {
+        return Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: 1,
+        });
+    }
+    Ok(new.public())
+}
+
 /// The numbering as the store keeps it, secrets included: never shown.
 async fn stored_numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering>> {
     validate_name(name)?;
@@ -693,6 +735,73 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values before and after every rotation (up to the 16th key) are all
+    /// distinct and decode to their counters; a handle opened before a
+    /// rotation keeps making values that never collide with the new key's.
+    #[tokio::test]
+    async fn rotation_keeps_every_value_unique_and_decodable() {
+        let store: Arc<dyn Store> = crate::store::open("memory://").await.unwrap();
+        let n = Numbering {
+            opaque: Some(Opaque::default()),
+            encoding: Some(Encoding::new(Alphabet::Base32, Some("ord")).unwrap()),
+            ..Numbering::default()
+        };
+        create(
+            &*store,
+            &SequenceSpec {
+                max: 16 * 2000,
+                ..SequenceSpec::new("o")
+            },
+            &n,
+        )
+        .await
+        .unwrap();
+        let stale = Numbers::open(store.clone(), "o").await.unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for round in 0..KEY_SLOTS {
+            if round > 0 {
+                let shown = rotate_key(&*store, "o").await.unwrap();
+                let keys = &shown.opaque.as_ref().unwrap().keys;
+                assert_eq!(keys.len() as i64, round + 1);
+                assert!(
+                    keys.iter().all(|k| !k.has_secret()),
+                    "the answer shows no key"
+                );
+            }
+            let h = Numbers::open(store.clone(), "o").await.unwrap();
+            for f in h
+                .next_n(20)
+                .await
+                .unwrap()
+                .into_iter()
+                .chain(stale.next_n(5).await.unwrap())
+            {
+                assert!(
+                    seen.insert(f.text.clone(), f.number.n).is_none(),
+                    "{} twice",
+                    f.text
+                );
+            }
+            for text in seen.keys() {
+                assert!(h.decode(text).unwrap().counter >= 1);
+            }
+        }
+        let counters: std::collections::HashSet<i64> = {
+            let h = Numbers::open(store.clone(), "o").await.unwrap();
+            seen.keys().map(|t| h.decode(t).unwrap().counter).collect()
+        };
+        assert_eq!(counters.len(), seen.len(), "two values, one counter");
+        let e = rotate_key(&*store, "o").await.unwrap_err().to_string();
+        assert!(e.contains("all of its 16 keys"), "{e}");
+        crate::sequence::create(&*store, &SequenceSpec::new("plain"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            rotate_key(&*store, "plain").await,
+            Err(Error::WrongKind(_))
+        ));
+    }
 
     #[test]
     fn tickets_round_trip_and_refuse_junk() {

@@ -389,6 +389,28 @@ pub(crate) async fn drop(
     Ok(Json(super::Dropped { dropped: name }))
 }
 
+/// `POST /v1/sequences/{name}/rotate-key`: [`numbers::rotate_key`]. The
+/// server's own handle is opened again, so it maps with the new key.
+#[utoipa::path(post, path = "/v1/sequences/{name}/rotate-key", summary = "Rotate an opaque sequence's key",
+    description = "A new key maps the values handed out from now on, into their own part of the range; values handed out before keep decoding. \
+        At most 16 keys over a sequence's life (a 400 after). The answer shows the key ids, never a key.",
+    params(crate::schemas::NameParam),
+    responses((status = 200, description = "The sequence after the rotation.", body = crate::schemas::library::Sequence),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "Not an opaque sequence (`wrong_kind`).", body = crate::error::ErrorBody)))]
+pub(crate) async fn rotate_key(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<SequenceView>> {
+    let s = state.shared();
+    let numbering = numbers::rotate_key(&*s.store, &name).await?;
+    s.sequences.remove(&name, &s.metrics).await;
+    let info = sequence::show(&*s.store, &name).await?;
+    let mut v = view(&state, info);
+    v.numbering = Some(numbering);
+    Ok(Json(v))
+}
+
 /// How the server opens a plain sequence's handle.
 fn builder(state: &AppState, name: &str) -> keysmith::sequence::SequenceBuilder {
     let s = state.shared();
