@@ -79,6 +79,15 @@ type SequenceOptions struct {
 	// Increment (2 to 1000000) and Offset (0 to Increment-1): a residue
 	// class, every value is Offset modulo Increment.
 	Increment, Offset *int64
+	// Opaque: values are a keyed permutation of a plain counter (1 to Max;
+	// the key stays on the server). Decode maps a value back.
+	Opaque bool
+	// Encoding: "base32" or "base62": values are fixed-width strings that
+	// sort as the numbers, read with NextNumbers; Prefix ("ord" gives
+	// ord_...) goes with it.
+	Encoding, Prefix string
+	// JSSafe: max 2^53-1, the largest integer JavaScript holds exactly.
+	JSSafe bool
 }
 
 // Int64 answers a pointer to v, for the optional fields of the options.
@@ -106,6 +115,18 @@ func (c *Client) CreateSequence(ctx context.Context, name string, o SequenceOpti
 	}
 	if o.Format != "" {
 		body["format"] = o.Format
+	}
+	if o.Opaque {
+		body["opaque"] = true
+	}
+	if o.JSSafe {
+		body["js_safe"] = true
+	}
+	if o.Encoding != "" {
+		body["encoding"] = o.Encoding
+	}
+	if o.Prefix != "" {
+		body["prefix"] = o.Prefix
 	}
 	var out SequenceInfo
 	err := c.call(ctx, request{method: "POST", path: "/v1/sequences", body: body}, 0, &out)
@@ -365,6 +386,25 @@ func (c *Client) Parse(ctx context.Context, name, text string) (NumberParts, err
 	}
 	err := c.call(ctx, request{method: "POST", path: "/v1/sequences/" + seg(name) + "/parse", body: map[string]string{"value": text}, safe: true}, 0, &out)
 	return NumberParts{out.Period.ptr(), int64(out.N)}, err
+}
+
+// DecodedValue is a value an opaque, encoded or bit-reversed sequence handed
+// out, mapped back: the value as an integer and the plain counter it was made
+// from.
+type DecodedValue struct {
+	Value, Counter int64
+}
+
+// Decode answers the counter behind a value the sequence handed out (an
+// integer in decimal, or an encoded string). ErrBadRequest, naming what is
+// wrong, for a value it never hands out; it needs the use grant.
+func (c *Client) Decode(ctx context.Context, name, value string) (DecodedValue, error) {
+	var out struct {
+		Value   jint `json:"value"`
+		Counter jint `json:"counter"`
+	}
+	err := c.call(ctx, request{method: "POST", path: "/v1/sequences/" + seg(name) + "/decode", body: map[string]string{"value": value}, safe: true}, 0, &out)
+	return DecodedValue{int64(out.Value), int64(out.Counter)}, err
 }
 
 // PoolInfo is a value pool. Lowest, Highest, Taken and MaxValue come only

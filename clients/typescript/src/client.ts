@@ -123,6 +123,14 @@ export interface NumberParts {
   n: bigint;
 }
 
+/** A value an opaque, encoded or bit-reversed sequence handed out, mapped back (`decode`). */
+export interface DecodedValue {
+  /** The value as an integer (an encoded string decoded). */
+  value: bigint;
+  /** The plain counter it was made from. */
+  counter: bigint;
+}
+
 /** A time-ordered id taken apart by the server's layout (`decodeId`). */
 export interface DecodedId {
   id: bigint;
@@ -380,6 +388,11 @@ export class Client implements LeaseSource {
    * a residue class, every value is `offset` modulo `increment` (one per
    * region, each with its own store: no two ever hand out the same value);
    * the server checks them (a 400 `invalid_argument` or `bad_request`).
+   * `opaque`: values are a keyed permutation of a plain counter (1 to max; the
+   * key stays on the server); `encoding` (`"base32"`, `"base62"`) with an
+   * optional `prefix` (`"ord"` gives `ord_...`): fixed-width strings that sort
+   * as the numbers, read with `nextNumbers`; `decode` maps either back.
+   * `jsSafe`: max 2^53-1.
    */
   async createSequence(
     name: string,
@@ -392,6 +405,10 @@ export class Client implements LeaseSource {
       format?: string;
       increment?: number;
       offset?: number;
+      opaque?: boolean;
+      encoding?: "base32" | "base62";
+      prefix?: string;
+      jsSafe?: boolean;
     } = {},
   ): Promise<SequenceInfo> {
     const body: Record<string, unknown> = { name };
@@ -403,6 +420,10 @@ export class Client implements LeaseSource {
     if (o.format !== undefined) body.format = o.format;
     if (o.increment !== undefined) body.increment = BigInt(int(o.increment, "increment"));
     if (o.offset !== undefined) body.offset = BigInt(int(o.offset, "offset"));
+    if (o.opaque) body.opaque = true;
+    if (o.jsSafe) body.js_safe = true;
+    if (o.encoding !== undefined) body.encoding = o.encoding;
+    if (o.prefix !== undefined) body.prefix = o.prefix;
     return sequenceInfo(await this.callObj("POST", "/v1/sequences", body));
   }
 
@@ -514,6 +535,18 @@ export class Client implements LeaseSource {
     // the ticket in the body, never in the URL
     const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/tickets/${action}`, { ticket: t }, true);
     return numberValue(o[key], key);
+  }
+
+  /**
+   * The counter behind a value an opaque, encoded or bit-reversed sequence
+   * handed out (an integer, or an encoded string). A 400 naming what is wrong
+   * for a value it never hands out (prefix, character, width, check
+   * character, range); needs the `use` grant.
+   */
+  async decode(name: string, value: IntLike): Promise<DecodedValue> {
+    const v = typeof value === "string" ? value : BigInt(int(value, "value"));
+    const o = await this.callObj("POST", `/v1/sequences/${enc(name)}/decode`, { value: v });
+    return { value: big(o.value, "value"), counter: big(o.counter, "counter") };
   }
 
   /**

@@ -3,6 +3,7 @@ export {
   type ClientOptions,
   type CounterNames,
   type DecodedId,
+  type DecodedValue,
   type DecodeOptions,
   type Health,
   type IntLike,

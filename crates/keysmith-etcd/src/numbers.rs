@@ -314,6 +314,26 @@ impl NumberStore for EtcdStore {
             .transpose()
     }
 
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        let old = serde_json::to_vec(expected).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let txn = Txn::new()
+            .when([Compare::value(
+                self.settings_key(name),
+                CompareOp::Equal,
+                old,
+            )])
+            .and_then([self.put_settings_op(name, new)?]);
+        Ok(self
+            .txn("replace a sequence's numbering", txn)
+            .await?
+            .succeeded())
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

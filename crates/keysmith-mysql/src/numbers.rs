@@ -159,6 +159,31 @@ impl NumberStore for MysqlStore {
         .await
     }
 
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        let (old, new) = (
+            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
+            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
+        );
+        let mut c = self.conn().await?;
+        let out = self
+            .deadline(async {
+                c.exec_drop(
+                    "UPDATE keysmith_numbering SET settings = ? WHERE name = ? AND settings = ?",
+                    (&new, name, &old),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+                Ok(c.affected_rows() == 1)
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

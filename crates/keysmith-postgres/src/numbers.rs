@@ -197,6 +197,34 @@ impl NumberStore for PostgresStore {
         .await
     }
 
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        let (old, new) = (
+            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
+            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
+        );
+        let s = quote_ident(&self.schema);
+        let c = self.client().await?;
+        let out = self
+            .deadline(async {
+                c.execute(
+                    &format!(
+                        "UPDATE {s}.numbering SET settings = $3 WHERE name = $1 AND settings = $2"
+                    ),
+                    &[&name, &old, &new],
+                )
+                .await
+                .map(|n| n == 1)
+                .map_err(|e| self.pg(&e))
+            })
+            .await;
+        self.settle(c, out)
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

@@ -606,6 +606,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         "/v1/sequences" if get => n(Read, K::Sequence, T::Listed),
         "/v1/sequences/{name}" if get => n(Read, K::Sequence, T::Path),
         "/v1/sequences/{name}" if patch || delete => n(Admin, K::Sequence, T::Path),
+        "/v1/sequences/{name}/rotate-key" if post => n(Admin, K::Sequence, T::Path),
         "/v1/sequences/{name}/next"
         | "/v1/sequences/{name}/reserve"
         | "/v1/sequences/{name}/release"
@@ -614,6 +615,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         | "/v1/sequences/{name}/tickets/{ticket}/release"
         | "/v1/sequences/{name}/tickets/commit"
         | "/v1/sequences/{name}/tickets/release"
+        | "/v1/sequences/{name}/decode"
             if post =>
         {
             n(Use, K::Sequence, T::Path)

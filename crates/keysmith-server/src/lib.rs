@@ -911,7 +911,7 @@ impl AppState {
                 if let Ok(info) = keysmith::sequence::show(&*s.store, &name).await
                     && let Some(u) = info.usage
                 {
-                    usage.push((name, u));
+                    usage.push((name, u, info.range_left_share()));
                 }
             }
             let mut pool_runways = Vec::new();

@@ -266,7 +266,7 @@ impl Metrics {
         sequences: &[(String, HandleCounters)],
         went_back: &[(String, u64)],
         pools: &[(String, HandleCounters)],
-        usage: &[(String, keysmith::sequence::SequenceUsage)],
+        usage: &[(String, keysmith::sequence::SequenceUsage, f64)],
         pool_runways: &[(String, f64)],
         ids: Option<&keysmith::ids::IdStatus>,
         uptime_seconds: f64,
@@ -363,11 +363,37 @@ impl Metrics {
             "keysmith_sequence_unaccounted_values",
             "Reserved values no clean close accounted for: in open handles, or lost by handles that died.",
         );
-        for (name, u) in usage {
+        let left = GaugeVec::new(
+            Opts::new(
+                "keysmith_sequence_range_left_ratio",
+                "The share of the sequence's range (start to max) not yet reserved, 0 to 1.",
+            ),
+            &["name"],
+        )
+        .expect("valid metric");
+        scrape
+            .register(Box::new(left.clone()))
+            .expect("unique metric");
+        let warn = GaugeVec::new(
+            Opts::new(
+                "keysmith_sequence_range_warning",
+                "1 when less than the warning share (10 %) of the sequence's range is left, else 0.",
+            ),
+            &["name"],
+        )
+        .expect("valid metric");
+        scrape
+            .register(Box::new(warn.clone()))
+            .expect("unique metric");
+        for (name, u, share) in usage {
             if let Some(secs) = u.runway_seconds {
                 runway.with_label_values(&[name]).set(secs);
             }
             unaccounted.with_label_values(&[name]).set(u.unaccounted);
+            left.with_label_values(&[name]).set(*share);
+            let below = *share < keysmith::sequence::DEFAULT_RANGE_WARNING_SHARE;
+            warn.with_label_values(&[name])
+                .set(if below { 1.0 } else { 0.0 });
         }
         let pool_runway = GaugeVec::new(
             Opts::new(

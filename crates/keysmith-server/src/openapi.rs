@@ -89,6 +89,8 @@ pub(crate) fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(r::tickets::commit_body))
         .routes(routes!(r::tickets::release_body))
         .routes(routes!(r::tickets::parse))
+        .routes(routes!(r::tickets::decode))
+        .routes(routes!(r::sequences::rotate_key))
         .routes(routes!(pools::create, pools::list))
         .routes(routes!(pools::show, pools::drop))
         .routes(routes!(r::ids::next))

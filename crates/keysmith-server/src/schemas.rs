@@ -185,10 +185,19 @@ pub(crate) mod library {
         Numbering => json!({"type": "object", "properties": {
             "gapless": {"type": "boolean"}, "period": {"type": ["string", "null"]}, "template": {"type": ["string", "null"]},
             "residue": {"type": "object", "required": ["increment", "offset"], "properties": {
-                "increment": {"type": "integer"}, "offset": {"type": "integer"}}}}});
+                "increment": {"type": "integer"}, "offset": {"type": "integer"}}},
+            "opaque": {"type": "object", "description": "Opaque values; the keys' secrets are never shown.", "properties": {
+                "value_max": {"type": "integer", "format": "int64"},
+                "keys": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "integer"}, "from": {"type": "integer", "format": "int64"}}}}}},
+            "encoding": {"type": "object", "properties": {
+                "alphabet": {"type": "string", "enum": ["base32", "base62"]},
+                "prefix": {"type": "string"}, "width": {"type": "integer"}}}}});
         /// A sequence ([`keysmith::sequence::SequenceInfo`]) with this server's handle.
         Sequence => json!({"type": "object", "properties": {
             "numbering": {"$ref": "#/components/schemas/Numbering"},
+            "range_left_share": {"type": "number", "description": "The share of the range not yet reserved, 0 to 1."},
+            "range_warning": {"type": "string", "description": "Present when less than 10 % of the range is left."},
             "name": {"type": "string"}, "next": {"type": "integer"}, "start": {"type": "integer"},
             "max": {"type": "integer"}, "block": {"type": "integer", "description": "The default block size."},
             "version": {"type": "integer"}, "remaining": {"type": "integer"},
@@ -236,6 +245,9 @@ pub(crate) mod library {
         /// The parts of a number a sequence printed ([`keysmith::numbers::Number`]).
         NumberParts => json!({"type": "object", "required": ["period", "n"], "properties": {
             "period": {"type": ["integer", "null"]}, "n": {"type": "integer"}}});
+        /// A value mapped back to its counter ([`keysmith::numbers::Decoded`]).
+        Decoded => json!({"type": "object", "required": ["value", "counter"], "properties": {
+            "value": {"type": "integer", "format": "int64"}, "counter": {"type": "integer", "format": "int64"}}});
         /// An id taken apart ([`keysmith::ids::DecodedId`]).
         DecodedId => json!({"type": "object", "required": ["id", "time_ms", "time", "worker", "sequence"], "properties": {
             "id": {"type": "integer", "format": "int64"}, "time_ms": {"type": "integer", "format": "int64"},

@@ -75,6 +75,9 @@ struct SeqStatus {
     next: String,
     remaining: String,
     max: String,
+    /// Present when less than the warning share (10 %) of the range is left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range_warning: Option<String>,
     /// The server handle's current block size, else the sequence's default.
     block: i64,
     /// Whether `block` is the server handle's ("server") or the default.
@@ -131,6 +134,9 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                 next: info.row.next.to_string(),
                 remaining: info.remaining.to_string(),
                 max: info.row.max.to_string(),
+                range_warning: info
+                    .range_warning(keysmith::sequence::DEFAULT_RANGE_WARNING_SHARE)
+                    .map(|w| w.to_string()),
                 block: h.as_ref().map_or(info.row.block, |h| h.block),
                 block_of: if h.is_some() { "server" } else { "default" },
                 served: h.as_ref().map_or(0, |h| h.served).to_string(),
@@ -297,7 +303,7 @@ fn render(st: &Status) -> String {
             rows,
             "<tr><td class=\"name\">{}</td><td class=\"num next\">{}</td>\
              <td class=\"num block\">{}{}</td><td class=\"num rate\">{}</td>\
-             <td class=\"num remaining\">{}</td><td class=\"num runway\">{}</td><td class=\"num served\">{}</td>\
+             <td class=\"num remaining{}\"{}>{}{}</td><td class=\"num runway\">{}</td><td class=\"num served\">{}</td>\
              <td class=\"num last\">{}</td><td class=\"num refills\">{}</td>\
              <td class=\"num failover{}\">{} / {}</td></tr>",
             escape(&s.name),
@@ -309,7 +315,20 @@ fn render(st: &Status) -> String {
                 ""
             },
             rate(s.rate),
+            if s.range_warning.is_some() {
+                " alert"
+            } else {
+                ""
+            },
+            s.range_warning
+                .as_deref()
+                .map_or(String::new(), |w| format!(" title=\"{}\"", escape(w))),
             grouped(&s.remaining),
+            if s.range_warning.is_some() {
+                " <span class=\"warning\">(range nearly used up)</span>"
+            } else {
+                ""
+            },
             escape(&s.runway),
             s.served,
             s.last_served.as_deref().unwrap_or("–"),

@@ -154,6 +154,28 @@ impl NumberStore for SqliteStore {
         self.run(move |conn| read_numbering_on(conn, &name)).await
     }
 
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        let (old, new) = (
+            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
+            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
+        );
+        let name = name.to_owned();
+        self.write(move |tx| {
+            tx.execute(
+                "UPDATE keysmith_numbering SET settings = ?3 WHERE name = ?1 AND settings = ?2",
+                rusqlite::params![name, old, new],
+            )
+            .map(|n| n == 1)
+            .map_err(db_err)
+        })
+        .await
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

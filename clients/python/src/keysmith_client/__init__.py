@@ -30,6 +30,7 @@ from ._errors import (
 from ._models import (
     CounterNames,
     DecodedId,
+    DecodedValue,
     Lease,
     Number,
     Numbering,
@@ -66,6 +67,7 @@ __all__ = [
     "Number",
     "Numbering",
     "NumberParts",
+    "DecodedValue",
     "PoolInfo",
     "Range",
     "Sequence",

@@ -10,6 +10,7 @@ from ._failover import seg
 from ._models import (
     CounterNames,
     DecodedId,
+    DecodedValue,
     Json,
     Lease,
     Number,
@@ -74,6 +75,10 @@ def create_sequence(
     format: Optional[str] = None,
     increment: Optional[int] = None,
     offset: Optional[int] = None,
+    opaque: bool = False,
+    encoding: Optional[str] = None,
+    prefix: Optional[str] = None,
+    js_safe: bool = False,
 ) -> Req[SequenceInfo]:
     body: Json = {"name": name}
     for k, v in (("start", start), ("max", max), ("block", block)):
@@ -89,7 +94,21 @@ def create_sequence(
         body["period"] = period
     if format is not None:
         body["format"] = format
+    if opaque:
+        body["opaque"] = True
+    if js_safe:
+        body["js_safe"] = True
+    # the server checks the encoding and prefix (base32 or base62; prefix with an encoding)
+    for k, t in (("encoding", encoding), ("prefix", prefix)):
+        if t is not None:
+            body[k] = t
     return Req("POST", "/v1/sequences", SequenceInfo.from_json, json=body, safe=False)
+
+
+def decode(name: str, value: Union[int, str]) -> Req[DecodedValue]:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"value must be an int or a str, got {value!r}")
+    return Req("POST", f"/v1/sequences/{seg(name)}/decode", DecodedValue.from_json, json={"value": value})
 
 
 def alter(name: str, next: Optional[int], max: Optional[int], block: Optional[int]) -> Req[SequenceInfo]:

@@ -259,6 +259,19 @@ class NumberParts:
 
 
 @dataclass(frozen=True)
+class DecodedValue:
+    """A value an opaque, encoded or bit-reversed sequence handed out, mapped back
+    (``decode``): the value as an integer and the plain counter it was made from."""
+
+    value: int
+    counter: int
+
+    @classmethod
+    def from_json(cls, j: Json) -> DecodedValue:
+        return cls(_int(j["value"]), _int(j["counter"]))
+
+
+@dataclass(frozen=True)
 class DecodedId:
     """A time-ordered id taken apart by the server's layout (``decode_id``)."""
 

@@ -24,6 +24,7 @@ from ._models import (
     Json,
     Lease,
     Number,
+    DecodedValue,
     NumberParts,
     PoolInfo,
     Range,
@@ -190,6 +191,10 @@ class Client:
         format: Optional[str] = None,
         increment: Optional[int] = None,
         offset: Optional[int] = None,
+        opaque: bool = False,
+        encoding: Optional[str] = None,
+        prefix: Optional[str] = None,
+        js_safe: bool = False,
     ) -> SequenceInfo:
         """Creates a sequence. ``gapless=True``: gap-free numbers taken with tickets
         (:meth:`take_ticket`); ``period`` (``"day"``, ``"month"``, ``"year"``): numbers
@@ -198,9 +203,28 @@ class Client:
         sequence's numbers with :meth:`next_numbers`. ``increment`` (2 to
         1000000) and ``offset`` (0 to ``increment - 1``, default 0): a residue
         class, every value is ``offset`` modulo ``increment`` (one per region,
-        each with its own store, never hand out the same value)."""
+        each with its own store, never hand out the same value). ``opaque=True``:
+        values are a keyed permutation of a plain counter (1 to ``max``; the key is
+        secret and stays on the server); ``encoding`` (``"base32"``, ``"base62"``)
+        with an optional ``prefix`` (``"ord"`` gives ``ord_...``): fixed-width
+        strings that sort as the numbers, read with :meth:`next_numbers`;
+        :meth:`decode` maps either back. ``js_safe=True``: max 2^53-1."""
         return self._call(
-            _api.create_sequence(name, start, max, block, gapless, period, format, increment, offset)
+            _api.create_sequence(
+                name,
+                start,
+                max,
+                block,
+                gapless,
+                period,
+                format,
+                increment,
+                offset,
+                opaque,
+                encoding,
+                prefix,
+                js_safe,
+            )
         )
 
     def alter(
@@ -258,6 +282,13 @@ class Client:
         """Frees the ticket's number: it is the next one taken. Answers the number;
         :class:`TicketRefused`, changing nothing, when the ticket no longer holds it."""
         return self._call(_api.release_ticket(name, str(ticket)))
+
+    def decode(self, name: str, value: Union[int, str]) -> DecodedValue:
+        """The counter behind a value an opaque, encoded or bit-reversed sequence
+        handed out (an int, or an encoded string). :class:`BadRequest` naming what
+        is wrong for a value it never hands out (prefix, character, width, check
+        character, range); needs the ``use`` grant."""
+        return self._call(_api.decode(name, value))
 
     def parse(self, name: str, text: str) -> NumberParts:
         """Takes a number the sequence printed apart: its period key and counter.

@@ -7,10 +7,12 @@ use std::time::Duration;
 use keysmith::fence::{FenceTarget, fence};
 use keysmith::numbers::{self, Numbering, Numbers, Period};
 use keysmith::sequence::{
-    self, AdoptAction, AdoptReport, AdoptSource, AlterSpec, MAX_BATCH, Sequence, SequenceInfo,
-    Strategy,
+    self, AdoptAction, AdoptReport, AdoptSource, AlterSpec, DEFAULT_RANGE_WARNING_SHARE, MAX_BATCH,
+    Sequence, SequenceInfo, Strategy,
 };
-use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
+use keysmith::store::{
+    DEFAULT_BLOCK, DEFAULT_START, JS_SAFE_MAX, MAX_VALUE, SequenceSpec, js_safe_max,
+};
 use keysmith::{AnySequence, DEFAULT_RETRY_BUDGET};
 
 use crate::Global;
@@ -33,9 +35,15 @@ pub enum SequenceCommand {
         /// The first value.
         #[arg(long, default_value_t = DEFAULT_START)]
         start: i64,
-        /// The last value (inclusive).
-        #[arg(long, default_value_t = MAX_VALUE)]
-        max: i64,
+        /// The last value (inclusive). Default: 9223372036854775806, or
+        /// 2^53-1 with --js-safe.
+        #[arg(long)]
+        max: Option<i64>,
+        /// JavaScript-safe: the max is 2^53-1 (9007199254740991), the largest
+        /// integer a JavaScript number holds exactly; a larger --max is
+        /// refused.
+        #[arg(long)]
+        js_safe: bool,
         /// Default block size of handles: values reserved per store round trip.
         #[arg(long, default_value_t = DEFAULT_BLOCK)]
         block: i64,
@@ -59,6 +67,21 @@ pub enum SequenceCommand {
         /// With --bit-reversed: values A..B (B excluded) are never handed out.
         #[arg(long, value_name = "A..B", requires = "bit_reversed")]
         skip_range: Option<String>,
+        /// Opaque values: each value is a keyed permutation of an internal
+        /// counter (the key, secret, lives in the store), so values show
+        /// neither order nor volume. Values are 1 to --max; the counter runs
+        /// to a sixteenth of that. `keysmith decode` maps a value back. One
+        /// store round trip per `next`.
+        #[arg(long)]
+        opaque: bool,
+        /// Values are printed as fixed-width strings that sort as the
+        /// numbers do, with a check character: base32 (Crockford) or base62.
+        #[arg(long, value_name = "base32|base62")]
+        encoding: Option<String>,
+        /// With --encoding: a typed prefix, lower-case letters and digits
+        /// (`ord` prints ord_...).
+        #[arg(long, value_name = "P", requires = "encoding")]
+        prefix: Option<String>,
         /// A residue class: every value is --offset modulo --increment.
         #[command(flatten)]
         class: super::ClassArgs,
@@ -74,6 +97,15 @@ pub enum SequenceCommand {
         /// of them is in use any more.
         #[arg(long)]
         start_below_dropped: bool,
+    },
+    /// Maps a value an opaque, encoded or bit-reversed sequence handed out
+    /// (an integer, or an encoded string) back to its plain counter.
+    Decode {
+        /// The sequence.
+        name: String,
+        /// A value `next` printed.
+        #[arg(allow_negative_numbers = true)]
+        value: String,
     },
     /// Maps a value of a bit-reversed sequence back to its internal counter.
     DecodeReversed {
@@ -135,6 +167,11 @@ pub enum SequenceCommand {
         /// The failover margin, set by hand from now on (see `create`).
         #[arg(long, allow_negative_numbers = true, value_name = "N")]
         failover_skip: Option<i64>,
+        /// An opaque sequence: a new key maps the values handed out from now
+        /// on (into their own part of the range); values handed out before
+        /// keep decoding. At most 16 keys over a sequence's life.
+        #[arg(long, conflicts_with_all = ["next", "max", "block", "failover_skip"])]
+        rotate_key: bool,
     },
     /// Moves sequences forward by N values after the store went back.
     ///
@@ -200,22 +237,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
         anyhow::bail!("--count must be between 1 and {MAX_COUNT}, got {count}");
     }
     let numbering = match &cmd {
-        SequenceCommand::Create {
-            gapless,
-            period,
-            format,
-            bit_reversed,
-            skip_range,
-            class,
-            ..
-        } => numbering_of(
-            *gapless,
-            period.clone(),
-            format.clone(),
-            *bit_reversed,
-            skip_range.as_deref(),
-            class.residue()?,
-        )?,
+        SequenceCommand::Create { .. } => numbering_of(&cmd)?,
         _ => None,
     };
     let reversed_value = match &cmd {
@@ -232,11 +254,16 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             name,
             start,
             max,
+            js_safe,
             block,
             failover_skip,
             start_below_dropped,
             ..
         } => {
+            let max = match js_safe {
+                true => js_safe_max(max).map_err(|e| anyhow::anyhow!("--max: {e}"))?,
+                false => max.unwrap_or(MAX_VALUE),
+            };
             let spec = SequenceSpec {
                 name,
                 start,
@@ -252,7 +279,25 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             if let Some(first) = info.continued_above_dropped {
                 eprintln!("{}", super::continued_note("sequence", &spec.name, first));
             }
+            // Opaque and encoded settings are completed by the create (the
+            // key, the width): show them as stored, without the key.
+            let numbering = match numbering {
+                Some(n) if n.opaque.is_some() || n.encoding.is_some() => {
+                    numbers::numbering(&*store, &spec.name).await?
+                }
+                other => other,
+            };
             print_info(&info, numbering.as_ref(), global.json)
+        }
+        SequenceCommand::Decode { name, value } => {
+            let h = Numbers::open(store, &name).await?;
+            let d = h.decode(&value)?;
+            if global.json {
+                println!("{}", serde_json::to_string(&d)?);
+            } else {
+                println!("{}", d.counter);
+            }
+            Ok(())
         }
         SequenceCommand::DecodeReversed { name, .. } => {
             let value = reversed_value.unwrap_or_default();
@@ -312,7 +357,13 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             max,
             block,
             failover_skip,
+            rotate_key,
         } => {
+            if rotate_key {
+                let numbering = numbers::rotate_key(&*store, &name).await?;
+                let info = sequence::show(&*store, &name).await?;
+                return print_info(&info, Some(&numbering), global.json);
+            }
             let spec = AlterSpec {
                 next,
                 max,
@@ -467,17 +518,47 @@ fn describe_adoption(r: &AdoptReport) -> String {
 
 /// The numbering `create` asks for, if any: checked before the store is
 /// touched.
-fn numbering_of(
-    gapless: bool,
-    period: Option<String>,
-    format: Option<String>,
-    bit_reversed: bool,
-    skip_range: Option<&str>,
-    residue: Option<keysmith::store::Residue>,
-) -> anyhow::Result<Option<Numbering>> {
-    if !gapless && period.is_none() && format.is_none() && !bit_reversed && residue.is_none() {
+fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
+    let SequenceCommand::Create {
+        gapless,
+        period,
+        format,
+        bit_reversed,
+        skip_range,
+        class,
+        opaque,
+        encoding,
+        prefix,
+        ..
+    } = cmd
+    else {
+        return Ok(None);
+    };
+    let (gapless, bit_reversed, opaque) = (*gapless, *bit_reversed, *opaque);
+    let (period, format, residue) = (period.clone(), format.clone(), class.residue()?);
+    let (skip_range, encoding, prefix) = (
+        skip_range.as_deref(),
+        encoding.as_deref(),
+        prefix.as_deref(),
+    );
+    if !gapless
+        && period.is_none()
+        && format.is_none()
+        && !bit_reversed
+        && residue.is_none()
+        && !opaque
+        && encoding.is_none()
+    {
         return Ok(None);
     }
+    let encoding = encoding
+        .map(|e| {
+            let a = e
+                .parse::<numbers::Alphabet>()
+                .map_err(|e| anyhow::anyhow!("--encoding: {e}"))?;
+            numbers::Encoding::new(a, prefix).map_err(|e| anyhow::anyhow!("--prefix: {e}"))
+        })
+        .transpose()?;
     let skip = skip_range
         .map(str::parse::<numbers::SkipRange>)
         .transpose()
@@ -493,6 +574,8 @@ fn numbering_of(
         template: format,
         bit_reversed: bit_reversed.then_some(numbers::BitReversed { skip }),
         residue,
+        opaque: opaque.then(numbers::Opaque::default),
+        encoding,
     };
     n.validate().map_err(|e| {
         if has_format {
@@ -504,6 +587,15 @@ fn numbering_of(
     Ok(Some(n))
 }
 
+/// ` (2^53-1, JavaScript-safe)` for the JavaScript-safe max, else nothing.
+fn js_note(max: i64) -> &'static str {
+    if max == JS_SAFE_MAX {
+        " (2^53-1, JavaScript-safe)"
+    } else {
+        ""
+    }
+}
+
 fn print_info(
     info: &SequenceInfo,
     numbering: Option<&Numbering>,
@@ -511,8 +603,21 @@ fn print_info(
 ) -> anyhow::Result<()> {
     if json {
         let mut v = serde_json::to_value(info)?;
-        if let (Some(n), Some(obj)) = (numbering, v.as_object_mut()) {
-            obj.insert("numbering".into(), serde_json::to_value(n)?);
+        if let Some(obj) = v.as_object_mut() {
+            if let Some(n) = numbering {
+                obj.insert("numbering".into(), serde_json::to_value(n.public())?);
+            }
+            let top = numbering
+                .and_then(|n| n.opaque.as_ref())
+                .map_or(info.row.max, |o| o.value_max);
+            obj.insert("js_safe".into(), (top <= JS_SAFE_MAX).into());
+            obj.insert(
+                "range_left_share".into(),
+                serde_json::json!(info.range_left_share()),
+            );
+            if let Some(w) = info.range_warning(DEFAULT_RANGE_WARNING_SHARE) {
+                obj.insert("range_warning".into(), w.to_string().into());
+            }
         }
         println!("{v}");
     } else {
@@ -520,7 +625,16 @@ fn print_info(
         println!("name:      {}", r.name);
         println!("next:      {}", r.next);
         println!("start:     {}", r.start);
-        println!("max:       {}", r.max);
+        let opaque = numbering.and_then(|n| n.opaque.as_ref());
+        match opaque {
+            Some(o) => println!(
+                "max:       {} (counter; values 1 to {}{})",
+                r.max,
+                o.value_max,
+                js_note(o.value_max)
+            ),
+            None => println!("max:       {}{}", r.max, js_note(r.max)),
+        }
         println!("block:     {}", r.block);
         println!("remaining: {}", info.remaining);
         println!("version:   {}", r.version);
@@ -538,7 +652,27 @@ fn print_info(
         if let Some(r) = &info.residue {
             println!("{}", super::class_line(r));
         }
+        if let Some(w) = info.range_warning(DEFAULT_RANGE_WARNING_SHARE) {
+            println!("warning:   {w}");
+        }
         if let Some(n) = numbering.filter(|n| n.residue.is_none()) {
+            if let Some(o) = &n.opaque {
+                println!(
+                    "opaque:    yes, key {} of {} (keyed permutation; the key is secret and never shown)",
+                    o.keys.len().saturating_sub(1),
+                    numbers::KEY_SLOTS
+                );
+            }
+            if let Some(e) = &n.encoding {
+                println!(
+                    "encoding:  {}, {} digits and a check character{}",
+                    e.alphabet,
+                    e.width,
+                    e.prefix
+                        .as_ref()
+                        .map_or(String::new(), |p| format!(", prefix {p}_"))
+                );
+            }
             if let Some(b) = &n.bit_reversed {
                 match &b.skip {
                     Some(s) => println!("reversed:  yes (skipping {}..{})", s.start, s.end),

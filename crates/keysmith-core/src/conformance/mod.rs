@@ -109,6 +109,7 @@ macro_rules! conformance_tests {
             workers::racing_acquirers_never_share_a_worker_id,
             workers::a_group_lists_its_worker_ids,
             numbers::numbering_is_kept_with_the_sequence,
+            numbers::opaque_keys_rotate_by_compare_and_set,
             numbers::fence_numbers_moves_the_current_counter,
             numbers::tickets_take_the_lowest_free_number,
             numbers::refused_commits_and_releases_change_nothing,

@@ -26,11 +26,61 @@ fn gapless(period: Option<Period>, template: Option<&str>) -> Numbering {
         template: template.map(str::to_owned),
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     }
 }
 
 fn token(i: u32) -> String {
     format!("{i:032x}")
+}
+
+/// An opaque sequence's key rotates by compare-and-set on its stored
+/// settings: a replace from stale settings changes nothing; values from
+/// before and after the rotation are distinct and all decode.
+pub async fn opaque_keys_rotate_by_compare_and_set(store: Arc<dyn Store>) {
+    let n = Numbering {
+        opaque: Some(crate::numbers::Opaque::default()),
+        ..Numbering::default()
+    };
+    numbers::create(&*store, &spec("opq", 1, 16 * 1000), &n)
+        .await
+        .unwrap();
+    let before = store.read_numbering("opq").await.unwrap().unwrap();
+    let h = Numbers::open(store.clone(), "opq").await.unwrap();
+    let mut values: Vec<i64> = h
+        .next_n(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.number.n)
+        .collect();
+    numbers::rotate_key(&*store, "opq").await.unwrap();
+    let after = store.read_numbering("opq").await.unwrap().unwrap();
+    assert_eq!(after.opaque.as_ref().unwrap().keys.len(), 2);
+    // From stale settings: refused, nothing changed.
+    assert!(!store.replace_numbering("opq", &before, &n).await.unwrap());
+    assert!(
+        !store
+            .replace_numbering("missing", &before, &n)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.read_numbering("opq").await.unwrap().unwrap(), after);
+    let h2 = Numbers::open(store.clone(), "opq").await.unwrap();
+    values.extend(h2.next_n(10).await.unwrap().iter().map(|f| f.number.n));
+    let distinct: std::collections::HashSet<_> = values.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        20,
+        "a value twice across the rotation: {values:?}"
+    );
+    let counters: Vec<i64> = values
+        .iter()
+        .map(|v| h2.decode_value(*v).unwrap().counter)
+        .collect();
+    // Counter 11 marks the rotation.
+    assert_eq!(counters, (1..=10).chain(12..=21).collect::<Vec<_>>());
 }
 
 /// A numbered sequence is created with its numbering in one write, reads
@@ -302,6 +352,8 @@ pub async fn periods_only_move_forward(store: Arc<dyn Store>) {
         template: None,
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     };
     store
         .create_numbered(&spec("d", 5, 1000), &n)
@@ -448,6 +500,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         template: Some("INV-{period}-{n:04}".into()),
         bit_reversed: None,
         residue: None,
+        opaque: None,
+        encoding: None,
     };
     numbers::create(&*store, &SequenceSpec::new("inv"), &inv)
         .await
@@ -532,6 +586,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             gapless: false,
             bit_reversed: None,
             residue: None,
+            opaque: None,
+            encoding: None,
         },
         Numbering {
             template: Some("{period}{n}".into()),
@@ -539,6 +595,8 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             gapless: true,
             bit_reversed: None,
             residue: None,
+            opaque: None,
+            encoding: None,
         },
     ] {
         assert!(matches!(

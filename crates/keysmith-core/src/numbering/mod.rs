@@ -10,9 +10,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
+mod encoding;
+mod opaque;
 mod residue;
 mod reversed;
 mod template;
+
+pub use encoding::{Alphabet, Encoding, MAX_PREFIX_BYTES};
+pub use opaque::{
+    FEISTEL_ROUNDS, Feistel, KEY_SLOTS, KeySecret, MIN_OPAQUE_MAX, Opaque, OpaqueKey, OpaqueMap,
+};
 
 pub use residue::{MAX_INCREMENT, Residue};
 pub use reversed::{BitReversal, BitReversed, SkipRange, VALUE_BITS};
@@ -138,6 +145,17 @@ pub struct Numbering {
     /// period, a template, gap-free numbers or bit reversal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residue: Option<Residue>,
+    /// Values are a keyed permutation of the counter (see [`Opaque`]):
+    /// plain integers (or an [`Encoding`]'s strings), never with a period,
+    /// a template, gap-free numbers, bit reversal or a residue class. Its
+    /// keys are secret: show [`Numbering::public`], never this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<Opaque>,
+    /// Values are written as fixed-width base32 or base62 strings (see
+    /// [`Encoding`]); never with a period, a template, gap-free numbers or
+    /// a residue class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Encoding>,
 }
 
 impl Numbering {
@@ -148,6 +166,29 @@ impl Numbering {
     /// # Errors
     /// [`Error::InvalidArgument`] naming what is wrong and how to fix it.
     pub fn validate(&self) -> Result<()> {
+        if self.opaque.is_some()
+            && (self.gapless
+                || self.period.is_some()
+                || self.template.is_some()
+                || self.bit_reversed.is_some()
+                || self.residue.is_some())
+        {
+            return Err(Error::invalid(
+                "an opaque sequence hands out permuted integers (or encoded strings): no gap-free numbers, period, format, bit reversal or increment and offset with it",
+            ));
+        }
+        if let Some(e) = &self.encoding {
+            if self.gapless
+                || self.period.is_some()
+                || self.template.is_some()
+                || self.residue.is_some()
+            {
+                return Err(Error::invalid(
+                    "an encoded sequence writes its values as base32 or base62 strings: no gap-free numbers, period, format or increment and offset with it",
+                ));
+            }
+            e.validate()?;
+        }
         if let Some(r) = &self.residue {
             if self.gapless
                 || self.period.is_some()
@@ -171,6 +212,22 @@ impl Numbering {
             }
         }
         Template::for_numbering(self).map(drop)
+    }
+
+    /// The settings without their secrets (the opaque keys'): what the
+    /// front ends show. Never show a [`Numbering`] read from the store
+    /// otherwise.
+    pub fn public(&self) -> Numbering {
+        Numbering {
+            opaque: self.opaque.as_ref().map(Opaque::public),
+            ..self.clone()
+        }
+    }
+
+    /// Whether values are handed out as text (a template or an encoding)
+    /// rather than integers.
+    pub fn is_text(&self) -> bool {
+        self.encoding.is_some() || self.template.is_some() || self.period.is_some()
     }
 }
 

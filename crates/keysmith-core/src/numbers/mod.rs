@@ -54,8 +54,9 @@ use crate::store::{SequenceSpec, Store, TakenNumber, check_ttl};
 use crate::{Error, Result, validate_name};
 
 pub use crate::numbering::{
-    BitReversal, BitReversed, DEFAULT_PERIOD_TEMPLATE, MAX_PADDING, MAX_TEMPLATE_BYTES, Number,
-    SkipRange, Template, VALUE_BITS,
+    Alphabet, BitReversal, BitReversed, DEFAULT_PERIOD_TEMPLATE, Encoding, FEISTEL_ROUNDS, Feistel,
+    KEY_SLOTS, KeySecret, MAX_PADDING, MAX_PREFIX_BYTES, MAX_TEMPLATE_BYTES, MIN_OPAQUE_MAX,
+    Number, Opaque, OpaqueKey, OpaqueMap, SkipRange, Template, VALUE_BITS,
 };
 pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
 
@@ -66,9 +67,21 @@ pub use crate::store::{DEFAULT_TICKET_TTL, MAX_TICKET_TTL, Numbering, Period};
 /// continues its counter (see [`crate::store::Tombstone`]), unless
 /// `spec.start_below_dropped` is set.
 ///
+/// An opaque sequence ([`Numbering::opaque`]) takes `spec.max` as the
+/// largest value it hands out; its counter runs to
+/// [`Opaque::counter_max`] (a sixteenth of that: see [`Opaque`]), and its
+/// first key is made here from the operating system's random generator.
+/// Over a dropped name it is refused unless `spec.start_below_dropped` (its
+/// values spread over the whole range, so it cannot continue above the
+/// dropped ones). An encoded sequence ([`Numbering::encoding`]) gets the
+/// width of its largest value.
+///
 /// # Errors
-/// [`Error::InvalidName`], [`Error::InvalidArgument`] (bounds, template),
-/// [`Error::AlreadyExists`].
+/// [`Error::InvalidName`], [`Error::InvalidArgument`] (bounds, template, a
+/// negative start with an encoding or opaque values, a max below
+/// [`crate::numbering::MIN_OPAQUE_MAX`] for opaque values),
+/// [`Error::AlreadyExists`]; [`Error::Unavailable`] when the operating
+/// system gives no random bytes for a key.
 pub async fn create(
     store: &dyn Store,
     spec: &SequenceSpec,
@@ -76,6 +89,7 @@ pub async fn create(
 ) -> Result<SequenceInfo> {
     spec.validate()?;
     numbering.validate()?;
+    let (spec, numbering) = &prepare(spec, numbering)?;
     if numbering.bit_reversed.is_some() && spec.start < 1 {
         return Err(Error::invalid(format!(
             "a bit-reversed sequence starts at 1 or above (counter 0 would be value 0), got start {}",
@@ -90,17 +104,114 @@ pub async fn create(
     Ok(SequenceInfo::created(row, None, spec.start))
 }
 
-/// The numbering of a sequence: `None` for an ordinary one.
+/// The spec and numbering as the store receives them: an opaque
+/// sequence's counter bound and first key, an encoding's width.
+fn prepare(spec: &SequenceSpec, numbering: &Numbering) -> Result<(SequenceSpec, Numbering)> {
+    let mut spec = spec.clone();
+    let mut numbering = numbering.clone();
+    if (numbering.opaque.is_some() || numbering.encoding.is_some()) && spec.start < 0 {
+        return Err(Error::invalid(format!(
+            "an opaque or encoded sequence starts at 0 or above, got start {}",
+            spec.start
+        )));
+    }
+    // The largest value handed out: what an encoding's width must hold.
+    let mut top = if numbering.bit_reversed.is_some() {
+        i64::MAX
+    } else {
+        spec.max
+    };
+    if let Some(o) = &mut numbering.opaque {
+        let counter_max = Opaque::counter_max(spec.max)?;
+        if spec.start > counter_max {
+            return Err(Error::invalid(format!(
+                "an opaque sequence with max {} counts from start to {counter_max} (a {KEY_SLOTS}th of its range: one part per key), so start {} leaves nothing; give a smaller start or a larger max",
+                spec.max, spec.start
+            )));
+        }
+        *o = Opaque {
+            value_max: spec.max,
+            keys: vec![OpaqueKey::random(0, spec.start)?],
+        };
+        top = OpaqueMap::new(o)?.value_max();
+        spec.max = counter_max;
+    }
+    if let Some(e) = &mut numbering.encoding {
+        *e = e.clone().with_max(top);
+    }
+    Ok((spec, numbering))
+}
+
+/// The numbering of a sequence, without its secrets
+/// ([`Numbering::public`]): `None` for an ordinary one. What the front ends
+/// show.
 ///
 /// # Errors
 /// [`Error::InvalidName`]; [`Error::NotFound`] (with similar names) when
 /// there is no such sequence.
 pub async fn numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering>> {
+    Ok(stored_numbering(store, name).await?.map(|n| n.public()))
+}
+
+/// Rotates the key of opaque sequence `name`: a new key, from the
+/// operating system's random generator, maps every counter reserved from now
+/// on into its own slot of the value range (see [`Opaque`]); values handed
+/// out before keep decoding with their old key. One counter is taken to
+/// mark where the new key starts (a gap of one). Handles opened before keep
+/// the old key until they are opened again: their values stay in the old
+/// key's slot, so no value repeats either way. Answers the settings
+/// without secrets.
+///
+/// # Errors
+/// [`Error::WrongKind`] for a sequence that is not opaque;
+/// [`Error::InvalidArgument`] when all [`KEY_SLOTS`] keys are used;
+/// [`Error::Contention`] when the settings changed meanwhile (another
+/// rotation): nothing changed, run it again; [`Error::NotFound`],
+/// [`Error::Unavailable`].
+pub async fn rotate_key(store: &dyn Store, name: &str) -> Result<Numbering> {
+    let not_opaque = || {
+        Error::WrongKind(format!(
+            "sequence {name:?} is not opaque: only a sequence created with --opaque has a key to rotate"
+        ))
+    };
+    let old = stored_numbering(store, name)
+        .await?
+        .ok_or_else(not_opaque)?;
+    let o = old.opaque.as_ref().ok_or_else(not_opaque)?;
+    if o.keys.len() as i64 >= KEY_SLOTS {
+        return Err(o.rotated(0).expect_err("all slots used"));
+    }
+    let marker = store.reserve_numbers(name, 0, 1).await?;
+    let new = Numbering {
+        opaque: Some(o.rotated(marker.end)?),
+        ..old.clone()
+    };
+    if !store.replace_numbering(name, &old, &new).await? {
+        return Err(Error::Contention {
+            name: name.to_owned(),
+            attempts: 1,
+        });
+    }
+    Ok(new.public())
+}
+
+/// The numbering as the store keeps it, secrets included: never shown.
+async fn stored_numbering(store: &dyn Store, name: &str) -> Result<Option<Numbering>> {
     validate_name(name)?;
     match store.read_numbering(name).await? {
         Some(n) => Ok(Some(n)),
         None => crate::sequence::describe(store, name).await.map(|_| None),
     }
+}
+
+/// What [`Numbers::decode`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Decoded {
+    /// The value as an integer (before any encoding).
+    pub value: i64,
+    /// The sequence's plain counter it was made from (the value itself for
+    /// a sequence that is neither opaque nor bit-reversed).
+    pub counter: i64,
 }
 
 /// A ticket: what a gap-free number's holder quotes to commit or release
@@ -197,8 +308,9 @@ pub struct Formatted {
 pub struct Numbers {
     store: Arc<dyn Store>,
     name: String,
-    numbering: Numbering,
+    numbering: Box<Numbering>,
     template: Option<Template>,
+    opaque: Option<Box<OpaqueMap>>,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -210,7 +322,7 @@ impl Numbers {
     /// [`Error::WrongKind`] for an ordinary one (create it with a
     /// numbering); [`Error::Corrupt`] for settings this keysmith cannot read.
     pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
-        let Some(numbering) = numbering(&*store, name).await? else {
+        let Some(numbering) = stored_numbering(&*store, name).await? else {
             return Err(Error::WrongKind(format!(
                 "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: take its values with next, or create a sequence with gapless, period, format or bit_reversed set"
             )));
@@ -238,11 +350,22 @@ impl Numbers {
         }
         let template = Template::for_numbering(&numbering)
             .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
+        let opaque = numbering
+            .opaque
+            .as_ref()
+            .map(|o| OpaqueMap::new(o).map(Box::new))
+            .transpose()
+            .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
+        if let Some(e) = &numbering.encoding {
+            e.validate()
+                .map_err(|e| Error::Corrupt(format!("sequence {name:?}: stored {e}")))?;
+        }
         Ok(Numbers {
             store,
             name: name.to_owned(),
-            numbering,
+            numbering: Box::new(numbering),
             template,
+            opaque,
             clock: None,
         })
     }
@@ -260,9 +383,9 @@ impl Numbers {
         &self.name
     }
 
-    /// Its numbering settings.
-    pub fn numbering(&self) -> &Numbering {
-        &self.numbering
+    /// Its numbering settings, without secrets ([`Numbering::public`]).
+    pub fn numbering(&self) -> Numbering {
+        self.numbering.public()
     }
 
     /// Its template (`None`: plain integers).
@@ -270,10 +393,10 @@ impl Numbers {
         self.template.as_ref()
     }
 
-    /// Whether numbers are printed as text ( a template) rather than plain
-    /// integers.
+    /// Whether numbers are printed as text (a template or an encoding)
+    /// rather than plain integers.
     pub fn is_formatted(&self) -> bool {
-        self.template.is_some()
+        self.template.is_some() || self.numbering.encoding.is_some()
     }
 
     /// The period key to ask for: 0 without a period.
@@ -295,12 +418,87 @@ impl Numbers {
         }
     }
 
-    /// `number` as the sequence prints it.
+    /// `number` as the sequence prints it: its template, its encoding, or
+    /// the integer. A value too wide for the encoding (never one the
+    /// sequence hands out: a numbered sequence's max cannot be raised)
+    /// prints as the integer.
     pub fn format(&self, number: &Number) -> String {
-        match &self.template {
-            Some(t) => t.format(number),
-            None => number.n.to_string(),
+        self.text(number).unwrap_or_else(|_| number.n.to_string())
+    }
+
+    fn text(&self, number: &Number) -> Result<String> {
+        match (&self.template, &self.numbering.encoding) {
+            (Some(t), _) => Ok(t.format(number)),
+            (None, Some(e)) => e.encode(number.n),
+            (None, None) => Ok(number.n.to_string()),
         }
+    }
+
+    fn formatted(&self, period: i64, v: i64) -> Result<Formatted> {
+        let number = self.number(period, v);
+        Ok(Formatted {
+            text: self.text(&number)?,
+            number,
+        })
+    }
+
+    /// The value a string or integer this sequence handed out stands for,
+    /// and the counter it was made from: an encoded sequence's string (or
+    /// its integer), an opaque or bit-reversed sequence's value mapped
+    /// back. For an encoded sequence, text starting with its prefix (or,
+    /// without a prefix, exactly as long as its strings) is read as an
+    /// encoded string, anything else as an integer.
+    ///
+    /// # Errors
+    /// [`Error::WrongKind`] for a sequence with a period or template (use
+    /// [`Self::parse`]) or a gap-free one; [`Error::InvalidArgument`] naming
+    /// what is wrong with text the sequence never hands out (a wrong
+    /// prefix, character, width or check character; a value outside its
+    /// range or of a key it does not have).
+    pub fn decode(&self, text: &str) -> Result<Decoded> {
+        if self.template.is_some() || self.numbering.gapless {
+            return Err(Error::WrongKind(format!(
+                "sequence {:?} prints formatted or gap-free numbers: use keysmith parse {0} to read them",
+                self.name
+            )));
+        }
+        let t = text.trim();
+        let shown = || t.chars().take(80).collect::<String>();
+        let integer = || t.parse::<i64>().ok().filter(|_| !t.starts_with('+'));
+        let value = match &self.numbering.encoding {
+            Some(e) if e.looks_encoded(t) => e.decode(t)?,
+            Some(e) => match integer() {
+                Some(v) => v,
+                None => e.decode(t)?,
+            },
+            None => integer().ok_or_else(|| {
+                Error::invalid(format!(
+                    "{:?} is not a value of sequence {:?}: it hands out whole numbers",
+                    shown(),
+                    self.name
+                ))
+            })?,
+        };
+        self.decode_value(value)
+    }
+
+    /// [`Self::decode`] for a value given as an integer.
+    ///
+    /// # Errors
+    /// As [`Self::decode`].
+    pub fn decode_value(&self, value: i64) -> Result<Decoded> {
+        if self.template.is_some() || self.numbering.gapless {
+            return Err(Error::WrongKind(format!(
+                "sequence {:?} prints formatted or gap-free numbers: use keysmith parse {0} to read them",
+                self.name
+            )));
+        }
+        let counter = match (&self.opaque, &self.numbering.bit_reversed) {
+            (Some(m), _) => m.counter_of(value)?,
+            (None, Some(b)) => BitReversal::new(b).counter_of(value)?,
+            (None, None) => value,
+        };
+        Ok(Decoded { value, counter })
     }
 
     /// The parts of a number this sequence printed.
@@ -343,6 +541,9 @@ impl Numbers {
         if let Some(b) = &self.numbering.bit_reversed {
             return self.next_reversed(BitReversal::new(b), period, n).await;
         }
+        if let Some(m) = &self.opaque {
+            return self.next_opaque(m, period, n).await;
+        }
         let r = self.store.reserve_numbers(&self.name, period, n).await?;
         if r.end - r.start < n {
             let max = crate::sequence::describe(&*self.store, &self.name)
@@ -353,15 +554,29 @@ impl Numbers {
                 max,
             });
         }
-        Ok((r.start..r.end)
-            .map(|v| {
-                let number = self.number(r.period, v);
-                Formatted {
-                    text: self.format(&number),
-                    number,
-                }
+        (r.start..r.end)
+            .map(|v| self.formatted(r.period, v))
+            .collect()
+    }
+
+    /// `n` values of an opaque sequence: the reserved counters mapped by
+    /// the newest key. A counter past the key's range (a max raised by
+    /// hand in the store) is refused as exhaustion: a gap, never a repeat.
+    async fn next_opaque(&self, m: &OpaqueMap, period: i64, n: i64) -> Result<Vec<Formatted>> {
+        let r = self.store.reserve_numbers(&self.name, period, n).await?;
+        let exhausted = || Error::Exhausted {
+            name: self.name.clone(),
+            max: m.counter_max(),
+        };
+        if r.end - r.start < n || r.end - 1 > m.counter_max() {
+            return Err(exhausted());
+        }
+        (r.start..r.end)
+            .map(|c| {
+                let v = m.value_of(c).map_err(|_| exhausted())?;
+                self.formatted(r.period, v)
             })
-            .collect())
+            .collect()
     }
 
     /// `n` values of a bit-reversed sequence: the reversals of reserved
@@ -374,13 +589,9 @@ impl Numbers {
         for _ in 0..MAX_ROUNDS {
             let need = n - out.len() as i64;
             let got = self.store.reserve_numbers(&self.name, period, need).await?;
-            out.extend((got.start..got.end).filter_map(|c| r.value_of(c)).map(|v| {
-                let number = self.number(got.period, v);
-                Formatted {
-                    text: self.format(&number),
-                    number,
-                }
-            }));
+            for v in (got.start..got.end).filter_map(|c| r.value_of(c)) {
+                out.push(self.formatted(got.period, v)?);
+            }
             if got.end - got.start < need {
                 let max = crate::sequence::describe(&*self.store, &self.name)
                     .await
@@ -524,6 +735,73 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Values before and after every rotation (up to the 16th key) are all
+    /// distinct and decode to their counters; a handle opened before a
+    /// rotation keeps making values that never collide with the new key's.
+    #[tokio::test]
+    async fn rotation_keeps_every_value_unique_and_decodable() {
+        let store: Arc<dyn Store> = crate::store::open("memory://").await.unwrap();
+        let n = Numbering {
+            opaque: Some(Opaque::default()),
+            encoding: Some(Encoding::new(Alphabet::Base32, Some("ord")).unwrap()),
+            ..Numbering::default()
+        };
+        create(
+            &*store,
+            &SequenceSpec {
+                max: 16 * 2000,
+                ..SequenceSpec::new("o")
+            },
+            &n,
+        )
+        .await
+        .unwrap();
+        let stale = Numbers::open(store.clone(), "o").await.unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for round in 0..KEY_SLOTS {
+            if round > 0 {
+                let shown = rotate_key(&*store, "o").await.unwrap();
+                let keys = &shown.opaque.as_ref().unwrap().keys;
+                assert_eq!(keys.len() as i64, round + 1);
+                assert!(
+                    keys.iter().all(|k| !k.has_secret()),
+                    "the answer shows no key"
+                );
+            }
+            let h = Numbers::open(store.clone(), "o").await.unwrap();
+            for f in h
+                .next_n(20)
+                .await
+                .unwrap()
+                .into_iter()
+                .chain(stale.next_n(5).await.unwrap())
+            {
+                assert!(
+                    seen.insert(f.text.clone(), f.number.n).is_none(),
+                    "{} twice",
+                    f.text
+                );
+            }
+            for text in seen.keys() {
+                assert!(h.decode(text).unwrap().counter >= 1);
+            }
+        }
+        let counters: std::collections::HashSet<i64> = {
+            let h = Numbers::open(store.clone(), "o").await.unwrap();
+            seen.keys().map(|t| h.decode(t).unwrap().counter).collect()
+        };
+        assert_eq!(counters.len(), seen.len(), "two values, one counter");
+        let e = rotate_key(&*store, "o").await.unwrap_err().to_string();
+        assert!(e.contains("all of its 16 keys"), "{e}");
+        crate::sequence::create(&*store, &SequenceSpec::new("plain"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            rotate_key(&*store, "plain").await,
+            Err(Error::WrongKind(_))
+        ));
+    }
 
     #[test]
     fn tickets_round_trip_and_refuse_junk() {

@@ -946,6 +946,24 @@ impl SequenceInfo {
         }
     }
 
+    /// The share of the sequence's range (`start..=max`) not yet reserved,
+    /// `0.0` to `1.0` (see [`range_left_share`]).
+    pub fn range_left_share(&self) -> f64 {
+        range_left_share(self.row.start, self.remaining, self.row.max)
+    }
+
+    /// A warning when less than `threshold` (a share, e.g.
+    /// [`DEFAULT_RANGE_WARNING_SHARE`]) of the range is left; `None`
+    /// otherwise.
+    pub fn range_warning(&self, threshold: f64) -> Option<RangeWarning> {
+        let left = self.range_left_share();
+        (left < threshold).then_some(RangeWarning {
+            left_share: left,
+            remaining: self.remaining,
+            threshold,
+        })
+    }
+
     /// [`Self::of`] for the row a create returned, given the start it asked
     /// for (in the row's own units: slots of a residue class): says whether
     /// the store raised it above a dropped sequence's values.
@@ -956,6 +974,43 @@ impl SequenceInfo {
             continued_above_dropped: raised.then_some(info.row.start),
             ..info
         }
+    }
+}
+
+/// The share of the range left under which `show`, `/metrics` and the
+/// status page warn: 10 %.
+pub const DEFAULT_RANGE_WARNING_SHARE: f64 = 0.10;
+
+/// The share of a range `start..=max` that `remaining` values are, `0.0` to
+/// `1.0` (`0.0` for an empty range).
+pub fn range_left_share(start: i64, remaining: i64, max: i64) -> f64 {
+    let size = (i128::from(max) - i128::from(start) + 1) as f64;
+    if size <= 0.0 {
+        return 0.0;
+    }
+    (remaining.max(0) as f64 / size).clamp(0.0, 1.0)
+}
+
+/// A sequence near the end of its range: less than `threshold` of it left.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RangeWarning {
+    /// The share of the range left, `0.0` to `1.0`.
+    pub left_share: f64,
+    /// Values not yet reserved.
+    pub remaining: i64,
+    /// The share it was compared with.
+    pub threshold: f64,
+}
+
+impl std::fmt::Display for RangeWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "only {:.2}% of the range is left ({} values), under the {:.0}% warning share",
+            self.left_share * 100.0,
+            self.remaining,
+            self.threshold * 100.0
+        )
     }
 }
 

@@ -608,6 +608,21 @@ impl NumberStore for MemoryStore {
         self.with(|s| Ok(s.numbering.get(name).map(|(n, _)| n.clone())))
     }
 
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        self.with(|s| match s.numbering.get_mut(name) {
+            Some((n, _)) if n == expected => {
+                *n = new.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        })
+    }
+
     async fn create_numbered(
         &self,
         spec: &SequenceSpec,

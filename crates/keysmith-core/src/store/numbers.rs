@@ -122,6 +122,30 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// read it to refuse a numbered sequence.
     async fn read_numbering(&self, name: &str) -> Result<Option<Numbering>>;
 
+    /// Replaces a numbered sequence's settings with `new` if they are still
+    /// `expected` (compared as the JSON [`Self::create_numbered`] wrote), in
+    /// one write: `Ok(true)`; `Ok(false)`, changing nothing, when they
+    /// changed meanwhile or there is no such sequence. What rotating an
+    /// opaque sequence's key writes ([`crate::numbers::rotate_key`]).
+    ///
+    /// The default answers [`Error::Unavailable`]: a store written outside
+    /// this workspace that cannot change settings.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store cannot be reached (or does not
+    /// implement this).
+    async fn replace_numbering(
+        &self,
+        name: &str,
+        expected: &Numbering,
+        new: &Numbering,
+    ) -> Result<bool> {
+        let _ = (expected, new);
+        Err(Error::Unavailable(format!(
+            "this store cannot change the settings of sequence {name:?} (no replace_numbering)"
+        )))
+    }
+
     /// The store's clock, milliseconds since the Unix epoch: what periods
     /// are decided by. PostgreSQL's `clock_timestamp()`; the system clock for
     /// SQLite and memory (one machine); for etcd, which has no clock, the

@@ -16,6 +16,25 @@ pub const MAX_RESERVATION: i64 = 1 << 40;
 /// The first value of a sequence created without one.
 pub const DEFAULT_START: i64 = 1;
 
+/// The largest integer a JavaScript number holds exactly: `2^53 - 1`
+/// (`Number.MAX_SAFE_INTEGER`). The max of a JavaScript-safe sequence.
+pub const JS_SAFE_MAX: i64 = (1 << 53) - 1;
+
+/// The max of a JavaScript-safe sequence: `max` if given (at most
+/// [`JS_SAFE_MAX`]), else [`JS_SAFE_MAX`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a `max` above [`JS_SAFE_MAX`].
+pub fn js_safe_max(max: Option<i64>) -> Result<i64> {
+    match max {
+        Some(m) if m > JS_SAFE_MAX => Err(Error::invalid(format!(
+            "a JavaScript-safe sequence's max is at most 2^53 - 1 ({JS_SAFE_MAX}), the largest integer JavaScript holds exactly; got max {m}: give a smaller max or leave it out"
+        ))),
+        Some(m) => Ok(m),
+        None => Ok(JS_SAFE_MAX),
+    }
+}
+
 /// The block size of a sequence created without one.
 pub const DEFAULT_BLOCK: i64 = 100;
 

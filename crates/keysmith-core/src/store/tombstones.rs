@@ -140,6 +140,14 @@ impl Tombstone {
             return self;
         }
         let dropped = match numbering {
+            // Opaque values spread over the whole value range: all of it
+            // counts as handed out.
+            Some(Numbering {
+                opaque: Some(o), ..
+            }) => Tombstone {
+                high_water: o.value_max.saturating_add(1),
+                reversed_next: 0,
+            },
             Some(n) if n.bit_reversed.is_some() => Tombstone {
                 high_water: 0,
                 reversed_next: next,
@@ -199,6 +207,15 @@ impl Tombstone {
     ) -> Result<SequenceSpec> {
         if spec.start_below_dropped || self.is_empty() {
             return Ok(spec.clone());
+        }
+        if numbering.is_some_and(|n| n.opaque.is_some()) {
+            return Err(Error::invalid(format!(
+                "sequence {:?} was dropped before, and an opaque sequence's values spread over its whole \
+                 range, so it cannot continue above the values the dropped one handed out (below {}); use \
+                 another name, or start_below_dropped if no value handed out under this name is in use any more",
+                spec.name,
+                self.floor()
+            )));
         }
         let (start, max) = match numbering {
             Some(n) if n.bit_reversed.is_some() => {

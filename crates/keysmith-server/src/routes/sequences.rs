@@ -9,8 +9,8 @@ use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use keysmith::numbers::{self, Numbering, Period};
-use keysmith::sequence::{self, AlterSpec, Sequence, SequenceInfo};
-use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec};
+use keysmith::sequence::{self, AlterSpec, DEFAULT_RANGE_WARNING_SHARE, Sequence, SequenceInfo};
+use keysmith::store::{DEFAULT_BLOCK, DEFAULT_START, MAX_VALUE, SequenceSpec, js_safe_max};
 use keysmith::{AnySequence, Values};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -32,14 +32,39 @@ pub(crate) struct CreateBody {
     #[serde(default = "default_start")]
     #[schema(default = 1, minimum = 0, maximum = 9223372036854775806_i64)]
     start: i64,
-    /// The last value it may hand out.
-    #[serde(default = "max_value")]
+    /// The last value it may hand out (default 9223372036854775806, or
+    /// 2^53-1 with `js_safe`).
+    #[serde(default)]
     #[schema(
         default = 9223372036854775806_i64,
         minimum = 0,
         maximum = 9223372036854775806_i64
     )]
-    max: i64,
+    max: Option<i64>,
+    /// JavaScript-safe: max is 2^53-1 (9007199254740991), the largest
+    /// integer a JavaScript number holds exactly; a larger max is a 400.
+    #[serde(default)]
+    #[schema(default = false)]
+    js_safe: bool,
+    /// Opaque values: a keyed permutation of an internal counter (the key
+    /// is secret and never shown), values 1 to max, the counter to a
+    /// sixteenth of max (at least 16). Not with gapless, period, format,
+    /// bit_reversed or increment; start at least 0. Decode with
+    /// POST .../decode.
+    #[serde(default)]
+    #[schema(default = false)]
+    opaque: bool,
+    /// Values are fixed-width strings that sort as the numbers do, with a
+    /// check character: Crockford base32 or base62. `next` answers with
+    /// strings. Not with gapless, period, format or increment.
+    #[serde(default)]
+    #[schema(value_type = Option<EncodingName>)]
+    encoding: Option<String>,
+    /// With `encoding`: a typed prefix, 1 to 16 lower-case letters and
+    /// digits starting with a letter (`ord` writes ord_...).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 17, pattern = "^[a-z][a-z0-9]{0,15}_?$")]
+    prefix: Option<String>,
     /// The default block size.
     #[serde(default = "default_block")]
     #[schema(default = 100, minimum = 1, maximum = 1099511627776_i64)]
@@ -114,6 +139,18 @@ pub(crate) enum PeriodName {
     Year,
 }
 
+/// An encoding of a create body.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Only its schema is used: the library parses the text.
+#[schema(as = EncodingName)]
+pub(crate) enum EncodingName {
+    /// Crockford's base32 with its mod-37 check symbol.
+    Base32,
+    /// 0-9A-Za-z with a Luhn mod 62 check character.
+    Base62,
+}
+
 /// Reads `start_below_dropped` of a create body (sequences and pools): a
 /// boolean, else an error that names the field.
 pub(crate) fn start_below_dropped<'de, D: serde::Deserializer<'de>>(
@@ -127,9 +164,6 @@ pub(crate) fn start_below_dropped<'de, D: serde::Deserializer<'de>>(
 fn default_start() -> i64 {
     DEFAULT_START
 }
-fn max_value() -> i64 {
-    MAX_VALUE
-}
 fn default_block() -> i64 {
     DEFAULT_BLOCK
 }
@@ -142,9 +176,15 @@ pub(crate) struct SequenceView {
     info: SequenceInfo,
     /// This server's handle; `null` until a value was asked for.
     server: Option<HandleView>,
-    /// How a numbered sequence hands out numbers (in `show` and `create`).
+    /// How a numbered sequence hands out numbers (in `show` and `create`),
+    /// without secrets.
     #[serde(skip_serializing_if = "Option::is_none")]
     numbering: Option<Numbering>,
+    /// The share of the range not yet reserved, 0 to 1.
+    range_left_share: f64,
+    /// Present when less than the warning share (10 %) of the range is left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    range_warning: Option<String>,
 }
 
 /// What the server's handle of a sequence has done.
@@ -191,6 +231,10 @@ pub(crate) fn view(state: &AppState, info: SequenceInfo) -> SequenceView {
         .get(&info.row.name)
         .and_then(|e| HandleView::of(&e));
     SequenceView {
+        range_left_share: info.range_left_share(),
+        range_warning: info
+            .range_warning(DEFAULT_RANGE_WARNING_SHARE)
+            .map(|w| w.to_string()),
         info,
         server,
         numbering: None,
@@ -206,10 +250,24 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
+    let max = match b.js_safe {
+        true => js_safe_max(b.max)?,
+        false => b.max.unwrap_or(MAX_VALUE),
+    };
+    if b.prefix.is_some() && b.encoding.is_none() {
+        return Err(ApiError::bad_request(
+            "prefix goes with encoding: \"base32\" or \"base62\"",
+        ));
+    }
+    let encoding = b
+        .encoding
+        .as_deref()
+        .map(|e| numbers::Encoding::new(e.parse()?, b.prefix.as_deref()))
+        .transpose()?;
     let spec = SequenceSpec {
         name: b.name,
         start: b.start,
-        max: b.max,
+        max,
         block: b.block,
         failover_skip: b.failover_skip,
         start_below_dropped: b.start_below_dropped,
@@ -226,7 +284,13 @@ pub(crate) async fn create(
         ));
     }
     let residue = super::residue_of(b.increment, b.offset)?;
-    if b.gapless || b.period.is_some() || b.format.is_some() || b.bit_reversed || residue.is_some()
+    if b.gapless
+        || b.period.is_some()
+        || b.format.is_some()
+        || b.bit_reversed
+        || residue.is_some()
+        || b.opaque
+        || encoding.is_some()
     {
         let numbering = Numbering {
             gapless: b.gapless,
@@ -236,11 +300,17 @@ pub(crate) async fn create(
                 .bit_reversed
                 .then_some(numbers::BitReversed { skip: b.skip_range }),
             residue,
+            opaque: b.opaque.then(numbers::Opaque::default),
+            encoding,
         };
         let info = numbers::create(store, &spec, &numbering).await?;
         noted(&info);
         let mut v = view(&state, info);
-        v.numbering = Some(numbering);
+        // As stored (an opaque key's id, an encoding's width), without secrets.
+        v.numbering = match numbering.opaque.is_some() || numbering.encoding.is_some() {
+            true => numbers::numbering(store, &spec.name).await?,
+            false => Some(numbering),
+        };
         return Ok((StatusCode::CREATED, Json(v)).into_response());
     }
     let info = sequence::create(store, &spec).await?;
@@ -317,6 +387,28 @@ pub(crate) async fn drop(
     s.sequences.remove(&name, &s.metrics).await;
     s.high_waters.forget(&name);
     Ok(Json(super::Dropped { dropped: name }))
+}
+
+/// `POST /v1/sequences/{name}/rotate-key`: [`numbers::rotate_key`]. The
+/// server's own handle is opened again, so it maps with the new key.
+#[utoipa::path(post, path = "/v1/sequences/{name}/rotate-key", summary = "Rotate an opaque sequence's key",
+    description = "A new key maps the values handed out from now on, into their own part of the range; values handed out before keep decoding. \
+        At most 16 keys over a sequence's life (a 400 after). The answer shows the key ids, never a key.",
+    params(crate::schemas::NameParam),
+    responses((status = 200, description = "The sequence after the rotation.", body = crate::schemas::library::Sequence),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "Not an opaque sequence (`wrong_kind`).", body = crate::error::ErrorBody)))]
+pub(crate) async fn rotate_key(
+    State(state): State<AppState>,
+    Name(name): Name,
+) -> ApiResult<Json<SequenceView>> {
+    let s = state.shared();
+    let numbering = numbers::rotate_key(&*s.store, &name).await?;
+    s.sequences.remove(&name, &s.metrics).await;
+    let info = sequence::show(&*s.store, &name).await?;
+    let mut v = view(&state, info);
+    v.numbering = Some(numbering);
+    Ok(Json(v))
 }
 
 /// How the server opens a plain sequence's handle.

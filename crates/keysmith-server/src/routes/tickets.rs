@@ -277,3 +277,45 @@ pub(crate) async fn parse(
     let n = h.parse(&b.value)?;
     Ok(Json(n).into_response())
 }
+
+/// The body of `POST /v1/sequences/{name}/decode`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = DecodeValue)]
+pub(crate) struct DecodeBody {
+    /// A value the sequence handed out: an integer (as a number or a
+    /// string) or an encoded string.
+    #[schema(value_type = crate::schemas::library::IntOrString)]
+    value: DecodeInput,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum DecodeInput {
+    Number(i64),
+    Text(String),
+}
+
+/// `POST /v1/sequences/{name}/decode`: [`Numbers::decode`]. Needs the `use`
+/// grant (it reveals the counter behind an opaque value).
+#[utoipa::path(post, path = "/v1/sequences/{name}/decode", summary = "Map a value an opaque, encoded or bit-reversed sequence handed out back to its counter",
+    description = "The answer is {\"value\": V, \"counter\": C}: V the value as an integer (an encoded string decoded), C the plain counter it was made from. \
+        A value the sequence never makes (a wrong prefix, character, width or check character; outside its range; of a key it does not have) is a 400 naming what was wrong.",
+    params(crate::schemas::NameParam),
+    request_body = DecodeBody,
+    responses((status = 200, description = "The value and its counter.", body = crate::schemas::library::Decoded),
+        (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
+        (status = 409, description = "An ordinary, formatted or gap-free sequence (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
+pub(crate) async fn decode(
+    State(state): State<AppState>,
+    Name(name): Name,
+    JsonBody(b): JsonBody<DecodeBody>,
+) -> ApiResult<Response> {
+    let h = open(&state, &name).await?;
+    let d = match b.value {
+        DecodeInput::Number(n) => h.decode_value(n)?,
+        DecodeInput::Text(t) => h.decode(&t)?,
+    };
+    Ok(Json(d).into_response())
+}
