@@ -33,6 +33,58 @@ fn next_prints_increasing_ids_that_decode_to_now_and_worker_0() {
     assert_eq!(json["ids"].as_array().unwrap().len(), 2);
 }
 
+/// `--format uuidv7`: version-7 UUIDs, increasing as strings across two
+/// processes, that `ids decode --format uuidv7` takes apart into the time,
+/// worker id and counter; JSON gives strings.
+#[test]
+fn uuidv7_ids_increase_and_decode_to_now_worker_and_counter() {
+    let db = Db::new();
+    let text = db.ok(&["ids", "next", "--format", "uuidv7", "-n", "5000"]);
+    let mut uuids: Vec<&str> = text.lines().collect();
+    assert_eq!(uuids.len(), 5000);
+    let more = db.ok(&["ids", "next", "--format", "uuidv7", "-n", "3"]);
+    uuids.extend(more.lines());
+    for w in uuids.windows(2) {
+        assert!(w[0] < w[1], "{} then {}", w[0], w[1]);
+    }
+    for u in &uuids {
+        assert_eq!(u.len(), 36, "{u}");
+        assert_eq!(&u[14..15], "7", "version of {u}");
+        assert!("89ab".contains(&u[19..20]), "variant of {u}");
+    }
+    let d: serde_json::Value = serde_json::from_str(&db.ok(&[
+        "--json",
+        "ids",
+        "decode",
+        "--format",
+        "uuidv7",
+        uuids[4097],
+    ]))
+    .unwrap();
+    assert_eq!(d["worker"], 0);
+    let lib = keysmith::ids::decode_uuidv7(uuids[4097]).unwrap();
+    assert_eq!(d["counter"], lib.counter);
+    assert_eq!(d["time_ms"], lib.time_ms);
+    let text = db.ok(&["ids", "decode", "--format", "uuidv7", uuids[0]]);
+    assert!(text.contains("counter:  0"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&db.ok(&[
+        "--json", "ids", "next", "--format", "uuidv7", "--count", "2",
+    ]))
+    .unwrap();
+    let got = json["ids"].as_array().unwrap();
+    assert_eq!(got.len(), 2);
+    assert!(
+        got.iter()
+            .all(|v| v.as_str().is_some_and(|s| s.len() == 36))
+    );
+    // The default format is today's integers; naming it gives the same.
+    let ints = complete_values(
+        db.ok(&["ids", "next", "--format", "integer", "-n", "2"])
+            .as_bytes(),
+    );
+    assert_eq!(ints.len(), 2);
+}
+
 #[test]
 fn js_safe_ids_are_below_2_to_the_53() {
     let db = Db::new();
@@ -98,6 +150,37 @@ fn bad_input_is_a_clear_error_and_changes_nothing() {
         (&["ids", "decode", "-1"][..], "not an id of layout"),
         (&["ids", "decode", "12x"][..], "is not an id"),
         (
+            &["ids", "next", "--format", "uuid"][..],
+            "unknown id format \"uuid\": use integer",
+        ),
+        (
+            &[
+                "ids",
+                "next",
+                "--format",
+                "uuidv7",
+                "--sequence-bits",
+                "13",
+                "--worker-bits",
+                "9",
+            ][..],
+            "13 sequence bits",
+        ),
+        (
+            &[
+                "ids",
+                "decode",
+                "--format",
+                "uuidv7",
+                "67e55044-10b1-426f-9247-bb680e5fe0c8",
+            ][..],
+            "not a version-7 UUID",
+        ),
+        (
+            &["ids", "decode", "--format", "uuidv7", "12"][..],
+            "is not a UUID",
+        ),
+        (
             &["ids", "decode", "9007199254740992", "--preset", "js-safe"][..],
             "another layout",
         ),
@@ -107,6 +190,8 @@ fn bad_input_is_a_clear_error_and_changes_nothing() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A bad --format is a usage error.
+    assert_eq!(db.fails(&["ids", "next", "--format", "UUID4"]).0, 2);
     assert!(!db.path().exists(), "a refused command created the store");
     // A short layout, allowed explicitly.
     let ids = db.ok(&["ids", "next", "--time-bits", "38", "--allow-short-lifetime"]);
