@@ -73,6 +73,52 @@ async fn ids_increase_decode_and_show_in_metrics_and_status() {
     assert_eq!(status["ids"]["worker"], 0);
 }
 
+/// `format=uuidv7`: JSON strings, version 7 and RFC variant, increasing
+/// across requests and after integer ids of the same generator, parsing
+/// back to the server's worker id.
+#[tokio::test]
+async fn uuidv7_ids_are_strings_that_increase_and_parse_back() {
+    let srv = TestServer::start().await;
+    let ints = take(&srv, 3).await;
+    let mut all = Vec::new();
+    for q in [
+        "count=700&format=uuidv7",
+        "format=uuidv7&as=string",
+        "format=uuidv7&count=2&as=number",
+    ] {
+        let (st, v) = srv
+            .call(Method::POST, &format!("/v1/ids/next?{q}"), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "{q}: {v}");
+        all.extend(v["ids"].as_array().unwrap().iter().map(|x| {
+            x.as_str()
+                .unwrap_or_else(|| panic!("{x} is not a string"))
+                .to_owned()
+        }));
+    }
+    assert_eq!(all.len(), 703);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "not increasing");
+    let last_int = keysmith::ids::Layout::snowflake().decode(ints[2]).unwrap();
+    for u in &all {
+        let d = keysmith::ids::decode_uuidv7(u).unwrap();
+        assert_eq!(d.worker, 0, "{u}");
+        assert!(
+            (d.time_ms, d.counter) > (last_int.time_ms, last_int.sequence),
+            "{u}"
+        );
+    }
+    // Integers again, named: they go on above the UUIDs' time and counter.
+    let (st, v) = srv
+        .call(Method::POST, "/v1/ids/next?format=integer", None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let d = keysmith::ids::Layout::snowflake()
+        .decode(ids_of(&v)[0])
+        .unwrap();
+    let last = keysmith::ids::decode_uuidv7(all.last().unwrap()).unwrap();
+    assert!((d.time_ms, d.sequence) > (last.time_ms, last.counter));
+}
+
 #[tokio::test]
 async fn bad_input_is_a_400_and_takes_nothing() {
     let srv = TestServer::start().await;
@@ -81,6 +127,9 @@ async fn bad_input_is_a_400_and_takes_nothing() {
         "/v1/ids/next?count=abc",
         "/v1/ids/next?as=hex",
         "/v1/ids/next?bogus=1",
+        "/v1/ids/next?format=uuid",
+        "/v1/ids/next?format=",
+        "/v1/ids/next?format=uuidv7&count=0",
         "/v1/ids/abc",
         "/v1/ids/-1",
         "/v1/ids/99999999999999999999",
@@ -92,6 +141,10 @@ async fn bad_input_is_a_400_and_takes_nothing() {
         };
         let (st, v) = srv.call(method, path, None).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
+        if path.contains("format=uuid&") || path.ends_with("format=uuid") {
+            let m = v["error"]["message"].as_str().unwrap();
+            assert!(m.contains("integer") && m.contains("uuidv7"), "{m}");
+        }
         assert!(v["error"]["message"].as_str().unwrap().len() > 10, "{v}");
     }
     let (st, _) = srv
