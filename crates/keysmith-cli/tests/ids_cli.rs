@@ -112,6 +112,58 @@ fn layout_prints_lifetime_workers_and_rate() {
     );
 }
 
+/// The runway of a layout's time bits: in `ids layout` (text and JSON),
+/// with a warning on stderr when under the threshold (5 years).
+#[test]
+fn layout_shows_its_runway_and_warns_when_it_runs_out_soon() {
+    let db = Db::new();
+    let r: serde_json::Value = serde_json::from_str(&db.ok(&["--json", "ids", "layout"])).unwrap();
+    assert!(
+        r["runway"]["seconds_left"].as_f64().unwrap() > 60.0 * 365.0 * 86_400.0,
+        "{r}"
+    );
+    assert_eq!(r["runway"]["warning"], false);
+    let out = db.cmd().args(["ids", "layout"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("runway:      6"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    // 40 bits of 1 ms last 34.8 years: an epoch 33 years back leaves 1.8.
+    let epoch = keysmith::ids::wall_ms() - 33 * 31_556_952_000;
+    let epoch = epoch.to_string();
+    let args = [
+        "ids",
+        "layout",
+        "--time-bits",
+        "40",
+        "--epoch-ms",
+        &epoch,
+        "--allow-short-lifetime",
+    ];
+    let out = db.cmd().args(args).output().unwrap();
+    assert!(out.status.success());
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(text.contains("runway:      1.8 years"), "{text}");
+    assert!(
+        err.contains("warning: the time bits of layout") && err.contains("5.0 years"),
+        "{err}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&db.ok(&[
+        "--json",
+        "ids",
+        "layout",
+        "--time-bits",
+        "40",
+        "--epoch-ms",
+        &epoch,
+        "--allow-short-lifetime",
+    ]))
+    .unwrap();
+    assert_eq!(r["runway"]["warning"], true);
+}
+
 #[test]
 fn bad_input_is_a_clear_error_and_changes_nothing() {
     let db = Db::new();

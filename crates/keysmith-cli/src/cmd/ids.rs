@@ -227,12 +227,27 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
                 println!("ids/second:  {} per worker", r.ids_per_second_per_worker);
                 println!("max id:      {}", r.max_id);
                 println!(
+                    "runway:      {} (time bits run out on {})",
+                    super::words::runway_words(Some(r.runway.seconds_left)),
+                    r.runway.ends
+                );
+                println!(
                     "JS-safe:     {}",
                     if r.javascript_safe {
                         "yes (below 2^53)"
                     } else {
                         "no"
                     }
+                );
+            }
+            if r.runway.warning {
+                eprintln!(
+                    "warning: the time bits of layout {} run out in {} ({}), under the {} warning threshold; \
+                     plan a new layout or epoch",
+                    l.bits(),
+                    super::words::runway_words(Some(r.runway.seconds_left)),
+                    r.runway.ends,
+                    super::words::runway_words(Some(keysmith::ids::RUNWAY_WARNING_SECONDS))
                 );
             }
             // Tell, and fail, when the layout would be refused.

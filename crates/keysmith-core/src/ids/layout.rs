@@ -62,6 +62,9 @@ pub struct LayoutReport {
     pub max_id: i64,
     /// Whether every id is below 2^53 (exact in JavaScript numbers).
     pub javascript_safe: bool,
+    /// How long the time bits last from now, with the warning
+    /// ([`Layout::runway`]).
+    pub runway: super::runway::LayoutRunway,
 }
 
 /// An id taken apart.
@@ -203,8 +206,8 @@ impl Layout {
 
     /// Lifetime, capacity and rate of the layout, with "years left" from `now_ms`.
     pub fn report(&self, now_ms: i64) -> LayoutReport {
-        let lifetime_ms = (1i128 << self.time_bits.min(62)) * self.unit_ms as i128;
-        let end_ms = (self.epoch_ms as i128 + lifetime_ms).min(i64::MAX as i128) as i64;
+        let lifetime_ms = self.lifetime_ms();
+        let end_ms = self.end_ms();
         let ids_per_unit = 1i64 << self.sequence_bits.min(62);
         let total = self.time_bits + self.worker_bits + self.sequence_bits;
         LayoutReport {
@@ -218,7 +221,19 @@ impl Layout {
             ids_per_second_per_worker: ids_per_unit as f64 * 1000.0 / self.unit_ms as f64,
             max_id: ((1i128 << total.min(63)) - 1) as i64,
             javascript_safe: total <= 53,
+            runway: self.runway(now_ms),
         }
+    }
+
+    /// How long the time bits last from the epoch, ms.
+    fn lifetime_ms(&self) -> i128 {
+        (1i128 << self.time_bits.min(62)) * self.unit_ms as i128
+    }
+
+    /// When the time bits run out: the first ms no id can carry (ms since
+    /// the Unix epoch, saturating).
+    pub(crate) fn end_ms(&self) -> i64 {
+        (self.epoch_ms as i128 + self.lifetime_ms()).min(i64::MAX as i128) as i64
     }
 
     pub(crate) fn max_sequence(&self) -> i64 {

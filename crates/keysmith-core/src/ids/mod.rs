@@ -83,6 +83,7 @@ use crate::{Error, Result};
 mod clock;
 mod layout;
 mod leases;
+mod runway;
 mod uuid7;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -92,6 +93,10 @@ pub use layout::{
 pub use leases::{
     DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, ListedWorker, WorkerLeases, WorkerList,
     list_workers,
+};
+pub use runway::{
+    LayoutRunway, RUNWAY_WARNING_SECONDS, WORKERS_FREE_WARNING_SHARE, WorkerOccupancy,
+    worker_occupancy,
 };
 pub use uuid7::{
     DecodedUuid, IdFormat, UUIDV7_COUNTER_BITS, UUIDV7_RANDOM_BITS, UUIDV7_WORKER_BITS,
