@@ -976,6 +976,7 @@ impl AppState {
             })
             .collect();
         let ids = s.ids.get().map(|g| g.status());
+        let ids_runway = status::ids_runway(s).await;
         s.metrics.render(
             &seqs,
             &s.high_waters.refused(),
@@ -983,6 +984,7 @@ impl AppState {
             &usage,
             &pool_runways,
             ids.as_ref(),
+            ids_runway.as_ref(),
             s.started.elapsed().as_secs_f64(),
             Gauges {
                 sequences: seqs.len(),

@@ -205,3 +205,73 @@ async fn servers_on_one_store_never_share_an_id_or_a_worker() {
     let later = take(&s2, 10).await;
     assert!(later[0] > first[9], "{} after {}", later[0], first[9]);
 }
+
+/// The runway of the server's ids on `/metrics`, `/v1/status` and the
+/// status page: a default layout warns of nothing; a layout that runs out
+/// within 5 years, and a group whose every worker id is held (0 free),
+/// warn in all three.
+#[tokio::test]
+async fn runway_and_free_worker_ids_show_with_warnings() {
+    let metrics = |srv: &TestServer| {
+        let r = srv.req(Method::GET, "/metrics");
+        async move { r.send().await.unwrap().text().await.unwrap() }
+    };
+    let srv = TestServer::start().await;
+    let m = metrics(&srv).await;
+    for line in [
+        "keysmith_ids_runway_seconds{group=\"ids\",layout=\"41/10/12 bits of 1 ms\"} ",
+        "keysmith_ids_runway_warning{group=\"ids\"} 0",
+        "keysmith_ids_workers_free{group=\"ids\"} 1024",
+        "keysmith_ids_workers_size{group=\"ids\"} 1024",
+        "keysmith_ids_workers_free_warning{group=\"ids\"} 0",
+    ] {
+        assert!(m.contains(line), "no {line:?} in\n{m}");
+    }
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("1024 of 1024 worker ids free"), "{page}");
+    assert!(!page.contains("Warning:"), "{page}");
+
+    // 40 bits of 1 ms last 34.8 years: an epoch 33 years back leaves 1.8;
+    // one worker id, held once an id is taken.
+    let epoch_ms = keysmith::ids::wall_ms() - 33 * 31_556_952_000;
+    let srv = TestServer::start_with(move |c, _| {
+        c.ids.layout.time_bits = 40;
+        c.ids.layout.epoch_ms = epoch_ms;
+        c.ids.allow_short_lifetime = true;
+        c.ids.max_workers = Some(1);
+    })
+    .await;
+    take(&srv, 1).await;
+    let m = metrics(&srv).await;
+    for line in [
+        "keysmith_ids_runway_warning{group=\"ids\"} 1",
+        "keysmith_ids_workers_free{group=\"ids\"} 0",
+        "keysmith_ids_workers_size{group=\"ids\"} 1",
+        "keysmith_ids_workers_free_warning{group=\"ids\"} 1",
+    ] {
+        assert!(m.contains(line), "no {line:?} in\n{m}");
+    }
+    let secs: f64 = m
+        .lines()
+        .find(|l| l.starts_with("keysmith_ids_runway_seconds{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let years = secs / 31_556_952.0;
+    assert!((1.7..1.9).contains(&years), "{years}");
+    let (_, status) = srv.call(Method::GET, "/v1/status", None).await;
+    let r = &status["ids_runway"];
+    assert_eq!(r["runway"]["warning"], true, "{status}");
+    assert_eq!(r["workers"]["free"], 0, "{status}");
+    assert_eq!(r["workers"]["warning"], true, "{status}");
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("time bits run out in 1.8 years"), "{page}");
+    assert!(page.contains("0 of 1 worker ids free"), "{page}");
+    assert!(
+        page.contains("Warning: the time bits run out in under 5.0 years; 0 of 1 worker ids free"),
+        "{page}"
+    );
+}

@@ -156,6 +156,13 @@ impl IdConfig {
         }
     }
 
+    /// The size of the worker group: worker ids `0..group_size()` are
+    /// leased (`max_workers`, else all the layout holds, at most
+    /// [`crate::store::MAX_WORKERS`]).
+    pub fn group_size(&self) -> i64 {
+        self.workers()
+    }
+
     fn workers(&self) -> i64 {
         self.max_workers.unwrap_or_else(|| {
             (1i64 << self.layout.worker_bits.min(62)).min(crate::store::MAX_WORKERS)
