@@ -269,7 +269,7 @@ impl Metrics {
         usage: &[(String, keysmith::sequence::SequenceUsage)],
         pool_runways: &[(String, f64)],
         ids: Option<&keysmith::ids::IdStatus>,
-        ids_runway: Option<&crate::status::IdsRunway>,
+        ids_runway: Option<&crate::runway::IdsRunway>,
         uptime_seconds: f64,
         held: Gauges,
     ) -> String {
@@ -439,7 +439,7 @@ impl Metrics {
 /// The runway of the server's ids, labelled by group (and the layout's
 /// bits): seconds until the time bits run out, worker ids free and the
 /// group's size, and a 0/1 gauge for each warning.
-fn register_ids_runway(scrape: &Registry, r: &crate::status::IdsRunway) {
+fn register_ids_runway(scrape: &Registry, r: &crate::runway::IdsRunway) {
     let g = GaugeVec::new(
         Opts::new(
             "keysmith_ids_runway_seconds",

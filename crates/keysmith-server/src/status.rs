@@ -54,46 +54,7 @@ pub(crate) struct Status {
     /// The runway of the server's ids: its layout's time bits and its
     /// worker group (absent when the group's name is not visible).
     #[serde(skip_serializing_if = "Option::is_none")]
-    ids_runway: Option<IdsRunway>,
-}
-
-/// How long the server's id layout lasts and how many worker ids its group
-/// has free, with the library's warnings
-/// ([`keysmith::ids::RUNWAY_WARNING_SECONDS`],
-/// [`keysmith::ids::WORKERS_FREE_WARNING_SHARE`]). Shown by the status page
-/// and `/metrics`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct IdsRunway {
-    pub(crate) group: String,
-    /// The layout's bits, as in messages.
-    pub(crate) layout: String,
-    pub(crate) runway: keysmith::ids::LayoutRunway,
-    /// Absent when the store did not answer within the budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) workers: Option<keysmith::ids::WorkerOccupancy>,
-}
-
-/// The runway of the server's ids now: arithmetic on the layout, and one
-/// store read (within [`crate::METRICS_STORE_BUDGET`]) for the worker
-/// group; `None` when the group's name is not visible to this server.
-pub(crate) async fn ids_runway(s: &crate::Shared) -> Option<IdsRunway> {
-    let c = &s.ids_config;
-    if !crate::access::visible(&c.group) {
-        return None;
-    }
-    let workers = tokio::time::timeout(
-        crate::METRICS_STORE_BUDGET,
-        keysmith::ids::worker_occupancy(&*s.store, &c.group, c.group_size()),
-    )
-    .await
-    .ok()
-    .and_then(Result::ok);
-    Some(IdsRunway {
-        group: c.group.clone(),
-        layout: c.layout.bits(),
-        runway: c.layout.runway(keysmith::ids::wall_ms()),
-        workers,
-    })
+    ids_runway: Option<crate::runway::IdsRunway>,
 }
 
 #[derive(Debug, Serialize)]
@@ -234,7 +195,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             .get()
             .filter(|_| crate::access::visible(&s.ids_config.group))
             .map(|g| g.status()),
-        ids_runway: ids_runway(s).await,
+        ids_runway: crate::runway::ids_runway(s).await,
     })
 }
 
@@ -313,7 +274,7 @@ fn uptime(secs: u64) -> String {
 
 /// One line on the runway of the time-ordered ids: the layout's time bits
 /// and the worker ids free, each with its warning.
-fn ids_runway_line(r: Option<&IdsRunway>) -> String {
+fn ids_runway_line(r: Option<&crate::runway::IdsRunway>) -> String {
     let Some(r) = r else {
         return String::new();
     };

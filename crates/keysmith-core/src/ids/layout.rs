@@ -16,6 +16,10 @@ pub const MIN_LIFETIME_YEARS: f64 = 30.0;
 
 const MS_PER_YEAR: f64 = 365.2425 * 86_400_000.0;
 
+/// A layout warns when its time bits run out in less than this: 5 years
+/// (of 365.2425 days), time enough to plan a move to a new layout or epoch.
+pub const RUNWAY_WARNING_SECONDS: f64 = 5.0 * 365.2425 * 86_400.0;
+
 /// How an id's 63 (or fewer) bits are split. Ids are positive `i64`s:
 /// `time << (worker_bits + sequence_bits) | worker << sequence_bits | sequence`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,7 +68,7 @@ pub struct LayoutReport {
     pub javascript_safe: bool,
     /// How long the time bits last from now, with the warning
     /// ([`Layout::runway`]).
-    pub runway: super::runway::LayoutRunway,
+    pub runway: LayoutRunway,
 }
 
 /// An id taken apart.
@@ -308,6 +312,39 @@ impl Layout {
             ))
         })?;
         self.decode(id)
+    }
+}
+
+/// How long a layout's time bits last from a given moment: what
+/// [`Layout::runway`] returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayoutRunway {
+    /// When the time bits run out (the first ms no id can carry), ms since
+    /// the Unix epoch.
+    pub ends_ms: i64,
+    /// The same, RFC 3339.
+    pub ends: String,
+    /// Seconds from the moment asked about to the end; 0 once past it.
+    pub seconds_left: f64,
+    /// Whether `seconds_left` is under [`RUNWAY_WARNING_SECONDS`].
+    pub warning: bool,
+}
+
+impl Layout {
+    /// The runway of the layout's time bits at `now_ms` (ms since the Unix
+    /// epoch): when they run out, the seconds left (never negative), and
+    /// whether that is under [`RUNWAY_WARNING_SECONDS`]. Pure arithmetic;
+    /// never fails (a layout that does not [`Layout::validate`] gives the
+    /// figures of its bits anyway).
+    pub fn runway(&self, now_ms: i64) -> LayoutRunway {
+        let ends_ms = self.end_ms();
+        let seconds_left = (ends_ms as f64 - now_ms as f64).max(0.0) / 1000.0;
+        LayoutRunway {
+            ends_ms,
+            ends: rfc3339(ends_ms),
+            seconds_left,
+            warning: seconds_left < RUNWAY_WARNING_SECONDS,
+        }
     }
 }
 

@@ -88,16 +88,14 @@ mod uuid7;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use layout::{
-    DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, MIN_LIFETIME_YEARS, parse_time_ms,
+    DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, LayoutRunway, MIN_LIFETIME_YEARS,
+    RUNWAY_WARNING_SECONDS, parse_time_ms,
 };
 pub use leases::{
     DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, ListedWorker, WorkerLeases, WorkerList,
     list_workers,
 };
-pub use runway::{
-    LayoutRunway, RUNWAY_WARNING_SECONDS, WORKERS_FREE_WARNING_SHARE, WorkerOccupancy,
-    worker_occupancy,
-};
+pub use runway::{WORKERS_FREE_WARNING_SHARE, WorkerOccupancy, worker_occupancy};
 pub use uuid7::{
     DecodedUuid, IdFormat, UUIDV7_COUNTER_BITS, UUIDV7_RANDOM_BITS, UUIDV7_WORKER_BITS,
     decode_uuidv7, uuidv7_from_parts,

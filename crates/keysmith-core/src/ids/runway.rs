@@ -1,54 +1,17 @@
-//! How long a layout's time bits last, and how many worker ids a group has
-//! free: numbers for `show`/`list`, metrics and status pages, with a warning
-//! threshold each. Words ("3.2 years") are the front ends' business.
+//! How many worker ids a group has free: numbers for `workers list`,
+//! metrics and status pages, with a warning threshold. (How long a layout's
+//! time bits last is [`super::Layout::runway`].) Words are the front ends'
+//! business.
 
 use serde::Serialize;
 
-use super::layout::{Layout, rfc3339};
 use super::leases::{WorkerList, list_workers};
 use crate::Result;
 use crate::store::Store;
 
-/// A layout warns when its time bits run out in less than this: 5 years
-/// (of 365.2425 days), time enough to plan a move to a new layout or epoch.
-pub const RUNWAY_WARNING_SECONDS: f64 = 5.0 * 365.2425 * 86_400.0;
-
 /// A worker group warns when this share of its worker ids or less is free:
 /// a tenth (and always when none is).
 pub const WORKERS_FREE_WARNING_SHARE: f64 = 0.1;
-
-/// How long a layout's time bits last from a given moment: what
-/// [`Layout::runway`] returns.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LayoutRunway {
-    /// When the time bits run out (the first ms no id can carry), ms since
-    /// the Unix epoch.
-    pub ends_ms: i64,
-    /// The same, RFC 3339.
-    pub ends: String,
-    /// Seconds from the moment asked about to the end; 0 once past it.
-    pub seconds_left: f64,
-    /// Whether `seconds_left` is under [`RUNWAY_WARNING_SECONDS`].
-    pub warning: bool,
-}
-
-impl Layout {
-    /// The runway of the layout's time bits at `now_ms` (ms since the Unix
-    /// epoch): when they run out, the seconds left (never negative), and
-    /// whether that is under [`RUNWAY_WARNING_SECONDS`]. Pure arithmetic;
-    /// never fails (a layout that does not [`Layout::validate`] gives the
-    /// figures of its bits anyway).
-    pub fn runway(&self, now_ms: i64) -> LayoutRunway {
-        let ends_ms = self.end_ms();
-        let seconds_left = (ends_ms as f64 - now_ms as f64).max(0.0) / 1000.0;
-        LayoutRunway {
-            ends_ms,
-            ends: rfc3339(ends_ms),
-            seconds_left,
-            warning: seconds_left < RUNWAY_WARNING_SECONDS,
-        }
-    }
-}
 
 /// How many worker ids of a group are held and free: what
 /// [`WorkerList::occupancy`] and [`worker_occupancy`] return.
@@ -109,7 +72,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::ids::WorkerLeases;
+    use crate::ids::{Layout, WorkerLeases};
     use crate::sequence::lease::LeaseKey;
     use crate::store::memory::MemoryStore;
 
