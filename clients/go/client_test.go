@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -280,6 +281,27 @@ func TestRoutesAndErrors(t *testing.T) {
 	d := must(c.DecodeID(bg, ids[0]))(t)
 	if d.ID != ids[0] || d.TimeMs < IDEpochMs || d.Time == "" {
 		t.Fatalf("decoded %+v", d)
+	}
+	uuids := must(c.NextUUIDs(bg, 200))(t)
+	for i, u := range uuids {
+		if len(u) != 36 || u[14] != '7' || !strings.ContainsRune("89ab", rune(u[19])) {
+			t.Fatalf("%q is not a version-7 UUID of the RFC variant", u)
+		}
+		if i > 0 && !(uuids[i-1] < u) {
+			t.Fatalf("UUIDs do not increase: %q then %q", uuids[i-1], u)
+		}
+		// The worker id: bits 66..88, after the variant.
+		hex := strings.ReplaceAll(u, "-", "")
+		low, err := strconv.ParseUint(hex[16:32], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := int64(low>>40) & 0x3fffff; w != d.Worker {
+			t.Fatalf("%q has worker %d, the server's is %d", u, w, d.Worker)
+		}
+	}
+	if _, err := c.NextUUIDs(bg, 0); err == nil {
+		t.Fatal("NextUUIDs(0) did not fail")
 	}
 	key := must(c.ShardKeyEncode(bg, "e", 3, 42))(t)
 	back := must(c.ShardKeyDecode(bg, key.External, "e", ""))(t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Iterator
 
 import pytest
@@ -140,6 +141,23 @@ def test_ids_next_and_decode_round_trip(client: Client) -> None:
         assert e.value.status == 400
     with pytest.raises(BadRequest):
         client.next_ids(0)
+
+
+def test_uuidv7_ids_increase_and_carry_version_and_worker(client: Client) -> None:
+    before = client.next_ids()
+    uuids = client.next_uuids(300) + client.next_uuids()
+    assert len(uuids) == 301 and len(set(uuids)) == 301
+    assert [str(u) for u in uuids] == sorted(str(u) for u in uuids)
+    assert [u.bytes for u in uuids] == sorted(u.bytes for u in uuids)
+    last = client.decode_id(before[0])
+    for u in uuids:
+        assert u.version == 7 and u.variant == uuid.RFC_4122, u
+        n = u.int
+        ms, counter, worker = n >> 80, (n >> 64) & 0xFFF, (n >> 40) & 0x3FFFFF
+        assert worker == last.worker
+        assert (ms, counter) > (last.time_ms, last.sequence)
+    with pytest.raises(BadRequest):
+        client.next_uuids(0)
 
 
 def test_alter_forward_and_a_refused_alter_backwards(client: Client, name: str) -> None:

@@ -119,6 +119,25 @@ describe("numbers, ids and alter", () => {
     await assert.rejects(client.nextIds(0), RangeError);
   });
 
+  test("ids: UUIDv7s increase, carry version 7 and the RFC variant, and the server's worker id", async () => {
+    const [before] = await client.nextIds();
+    const last = await client.decodeId(before);
+    const uuids = [...(await client.nextUuids(300)), ...(await client.nextUuids())];
+    assert.equal(uuids.length, 301);
+    assert.equal(new Set(uuids).size, 301);
+    for (let i = 1; i < uuids.length; i++) assert.ok(uuids[i] > uuids[i - 1], `${uuids[i]} after ${uuids[i - 1]}`);
+    for (const u of uuids) {
+      assert.match(u, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      const n = BigInt("0x" + u.replaceAll("-", ""));
+      const ms = Number(n >> 80n);
+      const counter = Number((n >> 64n) & 0xfffn);
+      const worker = Number((n >> 40n) & 0x3fffffn);
+      assert.equal(worker, last.worker);
+      assert.ok(ms > last.time_ms || (ms === last.time_ms && counter > last.sequence), u);
+    }
+    await assert.rejects(client.nextUuids(0), RangeError);
+  });
+
   test("alter: next forward; backwards, max below the reserved and nothing to change are refused and change nothing", async () => {
     await client.createSequence("altered", { block: 5 });
     const lease = await client.reserve("altered", 10);

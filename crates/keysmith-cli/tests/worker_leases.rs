@@ -388,7 +388,8 @@ fn cli_lists_a_groups_worker_ids() {
             "holder"
         ]
     );
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[3].join(" "), "free: 1023 of 1024 worker ids (1 held)");
     let fence = |v: &Value| v["fence"].to_string();
     let until = |v: &Value| v["until_ms"].to_string();
     assert_eq!(
@@ -404,11 +405,42 @@ fn cli_lists_a_groups_worker_ids() {
 
     // An unknown group: empty, not an error.
     let l: Value = serde_json::from_str(&db.ok(&["--json", "workers", "list", "none"])).unwrap();
-    assert_eq!(l, serde_json::json!({"group": "none", "workers": []}));
+    assert_eq!(
+        l,
+        serde_json::json!({"group": "none", "workers": [],
+            "occupancy": {"group": "none", "size": 1024, "held": 0, "free": 1024, "warning": false}})
+    );
     let text = db.ok(&["workers", "list", "none"]);
     assert!(text.contains("no worker id of group \"none\""), "{text}");
 
+    // Occupancy in the group's size: 1 of 4 held; with every id held, 0
+    // free and a warning.
+    let o: Value =
+        serde_json::from_str(&db.ok(&["--json", "workers", "list", "g/1", "--max", "4"])).unwrap();
+    assert_eq!(
+        o["occupancy"],
+        serde_json::json!({"group": "g/1", "size": 4, "held": 1, "free": 3, "warning": false})
+    );
+    let _more = (lease(), lease(), lease());
+    let out = db
+        .cmd()
+        .args(["workers", "list", "g/1", "--max", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(text.contains("free: 0 of 4 worker ids (4 held)"), "{text}");
+    assert!(
+        err.contains("warning: 0 of the 4 worker ids of group \"g/1\" are free"),
+        "{err}"
+    );
+
     // Bad input.
+    let (code, err) = db.fails(&["workers", "list", "g", "--max", "0"]);
+    assert!(code != 0 && err.contains("--max must be 1 to"), "{err}");
     let (code, err) = db.fails(&["workers", "list", "a b"]);
     assert_ne!(code, 0);
     assert!(err.contains("invalid name"), "{err}");

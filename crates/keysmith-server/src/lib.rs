@@ -88,6 +88,7 @@ pub mod openapi;
 pub mod reload;
 pub mod request_log;
 mod routes;
+mod runway;
 mod schemas;
 mod status;
 pub mod tls;
@@ -976,6 +977,7 @@ impl AppState {
             })
             .collect();
         let ids = s.ids.get().map(|g| g.status());
+        let ids_runway = runway::ids_runway(s).await;
         s.metrics.render(
             &seqs,
             &s.high_waters.refused(),
@@ -983,6 +985,7 @@ impl AppState {
             &usage,
             &pool_runways,
             ids.as_ref(),
+            ids_runway.as_ref(),
             s.started.elapsed().as_secs_f64(),
             Gauges {
                 sequences: seqs.len(),

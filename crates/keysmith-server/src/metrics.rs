@@ -269,6 +269,7 @@ impl Metrics {
         usage: &[(String, keysmith::sequence::SequenceUsage, f64)],
         pool_runways: &[(String, f64)],
         ids: Option<&keysmith::ids::IdStatus>,
+        ids_runway: Option<&crate::runway::IdsRunway>,
         uptime_seconds: f64,
         held: Gauges,
     ) -> String {
@@ -438,6 +439,9 @@ impl Metrics {
         if let Some(st) = ids {
             register_ids(&scrape, st);
         }
+        if let Some(r) = ids_runway {
+            register_ids_runway(&scrape, r);
+        }
 
         let mut families = self.registry.gather();
         families.extend(scrape.gather());
@@ -455,6 +459,52 @@ impl Metrics {
             tracing::warn!("cannot encode metrics: {e}");
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The runway of the server's ids, labelled by group (and the layout's
+/// bits): seconds until the time bits run out, worker ids free and the
+/// group's size, and a 0/1 gauge for each warning.
+fn register_ids_runway(scrape: &Registry, r: &crate::runway::IdsRunway) {
+    let g = GaugeVec::new(
+        Opts::new(
+            "keysmith_ids_runway_seconds",
+            "Seconds until the time bits of the server's id layout run out (0 once they have).",
+        ),
+        &["group", "layout"],
+    )
+    .expect("valid metric");
+    g.with_label_values(&[r.group.as_str(), r.layout.as_str()])
+        .set(r.runway.seconds_left);
+    scrape.register(Box::new(g)).expect("unique metric");
+    let mut ints: Vec<(&str, &str, i64)> = vec![(
+        "keysmith_ids_runway_warning",
+        "1 when the id layout's time bits run out within the warning threshold (5 years), else 0.",
+        i64::from(r.runway.warning),
+    )];
+    if let Some(w) = &r.workers {
+        ints.extend([
+            (
+                "keysmith_ids_workers_free",
+                "Worker ids of the id generators' group free to lease now.",
+                w.free,
+            ),
+            (
+                "keysmith_ids_workers_size",
+                "Worker ids in the id generators' group (0..size).",
+                w.size,
+            ),
+            (
+                "keysmith_ids_workers_free_warning",
+                "1 when a tenth or less of the group's worker ids are free, else 0.",
+                i64::from(w.warning),
+            ),
+        ]);
+    }
+    for (name, help, value) in ints {
+        let g = IntGaugeVec::new(Opts::new(name, help), &["group"]).expect("valid metric");
+        g.with_label_values(&[r.group.as_str()]).set(value);
+        scrape.register(Box::new(g)).expect("unique metric");
     }
 }
 

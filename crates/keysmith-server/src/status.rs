@@ -51,6 +51,10 @@ pub(crate) struct Status {
     /// The id generator, once `POST /v1/ids/next` leased a worker id.
     #[serde(skip_serializing_if = "Option::is_none")]
     ids: Option<keysmith::ids::IdStatus>,
+    /// The runway of the server's ids: its layout's time bits and its
+    /// worker group (absent when the group's name is not visible).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ids_runway: Option<crate::runway::IdsRunway>,
 }
 
 #[derive(Debug, Serialize)]
@@ -197,6 +201,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             .get()
             .filter(|_| crate::access::visible(&s.ids_config.group))
             .map(|g| g.status()),
+        ids_runway: crate::runway::ids_runway(s).await,
     })
 }
 
@@ -271,6 +276,52 @@ fn uptime(secs: u64) -> String {
     } else {
         format!("{m}m {s}s")
     }
+}
+
+/// One line on the runway of the time-ordered ids: the layout's time bits
+/// and the worker ids free, each with its warning.
+fn ids_runway_line(r: Option<&crate::runway::IdsRunway>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    let mut warnings = Vec::new();
+    if r.runway.warning {
+        warnings.push(format!(
+            "the time bits run out in under {}",
+            runway_words(Some(keysmith::ids::RUNWAY_WARNING_SECONDS))
+        ));
+    }
+    let workers = match &r.workers {
+        Some(w) => {
+            if w.warning {
+                warnings.push(format!(
+                    "{} of {} worker ids free (a warning at {}% or less)",
+                    w.free,
+                    w.size,
+                    keysmith::ids::WORKERS_FREE_WARNING_SHARE * 100.0
+                ));
+            }
+            format!("{} of {} worker ids free", w.free, w.size)
+        }
+        None => "worker ids free: – (the store did not answer)".to_owned(),
+    };
+    let warning = if warnings.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " <strong class=\"alert\">Warning: {}.</strong>",
+            escape(&warnings.join("; "))
+        )
+    };
+    format!(
+        "<p id=\"ids-runway\">Ids of group <code>{}</code> (layout {}): time bits run out in {} ({}); {}.{}</p>",
+        escape(&r.group),
+        escape(&r.layout),
+        runway_words(Some(r.runway.seconds_left)),
+        escape(&r.runway.ends),
+        workers,
+        warning
+    )
 }
 
 /// One line on the time-ordered ids: worker id, lease, clock skew.
@@ -362,7 +413,10 @@ fn render(st: &Status) -> String {
         .replace("{{pool_empty}}", hidden(st.pools.is_empty()));
     // Rows last, each placeholder once: names are never scanned for placeholders.
     let (head, tail) = page.split_once("{{seq_rows}}").expect("placeholder");
-    let head = head.replace("{{ids}}", &ids_line(st.ids.as_ref()));
+    let head = head.replace(
+        "{{ids}}",
+        &(ids_line(st.ids.as_ref()) + &ids_runway_line(st.ids_runway.as_ref())),
+    );
     let head = head.as_str();
     let (mid, tail) = tail.split_once("{{pool_rows}}").expect("placeholder");
     [head, &rows, mid, &pool_rows, tail].concat()
@@ -385,7 +439,7 @@ const PAGE: &str = r##"<!doctype html>
   th, td { padding: .45rem .7rem; text-align: left; border-bottom: 1px solid #eef0f2; }
   th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: #4b5460; background: #f3f5f7; }
   td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-  td.alert { color: #b00020; font-weight: bold; }
+  td.alert, .alert { color: #b00020; font-weight: bold; }
   td.name { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
   p.empty { color: #68717d; }
   code { background: #eef0f2; padding: .1rem .3rem; border-radius: 3px; }

@@ -73,6 +73,52 @@ async fn ids_increase_decode_and_show_in_metrics_and_status() {
     assert_eq!(status["ids"]["worker"], 0);
 }
 
+/// `format=uuidv7`: JSON strings, version 7 and RFC variant, increasing
+/// across requests and after integer ids of the same generator, parsing
+/// back to the server's worker id.
+#[tokio::test]
+async fn uuidv7_ids_are_strings_that_increase_and_parse_back() {
+    let srv = TestServer::start().await;
+    let ints = take(&srv, 3).await;
+    let mut all = Vec::new();
+    for q in [
+        "count=700&format=uuidv7",
+        "format=uuidv7&as=string",
+        "format=uuidv7&count=2&as=number",
+    ] {
+        let (st, v) = srv
+            .call(Method::POST, &format!("/v1/ids/next?{q}"), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "{q}: {v}");
+        all.extend(v["ids"].as_array().unwrap().iter().map(|x| {
+            x.as_str()
+                .unwrap_or_else(|| panic!("{x} is not a string"))
+                .to_owned()
+        }));
+    }
+    assert_eq!(all.len(), 703);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "not increasing");
+    let last_int = keysmith::ids::Layout::snowflake().decode(ints[2]).unwrap();
+    for u in &all {
+        let d = keysmith::ids::decode_uuidv7(u).unwrap();
+        assert_eq!(d.worker, 0, "{u}");
+        assert!(
+            (d.time_ms, d.counter) > (last_int.time_ms, last_int.sequence),
+            "{u}"
+        );
+    }
+    // Integers again, named: they go on above the UUIDs' time and counter.
+    let (st, v) = srv
+        .call(Method::POST, "/v1/ids/next?format=integer", None)
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let d = keysmith::ids::Layout::snowflake()
+        .decode(ids_of(&v)[0])
+        .unwrap();
+    let last = keysmith::ids::decode_uuidv7(all.last().unwrap()).unwrap();
+    assert!((d.time_ms, d.sequence) > (last.time_ms, last.counter));
+}
+
 #[tokio::test]
 async fn bad_input_is_a_400_and_takes_nothing() {
     let srv = TestServer::start().await;
@@ -81,6 +127,9 @@ async fn bad_input_is_a_400_and_takes_nothing() {
         "/v1/ids/next?count=abc",
         "/v1/ids/next?as=hex",
         "/v1/ids/next?bogus=1",
+        "/v1/ids/next?format=uuid",
+        "/v1/ids/next?format=",
+        "/v1/ids/next?format=uuidv7&count=0",
         "/v1/ids/abc",
         "/v1/ids/-1",
         "/v1/ids/99999999999999999999",
@@ -92,6 +141,10 @@ async fn bad_input_is_a_400_and_takes_nothing() {
         };
         let (st, v) = srv.call(method, path, None).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{path}: {v}");
+        if path.contains("format=uuid&") || path.ends_with("format=uuid") {
+            let m = v["error"]["message"].as_str().unwrap();
+            assert!(m.contains("integer") && m.contains("uuidv7"), "{m}");
+        }
         assert!(v["error"]["message"].as_str().unwrap().len() > 10, "{v}");
     }
     let (st, _) = srv
@@ -151,4 +204,74 @@ async fn servers_on_one_store_never_share_an_id_or_a_worker() {
     drop(s1.stop().await);
     let later = take(&s2, 10).await;
     assert!(later[0] > first[9], "{} after {}", later[0], first[9]);
+}
+
+/// The runway of the server's ids on `/metrics`, `/v1/status` and the
+/// status page: a default layout warns of nothing; a layout that runs out
+/// within 5 years, and a group whose every worker id is held (0 free),
+/// warn in all three.
+#[tokio::test]
+async fn runway_and_free_worker_ids_show_with_warnings() {
+    let metrics = |srv: &TestServer| {
+        let r = srv.req(Method::GET, "/metrics");
+        async move { r.send().await.unwrap().text().await.unwrap() }
+    };
+    let srv = TestServer::start().await;
+    let m = metrics(&srv).await;
+    for line in [
+        "keysmith_ids_runway_seconds{group=\"ids\",layout=\"41/10/12 bits of 1 ms\"} ",
+        "keysmith_ids_runway_warning{group=\"ids\"} 0",
+        "keysmith_ids_workers_free{group=\"ids\"} 1024",
+        "keysmith_ids_workers_size{group=\"ids\"} 1024",
+        "keysmith_ids_workers_free_warning{group=\"ids\"} 0",
+    ] {
+        assert!(m.contains(line), "no {line:?} in\n{m}");
+    }
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("1024 of 1024 worker ids free"), "{page}");
+    assert!(!page.contains("Warning:"), "{page}");
+
+    // 40 bits of 1 ms last 34.8 years: an epoch 33 years back leaves 1.8;
+    // one worker id, held once an id is taken.
+    let epoch_ms = keysmith::ids::wall_ms() - 33 * 31_556_952_000;
+    let srv = TestServer::start_with(move |c, _| {
+        c.ids.layout.time_bits = 40;
+        c.ids.layout.epoch_ms = epoch_ms;
+        c.ids.allow_short_lifetime = true;
+        c.ids.max_workers = Some(1);
+    })
+    .await;
+    take(&srv, 1).await;
+    let m = metrics(&srv).await;
+    for line in [
+        "keysmith_ids_runway_warning{group=\"ids\"} 1",
+        "keysmith_ids_workers_free{group=\"ids\"} 0",
+        "keysmith_ids_workers_size{group=\"ids\"} 1",
+        "keysmith_ids_workers_free_warning{group=\"ids\"} 1",
+    ] {
+        assert!(m.contains(line), "no {line:?} in\n{m}");
+    }
+    let secs: f64 = m
+        .lines()
+        .find(|l| l.starts_with("keysmith_ids_runway_seconds{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let years = secs / 31_556_952.0;
+    assert!((1.7..1.9).contains(&years), "{years}");
+    let (_, status) = srv.call(Method::GET, "/v1/status", None).await;
+    let r = &status["ids_runway"];
+    assert_eq!(r["runway"]["warning"], true, "{status}");
+    assert_eq!(r["workers"]["free"], 0, "{status}");
+    assert_eq!(r["workers"]["warning"], true, "{status}");
+    let page = srv.req(Method::GET, "/").send().await.unwrap();
+    let page = page.text().await.unwrap();
+    assert!(page.contains("time bits run out in 1.8 years"), "{page}");
+    assert!(page.contains("0 of 1 worker ids free"), "{page}");
+    assert!(
+        page.contains("Warning: the time bits run out in under 5.0 years; 0 of 1 worker ids free"),
+        "{page}"
+    );
 }

@@ -24,6 +24,8 @@
 //! the deadlines, not the stores, the thing under test.
 
 use std::collections::{BTreeSet, HashSet};
+
+use keysmith_core::ids::IdFormat;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
@@ -68,6 +70,17 @@ pub fn complete_values(bytes: &[u8]) -> Vec<i64> {
                 .unwrap_or_else(|e| panic!("not an integer line: {l:?} ({e})"))
         })
         .collect()
+}
+
+/// The complete lines of a process's output (a killed process may leave a
+/// partial last line, which is dropped).
+pub fn complete_lines(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    complete.lines().map(str::to_owned).collect()
 }
 
 /// Asserts that `values` strictly increase; `who` names them in the panic.
@@ -741,6 +754,17 @@ impl<'a> Processes<'a> {
     /// On any violation, or when the processes make no progress within
     /// [`DEADLINE`].
     pub fn ids_survive_sigkills(&self, kills: usize) {
+        self.ids_survive_sigkills_as(kills, IdFormat::Integer);
+    }
+
+    /// [`Processes::ids_survive_sigkills`] with `ids next --format FORMAT`.
+    /// For UUIDv7s, uniqueness is checked on the time, worker and counter
+    /// alone (the random bits masked off): unique by construction, not by
+    /// chance; each process's UUIDs increase as strings.
+    ///
+    /// # Panics
+    /// As [`Processes::ids_survive_sigkills`].
+    pub fn ids_survive_sigkills_as(&self, kills: usize, format: IdFormat) {
         struct IdRunner {
             child: Child,
             out: Arc<Mutex<Vec<u8>>>,
@@ -755,17 +779,22 @@ impl<'a> Processes<'a> {
                 .cmd(url)
                 .args(["ids", "next", "--count", &(2 * want_ids).to_string()])
                 .args(["--workers", "10", "--ttl-ms", "1000"])
+                .args(["--format", format.name()])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap();
             let (out, reader) = drain(child.stdout.take().unwrap());
-            // Ids are 18 or 19 digits and a newline.
+            // Ids are 18 or 19 digits and a newline; UUIDs 36 characters and one.
+            let width = match format {
+                IdFormat::Integer => 19,
+                IdFormat::Uuidv7 => 37,
+            };
             IdRunner {
                 child,
                 out,
                 reader,
-                want: want_ids * 19,
+                want: want_ids * width,
             }
         };
         let _turn = one_at_a_time();
@@ -776,12 +805,38 @@ impl<'a> Processes<'a> {
         // layout: 10 worker bits above 12 sequence bits).
         let mut holders = [0usize; 1024];
         let mut record = |who: &str, bytes: &[u8]| {
-            let ids = complete_values(bytes);
-            assert_increasing(&ids, who);
+            // (key, worker): the key orders a process's ids and must be
+            // unique; for UUIDs (time, counter, worker), the random bits left out.
+            let ids: Vec<(i128, i64)> = match format {
+                IdFormat::Integer => complete_values(bytes)
+                    .into_iter()
+                    .map(|id| (id as i128, (id >> 12) & 1023))
+                    .collect(),
+                IdFormat::Uuidv7 => {
+                    let lines = complete_lines(bytes);
+                    for w in lines.windows(2) {
+                        assert!(w[0] < w[1], "{who}: {} then {}", w[0], w[1]);
+                    }
+                    lines
+                        .iter()
+                        .map(|l| {
+                            let d = keysmith_core::ids::decode_uuidv7(l)
+                                .unwrap_or_else(|e| panic!("{who}: {l:?}: {e}"));
+                            let key = ((d.time_ms as i128) << 34)
+                                | ((d.counter as i128) << 22)
+                                | d.worker as i128;
+                            (key, d.worker)
+                        })
+                        .collect()
+                }
+            };
             let mut workers = HashSet::new();
-            for id in ids {
+            for w in ids.windows(2) {
+                assert!(w[0].0 < w[1].0, "{who}: {:?} then {:?}", w[0], w[1]);
+            }
+            for (id, worker) in ids {
                 assert!(seen.insert(id), "{who}: id {id} printed twice");
-                workers.insert((id >> 12) & 1023);
+                workers.insert(worker);
             }
             for w in workers {
                 holders[w as usize] += 1;

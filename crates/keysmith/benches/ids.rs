@@ -6,14 +6,18 @@
 //! the background), so the figure is the generator's own cost, as it would
 //! be on any store.
 //!
-//! `cargo bench -p keysmith --bench ids`
+//! The `ids/format` group: the cost per id of handing out UUIDv7s
+//! (`next_uuids`) beside the integers (`next_n`) of the same generator
+//! kind, in the same run, and of the bare bit packing.
+//!
+//! `cargo bench -p keysmith --bench ids` (`-- ids/format` for that group)
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use keysmith::ids::{IdGenerator, Layout};
+use keysmith::ids::{IdConfig, IdGenerator, Layout};
 
 fn runtime(threads: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -140,11 +144,102 @@ fn two(c: &mut Criterion) {
     g.finish();
 }
 
+/// A generator that may run an hour ahead of the clock: a tight loop makes
+/// more than the 4096 ids per ms of the layout, and the figure is to be the
+/// cost of making an id, not the pace of the clock.
+fn unpaced(rt: &tokio::runtime::Runtime) -> Arc<IdGenerator> {
+    rt.block_on(async {
+        let store = keysmith::store::open("memory://").await.unwrap();
+        let config = IdConfig {
+            max_borrow: Duration::from_secs(3600),
+            ..IdConfig::new(Layout::snowflake())
+        };
+        Arc::new(
+            IdGenerator::builder()
+                .store(store)
+                .config(config)
+                .build()
+                .await
+                .unwrap(),
+        )
+    })
+}
+
+/// Integers and UUIDv7s from one kind of generator, a batch of 1000 a call.
+fn format(c: &mut Criterion) {
+    let mut g = c.benchmark_group("ids/format");
+    g.throughput(Throughput::Elements(1));
+    let rt = runtime(1);
+    let per_id = |ids: Arc<IdGenerator>, uuids: bool, strings: bool| {
+        move |iters: u64| {
+            let ids = ids.clone();
+            async move {
+                let start = Instant::now();
+                let mut left = iters as i64;
+                while left > 0 {
+                    let n = left.min(1000);
+                    if uuids {
+                        let v = ids.next_uuids(n).await.unwrap();
+                        if strings {
+                            for u in &v {
+                                black_box(u.hyphenated().to_string());
+                            }
+                        }
+                        black_box(v);
+                    } else {
+                        let v = ids.next_n(n).await.unwrap();
+                        if strings {
+                            for i in &v {
+                                black_box(i.to_string());
+                            }
+                        }
+                        black_box(v);
+                    }
+                    left -= n;
+                }
+                start.elapsed()
+            }
+        }
+    };
+    let a = unpaced(&rt);
+    g.bench_function("integer next_n(1000) per id", |b| {
+        b.to_async(&rt).iter_custom(per_id(a.clone(), false, false))
+    });
+    let u = unpaced(&rt);
+    g.bench_function("uuidv7 next_uuids(1000) per id", |b| {
+        b.to_async(&rt).iter_custom(per_id(u.clone(), true, false))
+    });
+    let a = unpaced(&rt);
+    g.bench_function("integer next_n(1000) + decimal string per id", |b| {
+        b.to_async(&rt).iter_custom(per_id(a.clone(), false, true))
+    });
+    let u = unpaced(&rt);
+    g.bench_function("uuidv7 next_uuids(1000) + canonical string per id", |b| {
+        b.to_async(&rt).iter_custom(per_id(u.clone(), true, true))
+    });
+    g.bench_function("uuidv7_from_parts alone", |b| {
+        let mut i = 0i64;
+        b.iter(|| {
+            i = (i + 1) & 4095;
+            black_box(
+                keysmith::ids::uuidv7_from_parts(
+                    black_box(1_795_000_000_000),
+                    black_box(7),
+                    i,
+                    black_box(0x1234_5678),
+                )
+                .unwrap(),
+            )
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = one_thread, two
+    targets = one_thread, two, format
 }
 criterion_main!(benches);

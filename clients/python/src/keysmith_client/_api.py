@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, TypeVar, Union
 
@@ -268,6 +269,15 @@ def shard_key_decode(
 
 def next_ids(count: int) -> Req[List[int]]:
     return Req("POST", "/v1/ids/next", lambda j: [_int(v) for v in j["ids"]], params=_count(count))
+
+
+def next_uuids(count: int) -> Req[List[uuid.UUID]]:
+    return Req(
+        "POST",
+        "/v1/ids/next",
+        lambda j: [uuid.UUID(str(v)) for v in j["ids"]],
+        params={**_count(count), "format": "uuidv7"},
+    )
 
 
 def decode_id(id: Union[int, str]) -> Req[DecodedId]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 import weakref
 from types import TracebackType
 from typing import Iterable, List, Optional, Type, TypeVar, Union
@@ -256,6 +257,13 @@ class AsyncClient:
     async def next_ids(self, count: int = 1) -> List[int]:
         """``count`` time-ordered 64-bit ids (time, worker and sequence bits), increasing."""
         return await self._call(_api.next_ids(count))
+
+    async def next_uuids(self, count: int = 1) -> List[uuid.UUID]:
+        """``count`` RFC 9562 version-7 UUIDs (``format=uuidv7``) over the same time,
+        worker id and sequence as :meth:`next_ids`: unique by construction across the
+        servers of a store, increasing per server. Bits: 48 of unix_ts_ms, version 7,
+        a 12-bit counter (rand_a), variant 10, a 22-bit worker id, 40 random bits."""
+        return await self._call(_api.next_uuids(count))
 
     async def decode_id(self, id: Union[int, str]) -> DecodedId:
         """An id taken apart by the server's layout; :class:`BadRequest` for one that

@@ -1,9 +1,10 @@
-//! `ids next`, `ids decode`, `ids layout`: time-ordered 64-bit ids.
+//! `ids next`, `ids decode`, `ids layout`: time-ordered 64-bit ids, and
+//! UUIDv7s over the same time, worker and sequence (`--format uuidv7`).
 
 use std::io::Write;
 use std::time::Duration;
 
-use keysmith::ids::{DEFAULT_GROUP, IdConfig, IdGenerator, Layout};
+use keysmith::ids::{DEFAULT_GROUP, IdConfig, IdFormat, IdGenerator, IdValues, Layout};
 
 use crate::Global;
 
@@ -15,6 +16,10 @@ pub enum IdsCommand {
         /// How many ids.
         #[arg(long, short = 'n', default_value_t = 1, allow_negative_numbers = true)]
         count: i64,
+        /// integer (64-bit time ids) or uuidv7 (RFC 9562 version-7 UUIDs of
+        /// the same time, worker id and sequence, unique by construction).
+        #[arg(long, default_value = "integer", value_parser = parse_format)]
+        format: IdFormat,
         #[command(flatten)]
         layout: LayoutArgs,
         #[command(flatten)]
@@ -25,6 +30,10 @@ pub enum IdsCommand {
         /// The id.
         #[arg(allow_negative_numbers = true)]
         id: String,
+        /// integer (an id of the layout) or uuidv7 (a UUID `ids next
+        /// --format uuidv7` printed: its time, worker id and counter).
+        #[arg(long, default_value = "integer", value_parser = parse_format)]
+        format: IdFormat,
         #[command(flatten)]
         layout: LayoutArgs,
     },
@@ -45,6 +54,11 @@ pub enum IdsCommand {
         #[command(flatten)]
         layout: LayoutArgs,
     },
+}
+
+/// `--format`: the library parses, naming the formats.
+fn parse_format(text: &str) -> Result<IdFormat, String> {
+    text.parse().map_err(|e: keysmith::Error| e.to_string())
 }
 
 /// The bit layout: a preset, and any part of it overridden.
@@ -116,7 +130,12 @@ pub struct RunArgs {
 /// Runs an ids command.
 pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
     match cmd {
-        IdsCommand::Next { count, layout, run } => {
+        IdsCommand::Next {
+            count,
+            format,
+            layout,
+            run,
+        } => {
             if count < 1 {
                 anyhow::bail!("--count must be 1 or more, got {count}");
             }
@@ -129,19 +148,39 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
             config.max_borrow = Duration::from_millis(run.max_borrow_ms);
             // Check before touching the store.
             config.validate(keysmith::ids::wall_ms())?;
+            format.check(&config.layout)?;
             let store = global.open().await?;
             let ids = IdGenerator::builder()
                 .store(store)
                 .config(config)
                 .build()
                 .await?;
-            let result = print_ids(&ids, count, global.json).await;
+            let result = print_ids(&ids, count, format, global.json).await;
             let closed = ids.close().await;
             result?;
             closed?;
             Ok(())
         }
-        IdsCommand::Decode { id, layout } => {
+        IdsCommand::Decode {
+            id,
+            format: IdFormat::Uuidv7,
+            ..
+        } => {
+            let d = keysmith::ids::decode_uuidv7(&id)?;
+            if global.json {
+                println!("{}", serde_json::to_string(&d)?);
+            } else {
+                println!("time:     {} ({} ms)", d.time, d.time_ms);
+                println!("worker:   {}", d.worker);
+                println!("counter:  {}", d.counter);
+            }
+            Ok(())
+        }
+        IdsCommand::Decode {
+            id,
+            format: IdFormat::Integer,
+            layout,
+        } => {
             let l = layout.layout()?;
             let d = l.decode_str(&id)?;
             if global.json {
@@ -188,12 +227,27 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
                 println!("ids/second:  {} per worker", r.ids_per_second_per_worker);
                 println!("max id:      {}", r.max_id);
                 println!(
+                    "runway:      {} (time bits run out on {})",
+                    super::words::runway_words(Some(r.runway.seconds_left)),
+                    r.runway.ends
+                );
+                println!(
                     "JS-safe:     {}",
                     if r.javascript_safe {
                         "yes (below 2^53)"
                     } else {
                         "no"
                     }
+                );
+            }
+            if r.runway.warning {
+                eprintln!(
+                    "warning: the time bits of layout {} run out in {} ({}), under the {} warning threshold; \
+                     plan a new layout or epoch",
+                    l.bits(),
+                    super::words::runway_words(Some(r.runway.seconds_left)),
+                    r.runway.ends,
+                    super::words::runway_words(Some(keysmith::ids::RUNWAY_WARNING_SECONDS))
                 );
             }
             // Tell, and fail, when the layout would be refused.
@@ -203,8 +257,14 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
     }
 }
 
-/// Prints ids a batch at a time, each batch flushed as soon as it is made.
-async fn print_ids(ids: &IdGenerator, count: i64, json: bool) -> anyhow::Result<()> {
+/// Prints ids a batch at a time, each batch flushed as soon as it is made:
+/// one a line, or `{"ids":[...]}` (UUIDs as JSON strings).
+async fn print_ids(
+    ids: &IdGenerator,
+    count: i64,
+    format: IdFormat,
+    json: bool,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
         write!(out, "{{\"ids\":[")?;
@@ -213,15 +273,27 @@ async fn print_ids(ids: &IdGenerator, count: i64, json: bool) -> anyhow::Result<
     let mut first = true;
     while left > 0 {
         let n = left.min(1000);
-        for id in ids.next_n(n).await? {
+        let batch = ids.next_as(n, format).await?;
+        let mut put = |out: &mut std::io::StdoutLock, v: &dyn std::fmt::Display, quote: bool| {
+            let q = if json && quote { "\"" } else { "" };
+            let sep = if json && !first { "," } else { "" };
+            first = false;
             if json {
-                if !first {
-                    out.write_all(b",")?;
-                }
-                first = false;
-                write!(out, "{id}")?;
+                write!(out, "{sep}{q}{v}{q}")
             } else {
-                writeln!(out, "{id}")?;
+                writeln!(out, "{v}")
+            }
+        };
+        match &batch {
+            IdValues::Integers(v) => {
+                for id in v {
+                    put(&mut out, id, false)?;
+                }
+            }
+            IdValues::Uuids(v) => {
+                for id in v {
+                    put(&mut out, &id.hyphenated(), true)?;
+                }
             }
         }
         out.flush()?;

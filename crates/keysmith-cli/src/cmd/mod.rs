@@ -15,6 +15,7 @@ pub mod shard_key;
 pub mod shard_set;
 pub mod ticket;
 pub mod verify;
+pub mod words;
 pub mod workers;
 
 /// A bad argument found after parsing, before anything touched the store

@@ -260,7 +260,7 @@ fn print_info(info: &PoolInfo, json: bool) -> anyhow::Result<()> {
         println!("rate:      {per_s}");
         println!(
             "runway:    {}",
-            keysmith::sequence::runway_words(info.runway_seconds)
+            super::words::runway_words(info.runway_seconds)
         );
     }
     Ok(())

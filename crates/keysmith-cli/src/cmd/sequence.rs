@@ -690,7 +690,10 @@ fn print_info(
                 .rate_per_second
                 .map_or("-".to_owned(), |r| format!("{r:.1}/s"));
             println!("rate:      {per_s}");
-            println!("runway:    {}", u.runway_words());
+            println!(
+                "runway:    {}",
+                super::words::runway_words(u.runway_seconds)
+            );
             println!(
                 "reserved:  {} (handed out {}, handed back {}, gaps {}, skipped {}, unaccounted {})",
                 u.reserved, u.handed_out, u.handed_back, u.abandoned, u.skipped, u.unaccounted

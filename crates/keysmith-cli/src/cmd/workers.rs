@@ -52,6 +52,10 @@ pub enum WorkersCommand {
     List {
         /// The group.
         group: String,
+        /// The group's size: worker ids 0..MAX, for the count of free ones
+        /// (the store does not keep it; the holders lease with it).
+        #[arg(long, default_value_t = DEFAULT_GROUP_SIZE, allow_negative_numbers = true)]
+        max: i64,
     },
 }
 
@@ -90,13 +94,31 @@ fn print(h: &HeldWorker, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_list(l: &WorkerList, json: bool) -> anyhow::Result<()> {
+fn print_list(l: &WorkerList, max: i64, json: bool) -> anyhow::Result<()> {
+    let o = l.occupancy(max);
+    if o.warning {
+        eprintln!(
+            "warning: {} of the {} worker ids of group {:?} are free (a warning at {}% or less); \
+             new holders are refused once none is: use a larger group or release idle leases",
+            o.free,
+            o.size,
+            o.group,
+            keysmith::ids::WORKERS_FREE_WARNING_SHARE * 100.0
+        );
+    }
     if json {
-        println!("{}", serde_json::to_string(l)?);
+        let mut v = serde_json::to_value(l)?;
+        v["occupancy"] = serde_json::to_value(&o)?;
+        println!("{v}");
         return Ok(());
     }
+    let free = format!(
+        "free: {} of {} worker ids ({} held)",
+        o.free, o.size, o.held
+    );
     if l.workers.is_empty() {
         println!("no worker id of group {:?} was ever leased", l.group);
+        println!("{free}");
         return Ok(());
     }
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -116,6 +138,7 @@ fn print_list(l: &WorkerList, json: bool) -> anyhow::Result<()> {
             or_dash(w.holder.clone()),
         );
     }
+    println!("{free}");
     Ok(())
 }
 
@@ -162,11 +185,16 @@ pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        WorkersCommand::List { group } => {
+        WorkersCommand::List { group, max } => {
             keysmith::validate_name(&group)?;
+            let most = keysmith::store::MAX_WORKERS;
+            if !(1..=most).contains(&max) {
+                anyhow::bail!("--max must be 1 to {most}, got {max}");
+            }
             let store = global.open().await?;
             print_list(
                 &keysmith::ids::list_workers(&*store, &group).await?,
+                max,
                 global.json,
             )
         }

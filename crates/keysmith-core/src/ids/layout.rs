@@ -16,6 +16,10 @@ pub const MIN_LIFETIME_YEARS: f64 = 30.0;
 
 const MS_PER_YEAR: f64 = 365.2425 * 86_400_000.0;
 
+/// A layout warns when its time bits run out in less than this: 5 years
+/// (of 365.2425 days), time enough to plan a move to a new layout or epoch.
+pub const RUNWAY_WARNING_SECONDS: f64 = 5.0 * 365.2425 * 86_400.0;
+
 /// How an id's 63 (or fewer) bits are split. Ids are positive `i64`s:
 /// `time << (worker_bits + sequence_bits) | worker << sequence_bits | sequence`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,6 +66,9 @@ pub struct LayoutReport {
     pub max_id: i64,
     /// Whether every id is below 2^53 (exact in JavaScript numbers).
     pub javascript_safe: bool,
+    /// How long the time bits last from now, with the warning
+    /// ([`Layout::runway`]).
+    pub runway: LayoutRunway,
 }
 
 /// An id taken apart.
@@ -203,8 +210,8 @@ impl Layout {
 
     /// Lifetime, capacity and rate of the layout, with "years left" from `now_ms`.
     pub fn report(&self, now_ms: i64) -> LayoutReport {
-        let lifetime_ms = (1i128 << self.time_bits.min(62)) * self.unit_ms as i128;
-        let end_ms = (self.epoch_ms as i128 + lifetime_ms).min(i64::MAX as i128) as i64;
+        let lifetime_ms = self.lifetime_ms();
+        let end_ms = self.end_ms();
         let ids_per_unit = 1i64 << self.sequence_bits.min(62);
         let total = self.time_bits + self.worker_bits + self.sequence_bits;
         LayoutReport {
@@ -218,7 +225,19 @@ impl Layout {
             ids_per_second_per_worker: ids_per_unit as f64 * 1000.0 / self.unit_ms as f64,
             max_id: ((1i128 << total.min(63)) - 1) as i64,
             javascript_safe: total <= 53,
+            runway: self.runway(now_ms),
         }
+    }
+
+    /// How long the time bits last from the epoch, ms.
+    fn lifetime_ms(&self) -> i128 {
+        (1i128 << self.time_bits.min(62)) * self.unit_ms as i128
+    }
+
+    /// When the time bits run out: the first ms no id can carry (ms since
+    /// the Unix epoch, saturating).
+    pub(crate) fn end_ms(&self) -> i64 {
+        (self.epoch_ms as i128 + self.lifetime_ms()).min(i64::MAX as i128) as i64
     }
 
     pub(crate) fn max_sequence(&self) -> i64 {
@@ -293,6 +312,39 @@ impl Layout {
             ))
         })?;
         self.decode(id)
+    }
+}
+
+/// How long a layout's time bits last from a given moment: what
+/// [`Layout::runway`] returns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayoutRunway {
+    /// When the time bits run out (the first ms no id can carry), ms since
+    /// the Unix epoch.
+    pub ends_ms: i64,
+    /// The same, RFC 3339.
+    pub ends: String,
+    /// Seconds from the moment asked about to the end; 0 once past it.
+    pub seconds_left: f64,
+    /// Whether `seconds_left` is under [`RUNWAY_WARNING_SECONDS`].
+    pub warning: bool,
+}
+
+impl Layout {
+    /// The runway of the layout's time bits at `now_ms` (ms since the Unix
+    /// epoch): when they run out, the seconds left (never negative), and
+    /// whether that is under [`RUNWAY_WARNING_SECONDS`]. Pure arithmetic;
+    /// never fails (a layout that does not [`Layout::validate`] gives the
+    /// figures of its bits anyway).
+    pub fn runway(&self, now_ms: i64) -> LayoutRunway {
+        let ends_ms = self.end_ms();
+        let seconds_left = (ends_ms as f64 - now_ms as f64).max(0.0) / 1000.0;
+        LayoutRunway {
+            ends_ms,
+            ends: rfc3339(ends_ms),
+            seconds_left,
+            warning: seconds_left < RUNWAY_WARNING_SECONDS,
+        }
     }
 }
 

@@ -18,6 +18,34 @@
 //! # }
 //! ```
 //!
+//! The same generator hands out RFC 9562 version-7 UUIDs
+//! ([`IdGenerator::next_uuids`], [`IdFormat::Uuidv7`]) built from the same
+//! time, worker id and sequence: unique by construction within a group and
+//! increasing per generator ([`decode_uuidv7`] takes one apart).
+//!
+//! # UUIDv7 bit layout
+//!
+//! Big-endian, bit 0 the most significant of the 128:
+//!
+//! | bits     | width | field (RFC 9562 name) | content                                        |
+//! |----------|-------|-----------------------|------------------------------------------------|
+//! | 0..48    | 48    | `unix_ts_ms`          | the start of the id's time unit, ms since 1970 |
+//! | 48..52   | 4     | `ver`                 | `0111` (7)                                      |
+//! | 52..64   | 12    | `rand_a`              | the counter: the id's sequence in its time unit |
+//! | 64..66   | 2     | `var`                 | `10`                                            |
+//! | 66..88   | 22    | `rand_b` (first part) | the worker id                                   |
+//! | 88..128  | 40    | `rand_b` (rest)       | random bits, fresh for every UUID               |
+//!
+//! The counter is a fixed-length dedicated counter in `rand_a` (RFC 9562
+//! section 6.2, method 1), right-aligned: a layout's sequence of up to 12
+//! bits fits. The worker id is right-aligned in 22 bits (the most a layout
+//! has). Within one group (same store, group and layout) no two UUIDs share
+//! `(unix_ts_ms, worker, counter)`, so none are equal whatever the random
+//! bits; across groups they are unique by chance, as any UUIDv7. One
+//! issuer's UUIDs increase as bytes and as canonical strings: its
+//! `(time unit, sequence)` pairs increase, across a change of worker id
+//! too, and those are the most significant fields.
+//!
 //! # Guarantees
 //!
 //! - Ids from one generator increase; ids from all generators of a group
@@ -55,14 +83,22 @@ use crate::{Error, Result};
 mod clock;
 mod layout;
 mod leases;
+mod runway;
+mod uuid7;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use layout::{
-    DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, MIN_LIFETIME_YEARS, parse_time_ms,
+    DEFAULT_EPOCH_MS, DecodedId, IdBounds, Layout, LayoutReport, LayoutRunway, MIN_LIFETIME_YEARS,
+    RUNWAY_WARNING_SECONDS, parse_time_ms,
 };
 pub use leases::{
     DEFAULT_GROUP_SIZE, DEFAULT_LEASE_TTL, HeldWorker, ListedWorker, WorkerLeases, WorkerList,
     list_workers,
+};
+pub use runway::{WORKERS_FREE_WARNING_SHARE, WorkerOccupancy, worker_occupancy};
+pub use uuid7::{
+    DecodedUuid, IdFormat, UUIDV7_COUNTER_BITS, UUIDV7_RANDOM_BITS, UUIDV7_WORKER_BITS,
+    decode_uuidv7, uuidv7_from_parts,
 };
 
 /// The system clock's wall time, ms since the Unix epoch.
@@ -116,6 +152,13 @@ impl IdConfig {
             allow_short_lifetime: false,
             background_renewal: true,
         }
+    }
+
+    /// The size of the worker group: worker ids `0..group_size()` are
+    /// leased (`max_workers`, else all the layout holds, at most
+    /// [`crate::store::MAX_WORKERS`]).
+    pub fn group_size(&self) -> i64 {
+        self.workers()
     }
 
     fn workers(&self) -> i64 {
@@ -311,6 +354,31 @@ struct Stats {
     waited_ms: AtomicU64,
 }
 
+/// Ids handed out in one [`IdFormat`]: what [`IdGenerator::next_as`]
+/// returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdValues {
+    /// 64-bit integers of the layout.
+    Integers(Vec<i64>),
+    /// Version-7 UUIDs.
+    Uuids(Vec<uuid::Uuid>),
+}
+
+impl IdValues {
+    /// How many ids.
+    pub fn len(&self) -> usize {
+        match self {
+            IdValues::Integers(v) => v.len(),
+            IdValues::Uuids(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What a generator is doing: for metrics and status pages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IdStatus {
@@ -382,6 +450,47 @@ impl IdGenerator {
     /// [`Error::Closed`] after [`IdGenerator::close`]; what the store fails
     /// with when a renewal is due.
     pub async fn next_n(&self, n: i64) -> Result<Vec<i64>> {
+        self.issue(n, |l, t, w, s| Ok(l.compose(t, w, s))).await
+    }
+
+    /// `n` RFC 9562 version-7 UUIDs over the same time, worker id and
+    /// sequence as [`IdGenerator::next_n`]'s integers (bits in
+    /// [`IdFormat::Uuidv7`]): increasing (as bytes and as strings), larger
+    /// than every UUID this generator returned, never equal to one of
+    /// another generator of the group.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a layout with more sequence bits than
+    /// the UUID's counter ([`IdFormat::check`]), before any id is made; as
+    /// [`IdGenerator::next_n`].
+    pub async fn next_uuids(&self, n: i64) -> Result<Vec<uuid::Uuid>> {
+        IdFormat::Uuidv7.check(self.layout())?;
+        self.issue(n, |l, t, w, s| {
+            uuid7::uuidv7_from_parts(l.unit_start_ms(t), w, s, rand::random())
+        })
+        .await
+    }
+
+    /// `n` ids in `format`: [`IdGenerator::next_n`] or
+    /// [`IdGenerator::next_uuids`].
+    ///
+    /// # Errors
+    /// As those.
+    pub async fn next_as(&self, n: i64, format: IdFormat) -> Result<IdValues> {
+        Ok(match format {
+            IdFormat::Integer => IdValues::Integers(self.next_n(n).await?),
+            IdFormat::Uuidv7 => IdValues::Uuids(self.next_uuids(n).await?),
+        })
+    }
+
+    /// Issues `n` (time unit, worker, sequence) triples, each made into a
+    /// value by `make`; the time floor and worker lease logic is here once,
+    /// whatever the format.
+    async fn issue<T>(
+        &self,
+        n: i64,
+        make: impl Fn(&Layout, i64, i64, i64) -> Result<T>,
+    ) -> Result<Vec<T>> {
         if !(1..=MAX_BATCH).contains(&n) {
             return Err(Error::invalid(format!(
                 "count must be between 1 and {MAX_BATCH}, got {n}"
@@ -396,8 +505,10 @@ impl IdGenerator {
         }
         let mut out = Vec::with_capacity(n as usize);
         let mut waited = Duration::ZERO;
+        let layout = &inner.config.layout;
         while out.len() < n as usize {
-            out.push(inner.one(&mut st, &mut waited).await?);
+            let (t, w, s) = inner.one(&mut st, &mut waited).await?;
+            out.push(make(layout, t, w, s)?);
         }
         inner.stats.issued.fetch_add(n as u64, Ordering::Relaxed);
         Ok(out)
@@ -619,8 +730,8 @@ impl Inner {
         }
     }
 
-    /// One id.
-    async fn one(&self, st: &mut State, waited: &mut Duration) -> Result<i64> {
+    /// One id: its time unit, worker id and sequence.
+    async fn one(&self, st: &mut State, waited: &mut Duration) -> Result<(i64, i64, i64)> {
         let layout = &self.config.layout;
         loop {
             if st.held.is_none_or(|h| self.clock.mono() >= h.deadline) {
@@ -690,7 +801,7 @@ impl Inner {
             let s = &self.stats;
             s.clock_behind_ms.store(ahead, Ordering::Relaxed);
             s.max_clock_behind_ms.fetch_max(ahead, Ordering::Relaxed);
-            return Ok(layout.compose(t, h.worker, seq));
+            return Ok((t, h.worker, seq));
         }
     }
 }

@@ -460,3 +460,119 @@ mod bounds {
         g.close().await.unwrap();
     }
 }
+
+mod uuids {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn assert_uuids_increase(u: &[uuid::Uuid]) {
+        for w in u.windows(2) {
+            assert!(w[0].as_bytes() < w[1].as_bytes(), "{} then {}", w[0], w[1]);
+            assert!(
+                w[0].to_string() < w[1].to_string(),
+                "{} then {}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+
+    /// Same-millisecond bursts past the 4096-id counter move to the next
+    /// ms; every UUID is a version-7 one of the RFC variant, they increase,
+    /// and each parses back to the time, worker and counter of the integer
+    /// id the same generator would have made.
+    #[tokio::test]
+    async fn uuids_increase_through_bursts_and_counter_overflow_and_parse_back() {
+        let (s, clock) = (store(), Arc::new(ManualClock::new(NOW)));
+        let _worker0 = generator(&s, &clock, config(Layout::snowflake())).await;
+        let g = generator(&s, &clock, config(Layout::snowflake())).await;
+        let mut all = Vec::new();
+        // 3 bursts of 4096 * 2 + 5 within one clock ms each: two overflows a burst.
+        for _ in 0..3 {
+            all.extend(g.next_uuids(4096 * 2 + 5).await.unwrap());
+            clock.advance(Duration::from_millis(1));
+        }
+        assert_uuids_increase(&all);
+        let parts: Vec<DecodedUuid> = all
+            .iter()
+            .map(|u| decode_uuidv7(&u.to_string()).unwrap())
+            .collect();
+        for (u, d) in all.iter().zip(&parts) {
+            assert_eq!(u.get_version_num(), 7);
+            assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+            assert_eq!(d.worker, 1, "{d:?}");
+        }
+        assert_eq!(
+            (parts[0].time_ms, parts[0].counter),
+            (NOW, 0),
+            "{:?}",
+            parts[0]
+        );
+        assert_eq!((parts[4095].time_ms, parts[4095].counter), (NOW, 4095));
+        assert_eq!((parts[4096].time_ms, parts[4096].counter), (NOW + 1, 0));
+        // The next integer id follows the last UUID's triple.
+        let last = parts.last().unwrap();
+        let next = g.layout().decode(g.next().await.unwrap()).unwrap();
+        assert!((next.time_ms, next.sequence) > (last.time_ms, last.counter));
+        let set: HashSet<_> = all.iter().collect();
+        assert_eq!(set.len(), all.len());
+    }
+
+    /// Many generators of one group on one store, clocks stopped (every id
+    /// in a burst): no two UUIDs are equal, and each one's increase.
+    #[tokio::test]
+    async fn generators_of_a_group_never_make_the_same_uuid() {
+        let (s, clock) = (store(), Arc::new(ManualClock::new(NOW)));
+        let mut gens = Vec::new();
+        for _ in 0..8 {
+            gens.push(generator(&s, &clock, config(Layout::javascript_safe())).await);
+        }
+        let mut seen = HashSet::new();
+        for g in &gens {
+            let u = g.next_uuids(600).await.unwrap();
+            assert_uuids_increase(&u);
+            for x in u {
+                assert!(seen.insert(x), "{x} twice");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_layout_with_too_many_sequence_bits_is_refused_before_any_id() {
+        let (s, clock) = (store(), Arc::new(ManualClock::new(NOW)));
+        let l = Layout {
+            worker_bits: 8,
+            sequence_bits: 14,
+            ..Layout::snowflake()
+        };
+        let g = generator(&s, &clock, config(l)).await;
+        let e = g.next_uuids(1).await.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert_eq!(g.status().issued, 0);
+        let v = g.next_as(2, IdFormat::Integer).await.unwrap();
+        assert_eq!(v.len(), 2);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Random bursts and clock steps (including none): one generator's
+        /// UUIDs always increase and carry the version and variant.
+        #[test]
+        fn one_issuers_uuids_always_increase(steps in proptest::collection::vec((1i64..3000, 0u64..3), 1..12)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let (s, clock) = (store(), Arc::new(ManualClock::new(NOW)));
+                let g = generator(&s, &clock, config(Layout::snowflake())).await;
+                let mut all = Vec::new();
+                for (n, ms) in steps {
+                    all.extend(g.next_uuids(n).await.unwrap());
+                    clock.advance(Duration::from_millis(ms));
+                }
+                for u in &all {
+                    assert_eq!((u.get_version_num(), u.get_variant()), (7, uuid::Variant::RFC4122));
+                }
+                assert_uuids_increase(&all);
+            });
+        }
+    }
+}

@@ -1042,13 +1042,23 @@ pub struct SequenceUsage {
 
 impl SequenceUsage {
     /// The runway in words (see [`runway_words`]).
+    #[deprecated(
+        since = "0.1.0",
+        note = "words are a front end's business: format `runway_seconds` where it is shown"
+    )]
+    #[allow(deprecated)]
     pub fn runway_words(&self) -> String {
         runway_words(self.runway_seconds)
     }
 }
 
 /// A runway in words, in the largest unit that fits ("3.2 years"); "–"
-/// without one.
+/// without one. Kept for callers of earlier versions; keysmith's CLI and
+/// server say runways in their own words.
+#[deprecated(
+    since = "0.1.0",
+    note = "words are a front end's business: format the seconds where they are shown"
+)]
 pub fn runway_words(seconds: Option<f64>) -> String {
     {
         const DAY: f64 = 86_400.0;

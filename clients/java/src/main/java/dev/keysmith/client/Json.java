@@ -60,6 +60,27 @@ final class Json {
     return v == null || v.isNull() ? null : v.asText();
   }
 
+  /** The array {@code field} as UUIDs (JSON strings). */
+  static java.util.UUID[] uuids(JsonNode j, String field) {
+    JsonNode a = j.get(field);
+    if (a == null || !a.isArray()) {
+      throw bad(field, a);
+    }
+    java.util.UUID[] out = new java.util.UUID[a.size()];
+    for (int i = 0; i < out.length; i++) {
+      JsonNode v = a.get(i);
+      if (!v.isTextual()) {
+        throw bad(field, v);
+      }
+      try {
+        out[i] = java.util.UUID.fromString(v.asText());
+      } catch (IllegalArgumentException e) {
+        throw bad(field, v);
+      }
+    }
+    return out;
+  }
+
   /** The array {@code field} as longs. */
   static long[] longs(JsonNode j, String field) {
     JsonNode a = j.get(field);

@@ -741,6 +741,19 @@ public final class KeysmithClient implements AutoCloseable {
     return call(new Req<>("POST", "/v1/ids/next", count(count), null, j -> Json.longs(j, "ids"), true));
   }
 
+  /**
+   * {@code count} RFC 9562 version-7 UUIDs ({@code format=uuidv7}) over the same time, worker id
+   * and sequence as {@link #nextIds}: unique by construction across the servers of a store,
+   * increasing per server (as strings and as unsigned bytes; note that {@link
+   * java.util.UUID#compareTo} compares signed halves). Bits: 48 of unix_ts_ms, version 7, a 12-bit
+   * counter (rand_a), variant 10, a 22-bit worker id, 40 random bits.
+   */
+  public java.util.UUID[] nextUuids(long count) {
+    Map<String, String> q = count(count);
+    q.put("format", "uuidv7");
+    return call(new Req<>("POST", "/v1/ids/next", q, null, j -> Json.uuids(j, "ids"), true));
+  }
+
   /** An id taken apart by the server's layout; {@link KeysmithException.BadRequest} for one that is not of it. */
   public DecodedId decodeId(long id) {
     return call(new Req<>("GET", "/v1/ids/" + id, null, null, DecodedId::from, true));

@@ -105,6 +105,19 @@ class RoutesTest {
     DecodedId d = client.decodeId(ids[0]);
     assertEquals(ids[0], d.id());
     assertTrue(Math.abs(d.timeMs() - System.currentTimeMillis()) < 3_600_000, "time " + d.time());
+
+    java.util.UUID[] uuids = client.nextUuids(200);
+    assertEquals(200, uuids.length);
+    for (int i = 0; i < uuids.length; i++) {
+      java.util.UUID u = uuids[i];
+      assertEquals(7, u.version(), u.toString());
+      assertEquals(2, u.variant(), u.toString());
+      assertEquals(d.worker(), (u.getLeastSignificantBits() >>> 40) & 0x3fffff, u.toString());
+      if (i > 0) {
+        assertTrue(uuids[i - 1].toString().compareTo(u.toString()) < 0, uuids[i - 1] + " then " + u);
+      }
+    }
+    assertThrows(KeysmithException.BadRequest.class, () -> client.nextUuids(0));
   }
 
   @Test
