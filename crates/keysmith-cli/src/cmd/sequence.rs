@@ -70,6 +70,14 @@ pub enum SequenceCommand {
         /// of them is in use any more.
         #[arg(long)]
         start_below_dropped: bool,
+        /// The order values are handed out in: cached (the default: blocks
+        /// per process, increasing per process; strict with --block 1) or
+        /// leader (one process at a time, the holder of the sequence's leader
+        /// lease, hands every value out in the order calls arrive: a running
+        /// `keysmith serve`, or this command's own `next` when no server
+        /// leads). Not with the numbering options.
+        #[arg(long, value_name = "cached|leader", value_parser = parse_order)]
+        order: Option<keysmith::store::Order>,
     },
     /// Maps a value of a bit-reversed sequence back to its internal counter.
     DecodeReversed {
@@ -200,6 +208,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             bit_reversed,
             skip_range,
             class,
+            order,
             ..
         } => numbering_of(
             *gapless,
@@ -208,6 +217,7 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             *bit_reversed,
             skip_range.as_deref(),
             class.residue()?,
+            order.unwrap_or_default(),
         )?,
         _ => None,
     };
@@ -467,8 +477,15 @@ fn numbering_of(
     bit_reversed: bool,
     skip_range: Option<&str>,
     residue: Option<keysmith::store::Residue>,
+    order: keysmith::store::Order,
 ) -> anyhow::Result<Option<Numbering>> {
-    if !gapless && period.is_none() && format.is_none() && !bit_reversed && residue.is_none() {
+    if !gapless
+        && period.is_none()
+        && format.is_none()
+        && !bit_reversed
+        && residue.is_none()
+        && order.is_cached()
+    {
         return Ok(None);
     }
     let skip = skip_range
@@ -486,6 +503,7 @@ fn numbering_of(
         template: format,
         bit_reversed: bit_reversed.then_some(numbers::BitReversed { skip }),
         residue,
+        order,
     };
     n.validate().map_err(|e| {
         if has_format {
@@ -495,6 +513,11 @@ fn numbering_of(
         }
     })?;
     Ok(Some(n))
+}
+
+/// `--order`'s value, as the library parses it.
+fn parse_order(s: &str) -> Result<keysmith::store::Order, String> {
+    s.parse().map_err(|e: keysmith::Error| e.to_string())
 }
 
 fn print_info(
@@ -531,7 +554,10 @@ fn print_info(
         if let Some(r) = &info.residue {
             println!("{}", super::class_line(r));
         }
-        if let Some(n) = numbering.filter(|n| n.residue.is_none()) {
+        if numbering.is_some_and(Numbering::is_leader) {
+            println!("order:     leader (one leased leader hands values out in arrival order)");
+        }
+        if let Some(n) = numbering.filter(|n| n.residue.is_none() && !n.is_leader()) {
             if let Some(b) = &n.bit_reversed {
                 match &b.skip {
                     Some(s) => println!("reversed:  yes (skipping {}..{})", s.start, s.end),
