@@ -74,8 +74,11 @@ def create_sequence(
     format: Optional[str] = None,
     increment: Optional[int] = None,
     offset: Optional[int] = None,
+    order: Optional[str] = None,
 ) -> Req[SequenceInfo]:
     body: Json = {"name": name}
+    if order is not None:
+        body["order"] = order
     for k, v in (("start", start), ("max", max), ("block", block)):
         if v is not None:
             body[k] = v

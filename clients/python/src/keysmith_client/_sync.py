@@ -17,7 +17,7 @@ from . import _api, _fork, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
-from ._failover import Attempt, Servers
+from ._failover import Attempt, Servers, leader_of
 from ._models import (
     CounterNames,
     DecodedId,
@@ -149,6 +149,10 @@ class Client:
                 resp = self._http.request(
                     req.method, self._servers.urls[step] + req.path, params=req.params, json=req.json
                 )
+                # A leader-ordered sequence that another server leads: follow, once.
+                leader = leader_of(resp)
+                if leader is not None:
+                    resp = self._http.request(req.method, leader + req.path, params=req.params, json=req.json)
             except httpx.TransportError as e:
                 attempt.transport_error(step, e)
                 continue
@@ -190,6 +194,7 @@ class Client:
         format: Optional[str] = None,
         increment: Optional[int] = None,
         offset: Optional[int] = None,
+        order: Optional[str] = None,
     ) -> SequenceInfo:
         """Creates a sequence. ``gapless=True``: gap-free numbers taken with tickets
         (:meth:`take_ticket`); ``period`` (``"day"``, ``"month"``, ``"year"``): numbers
@@ -198,9 +203,11 @@ class Client:
         sequence's numbers with :meth:`next_numbers`. ``increment`` (2 to
         1000000) and ``offset`` (0 to ``increment - 1``, default 0): a residue
         class, every value is ``offset`` modulo ``increment`` (one per region,
-        each with its own store, never hand out the same value)."""
+        each with its own store, never hand out the same value). ``order="leader"``:
+        one leased leader hands values out in arrival order (take them with
+        :meth:`next`, which follows a follower's 421 to the leader)."""
         return self._call(
-            _api.create_sequence(name, start, max, block, gapless, period, format, increment, offset)
+            _api.create_sequence(name, start, max, block, gapless, period, format, increment, offset, order)
         )
 
     def alter(
