@@ -392,6 +392,8 @@ export class Client implements LeaseSource {
       format?: string;
       increment?: number;
       offset?: number;
+      /** `"leader"`: one leased leader hands values out in arrival order (take them with `next`, which follows a follower's 421 to the leader). */
+      order?: "cached" | "leader";
     } = {},
   ): Promise<SequenceInfo> {
     const body: Record<string, unknown> = { name };
@@ -403,6 +405,7 @@ export class Client implements LeaseSource {
     if (o.format !== undefined) body.format = o.format;
     if (o.increment !== undefined) body.increment = BigInt(int(o.increment, "increment"));
     if (o.offset !== undefined) body.offset = BigInt(int(o.offset, "offset"));
+    if (o.order !== undefined) body.order = o.order;
     return sequenceInfo(await this.callObj("POST", "/v1/sequences", body));
   }
 
