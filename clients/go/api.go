@@ -79,6 +79,10 @@ type SequenceOptions struct {
 	// Increment (2 to 1000000) and Offset (0 to Increment-1): a residue
 	// class, every value is Offset modulo Increment.
 	Increment, Offset *int64
+	// Order: "leader" for one leased leader that hands values out in
+	// arrival order (take them with Next, which follows a follower's 421 to
+	// the leader); "" or "cached": the default.
+	Order string
 }
 
 // Int64 answers a pointer to v, for the optional fields of the options.
@@ -100,6 +104,9 @@ func (c *Client) CreateSequence(ctx context.Context, name string, o SequenceOpti
 	put("offset", o.Offset)
 	if o.Gapless {
 		body["gapless"] = true
+	}
+	if o.Order != "" {
+		body["order"] = o.Order
 	}
 	if o.Period != "" {
 		body["period"] = o.Period
