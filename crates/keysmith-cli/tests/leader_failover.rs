@@ -175,7 +175,7 @@ async fn scenario(url: &str, label: &str) {
         url,
         &["create", SEQ, "--order", "leader", "--block", "1000"],
     );
-    let mut servers = vec![
+    let mut servers = [
         ServerProc::start_on(url, &[], &[]).await,
         ServerProc::start_on(url, &[], &[]).await,
         ServerProc::start_on(url, &[], &[]).await,
@@ -252,4 +252,43 @@ async fn leader_failover_on_etcd() {
         return;
     };
     scenario(&etcd.url(), "etcd").await;
+}
+
+/// `keysmith next` on a leader-ordered sequence leads for its own call when
+/// no server does (and releases the lease as it exits), and names the
+/// server that leads otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_next_leads_alone_and_names_the_leading_server() {
+    let db = Db::new();
+    db.ok(&["create", SEQ, "--order", "leader"]);
+    assert!(db.ok(&["show", SEQ]).contains("order:     leader"));
+    let first: Vec<i64> = db
+        .ok(&["next", SEQ, "--count", "3"])
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(first, vec![1, 2, 3]);
+    // A second process leads at once (the first released its lease), above
+    // everything the first reserved.
+    let second: i64 = db.ok(&["next", SEQ]).trim().parse().unwrap();
+    assert!(second > 3, "{second}");
+
+    let server = ServerProc::start(&db, &[], &[]).await;
+    let r = reqwest::Client::new()
+        .post(server.url(&format!("/v1/sequences/{SEQ}/next")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v = values(&r.json().await.unwrap());
+    assert!(v[0] > second, "{v:?}");
+    let (code, err) = block_in_place(|| db.fails(&["next", SEQ]));
+    assert_ne!(code, 0);
+    assert!(err.contains(server.base()), "{err}");
+    assert!(err.contains("leader-ordered"), "{err}");
+
+    // A bad order is a usage error and creates nothing.
+    let (code, err) = db.fails(&["create", "x", "--order", "fastest"]);
+    assert_eq!(code, 2, "{err}");
+    db.fails(&["show", "x"]);
 }

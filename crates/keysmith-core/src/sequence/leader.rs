@@ -627,3 +627,68 @@ fn spawn_renewer(weak: Weak<Inner>) -> tokio::task::JoinHandle<()> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_addresses_and_options_are_checked() {
+        assert_eq!(leader_group("orders").unwrap(), "leader/orders");
+        let long = "x".repeat(crate::MAX_NAME_BYTES);
+        assert!(matches!(
+            leader_group(&long),
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(leader_group("a b").is_err());
+
+        assert_eq!(
+            advertised_address("http://10.0.0.1:80 host/12"),
+            Some("http://10.0.0.1:80")
+        );
+        assert_eq!(advertised_address("host/12"), None);
+        for ok in ["http://h:1", "https://h", "http://[::1]:8080/"] {
+            check_advertise(ok).unwrap();
+        }
+        for bad in ["h:1", "ftp://h", "http://", "http://u:p@h", "http://h x"] {
+            assert!(check_advertise(bad).is_err(), "{bad}");
+        }
+        let short = LeaderOptions {
+            ttl: Duration::from_millis(10),
+            ..LeaderOptions::default()
+        };
+        assert!(short.validate().is_err());
+        assert!(
+            LeaderOptions {
+                block: Some(0),
+                ..LeaderOptions::default()
+            }
+            .validate()
+            .is_err()
+        );
+        LeaderOptions::default().validate().unwrap();
+    }
+
+    #[test]
+    fn the_issue_deadline_ends_before_the_lease_by_any_clock_within_the_drift() {
+        // The leader's local budget, run slow by the drift, ends before the
+        // store's ttl, run fast by the drift.
+        let o = LeaderOptions::default();
+        let local = o.safe_for().as_secs_f64() / (1.0 - MAX_CLOCK_DRIFT);
+        let store = o.ttl.as_secs_f64() / (1.0 + MAX_CLOCK_DRIFT);
+        assert!(local < store, "{local} >= {store}");
+    }
+
+    #[test]
+    fn taking_spans_blocks_in_order() {
+        let mut st = State {
+            blocks: VecDeque::from([1..3, 10..12]),
+            available: 4,
+            ..State::default()
+        };
+        assert_eq!(st.take(3), vec![1, 2, 10]);
+        assert_eq!(st.available, 1);
+        assert_eq!(st.take(1), vec![11]);
+        assert!(st.blocks.is_empty());
+    }
+}
