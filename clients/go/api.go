@@ -88,6 +88,10 @@ type SequenceOptions struct {
 	Encoding, Prefix string
 	// JSSafe: max 2^53-1, the largest integer JavaScript holds exactly.
 	JSSafe bool
+	// Order: "leader" for one leased leader that hands values out in
+	// arrival order (take them with Next, which follows a follower's 421 to
+	// the leader); "" or "cached": the default.
+	Order string
 }
 
 // Int64 answers a pointer to v, for the optional fields of the options.
@@ -109,6 +113,9 @@ func (c *Client) CreateSequence(ctx context.Context, name string, o SequenceOpti
 	put("offset", o.Offset)
 	if o.Gapless {
 		body["gapless"] = true
+	}
+	if o.Order != "" {
+		body["order"] = o.Order
 	}
 	if o.Period != "" {
 		body["period"] = o.Period

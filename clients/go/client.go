@@ -364,25 +364,38 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		tried[i] = true
 		base := c.servers.urls[i]
-		u := base + r.path
-		if len(r.query) > 0 {
-			u += "?" + r.query.Encode()
+		send := func(base string) (*http.Response, error) {
+			u := base + r.path
+			if len(r.query) > 0 {
+				u += "?" + r.query.Encode()
+			}
+			var rd io.Reader
+			if body != nil {
+				rd = bytes.NewReader(body)
+			}
+			req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
+			if err != nil {
+				return nil, fmt.Errorf("keysmith: cannot make the request %s %s: %w", r.method, shown, redactErr(err))
+			}
+			if body != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if c.auth != "" {
+				req.Header.Set("Authorization", c.auth)
+			}
+			return c.http.Do(req)
 		}
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
+		resp, err := send(base)
+		// A leader-ordered sequence that another server leads: the 421 names
+		// the leader; the same request goes there, once, with this client's
+		// token and TLS settings.
+		if err == nil && resp.StatusCode == http.StatusMisdirectedRequest {
+			if leader := leaderOf(resp.Header.Get("Keysmith-Leader")); leader != "" {
+				resp.Body.Close()
+				base = leader
+				resp, err = send(base)
+			}
 		}
-		req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
-		if err != nil {
-			return fmt.Errorf("keysmith: cannot make the request %s %s: %w", r.method, shown, redactErr(err))
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if c.auth != "" {
-			req.Header.Set("Authorization", c.auth)
-		}
-		resp, err := c.http.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -435,6 +448,15 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		return nil
 	}
+}
+
+// leaderOf answers the leader's address a 421 not_leader names (its
+// Keysmith-Leader header), or "" when it names none.
+func leaderOf(h string) string {
+	if !strings.HasPrefix(h, "http://") && !strings.HasPrefix(h, "https://") {
+		return ""
+	}
+	return strings.TrimRight(h, "/")
 }
 
 // leaseToken: the token segment of the deprecated path forms of a worker

@@ -409,6 +409,8 @@ export class Client implements LeaseSource {
       encoding?: "base32" | "base62";
       prefix?: string;
       jsSafe?: boolean;
+      /** `"leader"`: one leased leader hands values out in arrival order (take them with `next`, which follows a follower's 421 to the leader). */
+      order?: "cached" | "leader";
     } = {},
   ): Promise<SequenceInfo> {
     const body: Record<string, unknown> = { name };
@@ -424,6 +426,7 @@ export class Client implements LeaseSource {
     if (o.jsSafe) body.js_safe = true;
     if (o.encoding !== undefined) body.encoding = o.encoding;
     if (o.prefix !== undefined) body.prefix = o.prefix;
+    if (o.order !== undefined) body.order = o.order;
     return sequenceInfo(await this.callObj("POST", "/v1/sequences", body));
   }
 

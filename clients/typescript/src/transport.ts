@@ -156,16 +156,25 @@ export class Transport {
       this.stats.attempts++;
       let res: Response;
       let text: string;
+      const init = (): RequestInit => ({
+        method,
+        headers,
+        body,
+        // Within what is left of the deadline, but never under a second
+        // (or timeoutMs): an attempt started must have a chance to finish.
+        signal: AbortSignal.timeout(Math.min(this.timeoutMs, Math.max(deadline - now, 1000))),
+      });
       try {
-        res = await this.fetchFn(base + path, {
-          method,
-          headers,
-          body,
-          // Within what is left of the deadline, but never under a second
-          // (or timeoutMs): an attempt started must have a chance to finish.
-          signal: AbortSignal.timeout(Math.min(this.timeoutMs, Math.max(deadline - now, 1000))),
-        });
+        res = await this.fetchFn(base + path, init());
         text = await res.text();
+        // A leader-ordered sequence that another server leads: the 421 names
+        // the leader; the same request goes there, once, with this client's
+        // token and TLS settings.
+        const leader = res.status === 421 ? leaderOf(res.headers.get("keysmith-leader")) : undefined;
+        if (leader !== undefined) {
+          res = await this.fetchFn(leader + path, init());
+          text = await res.text();
+        }
       } catch (e) {
         // Refused, reset, timed out, or the answer broke off: try the next server.
         // (A request whose answer was lost only leaves a gap: the values it
@@ -216,6 +225,12 @@ export class Transport {
       { retryAfter: last.retryAfter, url: last.url, cause: last },
     );
   }
+}
+
+/** The leader's address a 421 `not_leader` names (its `Keysmith-Leader` header), if it is one. */
+function leaderOf(header: string | null): string | undefined {
+  if (header === null || !/^https?:\/\//.test(header)) return undefined;
+  return header.replace(/\/+$/, "");
 }
 
 /** Whether a failed fetch surely never reached the server (the connection was refused or never made). */

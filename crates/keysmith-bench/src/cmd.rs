@@ -151,6 +151,17 @@ pub enum BenchCommand {
         #[arg(long, env = "KEYSMITH_BIN", value_name = "PATH")]
         keysmith: Option<PathBuf>,
     },
+    /// A leader-ordered sequence over HTTP at 1, 4, 16 and 64 connections
+    /// beside a cached sequence over HTTP and the store's bare durable-write
+    /// loop, in the same run (the global --store, and --postgres if given).
+    Leader {
+        /// Seconds per row.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// A PostgreSQL server for its rows too.
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+    },
 }
 
 /// Runs a benchmark and prints a table (or JSON lines).
@@ -161,6 +172,25 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Partitions { seconds, keysmith } => {
             partitions::run(seconds, keysmith, global.json).await
+        }
+        BenchCommand::Leader { seconds, postgres } => {
+            if !(seconds > 0.0 && seconds <= 3600.0) {
+                anyhow::bail!("--seconds must be between 0 and 3600, got {seconds}");
+            }
+            let d = Duration::from_secs_f64(seconds);
+            let url = global.store_url();
+            let first = if url.starts_with("postgres") {
+                "PostgreSQL"
+            } else if url.starts_with("etcd") {
+                "etcd"
+            } else {
+                "SQLite"
+            };
+            let mut rows = crate::leader::rows(first, &url, d).await?;
+            if let Some(pg) = postgres {
+                rows.extend(crate::leader::rows("PostgreSQL", &pg, d).await?);
+            }
+            crate::leader::print(&rows, global.json)
         }
         BenchCommand::Rate {
             block,

@@ -16,6 +16,7 @@ mod cmd;
 mod compare;
 mod http;
 mod latency;
+mod leader;
 mod limit;
 mod partitions;
 mod rate;

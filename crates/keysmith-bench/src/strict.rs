@@ -250,6 +250,33 @@ async fn measure(at: &At<'_>) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Rates of `conns` connections sending `req` to the server at `addr`,
+/// in [`SLICES`] slices alternating with the store's bare loop (the
+/// leader rows of `keysmith-bench leader` use the strict rows' slicing):
+/// (requests per second, p99 ns, the bare loop's values per second).
+///
+/// # Errors
+/// A store or server that fails mid-run, or a failed request.
+pub async fn sliced_rates(
+    addr: SocketAddr,
+    store_name: &str,
+    url: &str,
+    bare_file: &Path,
+    d: Duration,
+    req: &[u8],
+    conns: usize,
+) -> anyhow::Result<(f64, u64, f64)> {
+    let at = At {
+        addr,
+        store_name,
+        url,
+        bare_file,
+        d,
+    };
+    let Sliced { load, bare } = at.sliced(req, conns, None).await?;
+    Ok((load.per_sec(), load.pct(0.99).unwrap_or(0), bare.rate()))
+}
+
 /// What [`At::sliced`] measured.
 struct Sliced {
     /// The strict requests of every slice.
@@ -298,7 +325,8 @@ impl At<'_> {
         load.latencies.sort_unstable();
         if load.failed > 0 {
             anyhow::bail!(
-                "strict on {}, {conns} connection(s): {} of {} requests failed",
+                "{} on {}, {conns} connection(s): {} of {} requests failed",
+                String::from_utf8_lossy(req).lines().next().unwrap_or(""),
                 self.store_name,
                 load.failed,
                 load.requests

@@ -1,12 +1,13 @@
-//! A sequence of either kind behind one name: the one place that decides
-//! whether `next` takes plain values from a [`Sequence`] handle's blocks or
+//! A sequence of any kind behind one name: the one place that decides
+//! whether `next` takes plain values from a [`Sequence`] handle's blocks,
+//! from the leader of a leader-ordered sequence ([`LeaderSequence`]), or
 //! numbers from [`Numbers`], so the CLI and the server call one function.
 
 use std::sync::Arc;
 
 use crate::Result;
 use crate::numbers::{Formatted, Numbers};
-use crate::sequence::{Sequence, SequenceBuilder};
+use crate::sequence::{LeaderOptions, LeaderSequence, Sequence, SequenceBuilder};
 use crate::store::Store;
 
 /// An open sequence of either kind.
@@ -24,6 +25,9 @@ pub enum AnySequence {
     /// A numbered sequence (period, format, bit-reversed, gap-free): numbers
     /// from the store, one reservation per call.
     Numbered(Numbers),
+    /// A leader-ordered sequence: values from this process while it holds
+    /// the leader lease, else [`crate::Error::NotLeader`] naming the leader.
+    Leader(LeaderSequence),
 }
 
 /// What [`AnySequence::next_n`] handed out.
@@ -55,6 +59,21 @@ impl AnySequence {
         name: &str,
         builder: SequenceBuilder,
     ) -> Result<AnySequence> {
+        Self::open_with(store, name, builder, LeaderOptions::default()).await
+    }
+
+    /// [`Self::open`], with `leader`'s settings for a leader-ordered
+    /// sequence (a server passes the address it advertises).
+    ///
+    /// # Errors
+    /// As [`Self::open`]; [`crate::Error::InvalidArgument`] for bad
+    /// `leader` options when the sequence is leader-ordered.
+    pub async fn open_with(
+        store: Arc<dyn Store>,
+        name: &str,
+        builder: SequenceBuilder,
+        leader: LeaderOptions,
+    ) -> Result<AnySequence> {
         let opened = builder
             .store(store.clone())
             .name(name)
@@ -62,6 +81,9 @@ impl AnySequence {
             .await?;
         match opened {
             Ok(sequence) => Ok(AnySequence::Plain(sequence)),
+            Err((name, numbering)) if numbering.is_leader() => Ok(AnySequence::Leader(
+                LeaderSequence::open(store, &name, leader).await?,
+            )),
             Err((name, numbering)) => Ok(AnySequence::Numbered(Numbers::with_numbering(
                 store, &name, numbering,
             )?)),
@@ -71,11 +93,14 @@ impl AnySequence {
     /// `n` values (`1..=MAX_RESERVATION`).
     ///
     /// # Errors
-    /// As [`Sequence::next_n`] or [`Numbers::next_n`]: a gap-free sequence
-    /// is [`crate::Error::WrongKind`] (take tickets).
+    /// As [`Sequence::next_n`], [`LeaderSequence::next_n`] or
+    /// [`Numbers::next_n`]: a gap-free sequence is
+    /// [`crate::Error::WrongKind`] (take tickets); a leader-ordered one led
+    /// by another process is [`crate::Error::NotLeader`].
     pub async fn next_n(&self, n: i64) -> Result<Values> {
         match self {
             AnySequence::Plain(s) => s.next_n(n).await.map(Values::Plain),
+            AnySequence::Leader(s) => s.next_n(n).await.map(Values::Plain),
             AnySequence::Numbered(h) => Ok(Values::Numbers {
                 numbers: h.next_n(n).await?,
                 formatted: h.is_formatted(),
@@ -88,18 +113,30 @@ impl AnySequence {
     pub fn batch(&self, max: i64) -> i64 {
         match self {
             AnySequence::Plain(s) => s.block().clamp(1, max),
+            AnySequence::Leader(s) => s.block().clamp(1, max),
             AnySequence::Numbered(_) => max,
         }
     }
 
+    /// The sequence's name.
+    pub fn name(&self) -> &str {
+        match self {
+            AnySequence::Plain(s) => s.name(),
+            AnySequence::Leader(s) => s.name(),
+            AnySequence::Numbered(n) => n.name(),
+        }
+    }
+
     /// Hands a plain handle's unused values back (see [`Sequence::close`]);
-    /// nothing to do for a numbered one.
+    /// releases a leader's lease (see [`LeaderSequence::close`]); nothing
+    /// to do for a numbered one.
     ///
     /// # Errors
-    /// As [`Sequence::close`].
+    /// As [`Sequence::close`] and [`LeaderSequence::close`].
     pub async fn close(self) -> Result<()> {
         match self {
             AnySequence::Plain(s) => s.close().await.map(drop),
+            AnySequence::Leader(s) => s.close().await,
             AnySequence::Numbered(_) => Ok(()),
         }
     }

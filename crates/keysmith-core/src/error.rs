@@ -137,6 +137,20 @@ pub enum Error {
         name: String,
     },
 
+    /// The sequence is leader-ordered ([`crate::store::Order::Leader`]) and
+    /// another process holds its leader lease: send the call to the leader's
+    /// advertised address (`leader`), or retry later when no address is
+    /// known (a leader without one, or none at the moment).
+    #[error("{}", not_leader(name, leader.as_deref(), holder.as_deref()))]
+    NotLeader {
+        /// The sequence.
+        name: String,
+        /// The address the leader advertises (`http://host:port`), if any.
+        leader: Option<String>,
+        /// Who holds the lease, as the store records it, if known.
+        holder: Option<String>,
+    },
+
     /// The handle was closed; open a new one.
     #[error("{name:?}: this handle was closed; open a new one")]
     Closed {
@@ -179,7 +193,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Unavailable(_) | Error::Contention { .. } | Error::IdsUnavailable(_)
+            Error::Unavailable(_)
+                | Error::Contention { .. }
+                | Error::IdsUnavailable(_)
+                | Error::NotLeader { leader: None, .. }
         )
     }
 
@@ -207,6 +224,20 @@ impl Error {
             kind,
             name: name.to_owned(),
             similar: Vec::new(),
+        }
+    }
+}
+
+fn not_leader(name: &str, leader: Option<&str>, holder: Option<&str>) -> String {
+    match (leader, holder) {
+        (Some(url), _) => format!(
+            "sequence {name:?} is leader-ordered and served by its leader at {url}: send the call there (POST {url}/v1/sequences/{name}/next); keysmith servers and clients follow it"
+        ),
+        (None, Some(h)) => format!(
+            "sequence {name:?} is leader-ordered and its leader lease is held by {h}, which advertises no address: call that process, stop it (its lease then expires), or give the leading server an address to advertise"
+        ),
+        (None, None) => {
+            format!("sequence {name:?} is leader-ordered and has no leader at the moment: retry")
         }
     }
 }

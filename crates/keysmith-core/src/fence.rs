@@ -125,7 +125,8 @@ pub async fn fence(
         // A residue class is allocated in blocks like an ordinary sequence:
         // its row moves, and the report says it in values.
         let residue = numbering.as_ref().and_then(|n| n.residue);
-        if let Some(numbering) = numbering.filter(|n| n.residue.is_none()) {
+        // So is a leader-ordered one: its row moves like any sequence's.
+        if let Some(numbering) = numbering.filter(|n| n.residue.is_none() && !n.is_leader()) {
             if numbering.gapless && !alone {
                 report.left_alone.push(format!(
                     "gap-free sequence {:?}: fence it by name once its committed numbers are checked",

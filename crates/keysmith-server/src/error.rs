@@ -10,6 +10,10 @@ use serde::Serialize;
 /// Seconds a client is asked to wait (`Retry-After`) after a 503.
 pub const RETRY_AFTER_SECS: u32 = 1;
 
+/// The header of a 421 `not_leader` that names the leader's address (also
+/// in the body's `error.leader`): send the same request there.
+pub const LEADER_HEADER: &str = "keysmith-leader";
+
 /// An error response: a status, a stable machine-readable code, a message
 /// that says what was wrong and what to do, and for unknown names the
 /// existing names that look alike.
@@ -23,6 +27,8 @@ pub struct ApiError {
     pub message: String,
     /// Existing names that look like the one asked for (404s only).
     pub similar: Vec<String>,
+    /// The leader's address (421 `not_leader` only).
+    pub leader: Option<String>,
 }
 
 /// The body of every error response.
@@ -50,6 +56,11 @@ pub(crate) struct Inner<'a> {
     /// Existing names that look alike (404 only).
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     similar: &'a [String],
+    /// The address of the leader of a leader-ordered sequence (421
+    /// `not_leader` only; also in the `Keysmith-Leader` header): send the
+    /// same request there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leader: Option<&'a str>,
 }
 
 impl ApiError {
@@ -60,6 +71,7 @@ impl ApiError {
             code,
             message: message.into(),
             similar: Vec::new(),
+            leader: None,
         }
     }
 
@@ -147,6 +159,7 @@ impl From<keysmith::Error> for ApiError {
                     code: "not_found",
                     message,
                     similar,
+                    leader: None,
                 };
             }
             E::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists"),
@@ -169,6 +182,18 @@ impl From<keysmith::Error> for ApiError {
             E::LeaseRefused(_) => (StatusCode::CONFLICT, "lease_refused"),
             E::StoreWentBack { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_went_back"),
             E::FenceNeeded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fence_needed"),
+            // Another server leads: the caller goes there (clients follow).
+            E::NotLeader {
+                leader: Some(leader),
+                ..
+            } => {
+                return ApiError {
+                    leader: Some(leader),
+                    ..ApiError::new(StatusCode::MISDIRECTED_REQUEST, "not_leader", message)
+                };
+            }
+            // A leader without an address, or none right now: later may do.
+            E::NotLeader { leader: None, .. } => (StatusCode::SERVICE_UNAVAILABLE, "no_leader"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, message)
@@ -184,6 +209,7 @@ impl IntoResponse for ApiError {
                 code: self.code,
                 message: &self.message,
                 similar: &self.similar,
+                leader: self.leader.as_deref(),
             },
         })
         .unwrap_or_else(|_| b"{\"error\":{\"code\":\"internal\",\"message\":\"\"}}".to_vec());
@@ -197,6 +223,13 @@ impl IntoResponse for ApiError {
             || self.status == StatusCode::TOO_MANY_REQUESTS
         {
             h.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if let Some(v) = self
+            .leader
+            .as_deref()
+            .and_then(|l| HeaderValue::from_str(l).ok())
+        {
+            h.insert(LEADER_HEADER, v);
         }
         if self.status == StatusCode::UNAUTHORIZED {
             h.insert(

@@ -55,11 +55,20 @@ impl Handle for keysmith::sequence::Sequence {
 }
 
 impl Handle for keysmith::AnySequence {
-    /// A plain sequence hands its unused values back; a numbered sequence's
+    /// A plain sequence hands its unused values back; a leader releases
+    /// its lease (its values in memory are a gap); a numbered sequence's
     /// handle holds no values (each call reserves its own).
     async fn close(&self) {
-        if let keysmith::AnySequence::Plain(s) = self {
-            Handle::close(s).await;
+        match self {
+            keysmith::AnySequence::Plain(s) => Handle::close(s).await,
+            keysmith::AnySequence::Leader(s) => match s.close().await {
+                Ok(()) => tracing::info!(sequence = s.name(), "closed; leader lease released"),
+                Err(e) => tracing::warn!(
+                    sequence = s.name(),
+                    "releasing the leader lease failed: {e}; it expires after its time to live"
+                ),
+            },
+            keysmith::AnySequence::Numbered(_) => {}
         }
     }
 }

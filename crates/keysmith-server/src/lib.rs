@@ -254,6 +254,13 @@ pub struct Config {
     /// on shutdown. Default: [`keysmith::ids::IdConfig::new`] of the
     /// Snowflake layout.
     pub ids: keysmith::ids::IdConfig,
+    /// The address this server advertises while it leads a leader-ordered
+    /// sequence (`http://host:port`): followers answer callers with it (a
+    /// 421 `not_leader`). `None` (the default): `http(s)://` and the bound
+    /// address when it is not a wildcard (0.0.0.0, ::); behind a wildcard
+    /// without one, the server still leads, and followers say it advertises
+    /// no address.
+    pub advertise: Option<String>,
 }
 
 /// How long a `/metrics` scrape waits for the store (runway and unaccounted
@@ -305,6 +312,7 @@ impl Default for Config {
             lease_key: None,
             lease_secret_file: None,
             ids: keysmith::ids::IdConfig::new(keysmith::ids::Layout::snowflake()),
+            advertise: None,
         }
     }
 }
@@ -323,6 +331,10 @@ impl Config {
 
     /// [`Config::validate`], returning the TLS listener the files make.
     fn check(&self) -> Result<Option<tls::Tls>, ServeError> {
+        if let Some(a) = &self.advertise {
+            keysmith::sequence::leader::check_advertise(a)
+                .map_err(|e| ServeError::Config(format!("advertise: {e}")))?;
+        }
         self.ids
             .validate(keysmith::ids::wall_ms())
             .map_err(|e| ServeError::Config(format!("ids: {e}")))?;
@@ -472,6 +484,8 @@ pub(crate) struct Options {
     pub(crate) retry_budget: Duration,
     pub(crate) adaptive: Option<AdaptivePolicy>,
     pub(crate) counter: CounterConfig,
+    /// What the server advertises while it leads ([`Config::advertise`]).
+    pub(crate) advertise: Option<String>,
 }
 
 #[derive(Debug)]
@@ -690,6 +704,7 @@ impl AppState {
                     retry_budget: config.retry_budget.unwrap_or(config.request_timeout / 2),
                     adaptive: config.adaptive,
                     counter: config.counter.clone(),
+                    advertise: config.advertise.clone(),
                 },
                 token,
                 sequences: Handles::new(access::ObjectKind::Sequence, limits),
@@ -1116,13 +1131,17 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
         config.validate()?;
         let store = keysmith::store::open(&config.store_url).await?;
-        let state = AppState::new(store, &config)?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind {
                 addr: config.listen,
                 source,
             })?;
+        let mut config = config;
+        if config.advertise.is_none() {
+            config.advertise = derived_advertise(listener.local_addr()?, config.tls.is_some());
+        }
+        let state = AppState::new(store, &config)?;
         let router = router(state.clone());
         Ok(Server {
             listener,
@@ -1194,6 +1213,13 @@ impl Server {
         self.state.close().await;
         Ok(())
     }
+}
+
+/// The address a server bound to `addr` advertises without
+/// [`Config::advertise`]: none behind a wildcard address.
+fn derived_advertise(addr: SocketAddr, https: bool) -> Option<String> {
+    let scheme = if https { "https" } else { "http" };
+    (!addr.ip().is_unspecified()).then(|| format!("{scheme}://{addr}"))
 }
 
 /// How long past the request timeout a shutdown waits for open connections.

@@ -80,8 +80,11 @@ def create_sequence(
     encoding: Optional[str] = None,
     prefix: Optional[str] = None,
     js_safe: bool = False,
+    order: Optional[str] = None,
 ) -> Req[SequenceInfo]:
     body: Json = {"name": name}
+    if order is not None:
+        body["order"] = order
     for k, v in (("start", start), ("max", max), ("block", block)):
         if v is not None:
             body[k] = v

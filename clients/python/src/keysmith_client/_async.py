@@ -15,7 +15,7 @@ from . import _api, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
-from ._failover import Attempt, Servers
+from ._failover import Attempt, Servers, leader_of
 from ._models import (
     CounterNames,
     DecodedId,
@@ -76,6 +76,10 @@ class AsyncClient:
                 resp = await self._http.request(
                     req.method, self._servers.urls[step] + req.path, params=req.params, json=req.json
                 )
+                # A leader-ordered sequence that another server leads: follow, once.
+                leader = leader_of(resp)
+                if leader is not None:
+                    resp = await self._http.request(req.method, leader + req.path, params=req.params, json=req.json)
             except httpx.TransportError as e:
                 attempt.transport_error(step, e)
                 continue
@@ -113,6 +117,7 @@ class AsyncClient:
         encoding: Optional[str] = None,
         prefix: Optional[str] = None,
         js_safe: bool = False,
+        order: Optional[str] = None,
     ) -> SequenceInfo:
         """Creates a sequence. ``gapless=True``: gap-free numbers taken with tickets
         (:meth:`take_ticket`); ``period`` (``"day"``, ``"month"``, ``"year"``): numbers
@@ -126,7 +131,9 @@ class AsyncClient:
         secret and stays on the server); ``encoding`` (``"base32"``, ``"base62"``)
         with an optional ``prefix`` (``"ord"`` gives ``ord_...``): fixed-width
         strings that sort as the numbers, read with :meth:`next_numbers`;
-        :meth:`decode` maps either back. ``js_safe=True``: max 2^53-1."""
+        :meth:`decode` maps either back. ``js_safe=True``: max 2^53-1.
+        ``order="leader"``: one leased leader hands values out in arrival order
+        (take them with :meth:`next`, which follows a follower's 421 to the leader)."""
         return await self._call(
             _api.create_sequence(
                 name,
@@ -142,6 +149,7 @@ class AsyncClient:
                 encoding,
                 prefix,
                 js_safe,
+                order,
             )
         )
 

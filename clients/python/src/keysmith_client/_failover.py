@@ -65,6 +65,26 @@ def decode(resp: httpx.Response) -> Any:
         return None
 
 
+def leader_of(resp: httpx.Response) -> Optional[str]:
+    """The leader's address of a 421 ``not_leader`` answer, else ``None``.
+
+    A server that does not lead a leader-ordered sequence answers ``next``
+    with its leader's address (header ``Keysmith-Leader``, and
+    ``error.leader`` in the body): the client sends the same request there,
+    once, with its own token and TLS settings.
+    """
+    if resp.status_code != 421:
+        return None
+    url = resp.headers.get("keysmith-leader")
+    if not url:
+        body = decode(resp)
+        err = body.get("error") if isinstance(body, dict) else None
+        url = err.get("leader") if isinstance(err, dict) else None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    return url.rstrip("/")
+
+
 class Servers:
     """The base URLs of a client and, per server, when it may be tried again."""
 

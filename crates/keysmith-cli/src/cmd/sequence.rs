@@ -97,6 +97,14 @@ pub enum SequenceCommand {
         /// of them is in use any more.
         #[arg(long)]
         start_below_dropped: bool,
+        /// The order values are handed out in: cached (the default: blocks
+        /// per process, increasing per process; strict with --block 1) or
+        /// leader (one process at a time, the holder of the sequence's leader
+        /// lease, hands every value out in the order calls arrive: a running
+        /// `keysmith serve`, or this command's own `next` when no server
+        /// leads). Not with the numbering options.
+        #[arg(long, value_name = "cached|leader", value_parser = parse_order)]
+        order: Option<keysmith::store::Order>,
     },
     /// Maps a value an opaque, encoded or bit-reversed sequence handed out
     /// (an integer, or an encoded string) back to its plain counter.
@@ -529,6 +537,7 @@ fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
         opaque,
         encoding,
         prefix,
+        order,
         ..
     } = cmd
     else {
@@ -536,6 +545,7 @@ fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
     };
     let (gapless, bit_reversed, opaque) = (*gapless, *bit_reversed, *opaque);
     let (period, format, residue) = (period.clone(), format.clone(), class.residue()?);
+    let order = order.unwrap_or_default();
     let (skip_range, encoding, prefix) = (
         skip_range.as_deref(),
         encoding.as_deref(),
@@ -548,6 +558,7 @@ fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
         && residue.is_none()
         && !opaque
         && encoding.is_none()
+        && order.is_cached()
     {
         return Ok(None);
     }
@@ -576,6 +587,7 @@ fn numbering_of(cmd: &SequenceCommand) -> anyhow::Result<Option<Numbering>> {
         residue,
         opaque: opaque.then(numbers::Opaque::default),
         encoding,
+        order,
     };
     n.validate().map_err(|e| {
         if has_format {
@@ -594,6 +606,11 @@ fn js_note(max: i64) -> &'static str {
     } else {
         ""
     }
+}
+
+/// `--order`'s value, as the library parses it.
+fn parse_order(s: &str) -> Result<keysmith::store::Order, String> {
+    s.parse().map_err(|e: keysmith::Error| e.to_string())
 }
 
 fn print_info(
@@ -655,7 +672,10 @@ fn print_info(
         if let Some(w) = info.range_warning(DEFAULT_RANGE_WARNING_SHARE) {
             println!("warning:   {w}");
         }
-        if let Some(n) = numbering.filter(|n| n.residue.is_none()) {
+        if numbering.is_some_and(Numbering::is_leader) {
+            println!("order:     leader (one leased leader hands values out in arrival order)");
+        }
+        if let Some(n) = numbering.filter(|n| n.residue.is_none() && !n.is_leader()) {
             if let Some(o) = &n.opaque {
                 println!(
                     "opaque:    yes, key {} of {} (keyed permutation; the key is secret and never shown)",

@@ -41,6 +41,13 @@ pub struct ServeArgs {
     /// if set. The token is never taken as an argument, where `ps` would show it.
     #[arg(long, value_name = "PATH")]
     token_file: Option<PathBuf>,
+    /// The address this server advertises while it leads a leader-ordered
+    /// sequence (http://HOST:PORT or https://...): other servers send its
+    /// callers there. Default: http(s):// and the --listen address, unless
+    /// that is a wildcard (0.0.0.0, ::), where it must be given for other
+    /// servers to point at this one.
+    #[arg(long, value_name = "URL")]
+    advertise: Option<String>,
     /// Allow listening on a non-loopback address without a token.
     #[arg(long)]
     insecure_no_auth: bool,
@@ -251,6 +258,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             group: args.ids_group,
             ..keysmith::ids::IdConfig::new(keysmith::ids::Layout::preset(&args.ids_preset)?)
         },
+        advertise: args.advertise,
     };
     let log_format = args.log_format;
     let server = Server::bind(config).await?;

@@ -21,6 +21,7 @@ const LONG: Duration = Duration::from_secs(300);
 
 fn gapless(period: Option<Period>, template: Option<&str>) -> Numbering {
     Numbering {
+        order: Default::default(),
         gapless: true,
         period,
         template: template.map(str::to_owned),
@@ -347,6 +348,7 @@ pub async fn an_expired_ticket_is_taken_again(store: Arc<dyn Store>) {
 /// period's numbers; each period counts from the start on its own.
 pub async fn periods_only_move_forward(store: Arc<dyn Store>) {
     let n = Numbering {
+        order: Default::default(),
         gapless: false,
         period: Some(Period::Day),
         template: None,
@@ -495,6 +497,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
     // 2026-11-23T23:59:59.900Z.
     let clock = Arc::new(ManualClock::new(1_795_478_399_900));
     let inv = Numbering {
+        order: Default::default(),
         gapless: false,
         period: Some(Period::Day),
         template: Some("INV-{period}-{n:04}".into()),
@@ -576,11 +579,15 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
         .build()
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("take a ticket, then commit it"), "{e}");
+    assert!(
+        e.to_string().contains("take a ticket, then commit it"),
+        "{e}"
+    );
 
     // Bad settings create nothing.
     for bad in [
         Numbering {
+            order: Default::default(),
             template: Some("INV-{n}".into()),
             period: Some(Period::Day),
             gapless: false,
@@ -590,6 +597,7 @@ pub async fn numbers_cross_a_period_boundary(store: Arc<dyn Store>) {
             encoding: None,
         },
         Numbering {
+            order: Default::default(),
             template: Some("{period}{n}".into()),
             period: None,
             gapless: true,

@@ -279,7 +279,7 @@ impl IdGeneratorBuilder {
     }
 }
 
-fn holder() -> String {
+pub(crate) fn holder() -> String {
     format!(
         "{}/{}",
         gethostname::gethostname().to_string_lossy(),

@@ -122,6 +122,60 @@ impl std::str::FromStr for Period {
     }
 }
 
+/// The order a plain sequence's values are handed out in, across every
+/// process: kept in the store with the sequence ([`Numbering::order`]), so
+/// every process and server knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Today's behaviour: every handle hands out values from blocks of its
+    /// own, increasing per handle; with block 1 (strict) every value is a
+    /// store reservation and values increase in time order across handles.
+    #[default]
+    Cached,
+    /// One process at a time, the holder of the sequence's leader lease,
+    /// hands values out from blocks it reserved ahead, in the order calls
+    /// arrive: a value returned before another call was made is smaller,
+    /// across every process (see [`crate::sequence::leader`]).
+    Leader,
+}
+
+impl Order {
+    /// The name used on the command line, in HTTP and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Cached => "cached",
+            Order::Leader => "leader",
+        }
+    }
+
+    /// Whether this is [`Order::Cached`] (the default, not written).
+    pub fn is_cached(&self) -> bool {
+        *self == Order::Cached
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Order {
+    type Err = Error;
+
+    /// `cached` or `leader`.
+    fn from_str(s: &str) -> Result<Order> {
+        match s {
+            "cached" => Ok(Order::Cached),
+            "leader" => Ok(Order::Leader),
+            other => Err(Error::invalid(format!(
+                "unknown order {other:?}; use cached (the default: blocks per handle) or leader (one leased leader hands values out in arrival order)"
+            ))),
+        }
+    }
+}
+
 /// How a numbered sequence hands out its numbers; kept in the store with
 /// the sequence, so every process formats and counts the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -156,6 +210,12 @@ pub struct Numbering {
     /// a residue class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encoding: Option<Encoding>,
+    /// The order values are handed out in: [`Order::Leader`] for a plain
+    /// sequence served by one leased leader (never with gap-free numbers, a
+    /// period, a format, bit reversal or a residue class); absent in the
+    /// store for [`Order::Cached`].
+    #[serde(default, skip_serializing_if = "Order::is_cached")]
+    pub order: Order,
 }
 
 impl Numbering {
@@ -166,6 +226,19 @@ impl Numbering {
     /// # Errors
     /// [`Error::InvalidArgument`] naming what is wrong and how to fix it.
     pub fn validate(&self) -> Result<()> {
+        if self.order == Order::Leader
+            && (self.gapless
+                || self.period.is_some()
+                || self.template.is_some()
+                || self.bit_reversed.is_some()
+                || self.residue.is_some()
+                || self.opaque.is_some()
+                || self.encoding.is_some())
+        {
+            return Err(Error::invalid(
+                "a leader-ordered sequence hands out plain integers: no gap-free numbers, period, format, bit reversal, opaque values, encoding or increment and offset with it",
+            ));
+        }
         if self.opaque.is_some()
             && (self.gapless
                 || self.period.is_some()
@@ -228,6 +301,20 @@ impl Numbering {
     /// rather than integers.
     pub fn is_text(&self) -> bool {
         self.encoding.is_some() || self.template.is_some() || self.period.is_some()
+    }
+
+    /// The numbering of a plain sequence created with `order`: `None` for
+    /// [`Order::Cached`] (an ordinary sequence has none).
+    pub fn of_order(order: Order) -> Option<Numbering> {
+        (order == Order::Leader).then(|| Numbering {
+            order,
+            ..Numbering::default()
+        })
+    }
+
+    /// Whether the sequence is leader-ordered ([`Order::Leader`]).
+    pub fn is_leader(&self) -> bool {
+        self.order == Order::Leader
     }
 }
 

@@ -96,7 +96,11 @@ pub async fn create(
             spec.start
         )));
     }
-    // A residue class is handed out in blocks: the sequence module keeps it.
+    // A residue class is handed out in blocks, a leader-ordered sequence by
+    // its leader: the sequence module keeps them.
+    if numbering.is_leader() {
+        return crate::sequence::create_leader(store, spec).await;
+    }
     if let Some(r) = numbering.residue {
         return crate::sequence::create_in_class(store, spec, r).await;
     }
@@ -342,6 +346,9 @@ impl Numbers {
         name: &str,
         numbering: Numbering,
     ) -> Result<Numbers> {
+        if numbering.is_leader() {
+            return Err(crate::sequence::blocks_refused(name, &numbering));
+        }
         if let Some(r) = numbering.residue {
             return Err(Error::WrongKind(format!(
                 "sequence {name:?} hands out plain integers {} modulo {} in blocks: take them with next (a keysmith::sequence::Sequence in the library)",

@@ -53,6 +53,22 @@ pub async fn create_in_class(
     Ok(SequenceInfo::created(row, Some(residue), slots.start))
 }
 
+/// Creates a leader-ordered sequence ([`crate::store::Order::Leader`]): a
+/// plain sequence whose order is kept in the store with it (its numbering),
+/// so that every process serves it through its leader
+/// ([`super::LeaderSequence`]).
+///
+/// # Errors
+/// As [`create`]; [`Error::InvalidName`] for a name too long to name its
+/// lease ([`super::leader::leader_group`]). Nothing is written on error.
+pub async fn create_leader(store: &dyn Store, spec: &SequenceSpec) -> Result<SequenceInfo> {
+    spec.validate()?;
+    super::leader::leader_group(&spec.name)?;
+    let numbering = Numbering::of_order(crate::store::Order::Leader).unwrap_or_default();
+    let row = store.create_numbered(spec, &numbering).await?;
+    Ok(SequenceInfo::created(row, None, spec.start))
+}
+
 /// Creates a sequence unless one of that name exists, and returns the row
 /// the store holds: the new one, or the existing one, whatever its bounds
 /// (callers that care compare them). A new one over a dropped name starts

@@ -32,6 +32,7 @@ mod blocking;
 mod cache;
 pub mod high_water;
 mod import;
+pub mod leader;
 pub mod lease;
 mod numbered;
 mod source;
@@ -39,12 +40,14 @@ mod strategy;
 mod strict;
 
 pub use admin::{
-    AlterSpec, alter, create, create_in_class, create_or_get, describe, list, remove, show,
+    AlterSpec, alter, create, create_in_class, create_leader, create_or_get, describe, list,
+    remove, show,
 };
 pub use adopt::{AdoptAction, AdoptReport, AdoptSource, adopt_from, quote_ident};
 pub use blocking::BlockingSequence;
 pub use high_water::{HighWater, HighWaters};
 pub use import::{ImportAction, ImportFormat, ImportItem, ImportReport, SourceRow, import_from};
+pub use leader::{LeaderOptions, LeaderSequence};
 pub use source::SourceDatabase;
 pub use strategy::Strategy;
 

@@ -10,7 +10,11 @@ use crate::store::{NumberStore, Numbering, Residue, SequenceRow, SequenceSpec};
 /// The error for block-based use (a [`crate::sequence::Sequence`] handle, a
 /// reserve lease, alter, adopt) of a numbered sequence.
 pub(crate) fn blocks_refused(name: &str, numbering: &Numbering) -> Error {
-    if numbering.gapless {
+    if numbering.is_leader() {
+        Error::WrongKind(format!(
+            "sequence {name:?} is leader-ordered: its values come from the process holding its leader lease (keysmith next {name}, POST /v1/sequences/{name}/next, keysmith::AnySequence or keysmith::sequence::LeaderSequence), not from blocks of other handles"
+        ))
+    } else if numbering.gapless {
         Error::WrongKind(format!(
             "sequence {name:?} is gap-free: take its numbers with tickets (take a ticket, then commit it), not in blocks"
         ))

@@ -30,7 +30,7 @@ mod sequences;
 mod tombstones;
 mod workers;
 
-pub use crate::numbering::{MAX_INCREMENT, Numbering, Period, Residue};
+pub use crate::numbering::{MAX_INCREMENT, Numbering, Order, Period, Residue};
 /// The name [`NumberStore`] had before numbered sequences became one concern
 /// with one name. Deprecated: use [`NumberStore`]; this alias will go in a
 /// later release.

@@ -123,6 +123,26 @@ pub(crate) struct CreateBody {
     #[serde(default, deserialize_with = "start_below_dropped")]
     #[schema(default = false)]
     start_below_dropped: bool,
+    /// The order values are handed out in: `cached` (the default: blocks
+    /// per server, increasing per server) or `leader` (one leased leader
+    /// hands every value out, in the order calls arrive; other servers
+    /// answer `next` with a 421 `not_leader` naming it). `leader` goes with
+    /// no numbering option.
+    #[serde(default)]
+    #[schema(value_type = Option<OrderName>)]
+    order: Option<String>,
+}
+
+/// The order of a sequence, as a create body names it.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // Only its schema is used: the library parses the text.
+#[schema(as = Order)]
+pub(crate) enum OrderName {
+    /// Blocks per handle (per server): the default.
+    Cached,
+    /// One leased leader per sequence, values in arrival order.
+    Leader,
 }
 
 /// A period of numbered sequences, as a create body names it.
@@ -284,6 +304,12 @@ pub(crate) async fn create(
         ));
     }
     let residue = super::residue_of(b.increment, b.offset)?;
+    let order = b
+        .order
+        .as_deref()
+        .map(str::parse::<keysmith::store::Order>)
+        .transpose()?
+        .unwrap_or_default();
     if b.gapless
         || b.period.is_some()
         || b.format.is_some()
@@ -291,6 +317,7 @@ pub(crate) async fn create(
         || residue.is_some()
         || b.opaque
         || encoding.is_some()
+        || !order.is_cached()
     {
         let numbering = Numbering {
             gapless: b.gapless,
@@ -302,6 +329,7 @@ pub(crate) async fn create(
             residue,
             opaque: b.opaque.then(numbers::Opaque::default),
             encoding,
+            order,
         };
         let info = numbers::create(store, &spec, &numbering).await?;
         noted(&info);
@@ -431,7 +459,13 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnyS
     if let Some(e) = s.sequences.get_to_use(name) {
         return Ok(e);
     }
-    let opened = AnySequence::open(s.store.clone(), name, builder(state, name)).await;
+    let leader = keysmith::sequence::LeaderOptions {
+        advertise: s.options.advertise.clone(),
+        strategy: s.options.strategy,
+        retry_budget: s.options.retry_budget,
+        ..Default::default()
+    };
+    let opened = AnySequence::open_with(s.store.clone(), name, builder(state, name), leader).await;
     if !matches!(opened, Ok(AnySequence::Plain(_))) {
         // Nothing holds the mark the builder made (a name that does not
         // exist, or a numbered sequence): forgotten, so that names without
@@ -462,7 +496,9 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnyS
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
         (status = 409, description = "The sequence is exhausted, or gap-free (`wrong_kind`: take tickets).", body = crate::error::ErrorBody),
-        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody)))]
+        (status = 413, description = "Count over the server's maximum.", body = crate::error::ErrorBody),
+        (status = 421, description = "A leader-ordered sequence that another server leads (`not_leader`): error.leader and the Keysmith-Leader header give its address; send the same request there.", body = crate::error::ErrorBody),
+        (status = 503, description = "The store is unavailable, or a leader-ordered sequence has no reachable leader now (`no_leader`): retry after Retry-After.", body = crate::error::ErrorBody)))]
 pub(crate) async fn next(
     State(state): State<AppState>,
     Extension(Started(started)): Extension<Started>,
@@ -530,10 +566,7 @@ pub(crate) async fn next(
 /// said in the log. A plain function: nothing is cloned for the requests
 /// served at once.
 fn late_values((entry, r): (Arc<Entry<AnySequence>>, keysmith::Result<Values>)) {
-    let name = match &entry.handle {
-        AnySequence::Plain(s) => s.name(),
-        AnySequence::Numbered(n) => n.name(),
-    };
+    let name = entry.handle.name();
     match r {
         Ok(values) => tracing::warn!(
             sequence = %name,

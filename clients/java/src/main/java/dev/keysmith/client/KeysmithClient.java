@@ -343,27 +343,16 @@ public final class KeysmithClient implements AutoCloseable {
       }
       tried[i] = true;
       String url = servers.urls.get(i);
-      URI uri;
-      try {
-        uri = URI.create(url + req.path() + qs);
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException(
-            "keysmith: cannot make the request " + req.method() + " " + redact(req.path()) + ": "
-                + redact(String.valueOf(e.getMessage())));
-      }
-      HttpRequest.Builder rb = HttpRequest.newBuilder(uri).timeout(requestTimeout);
-      if (authorization != null) {
-        rb.header("Authorization", authorization);
-      }
-      if (req.body() != null) {
-        rb.header("Content-Type", "application/json");
-        rb.method(req.method(), HttpRequest.BodyPublishers.ofString(req.body().toString()));
-      } else {
-        rb.method(req.method(), HttpRequest.BodyPublishers.noBody());
-      }
       HttpResponse<byte[]> resp;
       try {
-        resp = http.send(rb.build(), HttpResponse.BodyHandlers.ofByteArray());
+        resp = http.send(request(url, req, qs), HttpResponse.BodyHandlers.ofByteArray());
+        // A leader-ordered sequence that another server leads: the 421 names the leader; the same
+        // request goes there, once, with this client's token and TLS settings.
+        String leader = resp.statusCode() == 421 ? leaderOf(resp.headers().firstValue("Keysmith-Leader").orElse(null)) : null;
+        if (leader != null) {
+          url = leader;
+          resp = http.send(request(url, req, qs), HttpResponse.BodyHandlers.ofByteArray());
+        }
       } catch (InterruptedException e) {
         Thread.currentThread().interrupt();
         throw KeysmithException.unreachable(url + ": interrupted", url, e);
@@ -399,6 +388,37 @@ public final class KeysmithClient implements AutoCloseable {
       }
       return req.parse().apply(body == null ? Json.MAPPER.createObjectNode() : body);
     }
+  }
+
+  /** The request {@code req} to the server at {@code base}. */
+  private HttpRequest request(String base, Req<?> req, CharSequence qs) {
+    URI uri;
+    try {
+      uri = URI.create(base + req.path() + qs);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException(
+          "keysmith: cannot make the request " + req.method() + " " + redact(req.path()) + ": "
+              + redact(String.valueOf(e.getMessage())));
+    }
+    HttpRequest.Builder rb = HttpRequest.newBuilder(uri).timeout(requestTimeout);
+    if (authorization != null) {
+      rb.header("Authorization", authorization);
+    }
+    if (req.body() != null) {
+      rb.header("Content-Type", "application/json");
+      rb.method(req.method(), HttpRequest.BodyPublishers.ofString(req.body().toString()));
+    } else {
+      rb.method(req.method(), HttpRequest.BodyPublishers.noBody());
+    }
+    return rb.build();
+  }
+
+  /** The leader's address a 421 {@code not_leader} names, or null when it names none. */
+  static String leaderOf(String header) {
+    if (header == null || !(header.startsWith("http://") || header.startsWith("https://"))) {
+      return null;
+    }
+    return header.replaceAll("/+$", "");
   }
 
   private static boolean notSent(IOException e) {
@@ -471,6 +491,7 @@ public final class KeysmithClient implements AutoCloseable {
     String format;
     Long increment;
     Long offset;
+    String order;
 
     /** The first value (default 1). */
     public CreateOptions start(long v) {
@@ -508,6 +529,15 @@ public final class KeysmithClient implements AutoCloseable {
       return this;
     }
 
+    /**
+     * {@code leader}: one leased leader hands values out in arrival order (take them with {@code
+     * next}, which follows a follower's 421 to the leader); {@code cached}: the default.
+     */
+    public CreateOptions order(String v) {
+      order = v;
+      return this;
+    }
+
     /** A residue class: every value is {@code offset} modulo {@code increment}. */
     public CreateOptions residue(long increment, long offset) {
       this.increment = increment;
@@ -538,6 +568,9 @@ public final class KeysmithClient implements AutoCloseable {
     }
     if (o.gapless) {
       b.put("gapless", true);
+    }
+    if (o.order != null) {
+      b.put("order", o.order);
     }
     if (o.period != null) {
       b.put("period", o.period);

@@ -1,0 +1,89 @@
+//! Leader-ordered sequences over HTTP: `"order":"leader"` at create; the
+//! server that takes the first `next` leads, another server over the same
+//! store answers 421 `not_leader` naming the leader (body and header); a
+//! stopped leader releases its lease and the follower leads, above every
+//! value the first one handed out.
+
+mod common;
+
+use common::{TestServer, json_of};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+#[tokio::test]
+async fn followers_name_the_leader_and_take_over_when_it_stops() {
+    let a = TestServer::start().await;
+    let db = a.db_path();
+    let b = TestServer::start_with(|c, _| c.store_url = common::sqlite_url(&db, "")).await;
+
+    let (st, body) = a
+        .call(
+            Method::POST,
+            "/v1/sequences",
+            Some(json!({"name": "o", "order": "leader"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    assert_eq!(body["numbering"]["order"], "leader", "{body}");
+    // Every server knows the order: it is in the store.
+    let (_, shown) = b.call(Method::GET, "/v1/sequences/o", None).await;
+    assert_eq!(shown["numbering"]["order"], "leader", "{shown}");
+
+    let first = a.next("o", 3).await;
+    assert_eq!(first, vec![1, 2, 3]);
+
+    let res = b
+        .req(Method::POST, "/v1/sequences/o/next")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::MISDIRECTED_REQUEST);
+    let header = res
+        .headers()
+        .get("keysmith-leader")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let (_, err) = json_of(res).await;
+    let leader = format!("http://{}", a.addr);
+    assert_eq!(header.as_deref(), Some(leader.as_str()));
+    assert_eq!(err["error"]["code"], "not_leader");
+    assert_eq!(err["error"]["leader"], leader.as_str());
+
+    // The advertised address serves the call: what a client does.
+    let via_leader = a.next("o", 2).await;
+    assert_eq!(via_leader, vec![4, 5]);
+
+    // A leader that shuts down releases its lease: b leads at once, above
+    // every value a reserved.
+    let reserved = {
+        let (_, row) = b.call(Method::GET, "/v1/sequences/o", None).await;
+        row["next"].as_i64().unwrap()
+    };
+    let _dir = a.stop().await;
+    let after = b.next("o", 1).await;
+    assert!(after[0] >= reserved, "{after:?} below {reserved}");
+}
+
+#[tokio::test]
+async fn a_bad_order_is_a_400_and_creates_nothing() {
+    let a = TestServer::start().await;
+    for body in [
+        json!({"name": "x", "order": "fastest"}),
+        json!({"name": "x", "order": "leader", "gapless": true}),
+    ] {
+        let (st, err) = a.call(Method::POST, "/v1/sequences", Some(body)).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{err}");
+    }
+    let (st, _) = a.call(Method::GET, "/v1/sequences/x", None).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_bad_advertised_address_refuses_to_start() {
+    let config = keysmith_server::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        advertise: Some("10.0.0.1:80".into()),
+        ..keysmith_server::Config::default()
+    };
+    let e = config.validate().unwrap_err().to_string();
+    assert!(e.contains("advertise"), "{e}");
+}
