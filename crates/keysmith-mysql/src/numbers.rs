@@ -169,19 +169,16 @@ impl NumberStore for MysqlStore {
             serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
             serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
         );
-        let mut c = self.conn().await?;
-        let out = self
-            .deadline(async {
-                c.exec_drop(
-                    "UPDATE keysmith_numbering SET settings = ? WHERE name = ? AND settings = ?",
-                    (&new, name, &old),
-                )
-                .await
-                .map_err(|e| self.my(&e))?;
-                Ok(c.affected_rows() == 1)
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.exec_drop(
+                "UPDATE keysmith_numbering SET settings = ? WHERE name = ? AND settings = ?",
+                (&new, name, &old),
+            )
+            .await
+            .map_err(|e| self.my(&e))?;
+            Ok(c.affected_rows() == 1)
+        })
+        .await
     }
 
     async fn create_numbered(

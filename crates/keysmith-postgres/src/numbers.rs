@@ -208,21 +208,18 @@ impl NumberStore for PostgresStore {
             serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
         );
         let s = quote_ident(&self.schema);
-        let c = self.client().await?;
-        let out = self
-            .deadline(async {
-                c.execute(
-                    &format!(
-                        "UPDATE {s}.numbering SET settings = $3 WHERE name = $1 AND settings = $2"
-                    ),
-                    &[&name, &old, &new],
-                )
-                .await
-                .map(|n| n == 1)
-                .map_err(|e| self.pg(&e))
-            })
-            .await;
-        self.settle(c, out)
+        with_conn(self, async |c| {
+            c.execute(
+                &format!(
+                    "UPDATE {s}.numbering SET settings = $3 WHERE name = $1 AND settings = $2"
+                ),
+                &[&name, &old, &new],
+            )
+            .await
+            .map(|n| n == 1)
+            .map_err(|e| self.pg(&e))
+        })
+        .await
     }
 
     async fn create_numbered(
