@@ -492,6 +492,10 @@ public final class KeysmithClient implements AutoCloseable {
     Long increment;
     Long offset;
     String order;
+    boolean opaque;
+    String encoding;
+    String prefix;
+    boolean jsSafe;
 
     /** The first value (default 1). */
     public CreateOptions start(long v) {
@@ -535,6 +539,32 @@ public final class KeysmithClient implements AutoCloseable {
      */
     public CreateOptions order(String v) {
       order = v;
+      return this;
+    }
+
+    /**
+     * Opaque values: a keyed permutation of a plain counter (the key stays on the server); {@link
+     * KeysmithClient#decode} maps a value back.
+     */
+    public CreateOptions opaque(boolean v) {
+      opaque = v;
+      return this;
+    }
+
+    /**
+     * {@code base32} or {@code base62}: values are fixed-width strings that sort as the numbers
+     * (read them with {@code nextNumbers}); {@code prefix} ({@code "ord"} gives {@code ord_...})
+     * may be null.
+     */
+    public CreateOptions encoding(String encoding, String prefix) {
+      this.encoding = encoding;
+      this.prefix = prefix;
+      return this;
+    }
+
+    /** The largest value 2^53-1, the largest integer JavaScript holds exactly. */
+    public CreateOptions jsSafe(boolean v) {
+      jsSafe = v;
       return this;
     }
 
@@ -582,7 +612,38 @@ public final class KeysmithClient implements AutoCloseable {
       b.put("increment", o.increment);
       b.put("offset", o.offset);
     }
+    if (o.opaque) {
+      b.put("opaque", true);
+    }
+    if (o.encoding != null) {
+      b.put("encoding", o.encoding);
+    }
+    if (o.prefix != null) {
+      b.put("prefix", o.prefix);
+    }
+    if (o.jsSafe) {
+      b.put("js_safe", true);
+    }
     return call(new Req<>("POST", "/v1/sequences", null, b, SequenceInfo::from, false));
+  }
+
+  /**
+   * The plain counter behind a value an opaque, encoded or bit-reversed sequence handed out
+   * ({@code value}: the integer, or the encoded string as printed). {@link
+   * KeysmithException.BadRequest} for a value the sequence never hands out (a wrong prefix, width
+   * or check character, outside its range).
+   */
+  public DecodedValue decode(String name, String value) {
+    ObjectNode b = Json.MAPPER.createObjectNode().put("value", value);
+    return call(
+        new Req<>("POST", "/v1/sequences/" + seg(name) + "/decode", null, b, DecodedValue::from, true));
+  }
+
+  /** {@link #decode(String, String)} of an integer value. */
+  public DecodedValue decode(String name, long value) {
+    ObjectNode b = Json.MAPPER.createObjectNode().put("value", value);
+    return call(
+        new Req<>("POST", "/v1/sequences/" + seg(name) + "/decode", null, b, DecodedValue::from, true));
   }
 
   /** A sequence as the server holds it; {@link KeysmithException.NotFound} when there is none. */

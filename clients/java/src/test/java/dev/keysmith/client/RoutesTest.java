@@ -54,6 +54,36 @@ class RoutesTest {
   }
 
   @Test
+  void opaqueAndEncodedSequencesDecode() {
+    String opaque = KeysmithServer.name();
+    client.createSequence(opaque, new KeysmithClient.CreateOptions().opaque(true).jsSafe(true));
+    long[] vs = client.next(opaque, 20);
+    Set<Long> seen = new HashSet<>();
+    long increasing = 0;
+    for (int i = 0; i < vs.length; i++) {
+      assertTrue(seen.add(vs[i]), "no value twice");
+      assertTrue(vs[i] >= 1 && vs[i] <= (1L << 53) - 1, "inside the JavaScript-safe range");
+      assertEquals(i + 1, client.decode(opaque, vs[i]).counter(), "decodes to its counter");
+      if (i > 0 && vs[i] > vs[i - 1]) {
+        increasing++;
+      }
+    }
+    assertTrue(increasing < vs.length - 1, "opaque values do not simply increase");
+
+    String encoded = KeysmithServer.name();
+    client.createSequence(encoded, new KeysmithClient.CreateOptions().encoding("base32", "ord"));
+    List<String> texts = client.nextNumbers(encoded, 3);
+    for (int i = 0; i < texts.size(); i++) {
+      assertTrue(texts.get(i).startsWith("ord_"), texts.get(i));
+      assertEquals(i + 1, client.decode(encoded, texts.get(i)).counter());
+    }
+    assertTrue(texts.get(0).compareTo(texts.get(1)) < 0, "fixed width: sorts as the numbers");
+    KeysmithException.BadRequest bad =
+        assertThrows(KeysmithException.BadRequest.class, () -> client.decode(encoded, "inv_" + texts.get(0).substring(4)));
+    assertTrue(bad.getMessage().contains("prefix"), bad.getMessage());
+  }
+
+  @Test
   void errorsAreMappedWithStatusAndCode() {
     String name = KeysmithServer.name();
     KeysmithException.NotFound nf = assertThrows(KeysmithException.NotFound.class, () -> client.next(name, 1));
