@@ -390,7 +390,7 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		// the leader; the same request goes there, once, with this client's
 		// token and TLS settings.
 		if err == nil && resp.StatusCode == http.StatusMisdirectedRequest {
-			if leader := leaderOf(resp.Header.Get("Keysmith-Leader")); leader != "" {
+			if leader := leaderOf(resp.Header.Get("Keysmith-Leader"), base); leader != "" {
 				resp.Body.Close()
 				base = leader
 				resp, err = send(base)
@@ -451,9 +451,14 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 }
 
 // leaderOf answers the leader's address a 421 not_leader names (its
-// Keysmith-Leader header), or "" when it names none.
-func leaderOf(h string) string {
+// Keysmith-Leader header), or "" when it names none, and "" for an http
+// leader of a request that went to base over https: the token is never
+// sent in clear text (the 421 reaches the caller as an error).
+func leaderOf(h, base string) string {
 	if !strings.HasPrefix(h, "http://") && !strings.HasPrefix(h, "https://") {
+		return ""
+	}
+	if strings.HasPrefix(base, "https://") && !strings.HasPrefix(h, "https://") {
 		return ""
 	}
 	return strings.TrimRight(h, "/")

@@ -196,3 +196,19 @@ func TestRedactKeepsTheBodyFormPaths(t *testing.T) {
 		}
 	}
 }
+
+// A 421 from a server reached over https never sends the token to an http
+// leader: the client does not follow such a redirect.
+func TestLeaderOfRefusesADowngrade(t *testing.T) {
+	for _, c := range []struct{ h, base, want string }{
+		{"http://a:1/", "http://b:2", "http://a:1"},
+		{"https://a:1", "https://b:2", "https://a:1"},
+		{"http://a:1", "https://b:2", ""},
+		{"ftp://a", "http://b:2", ""},
+		{"", "http://b:2", ""},
+	} {
+		if got := leaderOf(c.h, c.base); got != c.want {
+			t.Fatalf("leaderOf(%q, %q) = %q, want %q", c.h, c.base, got, c.want)
+		}
+	}
+}

@@ -32,3 +32,17 @@ def test_a_client_of_a_follower_gets_values_from_the_leader(keysmith_bin: str, t
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_421_over_https_is_never_followed_to_an_http_leader() -> None:
+    """The token is never sent in clear text: an https request's 421 that
+    names an http leader is not followed (it reaches the caller)."""
+    from keysmith_client._failover import leader_of
+
+    def resp(leader: str) -> httpx.Response:
+        return httpx.Response(421, headers={"keysmith-leader": leader}, json={"error": {"code": "not_leader"}})
+
+    assert leader_of(resp("http://a:1/"), "http://b:2") == "http://a:1"
+    assert leader_of(resp("https://a:1"), "https://b:2") == "https://a:1"
+    assert leader_of(resp("http://a:1"), "https://b:2") is None
+    assert leader_of(resp("ftp://a"), "http://b:2") is None

@@ -170,7 +170,7 @@ export class Transport {
         // A leader-ordered sequence that another server leads: the 421 names
         // the leader; the same request goes there, once, with this client's
         // token and TLS settings.
-        const leader = res.status === 421 ? leaderOf(res.headers.get("keysmith-leader")) : undefined;
+        const leader = res.status === 421 ? leaderOf(res.headers.get("keysmith-leader"), base) : undefined;
         if (leader !== undefined) {
           res = await this.fetchFn(leader + path, init());
           text = await res.text();
@@ -227,9 +227,14 @@ export class Transport {
   }
 }
 
-/** The leader's address a 421 `not_leader` names (its `Keysmith-Leader` header), if it is one. */
-function leaderOf(header: string | null): string | undefined {
+/**
+ * The leader's address a 421 `not_leader` names (its `Keysmith-Leader` header), if it is one;
+ * never an `http` leader for a request that went over `https` (the token is not sent in clear
+ * text: the 421 reaches the caller as an error naming the leader).
+ */
+function leaderOf(header: string | null, base: string): string | undefined {
   if (header === null || !/^https?:\/\//.test(header)) return undefined;
+  if (base.startsWith("https://") && !header.startsWith("https://")) return undefined;
   return header.replace(/\/+$/, "");
 }
 

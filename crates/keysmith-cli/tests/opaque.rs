@@ -220,12 +220,13 @@ fn opaque_and_encoded_sequences(url: &str) {
             "2^53 - 1",
         ),
         (&["create", "x8", "--opaque", "--start=-1"], "0 or more"),
+        (&["create", "x9", "--js-safe", "--bit-reversed"], "63 bits"),
     ] {
         let e = fails(url, bad);
         assert!(e.contains(says), "{bad:?}: {e}");
     }
     let list = ok(url, &["list"]);
-    for n in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"] {
+    for n in ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"] {
         assert!(!list.contains(&format!("{n}\t")), "{n} created: {list}");
     }
     ok(url, &["create", "plain"]);
@@ -446,6 +447,7 @@ async fn opaque_over_http_with_grants_and_no_secret_shown() {
         serde_json::json!({"name": "y4", "encoding": "base32", "prefix": "Ord"}),
         serde_json::json!({"name": "y5", "opaque": true, "gapless": true}),
         serde_json::json!({"name": "y6", "opaque": true, "max": 3}),
+        serde_json::json!({"name": "y7", "js_safe": true, "bit_reversed": true}),
     ] {
         let r = admin(c.post(s.url("/v1/sequences")))
             .json(&bad)

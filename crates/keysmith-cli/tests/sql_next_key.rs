@@ -768,7 +768,7 @@ async fn a_version_8_store_gets_session_blocks_on_open() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 9);
+    assert_eq!(version, keysmith::store::postgres::SCHEMA_VERSION);
     let v2 = next_key(&a, "old").await;
     assert_eq!(v2, v1 + 1);
     assert_eq!(
@@ -777,4 +777,47 @@ async fn a_version_8_store_gets_session_blocks_on_open() {
         "a block of 10 for the session"
     );
     assert_eq!(next_key(&a, "old").await, v2 + 1);
+}
+
+/// `next_key` and `next_keys` serve plain sequences only: on a sequence
+/// with a numbering (an encoded, opaque, residue-class, bit-reversed or
+/// leader-ordered one) the `sequences` row does not count the values
+/// keysmith hands out, so SQL would repeat them. Refused, naming the
+/// sequence, and nothing changes: `keysmith next` goes on where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_key_refuses_a_sequence_whose_values_keysmith_maps() {
+    let Some(pg) = server() else {
+        return;
+    };
+    let url = store_url(&pg.url());
+    let a = session(&pg.url(), "nk-mapped").await;
+    for (name, extra) in [
+        ("enc", &["--encoding", "base32"][..]),
+        ("opq", &["--opaque"][..]),
+        ("cls", &["--increment", "4", "--offset", "1"][..]),
+        ("rev", &["--bit-reversed"][..]),
+        ("led", &["--order", "leader"][..]),
+    ] {
+        let mut args = vec!["create", name];
+        args.extend_from_slice(extra);
+        common::ok(&url, &args);
+        let before = common::ok(&url, &["next", name]);
+        for sql in [
+            format!("SELECT {SCHEMA}.next_key($1)"),
+            format!("SELECT {SCHEMA}.next_keys($1, 3)"),
+        ] {
+            let e = a.query(&sql, &[&name]).await.unwrap_err();
+            let db = e.as_db_error().expect("a database error");
+            assert_eq!(db.code().code(), "42809", "{name}: {db:?}");
+            assert!(
+                db.message().contains("not a plain sequence"),
+                "{name}: {db:?}"
+            );
+        }
+        let after = common::ok(&url, &["next", name]);
+        assert_ne!(before, after, "{name}: values go on");
+    }
+    // A plain sequence still works.
+    common::ok(&url, &["create", "plain", "--block", "5"]);
+    assert_eq!(next_key(&a, "plain").await, 1);
 }

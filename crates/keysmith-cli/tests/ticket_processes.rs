@@ -80,7 +80,7 @@ fn refusals_say_why_and_change_nothing() {
             "between 1 ms and a day",
         ),
         (vec!["ticket", "take", "plain"], "not gap-free"),
-        (vec!["next", "g"], "ticket take g"),
+        (vec!["next", "g"], "take a ticket, then commit it"),
     ] {
         let (code, err) = db.fails(&args);
         assert_eq!(code, 1, "{args:?}: {err}");

@@ -87,7 +87,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 

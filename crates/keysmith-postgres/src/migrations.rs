@@ -334,7 +334,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (kind, name)
     );
     "#,
-    // 9: `next_key` from a block per session (the user guide's "Allocating from SQL"). The
+    // 9: was `next_key` from a block per session; migration 10 makes it
+    // (with the check below), so a store at version 9 gets it again.
+    "SELECT 1;",
+    // 10: `next_key` and `next_keys` refuse a sequence with a numbering
+    // (numbered, bit-reversed, residue-class, opaque, encoded, leader-
+    // ordered): its `sequences` row does not count its values (they come
+    // from `number_counters`, a residue class's slots, a permutation or the
+    // leader), so handing out `next` would repeat values keysmith hands
+    // out. The check runs when a session reserves a block, not per value.
+    // And, as migration 9 made it first: `next_key` from a block per session (the user guide's "Allocating from SQL"). The
     // session's cursor is a custom setting, `keysmith.b_<schema>_<hex of the
     // name>` = `pid,next,end,xid`: the values next..end-1 of a block that
     // `reserve` took for this backend (`pid`), and while the transaction that
@@ -360,6 +369,33 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // `reserve` fences the row first, so a failover moves the row on before
     // any session of the new primary takes a block.
     r#"
+    CREATE OR REPLACE FUNCTION {s}.plain_only(seq text) RETURNS void
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF EXISTS (SELECT 1 FROM {s}.numbering n WHERE n.name = seq) THEN
+            RAISE EXCEPTION 'keysmith: sequence % is not a plain sequence (numbered, bit-reversed, residue-class, opaque, encoded or leader-ordered): its row counts something else than its values', quote_literal(seq)
+                USING ERRCODE = 'wrong_object_type',
+                      HINT = 'take its values through keysmith (the library, the CLI or HTTP); next_key serves plain sequences only';
+        END IF;
+    END
+    $fn$;
+
+    CREATE OR REPLACE FUNCTION {s}.next_keys(seq text, n bigint) RETURNS SETOF bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        r record;
+    BEGIN
+        PERFORM {s}.plain_only(seq);
+        SELECT * INTO r FROM {s}.reserve(seq, n);
+        IF r.next_free - r.first_value < n THEN
+            -- Raising rolls the short reservation back: nothing is lost.
+            RAISE EXCEPTION 'keysmith: sequence % has only % values left, % asked for', quote_literal(seq), r.next_free - r.first_value, n
+                USING ERRCODE = 'sequence_generator_limit_exceeded';
+        END IF;
+        RETURN QUERY SELECT generate_series(r.first_value, r.next_free - 1);
+    END
+    $fn$;
+
     CREATE OR REPLACE FUNCTION {s}.next_key(seq text) RETURNS bigint
     LANGUAGE plpgsql AS $fn$
     DECLARE
@@ -398,6 +434,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         -- hand out the block from the session setting in transactions that
         -- may write nothing (and so flush nothing).
         PERFORM set_config('synchronous_commit', 'on', true);
+        PERFORM {s}.plain_only(seq);
         SELECT q.block INTO b FROM {s}.sequences q WHERE q.name = seq;
         IF NOT FOUND OR b <= 1 THEN
             -- Strict, or missing (reserve raises naming it).

@@ -211,3 +211,26 @@ async fn leases_renew_and_release_with_the_token_in_the_body() {
     }
     srv.stop().await;
 }
+
+/// The groups of leader leases (`leader/NAME`) are reserved: a caller with
+/// a grant on worker groups cannot take a leader-ordered sequence's lease
+/// (and with it the sequence) through the lease route. Refused with a 400
+/// that leases nothing.
+#[tokio::test]
+async fn leader_lease_groups_are_reserved() {
+    let srv = TestServer::start().await;
+    let (st, v) = srv
+        .call(
+            Method::POST,
+            "/v1/workers/leader%2Forders/lease?max=1",
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("leader/"),
+        "{v}"
+    );
+    assert_eq!(list(&srv, "leader%2Forders").await["workers"], json!([]));
+    srv.stop().await;
+}

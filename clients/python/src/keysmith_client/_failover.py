@@ -65,8 +65,12 @@ def decode(resp: httpx.Response) -> Any:
         return None
 
 
-def leader_of(resp: httpx.Response) -> Optional[str]:
+def leader_of(resp: httpx.Response, base: str) -> Optional[str]:
     """The leader's address of a 421 ``not_leader`` answer, else ``None``.
+
+    ``None`` too when ``base`` (where the request went) is ``https`` and the
+    leader is ``http``: the token is never sent in clear text; the 421 goes
+    to the caller as an error naming the leader.
 
     A server that does not lead a leader-ordered sequence answers ``next``
     with its leader's address (header ``Keysmith-Leader``, and
@@ -81,6 +85,8 @@ def leader_of(resp: httpx.Response) -> Optional[str]:
         err = body.get("error") if isinstance(body, dict) else None
         url = err.get("leader") if isinstance(err, dict) else None
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return None
+    if base.startswith("https://") and not url.startswith("https://"):
         return None
     return url.rstrip("/")
 

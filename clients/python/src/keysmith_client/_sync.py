@@ -152,7 +152,7 @@ class Client:
                     req.method, self._servers.urls[step] + req.path, params=req.params, json=req.json
                 )
                 # A leader-ordered sequence that another server leads: follow, once.
-                leader = leader_of(resp)
+                leader = leader_of(resp, self._servers.urls[step])
                 if leader is not None:
                     resp = self._http.request(req.method, leader + req.path, params=req.params, json=req.json)
             except httpx.TransportError as e:

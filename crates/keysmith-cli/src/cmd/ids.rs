@@ -147,7 +147,10 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
             config.window = config.ttl;
             config.max_borrow = Duration::from_millis(run.max_borrow_ms);
             // Check before touching the store.
-            config.validate(keysmith::ids::wall_ms())?;
+            let now = keysmith::ids::wall_ms();
+            config
+                .validate(now)
+                .map_err(|e| with_flag_hint(e, &config.layout, now, config.allow_short_lifetime))?;
             format.check(&config.layout)?;
             let store = global.open().await?;
             let ids = IdGenerator::builder()
@@ -251,7 +254,8 @@ pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
                 );
             }
             // Tell, and fail, when the layout would be refused.
-            l.check(now, 1, layout.allow_short_lifetime)?;
+            l.check(now, 1, layout.allow_short_lifetime)
+                .map_err(|e| with_flag_hint(e, &l, now, layout.allow_short_lifetime))?;
             Ok(())
         }
     }
@@ -303,4 +307,19 @@ async fn print_ids(
         writeln!(out, "]}}")?;
     }
     Ok(())
+}
+
+/// `e` with the CLI's flag named when the layout was refused for its short
+/// lifetime (the library names its parameter, `allow_short_lifetime`).
+fn with_flag_hint(
+    e: keysmith::Error,
+    layout: &keysmith::ids::Layout,
+    now_ms: i64,
+    allowed: bool,
+) -> anyhow::Error {
+    if !allowed && layout.report(now_ms).years_left < keysmith::ids::MIN_LIFETIME_YEARS {
+        anyhow::anyhow!("{e} (pass --allow-short-lifetime to accept it)")
+    } else {
+        e.into()
+    }
 }

@@ -269,7 +269,11 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
             ..
         } => {
             let max = match js_safe {
-                true => js_safe_max(max).map_err(|e| anyhow::anyhow!("--max: {e}"))?,
+                true => js_safe_max(
+                    max,
+                    numbering.as_ref().is_some_and(|n| n.bit_reversed.is_some()),
+                )
+                .map_err(|e| anyhow::anyhow!("--js-safe: {e}"))?,
                 false => max.unwrap_or(MAX_VALUE),
             };
             let spec = SequenceSpec {

@@ -141,6 +141,8 @@ impl WorkerLeases {
     /// naming the group and its size when every worker id is held; what
     /// the store fails with.
     pub async fn lease(&self, group: &str, ttl: Duration, max: i64) -> Result<HeldWorker> {
+        crate::validate_name(group)?;
+        crate::store::check_user_group(group)?;
         let now = wall_ms();
         let claim = WorkerClaim {
             group: group.to_owned(),

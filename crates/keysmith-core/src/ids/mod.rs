@@ -174,6 +174,7 @@ impl IdConfig {
     /// [`Error::InvalidName`] or [`Error::InvalidArgument`] saying which.
     pub fn validate(&self, now_ms: i64) -> Result<()> {
         crate::validate_name(&self.group)?;
+        crate::store::check_user_group(&self.group)?;
         self.layout
             .check(now_ms, self.workers(), self.allow_short_lifetime)?;
         crate::store::check_times(self.ttl, now_ms.max(0), ms(self.window))?;

@@ -64,7 +64,11 @@
 //! real time over a lease's time to live, and the store's clock is not
 //! stepped backwards or forwards while leases are live (NTP slews; a step of
 //! the SQLite host's clock by more than the margin `2 x 1% x ttl` can break
-//! order, never uniqueness). Uniqueness does not depend on clocks at all:
+//! order, never uniqueness). The leader's host is not suspended while it
+//! leads: the monotonic clock does not advance during a suspend, so a host
+//! suspended past its lease and resumed could serve values from memory
+//! before its deadline notices (order across that failover, never
+//! uniqueness). Uniqueness does not depend on clocks at all:
 //! every value comes from a durable block reservation.
 //!
 //! # Failover time
@@ -102,8 +106,9 @@ pub const MAX_CLOCK_DRIFT: f64 = 0.01;
 /// values go out from memory, so blocks are large.
 pub const MIN_LEADER_BLOCK: i64 = 1000;
 
-/// The prefix of a leader lease's worker group.
-pub const LEADER_GROUP_PREFIX: &str = "leader/";
+/// The prefix of a leader lease's worker group (reserved: see
+/// [`crate::store::check_user_group`]).
+pub const LEADER_GROUP_PREFIX: &str = crate::store::LEADER_GROUP_PREFIX;
 
 /// The worker group whose one worker id is the leader lease of sequence
 /// `name`: `leader/NAME`.
@@ -589,12 +594,18 @@ impl Inner {
                 None
             }
         };
+        // A lease this process's address still holds from before (a
+        // restart within the time to live, a handle closed and not yet
+        // released) is not a leader to send callers to: they would come
+        // back here. No leader right now; it expires.
+        let leader = holder
+            .as_deref()
+            .and_then(advertised_address)
+            .filter(|a| self.options.advertise.as_deref() != Some(*a))
+            .map(str::to_owned);
         Error::NotLeader {
             name: self.name.clone(),
-            leader: holder
-                .as_deref()
-                .and_then(advertised_address)
-                .map(str::to_owned),
+            leader,
             holder,
         }
     }

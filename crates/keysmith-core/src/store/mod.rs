@@ -67,12 +67,12 @@ pub use sequences::{
 pub use tombstones::{POOL_KIND, SEQUENCE_KIND};
 pub use tombstones::{Tombstone, reversed_bound};
 pub use workers::{
-    MAX_WORKER_TTL, MAX_WORKERS, Release, Renewal, WORKER_FAILOVER_SKIP_MS, WorkerClaim,
-    WorkerEntry, WorkerFloorMove, WorkerLease, WorkerStore,
+    LEADER_GROUP_PREFIX, MAX_WORKER_TTL, MAX_WORKERS, Release, Renewal, WORKER_FAILOVER_SKIP_MS,
+    WorkerClaim, WorkerEntry, WorkerFloorMove, WorkerLease, WorkerStore,
 };
 #[doc(hidden)]
 pub use workers::{
-    acquisition_start, all_taken, check_release_floor, check_times, lowest_free,
+    acquisition_start, all_taken, check_release_floor, check_times, check_user_group, lowest_free,
     same_worker_generation, worker_entry, worker_live,
 };
 

@@ -24,8 +24,15 @@ pub const JS_SAFE_MAX: i64 = (1 << 53) - 1;
 /// [`JS_SAFE_MAX`]), else [`JS_SAFE_MAX`].
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for a `max` above [`JS_SAFE_MAX`].
-pub fn js_safe_max(max: Option<i64>) -> Result<i64> {
+/// [`Error::InvalidArgument`] for a `max` above [`JS_SAFE_MAX`], and for a
+/// bit-reversed sequence (`bit_reversed`): its values span all 63 bits
+/// whatever its max, which bounds only its counter.
+pub fn js_safe_max(max: Option<i64>, bit_reversed: bool) -> Result<i64> {
+    if bit_reversed {
+        return Err(Error::invalid(
+            "a bit-reversed sequence cannot be JavaScript-safe: its values span all 63 bits whatever its max (which bounds only its counter); leave out bit_reversed or js_safe",
+        ));
+    }
     match max {
         Some(m) if m > JS_SAFE_MAX => Err(Error::invalid(format!(
             "a JavaScript-safe sequence's max is at most 2^53 - 1 ({JS_SAFE_MAX}), the largest integer JavaScript holds exactly; got max {m}: give a smaller max or leave it out"

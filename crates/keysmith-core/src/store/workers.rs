@@ -55,6 +55,30 @@ pub fn same_worker_generation(recorded: Option<&str>, current: &str) -> bool {
     recorded.is_none_or(|g| g == current)
 }
 
+/// The prefix of the worker groups that hold the leader leases of
+/// leader-ordered sequences (`leader/NAME`, see
+/// `crate::sequence::leader`): reserved. Worker leases for other
+/// generators and keysmith's own id generators refuse such a group
+/// ([`check_user_group`]), so no caller with a grant on worker groups can
+/// take a sequence's leader lease.
+pub const LEADER_GROUP_PREFIX: &str = "leader/";
+
+/// Refuses a group reserved for leader leases ([`LEADER_GROUP_PREFIX`]).
+///
+/// # Errors
+/// [`Error::InvalidName`] naming the group and the reserved prefix.
+pub fn check_user_group(group: &str) -> Result<()> {
+    if group.starts_with(LEADER_GROUP_PREFIX) {
+        return Err(Error::InvalidName {
+            name: crate::name::shorten(group),
+            reason: format!(
+                "groups starting with {LEADER_GROUP_PREFIX:?} hold the leader leases of leader-ordered sequences; choose another group"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// The most worker ids a group may have (2^22).
 pub const MAX_WORKERS: i64 = 1 << 22;
 

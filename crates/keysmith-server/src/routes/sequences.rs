@@ -271,7 +271,7 @@ pub(crate) async fn create(
     JsonBody(b): JsonBody<CreateBody>,
 ) -> ApiResult<Response> {
     let max = match b.js_safe {
-        true => js_safe_max(b.max)?,
+        true => js_safe_max(b.max, b.bit_reversed)?,
         false => b.max.unwrap_or(MAX_VALUE),
     };
     if b.prefix.is_some() && b.encoding.is_none() {

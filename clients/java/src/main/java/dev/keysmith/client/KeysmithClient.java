@@ -348,7 +348,7 @@ public final class KeysmithClient implements AutoCloseable {
         resp = http.send(request(url, req, qs), HttpResponse.BodyHandlers.ofByteArray());
         // A leader-ordered sequence that another server leads: the 421 names the leader; the same
         // request goes there, once, with this client's token and TLS settings.
-        String leader = resp.statusCode() == 421 ? leaderOf(resp.headers().firstValue("Keysmith-Leader").orElse(null)) : null;
+        String leader = resp.statusCode() == 421 ? leaderOf(resp.headers().firstValue("Keysmith-Leader").orElse(null), url) : null;
         if (leader != null) {
           url = leader;
           resp = http.send(request(url, req, qs), HttpResponse.BodyHandlers.ofByteArray());
@@ -413,9 +413,16 @@ public final class KeysmithClient implements AutoCloseable {
     return rb.build();
   }
 
-  /** The leader's address a 421 {@code not_leader} names, or null when it names none. */
-  static String leaderOf(String header) {
+  /**
+   * The leader's address a 421 {@code not_leader} names, or null when it names none, and null for
+   * an http leader of a request that went to {@code base} over https: the token is never sent in
+   * clear text (the 421 reaches the caller as an error naming the leader).
+   */
+  static String leaderOf(String header, String base) {
     if (header == null || !(header.startsWith("http://") || header.startsWith("https://"))) {
+      return null;
+    }
+    if (base.startsWith("https://") && !header.startsWith("https://")) {
       return null;
     }
     return header.replaceAll("/+$", "");

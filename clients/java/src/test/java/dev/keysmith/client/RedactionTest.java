@@ -239,4 +239,12 @@ class RedactionTest {
     assertEquals("/v1/workers/g/lease/release", KeysmithClient.redact("/v1/workers/g/lease/release"));
     assertEquals("/v1/sequences/a/lease/b", KeysmithClient.redact("/v1/sequences/a/lease/b"));
   }
+
+  @Test
+  void aLeaderOverHttpsIsNeverFollowedToHttp() {
+    assertEquals("http://a:1", KeysmithClient.leaderOf("http://a:1/", "http://b:2"));
+    assertEquals("https://a:1", KeysmithClient.leaderOf("https://a:1", "https://b:2"));
+    assertEquals(null, KeysmithClient.leaderOf("http://a:1", "https://b:2"));
+    assertEquals(null, KeysmithClient.leaderOf("ftp://a", "http://b:2"));
+  }
 }
