@@ -64,9 +64,9 @@ pub enum BenchCommand {
     },
     /// Latency of POST next (count=1) at a fixed request rate beside GET
     /// /livez at the same rate, in alternating rows, on an in-process server
-    /// over a fresh SQLite file: a sequence that refills during the run and
-    /// one that never does; slow requests grouped into stalls, each with
-    /// where in its block it happened.
+    /// over a fresh SQLite file: a sequence that refills during the run, one
+    /// that never does and a leader-ordered one; slow requests grouped into
+    /// stalls, each with where in its block it happened.
     Latency {
         /// Requests per second.
         #[arg(long, default_value_t = 5000.0)]
@@ -74,7 +74,7 @@ pub enum BenchCommand {
         /// Seconds per row.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
-        /// Rounds of the three rows.
+        /// Rounds of the four rows.
         #[arg(long, default_value_t = 3)]
         rounds: u32,
         /// Connections.

@@ -6,7 +6,8 @@
 //! (2^40) never does, so a stall that only the first shows is a block
 //! boundary's. Requests slower than 2 ms are grouped into stalls (slow
 //! requests less than 5 ms apart), each with where in its block the first
-//! value of the stall lay.
+//! value of the stall lay. A third sequence is leader-ordered (`--order
+//! leader`): the p99 of strict order from the leader's memory at the same rate.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ pub struct Options {
     pub rate: f64,
     /// Seconds per row.
     pub seconds: f64,
-    /// Rounds of (livez, next with `block`, next with a block that never runs out).
+    /// Rounds of (livez, next with `block`, next with a block that never runs out, next of a leader-ordered sequence).
     pub rounds: u32,
     /// Connections.
     pub conns: usize,
@@ -112,13 +113,17 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
 async fn measure(addr: SocketAddr, o: &Options) -> anyhow::Result<Report> {
     let d = Duration::from_secs_f64(o.seconds);
     let huge = 1i64 << 40;
-    for (name, block) in [("lat-refills", o.block), ("lat-never", huge)] {
+    for (name, block, order) in [
+        ("lat-refills", o.block, "cached"),
+        ("lat-never", huge, "cached"),
+        ("lat-leader", o.block, "leader"),
+    ] {
         let (status, _) = http::Conn::open(addr)
             .await?
             .call(&http::json_request(
                 "POST",
                 "/v1/sequences",
-                &format!(r#"{{"name":"{name}","block":{block}}}"#),
+                &format!(r#"{{"name":"{name}","block":{block},"order":"{order}"}}"#),
             ))
             .await?;
         if status != 201 {
@@ -128,8 +133,11 @@ async fn measure(addr: SocketAddr, o: &Options) -> anyhow::Result<Report> {
     let livez = http::request("GET", "/livez");
     let refills = http::request("POST", "/v1/sequences/lat-refills/next");
     let never = http::request("POST", "/v1/sequences/lat-never/next");
-    // Warm-up: connections, handles and first blocks.
-    for r in [&livez, &refills, &never] {
+    // Leader-ordered (issue 41): this server leads (its first call takes the
+    // lease) and hands values out from memory in arrival order.
+    let leader = http::request("POST", "/v1/sequences/lat-leader/next");
+    // Warm-up: connections, handles, first blocks and the leader lease.
+    for r in [&livez, &refills, &never, &leader] {
         http::load(addr, r, o.conns, Duration::from_millis(200), None).await?;
     }
     let mut rows = Vec::new();
@@ -146,6 +154,7 @@ async fn measure(addr: SocketAddr, o: &Options) -> anyhow::Result<Report> {
                 &never,
                 Some(huge),
             ),
+            ("POST next, leader-ordered".into(), &leader, None),
         ] {
             let l = http::load(addr, req, o.conns, d, Some(o.rate)).await?;
             if l.failed > 0 {
