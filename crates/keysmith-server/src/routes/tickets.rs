@@ -159,13 +159,7 @@ pub(crate) async fn commit(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
 ) -> ApiResult<Response> {
-    keysmith::validate_name(&name)?;
-    let h = open(&state, &name).await?;
-    let f = h.commit(&ticket).await?;
-    Ok(Json(CommittedBody {
-        committed: Value::of(&h, f),
-    })
-    .into_response())
+    settle(&state, &name, &ticket, Settle::Commit).await
 }
 
 /// `POST /v1/sequences/{name}/tickets/{ticket}/release`.
@@ -180,13 +174,31 @@ pub(crate) async fn release(
     State(state): State<AppState>,
     NameTicket(name, ticket): NameTicket,
 ) -> ApiResult<Response> {
-    keysmith::validate_name(&name)?;
-    let h = open(&state, &name).await?;
-    let f = h.release(&ticket).await?;
-    Ok(Json(ReleasedNumberBody {
-        released: Value::of(&h, f),
+    settle(&state, &name, &ticket, Settle::Release).await
+}
+
+/// What a settle route does with a ticket's number.
+#[derive(Debug, Clone, Copy)]
+enum Settle {
+    Commit,
+    Release,
+}
+
+/// Commits or releases `ticket`'s number of sequence `name`: what the four
+/// settle routes (the ticket in the path, deprecated, or in the body) do.
+async fn settle(state: &AppState, name: &str, ticket: &str, what: Settle) -> ApiResult<Response> {
+    keysmith::validate_name(name)?;
+    let h = open(state, name).await?;
+    Ok(match what {
+        Settle::Commit => Json(CommittedBody {
+            committed: Value::of(&h, h.commit(ticket).await?),
+        })
+        .into_response(),
+        Settle::Release => Json(ReleasedNumberBody {
+            released: Value::of(&h, h.release(ticket).await?),
+        })
+        .into_response(),
     })
-    .into_response())
 }
 
 /// The body of the commit and release routes that keep the ticket out of
@@ -216,13 +228,7 @@ pub(crate) async fn commit_body(
     Name(name): Name,
     JsonBody(b): JsonBody<TicketRef>,
 ) -> ApiResult<Response> {
-    keysmith::validate_name(&name)?;
-    let h = open(&state, &name).await?;
-    let f = h.commit(&b.ticket).await?;
-    Ok(Json(CommittedBody {
-        committed: Value::of(&h, f),
-    })
-    .into_response())
+    settle(&state, &name, &b.ticket, Settle::Commit).await
 }
 
 /// `POST /v1/sequences/{name}/tickets/release` with `{"ticket": ...}`:
@@ -241,13 +247,7 @@ pub(crate) async fn release_body(
     Name(name): Name,
     JsonBody(b): JsonBody<TicketRef>,
 ) -> ApiResult<Response> {
-    keysmith::validate_name(&name)?;
-    let h = open(&state, &name).await?;
-    let f = h.release(&b.ticket).await?;
-    Ok(Json(ReleasedNumberBody {
-        released: Value::of(&h, f),
-    })
-    .into_response())
+    settle(&state, &name, &b.ticket, Settle::Release).await
 }
 
 /// The body of `POST /v1/sequences/{name}/parse`.
