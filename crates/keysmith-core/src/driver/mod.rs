@@ -14,6 +14,9 @@
 //! - [`conn::with_conn`] over a [`conn::ConnPool`]: the connection ceremony
 //!   of the pooled SQL stores (timeouts, closing a connection a failure may
 //!   have broken) and its two timeout messages;
+//! - the pool algorithms of the SQL stores, over the statements each
+//!   dialect runs: [`sample_members_on`], [`create_pool_in`],
+//!   [`fence_pool_in`], [`drop_pool_in`], [`swap_member_with`];
 //! - [`remembered::Remembered`]: a bounded map of what a backend read last;
 //! - [`credentials`] and [`tls`]: certificate, key and password files, and
 //!   the rustls verifier of the SQL stores' `sslmode` checks;
@@ -23,6 +26,7 @@
 pub mod conn;
 #[cfg(feature = "tls")]
 pub mod credentials;
+mod pool_sql;
 pub mod remembered;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -30,3 +34,8 @@ pub mod tls;
 pub use crate::clock::now_ms;
 pub use crate::error::error_chain;
 pub use crate::store::*;
+#[doc(hidden)]
+pub use pool_sql::{
+    FenceClaim, POOL_SAMPLE_RERUNS, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in,
+    drop_pool_in, fence_pool_in, sample_members_on, swap_member_with,
+};
