@@ -14,9 +14,10 @@
 //! - [`conn::with_conn`] over a [`conn::ConnPool`]: the connection ceremony
 //!   of the pooled SQL stores (timeouts, closing a connection a failure may
 //!   have broken) and its two timeout messages;
-//! - the pool algorithms of the SQL stores, over the statements each
-//!   dialect runs: [`sample_members_on`], [`create_pool_in`],
-//!   [`fence_pool_in`], [`drop_pool_in`], [`swap_member_with`];
+//! - the pool and worker algorithms of the SQL stores, over the statements
+//!   each dialect runs: [`sample_members_on`], [`create_pool_in`],
+//!   [`fence_pool_in`], [`drop_pool_in`], [`swap_member_with`],
+//!   [`acquire_worker_on`], [`plan_take`];
 //! - [`remembered::Remembered`]: a bounded map of what a backend read last;
 //! - [`credentials`] and [`tls`]: certificate, key and password files, and
 //!   the rustls verifier of the SQL stores' `sslmode` checks;
@@ -30,6 +31,7 @@ mod pool_sql;
 pub mod remembered;
 #[cfg(feature = "tls")]
 pub mod tls;
+mod worker_sql;
 
 pub use crate::clock::now_ms;
 pub use crate::error::error_chain;
@@ -38,4 +40,9 @@ pub use crate::store::*;
 pub use pool_sql::{
     FenceClaim, POOL_SAMPLE_RERUNS, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in,
     drop_pool_in, fence_pool_in, sample_members_on, swap_member_with,
+};
+#[doc(hidden)]
+pub use worker_sql::{
+    Attempt, GroupRow, WORKER_ACQUIRE_ATTEMPTS, WorkerAcquire, WorkerTake, acquire_worker_on,
+    plan_take,
 };
