@@ -690,8 +690,8 @@ fn advisory_key(schema: &str) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::connect::{DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT};
     use super::*;
+    use keysmith_core::driver::{DEFAULT_CONN_TIMEOUT as DEFAULT_TIMEOUT, DEFAULT_POOL_SIZE};
 
     #[test]
     fn keysmith_parameters_are_taken_off_the_url() {
