@@ -96,12 +96,6 @@ pub const SCHEMA_VERSION: i64 = 4;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
-/// How often a statement whose fallback row contradicts its own outcome is
-/// run again before giving up with [`Error::Contention`] (see
-/// `write_if_version`); also how often a pool sample is drawn again because
-/// the pool's size changed under it.
-const MAX_RERUNS: u32 = 3;
-
 /// The server's clock in milliseconds since the Unix epoch. `SYSDATE`, not
 /// `NOW`: the time the expression runs, not the statement's start. Exact
 /// because every session runs at `time_zone = '+00:00'`.

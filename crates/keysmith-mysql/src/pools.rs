@@ -7,10 +7,13 @@
 //! swaps of the same member the second re-reads the row after the first
 //! commits, finds `take` gone and changes nothing.
 
-use rand::seq::SliceRandom;
+use mysql_async::Transaction;
 
 use super::*;
-use keysmith_core::driver::Residue;
+use keysmith_core::driver::{
+    FenceClaim, PoolReads, PoolSwaps, PoolTx, Residue, SwapSeen, create_pool_in, drop_pool_in,
+    fence_pool_in, sample_members_on, swap_member_with,
+};
 
 /// `(SELECT 0 AS d UNION ALL ... SELECT 9)`: one decimal digit, to make
 /// slot numbers `0..size` in one `INSERT ... SELECT` (MySQL has no
@@ -53,52 +56,10 @@ impl MysqlStore {
         })
     }
 
-    /// Moves every member of pool `name` forward by `rounds` and records the
-    /// server's generation, in one transaction, if the pool is still in
-    /// generation `from` (any, when `None`): of racing fences of one stale
-    /// pool, one moves it.
-    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            let mut tx = begin(c).await.map_err(bad)?;
-            tx.exec_drop(
-                format!(
-                    "UPDATE keysmith_pools SET generation = {}
-                     WHERE name = ? AND (? IS NULL OR generation <=> ?)",
-                    self.generation_expr()
-                ),
-                (name, from, from),
-            )
-            .await
-            .map_err(bad)?;
-            if tx.affected_rows() == 0 {
-                return match (self.pool_shape(&mut tx, name).await?, from) {
-                    (None, _) => Err(Error::not_found("pool", name)),
-                    // Fenced by another caller already.
-                    (Some(_), Some(_)) => Ok(()),
-                    // Recorded already in this generation: move anyway.
-                    (Some((size, residue)), None) => {
-                        self.move_members(&mut tx, name, rounds, size, residue)
-                            .await?;
-                        tx.commit().await.map_err(bad)
-                    }
-                };
-            }
-            let (size, residue) = self
-                .pool_shape(&mut tx, name)
-                .await?
-                .ok_or_else(|| Error::not_found("pool", name))?;
-            self.move_members(&mut tx, name, rounds, size, residue)
-                .await?;
-            tx.commit().await.map_err(bad)
-        })
-        .await
-    }
-
     /// The pool's size and residue class in `tx`, or `None`.
     async fn pool_shape(
         &self,
-        tx: &mut mysql_async::Transaction<'_>,
+        tx: &mut Transaction<'_>,
         name: &str,
     ) -> Result<Option<(i64, Option<Residue>)>> {
         let shape: Option<(i64, Option<i64>, Option<i64>)> = tx
@@ -113,41 +74,6 @@ impl MysqlStore {
             .transpose()
     }
 
-    /// Every member forward by `rounds` in `tx` (each keeps its slot: no
-    /// two collide), or nothing when the largest would not fit.
-    async fn move_members(
-        &self,
-        tx: &mut mysql_async::Transaction<'_>,
-        name: &str,
-        rounds: i64,
-        size: i64,
-        residue: Option<Residue>,
-    ) -> Result<()> {
-        let bad = |e: mysql_async::Error| self.my(&e);
-        let top: Option<Option<i64>> = tx
-            .exec_first(
-                "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
-                (name,),
-            )
-            .await
-            .map_err(bad)?;
-        if let Some(Some(top)) = top
-            && keysmith_core::driver::fenced_member(top, rounds, size, residue.as_ref()).is_none()
-        {
-            return Err(keysmith_core::driver::fence_exhausts(
-                name,
-                size,
-                residue.as_ref(),
-            ));
-        }
-        tx.exec_drop(
-            "UPDATE keysmith_pool_members SET value = value + ? WHERE pool = ?",
-            (rounds * size, name),
-        )
-        .await
-        .map_err(bad)
-    }
-
     async fn pool_exists(&self, c: &mut Conn, name: &str) -> Result<bool> {
         let r: Option<i64> = c
             .exec_first("SELECT 1 FROM keysmith_pools WHERE name = ?", (name,))
@@ -156,162 +82,209 @@ impl MysqlStore {
         Ok(r.is_some())
     }
 
-    /// The pool's size as the store holds it now, or `None`.
-    async fn pool_size(&self, c: &mut Conn, name: &str) -> Result<Option<i64>> {
-        c.exec_first("SELECT size FROM keysmith_pools WHERE name = ?", (name,))
-            .await
-            .map_err(|e| self.my(&e))
+    /// Runs `work` over the pool statements of a transaction of its own,
+    /// committed when it succeeds.
+    async fn in_pool_tx<T: Send>(
+        &self,
+        work: impl AsyncFnOnce(&mut PoolTxOf<'_, '_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        with_conn(self, async |c| {
+            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
+            let out = work(&mut PoolTxOf {
+                store: self,
+                tx: &mut tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.my(&e))?;
+            Ok(out)
+        })
+        .await
     }
 }
 
+/// A connection of this store: the statements of a sample.
+struct PoolReadsOf<'a> {
+    store: &'a MysqlStore,
+    c: &'a mut Conn,
+}
+
 #[async_trait]
-impl PoolStore for MysqlStore {
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        spec.validate_stored()?;
-        let name = spec.name.as_str();
+impl PoolReads for PoolReadsOf<'_> {
+    async fn pool_size(&mut self, name: &str) -> Result<Option<i64>> {
+        self.c
+            .exec_first("SELECT size FROM keysmith_pools WHERE name = ?", (name,))
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+
+    async fn sample(&mut self, name: &str, slots: &[i64]) -> Result<Option<(i64, Vec<i64>)>> {
+        if slots.is_empty() {
+            // `IN ()` is no SQL: the size alone.
+            return Ok(self.pool_size(name).await?.map(|size| (size, Vec::new())));
+        }
+        // One statement: the pool's size, and the members of the drawn
+        // slots (by the primary key), in one snapshot.
+        let marks = vec!["?"; slots.len()].join(", ");
+        let sql = format!(
+            "SELECT p.size, m.value FROM keysmith_pools p
+             LEFT JOIN keysmith_pool_members m ON m.pool = p.name AND m.slot IN ({marks})
+             WHERE p.name = ?"
+        );
+        let mut params: Vec<mysql_async::Value> = slots.iter().map(|s| (*s).into()).collect();
+        params.push(name.into());
+        let rows: Vec<(i64, Option<i64>)> = self
+            .c
+            .exec(sql, params)
+            .await
+            .map_err(|e| self.store.my(&e))?;
+        Ok(rows
+            .first()
+            .map(|&(size, _)| (size, rows.iter().filter_map(|(_, v)| *v).collect())))
+    }
+
+    fn corrupt(&self, what: &str) -> Error {
+        self.store.corrupt(what)
+    }
+}
+
+/// A transaction of this store: the statements of creating, fencing and
+/// dropping a pool.
+struct PoolTxOf<'a, 't> {
+    store: &'a MysqlStore,
+    tx: &'a mut Transaction<'t>,
+}
+
+#[async_trait]
+impl PoolTx for PoolTxOf<'_, '_> {
+    async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone> {
+        self.store.lock_tombstone(self.tx, POOL_KIND, name).await
+    }
+
+    async fn raise_tombstone(&mut self, name: &str, t: Tombstone) -> Result<()> {
+        self.store
+            .raise_tombstone(self.tx, POOL_KIND, name, t)
+            .await
+    }
+
+    async fn insert_pool(&mut self, spec: &PoolSpec) -> Result<()> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
         );
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            let mut tx = begin(c).await.map_err(bad)?;
-            let raised = self
-                .lock_tombstone(&mut tx, POOL_KIND, name)
-                .await?
-                .raise_pool(spec)?;
-            let (start, size) = (raised.start, raised.size);
-            match tx
-                .exec_drop(
-                    format!(
-                        "INSERT INTO keysmith_pools
-                             (name, start_value, size, generation, class_increment, class_offset)
-                         VALUES (?, ?, ?, {}, ?, ?)",
-                        self.generation_expr()
-                    ),
-                    (name, start, size, increment, offset),
-                )
-                .await
-            {
-                Ok(()) => {}
-                Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
-                    return Err(Error::AlreadyExists {
-                        kind: "pool",
-                        name: name.to_owned(),
-                    });
-                }
-                Err(e) => return Err(bad(e)),
+        match tx
+            .exec_drop(
+                format!(
+                    "INSERT INTO keysmith_pools
+                         (name, start_value, size, generation, class_increment, class_offset)
+                     VALUES (?, ?, ?, {}, ?, ?)",
+                    store.generation_expr()
+                ),
+                (name, start, size, increment, offset),
+            )
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if code(&e) == Some(ER_DUP_ENTRY) => {
+                return Err(Error::AlreadyExists {
+                    kind: "pool",
+                    name: name.to_owned(),
+                });
             }
-            tx.exec_drop(members_insert(size), (name, start, size))
-                .await
-                .map_err(bad)?;
-            if tx.affected_rows() != size as u64 {
-                return Err(self.corrupt(&format!(
-                    "pool {name:?}: {} of {size} members were written",
-                    tx.affected_rows()
-                )));
-            }
-            let generation: Option<String> = tx
-                .exec_first(
-                    "SELECT generation FROM keysmith_pools WHERE name = ?",
-                    (name,),
-                )
-                .await
-                .map_err(bad)?
-                .flatten();
-            tx.commit().await.map_err(bad)?;
-            Ok(PoolRow {
-                name: name.to_owned(),
-                start,
-                size,
-                generation,
-                residue: spec.residue,
-            })
-        })
-        .await
+            Err(e) => return Err(store.my(&e)),
+        }
+        tx.exec_drop(members_insert(size), (name, start, size))
+            .await
+            .map_err(|e| store.my(&e))?;
+        if tx.affected_rows() != size as u64 {
+            return Err(store.corrupt(&format!(
+                "pool {name:?}: {} of {size} members were written",
+                tx.affected_rows()
+            )));
+        }
+        Ok(())
     }
 
-    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
-        with_conn(self, async |c| {
-            let r: Option<Row> = c
-                .exec_first(
-                    format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
-                    (name,),
-                )
-                .await
-                .map_err(|e| self.my(&e))?;
-            r.map(|r| self.pool_row(&r)).transpose()
-        })
-        .await
+    async fn generation(&mut self) -> Result<String> {
+        self.tx
+            .query_first(format!("SELECT {}", self.store.generation_expr()))
+            .await
+            .map_err(|e| self.store.my(&e))?
+            .ok_or_else(|| self.store.corrupt("the server named no generation"))
     }
 
-    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            // The size this store saw last, or a read of it; then as long
-            // as the statement reports another size (the pool was dropped
-            // and created again), draw again from that one.
-            let mut size = match self.pool_sizes.get(name) {
-                Some(size) => size,
-                None => match self.pool_size(c, name).await? {
-                    Some(size) => size,
-                    None => return Err(Error::not_found("pool", name)),
-                },
-            };
-            for _ in 0..MAX_RERUNS {
-                let slots = keysmith_core::driver::sample_slots(size, k);
-                if slots.is_empty() {
-                    return match self.pool_size(c, name).await? {
-                        Some(_) => Ok(Vec::new()),
-                        None => Err(Error::not_found("pool", name)),
-                    };
-                }
-                // One statement: the pool's size, and the members of the
-                // drawn slots (by the primary key), in one snapshot.
-                let marks = vec!["?"; slots.len()].join(", ");
-                let sql = format!(
-                    "SELECT p.size, m.value FROM keysmith_pools p
-                     LEFT JOIN keysmith_pool_members m ON m.pool = p.name AND m.slot IN ({marks})
-                     WHERE p.name = ?"
-                );
-                let mut params: Vec<mysql_async::Value> =
-                    slots.iter().map(|s| (*s).into()).collect();
-                params.push(name.into());
-                let rows: Vec<(i64, Option<i64>)> = c.exec(sql, params).await.map_err(bad)?;
-                let Some(&(seen, _)) = rows.first() else {
-                    self.pool_sizes.forget(name);
-                    return Err(Error::not_found("pool", name));
-                };
-                self.pool_sizes.remember(name, seen);
-                if seen != size {
-                    size = seen;
-                    continue;
-                }
-                let mut picked: Vec<i64> = rows.iter().filter_map(|(_, v)| *v).collect();
-                if picked.len() != slots.len() {
-                    return Err(self.corrupt(&format!(
-                        "pool {name:?} of size {size} has {} of the {} slots drawn; drop the pool and create it again",
-                        picked.len(),
-                        slots.len()
-                    )));
-                }
-                // Callers get random order, not slot order.
-                picked.shuffle(&mut rand::rng());
-                return Ok(picked);
-            }
-            Err(Error::Contention {
-                name: name.to_owned(),
-                attempts: MAX_RERUNS,
-            })
-        })
-        .await
+    async fn lock_pool(&mut self, name: &str) -> Result<Option<PoolRow>> {
+        let r: Option<Row> = self
+            .tx
+            .exec_first(
+                format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"),
+                (name,),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))?;
+        r.map(|r| self.store.pool_row(&r)).transpose()
     }
 
-    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        // `None`: swapped; else the pool's generation, the server's, its size.
-        let swapped = with_conn(self, async |c| {
+    async fn top_member(&mut self, name: &str) -> Result<Option<i64>> {
+        let top: Option<Option<i64>> = self
+            .tx
+            .exec_first(
+                "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
+                (name,),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))?;
+        Ok(top.flatten())
+    }
+
+    async fn delete_pool(&mut self, name: &str) -> Result<()> {
+        self.tx
+            .exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+
+    async fn claim_fence(&mut self, name: &str, from: Option<&str>) -> Result<FenceClaim> {
+        let (store, tx) = (self.store, &mut *self.tx);
+        tx.exec_drop(
+            format!(
+                "UPDATE keysmith_pools SET generation = {}
+                 WHERE name = ? AND (? IS NULL OR generation <=> ?)",
+                store.generation_expr()
+            ),
+            (name, from, from),
+        )
+        .await
+        .map_err(|e| store.my(&e))?;
+        let changed = tx.affected_rows() != 0;
+        Ok(match (store.pool_shape(tx, name).await?, from) {
+            (None, _) => FenceClaim::Missing,
+            // Fenced by another caller already.
+            (Some(_), Some(_)) if !changed => FenceClaim::Fenced,
+            // Claimed, or (MySQL counts changed rows only) recorded already
+            // in this generation: move anyway.
+            (Some((size, residue)), _) => FenceClaim::Claimed { size, residue },
+        })
+    }
+
+    async fn move_members(&mut self, name: &str, by: i64) -> Result<()> {
+        self.tx
+            .exec_drop(
+                "UPDATE keysmith_pool_members SET value = value + ? WHERE pool = ?",
+                (by, name),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+}
+
+#[async_trait]
+impl PoolSwaps for MysqlStore {
+    async fn swap_once(&self, name: &str, take: i64, put: i64) -> Result<SwapSeen> {
+        with_conn(self, async |c| {
             // Only in the pool's generation (or a pool from before
-            // generations); otherwise the caller acts below.
+            // generations); otherwise the caller acts on what comes back.
             match c
                 .exec_drop(
                     format!(
@@ -334,7 +307,11 @@ impl PoolStore for MysqlStore {
                 Err(e) => return Err(self.my(&e)),
             }
             if c.affected_rows() == 1 {
-                return Ok(None);
+                return Ok(SwapSeen {
+                    swapped: true,
+                    generations: None,
+                    size: None,
+                });
             }
             let state: Option<(Option<String>, String, i64)> = c
                 .exec_first(
@@ -346,23 +323,54 @@ impl PoolStore for MysqlStore {
                 )
                 .await
                 .map_err(|e| self.my(&e))?;
-            state
-                .map(Some)
-                .ok_or_else(|| Error::not_found("pool", name))
+            let (recorded, current, size) = state.ok_or_else(|| Error::not_found("pool", name))?;
+            Ok(SwapSeen {
+                swapped: false,
+                generations: Some((recorded, current)),
+                size: Some(size),
+            })
         })
-        .await?;
-        let Some((recorded, current, size)) = swapped else {
-            return Ok(true);
-        };
-        match keysmith_core::driver::pool_generation(recorded.as_deref(), &current) {
-            keysmith_core::driver::PoolGeneration::Current
-            | keysmith_core::driver::PoolGeneration::Record => Ok(false),
-            keysmith_core::driver::PoolGeneration::Fence => {
-                let rounds = keysmith_core::driver::pool_fence_rounds(size);
-                self.fence_from(name, rounds, recorded.as_deref()).await?;
-                Ok(false)
-            }
-        }
+        .await
+    }
+
+    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
+        self.in_pool_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
+            .await
+    }
+}
+
+#[async_trait]
+impl PoolStore for MysqlStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        spec.validate_stored()?;
+        self.in_pool_tx(async |tx| create_pool_in(tx, spec).await)
+            .await
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        with_conn(self, async |c| {
+            let r: Option<Row> = c
+                .exec_first(
+                    format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ?"),
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            r.map(|r| self.pool_row(&r)).transpose()
+        })
+        .await
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        with_conn(self, async |c| {
+            let mut reads = PoolReadsOf { store: self, c };
+            sample_members_on(&mut reads, &self.pool_sizes, name, k).await
+        })
+        .await
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        swap_member_with(self, name, take, put).await
     }
 
     async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
@@ -457,45 +465,11 @@ impl PoolStore for MysqlStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            let mut tx = begin(c).await.map_err(bad)?;
-            let before = self.lock_tombstone(&mut tx, POOL_KIND, name).await?;
-            let r: Option<Row> = tx
-                .exec_first(
-                    format!("SELECT {POOL_COLUMNS} FROM keysmith_pools WHERE name = ? FOR UPDATE"),
-                    (name,),
-                )
-                .await
-                .map_err(bad)?;
-            let Some(r) = r else {
-                self.pool_sizes.forget(name);
-                return Err(Error::not_found("pool", name));
-            };
-            let row = self.pool_row(&r)?;
-            let highest: Option<i64> = tx
-                .exec_first(
-                    "SELECT MAX(value) FROM keysmith_pool_members WHERE pool = ?",
-                    (name,),
-                )
-                .await
-                .map_err(bad)?
-                .flatten();
-            let generation: String = tx
-                .query_first(format!("SELECT {}", self.generation_expr()))
-                .await
-                .map_err(bad)?
-                .ok_or_else(|| self.corrupt("the server named no generation"))?;
-            let t = before.after_pool_drop(&row, highest, &generation);
-            self.raise_tombstone(&mut tx, POOL_KIND, name, t).await?;
-            tx.exec_drop("DELETE FROM keysmith_pools WHERE name = ?", (name,))
-                .await
-                .map_err(bad)?;
-            tx.commit().await.map_err(bad)?;
-            self.pool_sizes.forget(name);
-            Ok(())
-        })
-        .await
+        let out = self
+            .in_pool_tx(async |tx| drop_pool_in(tx, name).await)
+            .await;
+        self.pool_sizes.forget(name);
+        out
     }
 }
 

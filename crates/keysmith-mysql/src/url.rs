@@ -2,10 +2,9 @@
 //! and its files, checked when parsed.
 
 use super::*;
+use keysmith_core::driver::{ConnParams, DEFAULT_CONN_TIMEOUT, DEFAULT_POOL_SIZE};
 
 pub(super) const DEFAULT_PORT: u16 = 3306;
-pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-pub(super) const DEFAULT_POOL_SIZE: usize = 16;
 
 /// How the connection is encrypted (`ssl-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,14 +130,18 @@ impl MysqlUrl {
             database,
             ssl_mode: SslMode::Preferred,
             ssl_ca: None,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: DEFAULT_CONN_TIMEOUT,
             pool_size: DEFAULT_POOL_SIZE,
             tls_name: None,
         };
+        let mut conn = ConnParams::default();
         let mut password_file = None;
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let value = decode(value);
+            if conn.take(&shown, key, &value)? {
+                continue;
+            }
             match key {
                 "ssl-mode" | "ssl_mode" | "sslmode" => {
                     out.ssl_mode = SslMode::parse(&value, &shown)?;
@@ -153,29 +156,6 @@ impl MysqlUrl {
                     out.ssl_ca = Some((bytes, value));
                 }
                 "password_file" | "password-file" => password_file = Some(value),
-                "timeout" => {
-                    out.timeout = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
-                        .map(Duration::from_secs_f64)
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "store URL {shown}: timeout={value:?} must be a number of seconds above 0 and at most 86400, e.g. timeout=10"
-                            ))
-                        })?;
-                }
-                "pool_size" => {
-                    out.pool_size = value
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=1000).contains(n))
-                        .ok_or_else(|| {
-                            Error::invalid(format!(
-                                "store URL {shown}: pool_size={value:?} must be a whole number from 1 to 1000, e.g. pool_size=16"
-                            ))
-                        })?;
-                }
                 other => {
                     return Err(Error::invalid(format!(
                         "store URL {shown}: unknown parameter {other:?}; a mysql:// URL takes ssl-mode, ssl-ca, password_file, timeout and pool_size"
@@ -183,6 +163,7 @@ impl MysqlUrl {
                 }
             }
         }
+        (out.timeout, out.pool_size) = (conn.timeout, conn.pool_size);
         if let Some(path) = password_file {
             if out.password.is_some() {
                 return Err(Error::invalid(format!(

@@ -5,119 +5,119 @@
 //! An acquisition is one transaction: it locks the group's rows (`SELECT
 //! ... FOR UPDATE`), so acquisitions of one group run one after the other,
 //! picks the lowest worker id without a live lease, and takes it with an
-//! UPDATE of its expired row or an INSERT of a new one. Two acquirers that
+//! UPDATE of its expired row or an INSERT of a new one (`plan_take`; the
+//! attempts are `acquire_worker_on`'s). Two acquirers that
 //! both insert the same new worker id collide on the primary key: the loser
 //! rolls back and tries again. Renewal and release are one UPDATE each,
 //! conditional on the fence.
 
 use super::*;
 use keysmith_core::driver::{
-    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, acquisition_start,
-    all_taken, lowest_free, ticket_ttl_ms, worker_entry, worker_live,
+    Attempt, GroupRow, Release, Renewal, WorkerAcquire, WorkerClaim, WorkerEntry, WorkerLease,
+    WorkerStore, acquire_worker_on, plan_take, ticket_ttl_ms, worker_entry, worker_live,
 };
 
-/// How often an acquisition tries again after losing a new worker id to
-/// another acquirer (or a deadlock).
-const ACQUIRE_ATTEMPTS: u32 = 32;
+/// A connection of this store: one attempt of an acquisition.
+struct AcquireOn<'a> {
+    store: &'a MysqlStore,
+    c: &'a mut Conn,
+}
+
+#[async_trait]
+impl WorkerAcquire for AcquireOn<'_> {
+    async fn attempt(&mut self, claim: &WorkerClaim) -> Result<Attempt> {
+        let store = self.store;
+        let bad = |e: mysql_async::Error| store.my(&e);
+        let mut tx = begin(self.c).await.map_err(bad)?;
+        let rows: Vec<(i64, i64, i64, i64, Option<String>)> = tx
+            .exec(
+                "SELECT worker, fence, until_ms, expires_at, generation FROM keysmith_workers
+                 WHERE grp = ? ORDER BY worker FOR UPDATE",
+                (&claim.group,),
+            )
+            .await
+            .map_err(bad)?;
+        // The clock after the locks were granted: the lease runs from here.
+        let (now, generation): (i64, String) = tx
+            .query_first(format!("SELECT {NOW_MS}, {}", store.generation_expr()))
+            .await
+            .map_err(bad)?
+            .ok_or_else(|| store.corrupt("the server's clock gave no answer"))?;
+        let rows: Vec<GroupRow> = rows
+            .into_iter()
+            .map(
+                |(worker, fence, until_ms, expires_at, generation)| GroupRow {
+                    worker,
+                    fence,
+                    until_ms,
+                    live: worker_live(expires_at, now),
+                    generation,
+                },
+            )
+            .collect();
+        let Some(take) = plan_take(claim, &rows, &generation) else {
+            return Ok(Attempt::AllTaken);
+        };
+        let expires_at = now + ticket_ttl_ms(claim.ttl);
+        let written = if take.new {
+            tx.exec_drop(
+                "INSERT INTO keysmith_workers
+                     (grp, worker, fence, holder, until_ms, expires_at, generation)
+                 VALUES (?, ?, 1, ?, ?, ?, ?)",
+                (
+                    &claim.group,
+                    take.worker,
+                    &claim.holder,
+                    take.until_ms,
+                    expires_at,
+                    &generation,
+                ),
+            )
+            .await
+        } else {
+            tx.exec_drop(
+                "UPDATE keysmith_workers SET fence = ?, holder = ?, until_ms = ?, expires_at = ?,
+                     generation = ?
+                 WHERE grp = ? AND worker = ?",
+                (
+                    take.fence,
+                    &claim.holder,
+                    take.until_ms,
+                    expires_at,
+                    &generation,
+                    &claim.group,
+                    take.worker,
+                ),
+            )
+            .await
+        };
+        match written {
+            Ok(()) => {}
+            // Another acquirer took this new worker id (the transaction
+            // rolls back).
+            Err(e) if take.new && matches!(code(&e), Some(ER_DUP_ENTRY | ER_LOCK_DEADLOCK)) => {
+                return Ok(Attempt::Lost);
+            }
+            Err(e) => return Err(bad(e)),
+        }
+        match tx.commit().await {
+            Ok(()) => Ok(Attempt::Taken {
+                worker: take.worker,
+                fence: take.fence,
+                until_ms: take.until_ms,
+            }),
+            Err(e) if code(&e) == Some(ER_LOCK_DEADLOCK) => Ok(Attempt::Lost),
+            Err(e) => Err(bad(e)),
+        }
+    }
+}
 
 #[async_trait]
 impl WorkerStore for MysqlStore {
     async fn acquire_worker(&self, claim: &WorkerClaim) -> Result<WorkerLease> {
         claim.validate()?;
-        let ttl = ticket_ttl_ms(claim.ttl);
         with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            for _ in 0..ACQUIRE_ATTEMPTS {
-                let mut tx = begin(c).await.map_err(bad)?;
-                let rows: Vec<(i64, i64, i64, i64, Option<String>)> = tx
-                    .exec(
-                        "SELECT worker, fence, until_ms, expires_at, generation FROM keysmith_workers
-                         WHERE grp = ? ORDER BY worker FOR UPDATE",
-                        (&claim.group,),
-                    )
-                    .await
-                    .map_err(bad)?;
-                // The clock after the locks were granted: the lease runs
-                // from here.
-                let (now, generation): (i64, String) = tx
-                    .query_first(format!("SELECT {NOW_MS}, {}", self.generation_expr()))
-                    .await
-                    .map_err(bad)?
-                    .ok_or_else(|| self.corrupt("the server's clock gave no answer"))?;
-                let live: Vec<i64> = rows
-                    .iter()
-                    .filter(|r| worker_live(r.3, now))
-                    .map(|r| r.0)
-                    .collect();
-                let Some(worker) = lowest_free(&live, claim.max_workers) else {
-                    return Err(all_taken(&claim.group, claim.max_workers));
-                };
-                let (fence, until_ms) = match rows.iter().find(|r| r.0 == worker) {
-                    Some((_, fence, until_ms, _, recorded)) => {
-                        let start = acquisition_start(
-                            recorded.as_deref(),
-                            &generation,
-                            *until_ms,
-                            claim.now_ms,
-                        );
-                        let lease = (fence + 1, start + claim.window_ms);
-                        tx.exec_drop(
-                            "UPDATE keysmith_workers SET fence = ?, holder = ?, until_ms = ?, expires_at = ?,
-                                 generation = ?
-                             WHERE grp = ? AND worker = ?",
-                            (
-                                lease.0,
-                                &claim.holder,
-                                lease.1,
-                                now + ttl,
-                                &generation,
-                                &claim.group,
-                                worker,
-                            ),
-                        )
-                        .await
-                        .map_err(bad)?;
-                        lease
-                    }
-                    None => {
-                        let until_ms = claim.now_ms + claim.window_ms;
-                        match tx
-                            .exec_drop(
-                                "INSERT INTO keysmith_workers
-                                     (grp, worker, fence, holder, until_ms, expires_at, generation)
-                                 VALUES (?, ?, 1, ?, ?, ?, ?)",
-                                (
-                                    &claim.group,
-                                    worker,
-                                    &claim.holder,
-                                    until_ms,
-                                    now + ttl,
-                                    &generation,
-                                ),
-                            )
-                            .await
-                        {
-                            Ok(()) => (1, until_ms),
-                            Err(e) if matches!(code(&e), Some(ER_DUP_ENTRY | ER_LOCK_DEADLOCK)) => {
-                                // Another acquirer took this new worker id: again.
-                                drop(tx);
-                                continue;
-                            }
-                            Err(e) => return Err(bad(e)),
-                        }
-                    }
-                };
-                match tx.commit().await {
-                    Ok(()) => {}
-                    Err(e) if code(&e) == Some(ER_LOCK_DEADLOCK) => continue,
-                    Err(e) => return Err(bad(e)),
-                }
-                return Ok(claim.lease(worker, fence, until_ms - claim.window_ms));
-            }
-            Err(Error::Contention {
-                name: claim.group.clone(),
-                attempts: ACQUIRE_ATTEMPTS,
-            })
+            acquire_worker_on(&mut AcquireOn { store: self, c }, claim).await
         })
         .await
     }

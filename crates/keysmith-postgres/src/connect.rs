@@ -13,11 +13,10 @@ use tokio_postgres::error::SqlState;
 
 use super::DEFAULT_SCHEMA;
 use super::tls::{self, PgTls};
+use keysmith_core::driver::ConnParams;
 use keysmith_core::{Error, Result};
 
-pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-pub(super) const DEFAULT_POOL_SIZE: usize = 16;
 
 /// What keysmith takes from a store URL.
 #[derive(Debug, Clone)]
@@ -119,42 +118,18 @@ pub(super) fn parse_url(url: &str) -> Result<Settings> {
         None => (url, ""),
     };
     let mut schema = DEFAULT_SCHEMA.to_owned();
-    let mut timeout = DEFAULT_TIMEOUT;
-    let mut pool_size = DEFAULT_POOL_SIZE;
+    let mut conn = ConnParams::default();
     let mut tls = tls::TlsParams::default();
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if tls.take(key, value) {
+        if tls.take(key, value) || conn.take(&shown, key, value)? {
             continue;
         }
         match key {
             "schema" => {
                 validate_schema(value)?;
                 value.clone_into(&mut schema);
-            }
-            "timeout" => {
-                timeout = value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "store URL {shown}: timeout={value:?} must be a number of seconds above 0 and at most 86400, e.g. timeout=10"
-                        ))
-                    })?;
-            }
-            "pool_size" => {
-                pool_size = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=1000).contains(n))
-                    .ok_or_else(|| {
-                        Error::invalid(format!(
-                            "store URL {shown}: pool_size={value:?} must be a whole number from 1 to 1000, e.g. pool_size=16"
-                        ))
-                    })?;
             }
             _ => rest.push(pair),
         }
@@ -174,8 +149,8 @@ pub(super) fn parse_url(url: &str) -> Result<Settings> {
     Ok(Settings {
         config,
         schema,
-        timeout,
-        pool_size,
+        timeout: conn.timeout,
+        pool_size: conn.pool_size,
         tls,
     })
 }

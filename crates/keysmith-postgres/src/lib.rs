@@ -56,7 +56,6 @@ use async_trait::async_trait;
 use deadpool_postgres::{
     ClientWrapper, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
-use rand::seq::SliceRandom;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
@@ -90,13 +89,6 @@ pub const DEFAULT_SCHEMA: &str = "keysmith";
 pub const SCHEMA_VERSION: i32 = 10;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
-
-/// How often a statement whose fallback row contradicts its own outcome is
-/// run again before giving up with [`Error::Contention`]. With the row locks
-/// the statements take this does not happen; the bound keeps a bug from
-/// looping. Also how often a pool sample is drawn again because the pool's
-/// size changed under it (dropped and created again).
-const MAX_RERUNS: u32 = 3;
 
 /// A store in a PostgreSQL database. Cheap to share (`Arc`); it holds a pool
 /// of connections that it opens as needed.
@@ -698,8 +690,8 @@ fn advisory_key(schema: &str) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::connect::{DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT};
     use super::*;
+    use keysmith_core::driver::{DEFAULT_CONN_TIMEOUT as DEFAULT_TIMEOUT, DEFAULT_POOL_SIZE};
 
     #[test]
     fn keysmith_parameters_are_taken_off_the_url() {

@@ -1,6 +1,10 @@
 //! PostgreSQL: the [`PoolStore`] half of the contract.
 
 use super::*;
+use keysmith_core::driver::{
+    FenceClaim, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in, drop_pool_in,
+    fence_pool_in, sample_members_on, swap_member_with,
+};
 
 impl PostgresStore {
     fn pool_row(&self, r: &tokio_postgres::Row) -> Result<PoolRow> {
@@ -20,180 +24,200 @@ impl PostgresStore {
         })
     }
 
-    /// Moves every member of pool `name` forward by `rounds` and records
-    /// the store's generation, in one transaction, if the pool is still in
-    /// generation `from` (any, when `None`): of racing fences of one stale
-    /// pool, one moves it.
-    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
+    /// Runs `work` over the pool statements of a transaction of its own,
+    /// committed when it succeeds.
+    async fn in_pool_tx<T: Send>(
+        &self,
+        work: impl AsyncFnOnce(&mut PoolTxOf<'_, '_>) -> Result<T> + Send,
+    ) -> Result<T> {
         with_conn(self, async |c| {
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let tx = c.transaction().await.map_err(bad)?;
-            let Some(r) = tx
-                .query_opt(&self.sql.pool_fence_claim, &[&name, &from])
-                .await
-                .map_err(bad)?
-            else {
-                if from.is_none() {
-                    return Err(Error::not_found("pool", name));
-                }
-                // Another caller fenced it (or it is gone: the swap says so).
-                return Ok(());
-            };
-            let size: i64 = r.try_get(0).map_err(bad)?;
-            let residue = keysmith_core::driver::stored_residue(
-                name,
-                r.try_get(1).map_err(bad)?,
-                r.try_get(2).map_err(bad)?,
-            )?;
-            let top: Option<i64> = tx
-                .query_one(&self.sql.pool_fence_top, &[&name])
-                .await
-                .map_err(bad)?
-                .try_get(0)
-                .map_err(bad)?;
-            if let Some(top) = top
-                && keysmith_core::driver::fenced_member(top, rounds, size, residue.as_ref())
-                    .is_none()
-            {
-                return Err(keysmith_core::driver::fence_exhausts(
-                    name,
-                    size,
-                    residue.as_ref(),
-                ));
-            }
-            tx.execute(&self.sql.pool_fence_move, &[&name, &(rounds * size)])
-                .await
-                .map_err(bad)?;
-            tx.commit().await.map_err(bad)
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let out = work(&mut PoolTxOf {
+                store: self,
+                tx: &tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(out)
         })
         .await
     }
 }
 
+/// The last member of a pool of `size` from `start`, checked: what
+/// `generate_series` writes up to.
+fn last_member(name: &str, start: i64, size: i64) -> Result<i64> {
+    match (start >= 0, size >= 0, start.checked_add(size)) {
+        (true, true, Some(_)) => Ok(start + size - 1),
+        _ => Err(Error::invalid(format!(
+            "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
+        ))),
+    }
+}
+
+/// A connection of this store: the statements of a sample.
+struct PoolReadsOf<'a> {
+    store: &'a PostgresStore,
+    c: &'a Object,
+}
+
 #[async_trait]
-impl PoolStore for PostgresStore {
-    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
-        let name = spec.name.as_str();
+impl PoolReads for PoolReadsOf<'_> {
+    async fn pool_size(&mut self, name: &str) -> Result<Option<i64>> {
+        let r = self
+            .c
+            .query_opt(&self.store.sql.pool_read, &[&name])
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        Ok(r.map(|r| self.store.pool_row(&r))
+            .transpose()?
+            .map(|p| p.size))
+    }
+
+    async fn sample(&mut self, name: &str, slots: &[i64]) -> Result<Option<(i64, Vec<i64>)>> {
+        let bad = |e: tokio_postgres::Error| self.store.pg(&e);
+        let st = self
+            .c
+            .prepare_cached(&self.store.sql.pool_sample)
+            .await
+            .map_err(bad)?;
+        let r = self.c.query_one(&st, &[&name, &slots]).await.map_err(bad)?;
+        let Some(size) = r.try_get::<_, Option<i64>>(0).map_err(bad)? else {
+            return Ok(None);
+        };
+        Ok(Some((size, r.try_get(1).map_err(bad)?)))
+    }
+
+    fn corrupt(&self, what: &str) -> Error {
+        Error::Corrupt(format!(
+            "PostgreSQL at {}, schema {:?}: {what}; the keysmith tables were changed outside keysmith",
+            self.store.target, self.store.schema
+        ))
+    }
+}
+
+/// A transaction of this store: the statements of creating, fencing and
+/// dropping a pool.
+struct PoolTxOf<'a, 't> {
+    store: &'a PostgresStore,
+    tx: &'a tokio_postgres::Transaction<'t>,
+}
+
+#[async_trait]
+impl PoolTx for PoolTxOf<'_, '_> {
+    async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone> {
+        self.store.lock_tombstone(self.tx, POOL_KIND, name).await
+    }
+
+    async fn raise_tombstone(&mut self, name: &str, t: Tombstone) -> Result<()> {
+        self.store
+            .raise_tombstone(self.tx, POOL_KIND, name, t)
+            .await
+    }
+
+    async fn insert_pool(&mut self, spec: &PoolSpec) -> Result<()> {
+        let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let last = last_member(name, start, size)?;
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
             spec.residue.map(|r| r.offset),
         );
-        let checked = |start: i64, size: i64| match (start >= 0, size >= 0, start.checked_add(size))
+        match self
+            .tx
+            .execute(
+                &self.store.sql.pool_create,
+                &[&name, &start, &size, &last, &increment, &offset],
+            )
+            .await
         {
-            (true, true, Some(_)) => Ok(start + size - 1),
-            _ => Err(Error::invalid(format!(
-                "pool {name:?}: start ({start}) and size ({size}) must be 0 or more, and start + size must fit in a 64-bit integer"
-            ))),
-        };
-        checked(spec.start, spec.size)?;
-        let mut row = with_conn(self, async |c| {
-            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-            let spec = self
-                .lock_tombstone(&tx, POOL_KIND, name)
-                .await?
-                .raise_pool(spec)?;
-            let (start, size) = (spec.start, spec.size);
-            let last = checked(start, size)?;
-            match tx
-                .execute(
-                    &self.sql.pool_create,
-                    &[&name, &start, &size, &last, &increment, &offset],
-                )
-                .await
-            {
-                Ok(_) => {
-                    tx.commit().await.map_err(|e| self.pg(&e))?;
-                    Ok(PoolRow {
-                        name: name.to_owned(),
-                        start,
-                        size,
-                        generation: None,
-                        residue: spec.residue,
-                    })
-                }
-                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                    Err(Error::AlreadyExists {
-                        kind: "pool",
-                        name: name.to_owned(),
-                    })
-                }
-                Err(e) => Err(self.pg(&e)),
-            }
-        })
-        .await?;
-        // Recorded by the statement; read back for the caller.
-        row.generation = self.generation().await.ok();
-        Ok(row)
-    }
-
-    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
-        with_conn(self, async |c| {
-            let r = c
-                .query_opt(&self.sql.pool_read, &[&name])
-                .await
-                .map_err(|e| self.pg(&e))?;
-            r.map(|r| self.pool_row(&r)).transpose()
-        })
-        .await
-    }
-
-    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
-        with_conn(self, async |c| {
-            let st = c
-                .prepare_cached(&self.sql.pool_sample)
-                .await
-                .map_err(|e| self.pg(&e))?;
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            // The size this store saw last, or a read of it; then as long
-            // as the statement reports another size (the pool was dropped
-            // and created again), draw again from that one.
-            let mut size = match self.pool_sizes.get(name) {
-                Some(size) => size,
-                None => match c
-                    .query_opt(&self.sql.pool_read, &[&name])
-                    .await
-                    .map_err(bad)?
-                {
-                    Some(r) => self.pool_row(&r)?.size,
-                    None => return Err(Error::not_found("pool", name)),
-                },
-            };
-            for _ in 0..MAX_RERUNS {
-                let slots = keysmith_core::driver::sample_slots(size, k);
-                let r = c.query_one(&st, &[&name, &slots]).await.map_err(bad)?;
-                let Some(seen) = r.try_get::<_, Option<i64>>(0).map_err(bad)? else {
-                    self.pool_sizes.forget(name);
-                    return Err(Error::not_found("pool", name));
-                };
-                self.pool_sizes.remember(name, seen);
-                if seen != size {
-                    size = seen;
-                    continue;
-                }
-                let mut picked: Vec<i64> = r.try_get(1).map_err(bad)?;
-                if picked.len() != slots.len() {
-                    return Err(Error::Corrupt(format!(
-                        "PostgreSQL at {}, schema {:?}: pool {name:?} of size {size} has {} of the {} slots drawn; the keysmith tables were changed outside keysmith: drop the pool and create it again",
-                        self.target,
-                        self.schema,
-                        picked.len(),
-                        slots.len()
-                    )));
-                }
-                // The index returns slot order; callers get random order.
-                picked.shuffle(&mut rand::rng());
-                return Ok(picked);
-            }
-            Err(Error::Contention {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(Error::AlreadyExists {
+                kind: "pool",
                 name: name.to_owned(),
-                attempts: MAX_RERUNS,
-            })
-        })
-        .await
+            }),
+            Err(e) => Err(self.store.pg(&e)),
+        }
     }
 
-    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        let (swapped, recorded, current) = with_conn(self, async |c| {
+    async fn generation(&mut self) -> Result<String> {
+        let bad = |e: tokio_postgres::Error| self.store.pg(&e);
+        self.tx
+            .query_one(&self.store.sql.generation, &[])
+            .await
+            .map_err(bad)?
+            .try_get(0)
+            .map_err(bad)
+    }
+
+    async fn lock_pool(&mut self, name: &str) -> Result<Option<PoolRow>> {
+        let r = self
+            .tx
+            .query_opt(
+                &format!("{} FOR UPDATE", self.store.sql.pool_read),
+                &[&name],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        r.map(|r| self.store.pool_row(&r)).transpose()
+    }
+
+    async fn top_member(&mut self, name: &str) -> Result<Option<i64>> {
+        let bad = |e: tokio_postgres::Error| self.store.pg(&e);
+        self.tx
+            .query_one(&self.store.sql.pool_fence_top, &[&name])
+            .await
+            .map_err(bad)?
+            .try_get(0)
+            .map_err(bad)
+    }
+
+    async fn delete_pool(&mut self, name: &str) -> Result<()> {
+        self.tx
+            .execute(&self.store.sql.pool_drop, &[&name])
+            .await
+            .map(drop)
+            .map_err(|e| self.store.pg(&e))
+    }
+
+    async fn claim_fence(&mut self, name: &str, from: Option<&str>) -> Result<FenceClaim> {
+        let bad = |e: tokio_postgres::Error| self.store.pg(&e);
+        let claimed = self
+            .tx
+            .query_opt(&self.store.sql.pool_fence_claim, &[&name, &from])
+            .await
+            .map_err(bad)?;
+        let Some(r) = claimed else {
+            // With `from`: another caller fenced it (or it is gone: the
+            // swap says so).
+            return Ok(match from {
+                None => FenceClaim::Missing,
+                Some(_) => FenceClaim::Fenced,
+            });
+        };
+        let residue = keysmith_core::driver::stored_residue(
+            name,
+            r.try_get(1).map_err(bad)?,
+            r.try_get(2).map_err(bad)?,
+        )?;
+        Ok(FenceClaim::Claimed {
+            size: r.try_get(0).map_err(bad)?,
+            residue,
+        })
+    }
+
+    async fn move_members(&mut self, name: &str, by: i64) -> Result<()> {
+        self.tx
+            .execute(&self.store.sql.pool_fence_move, &[&name, &by])
+            .await
+            .map(drop)
+            .map_err(|e| self.store.pg(&e))
+    }
+}
+
+#[async_trait]
+impl PoolSwaps for PostgresStore {
+    async fn swap_once(&self, name: &str, take: i64, put: i64) -> Result<SwapSeen> {
+        with_conn(self, async |c| {
             let st = c
                 .prepare_cached(&self.sql.pool_swap)
                 .await
@@ -209,34 +233,54 @@ impl PoolStore for PostgresStore {
             };
             let bad = |e: tokio_postgres::Error| self.pg(&e);
             let exists: bool = r.try_get(0).map_err(bad)?;
-            let swapped: i64 = r.try_get(1).map_err(bad)?;
-            let recorded: Option<String> = r.try_get(2).map_err(bad)?;
-            let current: String = r.try_get(3).map_err(bad)?;
             if !exists {
                 return Err(Error::not_found("pool", name));
             }
-            Ok((swapped == 1, recorded, current))
+            let swapped: i64 = r.try_get(1).map_err(bad)?;
+            Ok(SwapSeen {
+                swapped: swapped == 1,
+                generations: Some((r.try_get(2).map_err(bad)?, r.try_get(3).map_err(bad)?)),
+                size: None,
+            })
         })
-        .await?;
-        match keysmith_core::driver::pool_generation(recorded.as_deref(), &current) {
-            keysmith_core::driver::PoolGeneration::Current => Ok(swapped),
-            keysmith_core::driver::PoolGeneration::Record => {
-                // A pool from before generations: record this one (moving
-                // nothing) and keep the swap.
-                self.fence_from(name, 0, None).await?;
-                Ok(swapped)
-            }
-            keysmith_core::driver::PoolGeneration::Fence => {
-                let size = self
-                    .read_pool(name)
-                    .await?
-                    .ok_or_else(|| Error::not_found("pool", name))?
-                    .size;
-                let rounds = keysmith_core::driver::pool_fence_rounds(size);
-                self.fence_from(name, rounds, recorded.as_deref()).await?;
-                Ok(false)
-            }
-        }
+        .await
+    }
+
+    async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
+        self.in_pool_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
+            .await
+    }
+}
+
+#[async_trait]
+impl PoolStore for PostgresStore {
+    async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
+        last_member(&spec.name, spec.start, spec.size)?;
+        self.in_pool_tx(async |tx| create_pool_in(tx, spec).await)
+            .await
+    }
+
+    async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
+        with_conn(self, async |c| {
+            let r = c
+                .query_opt(&self.sql.pool_read, &[&name])
+                .await
+                .map_err(|e| self.pg(&e))?;
+            r.map(|r| self.pool_row(&r)).transpose()
+        })
+        .await
+    }
+
+    async fn sample_members(&self, name: &str, k: usize) -> Result<Vec<i64>> {
+        with_conn(self, async |c| {
+            let mut reads = PoolReadsOf { store: self, c };
+            sample_members_on(&mut reads, &self.pool_sizes, name, k).await
+        })
+        .await
+    }
+
+    async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        swap_member_with(self, name, take, put).await
     }
 
     async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {
@@ -311,47 +355,11 @@ impl PoolStore for PostgresStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        with_conn(self, async |c| {
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let tx = c.transaction().await.map_err(bad)?;
-            let before = self.lock_tombstone(&tx, POOL_KIND, name).await?;
-            let Some(r) = tx
-                .query_opt(&format!("{} FOR UPDATE", self.sql.pool_read), &[&name])
-                .await
-                .map_err(bad)?
-            else {
-                self.pool_sizes.forget(name);
-                return Err(Error::not_found("pool", name));
-            };
-            let row = self.pool_row(&r)?;
-            let highest: Option<i64> = tx
-                .query_one(
-                    &format!(
-                        "SELECT max(value) FROM {}.pool_members WHERE pool = $1",
-                        quote_ident(&self.schema)
-                    ),
-                    &[&name],
-                )
-                .await
-                .map_err(bad)?
-                .try_get(0)
-                .map_err(bad)?;
-            let generation: String = tx
-                .query_one(&self.sql.generation, &[])
-                .await
-                .map_err(bad)?
-                .try_get(0)
-                .map_err(bad)?;
-            let t = before.after_pool_drop(&row, highest, &generation);
-            self.raise_tombstone(&tx, POOL_KIND, name, t).await?;
-            tx.execute(&self.sql.pool_drop, &[&name])
-                .await
-                .map_err(bad)?;
-            tx.commit().await.map_err(bad)?;
-            self.pool_sizes.forget(name);
-            Ok(())
-        })
-        .await
+        let out = self
+            .in_pool_tx(async |tx| drop_pool_in(tx, name).await)
+            .await;
+        self.pool_sizes.forget(name);
+        out
     }
 }
 

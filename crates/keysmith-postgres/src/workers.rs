@@ -6,26 +6,69 @@
 //! takes it with `INSERT ... ON CONFLICT DO UPDATE ... WHERE expired`: when
 //! two acquirers pick the same id, the second waits for the first's commit,
 //! re-evaluates the WHERE on the new row (now live), updates nothing and
-//! returns no row; it then reads again. Renewal and release are one UPDATE
+//! returns no row; it then reads again (the attempts are
+//! `acquire_worker_on`'s). Renewal and release are one UPDATE
 //! each, conditional on the fence.
-
-use std::time::Duration;
 
 use super::*;
 use keysmith_core::driver::{
-    Release, Renewal, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore, all_taken,
+    Attempt, Release, Renewal, WorkerAcquire, WorkerClaim, WorkerEntry, WorkerLease, WorkerStore,
+    acquire_worker_on, ticket_ttl_ms,
 };
-
-/// How often an acquisition reads again after losing its pick to another.
-const ACQUIRE_ATTEMPTS: u32 = 32;
-
-fn ttl_ms(ttl: Duration) -> i64 {
-    ttl.as_millis().min(i64::MAX as u128) as i64
-}
 
 impl PostgresStore {
     fn s(&self) -> String {
         quote_ident(&self.schema)
+    }
+}
+
+/// A connection of this store: one attempt of an acquisition, its two
+/// statements.
+struct AcquireOn<'a> {
+    store: &'a PostgresStore,
+    c: &'a Object,
+    pick: &'a str,
+    take: &'a str,
+}
+
+#[async_trait]
+impl WorkerAcquire for AcquireOn<'_> {
+    async fn attempt(&mut self, claim: &WorkerClaim) -> Result<Attempt> {
+        let bad = |e: tokio_postgres::Error| self.store.pg(&e);
+        let Some(row) = self
+            .c
+            .query_opt(self.pick, &[&claim.group, &claim.max_workers])
+            .await
+            .map_err(bad)?
+        else {
+            return Ok(Attempt::AllTaken);
+        };
+        let worker: i64 = row.try_get(0).map_err(bad)?;
+        let taken = self
+            .c
+            .query_opt(
+                self.take,
+                &[
+                    &claim.group,
+                    &worker,
+                    &claim.holder,
+                    &claim.now_ms,
+                    &claim.window_ms,
+                    &ticket_ttl_ms(claim.ttl),
+                    &keysmith_core::driver::WORKER_FAILOVER_SKIP_MS,
+                ],
+            )
+            .await
+            .map_err(bad)?;
+        let Some(r) = taken else {
+            // Another acquirer took it first.
+            return Ok(Attempt::Lost);
+        };
+        Ok(Attempt::Taken {
+            worker,
+            fence: r.try_get(0).map_err(bad)?,
+            until_ms: r.try_get(1).map_err(bad)?,
+        })
     }
 }
 
@@ -64,41 +107,13 @@ impl WorkerStore for PostgresStore {
              RETURNING fence, until_ms"
         );
         with_conn(self, async |c| {
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            for _ in 0..ACQUIRE_ATTEMPTS {
-                let Some(row) = c
-                    .query_opt(&pick, &[&claim.group, &claim.max_workers])
-                    .await
-                    .map_err(bad)?
-                else {
-                    return Err(all_taken(&claim.group, claim.max_workers));
-                };
-                let worker: i64 = row.try_get(0).map_err(bad)?;
-                let taken = c
-                    .query_opt(
-                        &take,
-                        &[
-                            &claim.group,
-                            &worker,
-                            &claim.holder,
-                            &claim.now_ms,
-                            &claim.window_ms,
-                            &ttl_ms(claim.ttl),
-                            &keysmith_core::driver::WORKER_FAILOVER_SKIP_MS,
-                        ],
-                    )
-                    .await
-                    .map_err(bad)?;
-                if let Some(r) = taken {
-                    let until_ms: i64 = r.try_get(1).map_err(bad)?;
-                    let fence = r.try_get(0).map_err(bad)?;
-                    return Ok(claim.lease(worker, fence, until_ms - claim.window_ms));
-                }
-            }
-            Err(Error::Contention {
-                name: claim.group.clone(),
-                attempts: ACQUIRE_ATTEMPTS,
-            })
+            let mut on = AcquireOn {
+                store: self,
+                c,
+                pick: &pick,
+                take: &take,
+            };
+            acquire_worker_on(&mut on, claim).await
         })
         .await
     }
@@ -125,7 +140,7 @@ impl WorkerStore for PostgresStore {
                         &worker,
                         &fence,
                         &(from_ms + window_ms),
-                        &ttl_ms(ttl),
+                        &ticket_ttl_ms(ttl),
                     ],
                 )
                 .await

@@ -14,6 +14,11 @@
 //! - [`conn::with_conn`] over a [`conn::ConnPool`]: the connection ceremony
 //!   of the pooled SQL stores (timeouts, closing a connection a failure may
 //!   have broken) and its two timeout messages;
+//! - the pool and worker algorithms of the SQL stores, over the statements
+//!   each dialect runs: [`sample_members_on`], [`create_pool_in`],
+//!   [`fence_pool_in`], [`drop_pool_in`], [`swap_member_with`],
+//!   [`acquire_worker_on`], [`plan_take`]; and [`ConnParams`], the
+//!   `timeout` and `pool_size` of their URLs;
 //! - [`remembered::Remembered`]: a bounded map of what a backend read last;
 //! - [`credentials`] and [`tls`]: certificate, key and password files, and
 //!   the rustls verifier of the SQL stores' `sslmode` checks;
@@ -21,12 +26,27 @@
 //!   clock rows store times by.
 
 pub mod conn;
+mod conn_params;
 #[cfg(feature = "tls")]
 pub mod credentials;
+mod pool_sql;
 pub mod remembered;
 #[cfg(feature = "tls")]
 pub mod tls;
+mod worker_sql;
 
 pub use crate::clock::now_ms;
 pub use crate::error::error_chain;
 pub use crate::store::*;
+#[doc(hidden)]
+pub use conn_params::{ConnParams, DEFAULT_CONN_TIMEOUT, DEFAULT_POOL_SIZE};
+#[doc(hidden)]
+pub use pool_sql::{
+    FenceClaim, POOL_SAMPLE_RERUNS, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in,
+    drop_pool_in, fence_pool_in, sample_members_on, swap_member_with,
+};
+#[doc(hidden)]
+pub use worker_sql::{
+    Attempt, GroupRow, WORKER_ACQUIRE_ATTEMPTS, WorkerAcquire, WorkerTake, acquire_worker_on,
+    plan_take,
+};
