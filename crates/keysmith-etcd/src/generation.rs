@@ -417,4 +417,42 @@ mod tests {
         assert_eq!(b.epoch().await.unwrap(), first);
         assert_eq!(a.epoch().await.unwrap(), first);
     }
+
+    /// The other side: a store opened after a snapshot restore (nothing
+    /// seen before to compare with) still finds the raft log restarted
+    /// under the data and writes a new epoch, while one opened on the same
+    /// cluster before the restore, with writes and lost races since the
+    /// epoch, adopts it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_store_opened_after_a_snapshot_restore_renews_the_epoch() {
+        use keysmith_testsupport::etcd::EtcdCluster;
+        use keysmith_testsupport::etcd_restore::EtcdTools;
+        let Some(mut cluster) = EtcdCluster::start(1) else {
+            return;
+        };
+        let Some(tools) = EtcdTools::find() else {
+            return;
+        };
+        let url = cluster.url();
+        let a = EtcdStore::connect(&url).await.unwrap();
+        let first = a.epoch().await.unwrap();
+        for i in 0..20 {
+            let key = format!("{}filler/{i}", a.prefix);
+            let put = Txn::new().and_then([TxnOp::put(key, "x", None)]);
+            a.txn_unobserved("write a filler", put).await.unwrap();
+            a_failed_transaction(&a).await;
+        }
+        let before = EtcdStore::connect(&url).await.unwrap();
+        assert_eq!(before.epoch().await.unwrap(), first);
+        let snapshot = tokio::task::block_in_place(|| tools.save(&cluster, 0));
+        tokio::task::block_in_place(|| tools.restore(&mut cluster, &snapshot));
+        let after = EtcdStore::connect(&url).await.unwrap();
+        let renewed = after.epoch().await.unwrap();
+        assert_ne!(
+            renewed, first,
+            "a store opened after the restore kept the old epoch"
+        );
+        let later = EtcdStore::connect(&url).await.unwrap();
+        assert_eq!(later.epoch().await.unwrap(), renewed);
+    }
 }
