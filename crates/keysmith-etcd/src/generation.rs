@@ -41,8 +41,7 @@
 //! write nothing (lease grants, failed transactions) were applied as the
 //! snapshot had revisions (less the margins above: one, and the writes
 //! applied while the recording process read the epoch), before any
-//! keysmith process started.
-//! Then the operator runs `keysmith fence --all`.
+//! keysmith process started. Then the operator runs `keysmith fence --all`.
 //!
 //! [`SequenceRow::fence`]: keysmith_core::driver::SequenceRow::fence
 
@@ -212,7 +211,9 @@ impl EtcdStore {
 
     /// One attempt of [`EtcdStore::settle_epoch`], with `probe` taken just
     /// before it: reads the epoch key, adopts it or writes a new one.
-    /// `None` when the key changed meanwhile: the caller tries again.
+    /// `None` when the key changed meanwhile, or `probe` was answered
+    /// before the epoch it would be compared with was written: the caller
+    /// tries again with a new probe.
     async fn settle_after(
         &self,
         probe: Option<LogProbe>,
