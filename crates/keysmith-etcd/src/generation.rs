@@ -22,12 +22,26 @@
 //! history (every applied entry moves the index, and at most as often the
 //! revision), while a restore starts a new raft log at a small index under
 //! the snapshot's revision: `d` drops. A process reading the epoch at start
-//! (one `Status` call) renews it when `d` is below the recorded one.
+//! (one `Status` call, then the epoch) renews it when `d` is below the
+//! recorded one by more than a `Status` can misread.
+//!
+//! Both measures are taken so that no ordinary history looks like a
+//! restore (a false one fences every row: a gap users see). A `Status`
+//! reads the revision before the applied index, so its `d` can read high
+//! (writes applied in between) or one low (a write applied between the
+//! two, `PROBE_SLACK`). So the recorded `d` is a lower bound: the applied
+//! index of a `Status` less the revision of the epoch read sent after it,
+//! which saw at least every write up to that index. And the `d` compared
+//! with it comes from a `Status` answered after the recorded epoch was
+//! written (its revision at least the epoch's mod revision); one answered
+//! before (another process wrote the first epoch of a fresh prefix
+//! meanwhile) is taken again.
 //!
 //! What this cannot see: a restore after which as many raft entries that
 //! write nothing (lease grants, failed transactions) were applied as the
-//! snapshot had revisions, before any keysmith process started. Then the
-//! operator runs `keysmith fence --all`.
+//! snapshot had revisions (less the margins above: one, and the writes
+//! applied while the recording process read the epoch), before any
+//! keysmith process started. Then the operator runs `keysmith fence --all`.
 //!
 //! [`SequenceRow::fence`]: keysmith_core::driver::SequenceRow::fence
 
@@ -111,6 +125,46 @@ impl Tracker {
     }
 }
 
+/// How often [`EtcdStore::settle_epoch`] reads the epoch key before it
+/// gives up with [`keysmith_core::Error::Contention`].
+const SETTLE_ATTEMPTS: u32 = 8;
+
+/// How far below the true gap a [`LogProbe::gap`] can read: the member
+/// raises the revision while it applies a write, and its applied index
+/// only once the write is applied, so a `Status` answered in between
+/// reads one less.
+const PROBE_SLACK: i64 = 1;
+
+/// One `Status` answer of a member: its applied raft index and the store
+/// revision in the answer's header.
+///
+/// etcd reads the two at different moments: the revision first, then the
+/// applied index. So [`LogProbe::gap`] can read above the member's true
+/// gap (by every write applied in between) or one below it (a write
+/// applied between its revision and its index, [`PROBE_SLACK`]).
+#[derive(Debug, Clone, Copy)]
+struct LogProbe {
+    applied: i64,
+    revision: i64,
+}
+
+impl LogProbe {
+    /// The gap `d` this answer shows: at least the true gap where the
+    /// member stood when it answered, less [`PROBE_SLACK`]; perhaps more.
+    fn gap(self) -> i64 {
+        self.applied - self.revision
+    }
+
+    /// The gap to record with an epoch, at most the true one at any point
+    /// of the log after this answer: the applied index less `read_at`, the
+    /// revision of a linearizable read sent after this answer came back
+    /// (that read saw every write up to this applied index, so its
+    /// revision is at least the revision there).
+    fn gap_at_most(self, read_at: i64) -> i64 {
+        self.applied - read_at
+    }
+}
+
 /// The `d` an epoch value records (`ID D`); `None` for an epoch without one.
 fn recorded_gap(epoch: &str) -> Option<i64> {
     epoch.split_once(' ')?.1.parse().ok()
@@ -143,70 +197,107 @@ impl EtcdStore {
     /// `stale` and it still holds `known` (another process may have renewed
     /// it already: then its epoch is adopted).
     async fn settle_epoch(&self, known: Option<String>, stale: bool) -> Result<String> {
+        for _ in 0..SETTLE_ATTEMPTS {
+            let probe = self.probe_log().await;
+            if let Some(epoch) = self.settle_after(probe, known.as_deref(), stale).await? {
+                return Ok(epoch);
+            }
+        }
+        Err(keysmith_core::Error::Contention {
+            name: "etcd epoch".into(),
+            attempts: SETTLE_ATTEMPTS,
+        })
+    }
+
+    /// One attempt of [`EtcdStore::settle_epoch`], with `probe` taken just
+    /// before it: reads the epoch key, adopts it or writes a new one.
+    /// `None` when the key changed meanwhile, or `probe` was answered
+    /// before the epoch it would be compared with was written: the caller
+    /// tries again with a new probe.
+    async fn settle_after(
+        &self,
+        probe: Option<LogProbe>,
+        known: Option<&str>,
+        stale: bool,
+    ) -> Result<Option<String>> {
         let key = self.epoch_key();
-        for _ in 0..8 {
-            let d_now = self.log_gap().await;
-            let resp = self
-                .txn_unobserved(
-                    "read the epoch",
-                    Txn::new().and_then([TxnOp::get(key.clone(), None)]),
-                )
-                .await?;
-            let current = first_kv(&resp.op_responses(), 0)?;
-            let current_value = current
-                .as_ref()
-                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
-            let restored = match (d_now, current_value.as_deref().and_then(recorded_gap)) {
-                (Some(now), Some(then)) if now < then => {
+        let resp = self
+            .txn_unobserved(
+                "read the epoch",
+                Txn::new().and_then([TxnOp::get(key.clone(), None)]),
+            )
+            .await?;
+        let current = first_kv(&resp.op_responses(), 0)?;
+        let current_value = current
+            .as_ref()
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
+        let recorded = current_value.as_deref().and_then(recorded_gap);
+        let restored = match (probe, &current, recorded) {
+            (Some(p), Some(kv), Some(then)) => {
+                if p.revision < kv.mod_revision() {
+                    // The status predates this epoch (written since by
+                    // another process, its gap measured later): it tells
+                    // nothing about it. Look again.
+                    return Ok(None);
+                }
+                let now = p.gap();
+                if now < then.saturating_sub(PROBE_SLACK) {
                     tracing::error!(
                         recorded = then,
                         now,
                         "etcd's raft log restarted under its data (a snapshot restore?): a new generation of the store"
                     );
                     true
+                } else {
+                    false
                 }
-                _ => false,
-            };
-            let renew = current_value.is_none() || restored || (stale && current_value == known);
-            if !renew {
-                let epoch = current_value.unwrap_or_default();
-                self.adopt_epoch(&epoch, &resp);
-                return Ok(epoch);
             }
-            let new = match d_now {
-                Some(d) => format!("{} {d}", keysmith_core::driver::random_id()),
-                None => keysmith_core::driver::random_id(),
-            };
-            let unchanged = match &current {
-                Some(kv) => Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
-                None => Compare::version(key.clone(), CompareOp::Equal, 0),
-            };
-            let put =
-                Txn::new()
-                    .when([unchanged])
-                    .and_then([TxnOp::put(key.clone(), new.clone(), None)]);
-            let resp = self.txn_unobserved("write a new epoch", put).await?;
-            if resp.succeeded() {
-                if known.is_some() {
-                    tracing::warn!(
-                        epoch = %new,
-                        "etcd: new keysmith epoch; rows of the old one move forward by their failover skip"
-                    );
-                }
-                self.adopt_epoch(&new, &resp);
-                return Ok(new);
-            }
+            _ => false,
+        };
+        let renew =
+            current_value.is_none() || restored || (stale && current_value.as_deref() == known);
+        if !renew {
+            let epoch = current_value.unwrap_or_default();
+            self.adopt_epoch(&epoch, &resp);
+            return Ok(Some(epoch));
         }
-        Err(keysmith_core::Error::Contention {
-            name: "etcd epoch".into(),
-            attempts: 8,
-        })
+        // The gap to record: at most the true one where the new epoch
+        // lands (see [`LogProbe::gap_at_most`]).
+        let read_at = resp.header().map(|h| h.revision());
+        let new = match probe.zip(read_at) {
+            Some((p, r)) => format!(
+                "{} {}",
+                keysmith_core::driver::random_id(),
+                p.gap_at_most(r)
+            ),
+            None => keysmith_core::driver::random_id(),
+        };
+        let unchanged = match &current {
+            Some(kv) => Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision()),
+            None => Compare::version(key.clone(), CompareOp::Equal, 0),
+        };
+        let put =
+            Txn::new()
+                .when([unchanged])
+                .and_then([TxnOp::put(key.clone(), new.clone(), None)]);
+        let resp = self.txn_unobserved("write a new epoch", put).await?;
+        if !resp.succeeded() {
+            return Ok(None);
+        }
+        if known.is_some() {
+            tracing::warn!(
+                epoch = %new,
+                "etcd: new keysmith epoch; rows of the old one move forward by their failover skip"
+            );
+        }
+        self.adopt_epoch(&new, &resp);
+        Ok(Some(new))
     }
 
-    /// The member's applied raft index less its store revision (see the
+    /// Where the member's raft log stands (one `Status` call; see the
     /// module docs); `None` when `Status` is not answered (permissions):
     /// then only the revision watch of running processes detects a restore.
-    async fn log_gap(&self) -> Option<i64> {
+    async fn probe_log(&self) -> Option<LogProbe> {
         let status = self
             .call("read the member's status", |mut c| async move {
                 c.status().await
@@ -221,7 +312,8 @@ impl EtcdStore {
                     0 => s.raft_index(),
                     i => i,
                 };
-                (index > 0).then_some(i64::try_from(index).ok()? - revision)
+                let applied = i64::try_from(index).ok().filter(|&i| i > 0)?;
+                Some(LogProbe { applied, revision })
             }
             Err(e) => {
                 tracing::debug!(
@@ -273,5 +365,95 @@ impl EtcdStore {
     pub(super) async fn current_generation(&self) -> Result<String> {
         let epoch = self.epoch().await?;
         Ok(format!("{:x}/{epoch}", self.generation.lock().cluster))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keysmith_testsupport::etcd::TempEtcd;
+
+    async fn two_stores_on_a_fresh_prefix(etcd: &TempEtcd) -> (EtcdStore, EtcdStore) {
+        let url = etcd.url_with_prefix(&format!(
+            "generation-{}",
+            keysmith_core::driver::random_id()
+        ));
+        let a = EtcdStore::connect(&url).await.unwrap();
+        let b = EtcdStore::connect(&url).await.unwrap();
+        (a, b)
+    }
+
+    /// A raft entry that writes nothing: a transaction whose compare fails
+    /// (it has a put, so it goes through the log). It moves the applied
+    /// index and not the revision, as a lost race of any client does.
+    async fn a_failed_transaction(store: &EtcdStore) {
+        let key = format!("{}no-such-key", store.prefix);
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 1)])
+            .and_then([TxnOp::put(key, "never", None)]);
+        let resp = store.txn_unobserved("fail a compare", txn).await.unwrap();
+        assert!(!resp.succeeded());
+    }
+
+    /// Two processes start on a fresh prefix: `b` reads the member's status,
+    /// another client loses a race (a raft entry that writes nothing), `a`
+    /// writes the first epoch, then `b` reads it. `b`'s status is older than
+    /// the epoch, so it must not take the epoch's recorded gap, measured
+    /// later, for a log that restarted: `b` adopts `a`'s epoch, and the
+    /// rows `a` wrote in it are not fenced.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_status_read_before_the_epoch_was_written_is_no_restore() {
+        let Some(etcd) = TempEtcd::shared() else {
+            return;
+        };
+        let (a, b) = two_stores_on_a_fresh_prefix(etcd).await;
+        let early = b.probe_log().await.expect("etcd answers Status");
+        a_failed_transaction(&a).await;
+        let first = a.epoch().await.unwrap();
+        let settled = b.settle_after(Some(early), None, false).await.unwrap();
+        assert!(
+            settled.is_none() || settled.as_deref() == Some(first.as_str()),
+            "b wrote a new epoch {settled:?} over a's {first:?}: a spurious new generation"
+        );
+        assert_eq!(b.epoch().await.unwrap(), first);
+        assert_eq!(a.epoch().await.unwrap(), first);
+    }
+
+    /// The other side: a store opened after a snapshot restore (nothing
+    /// seen before to compare with) still finds the raft log restarted
+    /// under the data and writes a new epoch, while one opened on the same
+    /// cluster before the restore, with writes and lost races since the
+    /// epoch, adopts it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_store_opened_after_a_snapshot_restore_renews_the_epoch() {
+        use keysmith_testsupport::etcd::EtcdCluster;
+        use keysmith_testsupport::etcd_restore::EtcdTools;
+        let Some(mut cluster) = EtcdCluster::start(1) else {
+            return;
+        };
+        let Some(tools) = EtcdTools::find() else {
+            return;
+        };
+        let url = cluster.url();
+        let a = EtcdStore::connect(&url).await.unwrap();
+        let first = a.epoch().await.unwrap();
+        for i in 0..20 {
+            let key = format!("{}filler/{i}", a.prefix);
+            let put = Txn::new().and_then([TxnOp::put(key, "x", None)]);
+            a.txn_unobserved("write a filler", put).await.unwrap();
+            a_failed_transaction(&a).await;
+        }
+        let before = EtcdStore::connect(&url).await.unwrap();
+        assert_eq!(before.epoch().await.unwrap(), first);
+        let snapshot = tokio::task::block_in_place(|| tools.save(&cluster, 0));
+        tokio::task::block_in_place(|| tools.restore(&mut cluster, &snapshot));
+        let after = EtcdStore::connect(&url).await.unwrap();
+        let renewed = after.epoch().await.unwrap();
+        assert_ne!(
+            renewed, first,
+            "a store opened after the restore kept the old epoch"
+        );
+        let later = EtcdStore::connect(&url).await.unwrap();
+        assert_eq!(later.epoch().await.unwrap(), renewed);
     }
 }
