@@ -35,8 +35,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
-    refused,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, PeriodRange, Settle, TakenNumber,
+    TicketTake, not_numbered, refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -91,7 +91,7 @@ impl EtcdStore {
 
     /// The op that writes a numbered sequence's settings (its create).
     pub(super) fn put_settings_op(&self, name: &str, numbering: &Numbering) -> Result<TxnOp> {
-        let v = serde_json::to_vec(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let v = keysmith_core::driver::numbering_json(numbering)?;
         Ok(TxnOp::put(self.settings_key(name), v, None))
     }
 
@@ -314,20 +314,12 @@ impl NumberStore for EtcdStore {
             .transpose()
     }
 
-    async fn replace_numbering(
-        &self,
-        name: &str,
-        expected: &Numbering,
-        new: &Numbering,
-    ) -> Result<bool> {
-        let old = serde_json::to_vec(expected).map_err(|e| Error::Corrupt(e.to_string()))?;
+    async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {
+        let (old, new) = swap.json()?;
+        let key = self.settings_key(swap.name);
         let txn = Txn::new()
-            .when([Compare::value(
-                self.settings_key(name),
-                CompareOp::Equal,
-                old,
-            )])
-            .and_then([self.put_settings_op(name, new)?]);
+            .when([Compare::value(key.clone(), CompareOp::Equal, old)])
+            .and_then([TxnOp::put(key, new, None)]);
         Ok(self
             .txn("replace a sequence's numbering", txn)
             .await?

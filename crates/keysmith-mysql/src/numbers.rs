@@ -13,63 +13,43 @@
 //! written by one caller at a time. Commit and release are one statement on
 //! the ticket's row, conditional on its token.
 
-use mysql_async::Transaction;
+use mysql_async::{Conn, Transaction};
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumbersTx, PeriodRange, Settle, TakenNumber, TicketTake,
-    current_fenced, fence_numbers_in, not_numbered, refused, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
+    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
+    settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
-impl MysqlStore {
-    async fn next_of(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-        start: i64,
-    ) -> Result<i64> {
-        let next: Option<i64> = tx
-            .exec_first(
-                "SELECT next_value FROM keysmith_number_counters WHERE name = ? AND period = ?",
-                (name, period),
-            )
-            .await
-            .map_err(|e| self.my(&e))?;
-        Ok(next.unwrap_or(start))
-    }
-
-    async fn set_next(
-        &self,
-        tx: &mut Transaction<'_>,
-        name: &str,
-        period: i64,
-        next: i64,
-    ) -> Result<()> {
-        tx.exec_drop(
-            "INSERT INTO keysmith_number_counters (name, period, next_value) VALUES (?, ?, ?)
-             ON DUPLICATE KEY UPDATE next_value = VALUES(next_value)",
-            (name, period, next),
-        )
-        .await
-        .map_err(|e| self.my(&e))
-    }
-}
-
-/// One transaction of this store: the steps of a numbered sequence's fence
-/// that [`current_fenced`] and [`fence_numbers_in`] run.
+/// One transaction of this store: the steps of a numbered sequence's take,
+/// reservation and fence that [`reserve_numbers_in`], [`take_ticket_in`] and
+/// [`fence_numbers_in`] run.
 struct InTx<'a, 't> {
     store: &'a MysqlStore,
     tx: &'a mut Transaction<'t>,
 }
 
 impl MysqlStore {
-    fn in_tx<'a, 't>(&'a self, tx: &'a mut Transaction<'t>) -> InTx<'a, 't> {
-        InTx { store: self, tx }
+    /// Runs `steps` in one transaction, committed when they succeed.
+    async fn numbers_tx<T>(
+        &self,
+        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T>,
+    ) -> Result<T> {
+        with_conn(self, async |c| {
+            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
+            let out = steps(&mut InTx {
+                store: self,
+                tx: &mut tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.my(&e))?;
+            Ok(out)
+        })
+        .await
     }
 }
 
-#[async_trait]
 impl<'a, 't> NumbersTx for InTx<'a, 't> {
     async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
         let (store, tx) = (self.store, &mut *self.tx);
@@ -112,17 +92,25 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         ))
     }
 
-    async fn skip_numbers(
-        &mut self,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)> {
-        let (store, tx) = (self.store, &mut *self.tx);
-        let before = store.next_of(tx, &row.name, period, row.start).await?;
-        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-        store.set_next(tx, &row.name, period, after).await?;
-        Ok((before, after))
+    async fn counter(&mut self, name: &str, period: i64) -> Result<Option<i64>> {
+        self.tx
+            .exec_first(
+                "SELECT next_value FROM keysmith_number_counters WHERE name = ? AND period = ?",
+                (name, period),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+
+    async fn set_counter(&mut self, name: &str, period: i64, next: i64) -> Result<()> {
+        self.tx
+            .exec_drop(
+                "INSERT INTO keysmith_number_counters (name, period, next_value) VALUES (?, ?, ?)
+                 ON DUPLICATE KEY UPDATE next_value = VALUES(next_value)",
+                (name, period, next),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
     }
 
     async fn record_generation(
@@ -131,14 +119,103 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         generation: &str,
         skipped: i64,
     ) -> Result<()> {
+        self.tx
+            .exec_drop(
+                "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
+                 WHERE name = ?",
+                (generation, skipped, name),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+
+    async fn retake_ticket(&mut self, take: &TicketTake<'_>) -> Result<Option<i64>> {
         let (store, tx) = (self.store, &mut *self.tx);
-        tx.exec_drop(
-            "UPDATE keysmith_sequences SET generation = ?, failover_skipped = failover_skipped + ?
-             WHERE name = ?",
-            (generation, skipped, name),
-        )
-        .await
-        .map_err(|e| store.my(&e))
+        let (name, period) = (take.name, take.period);
+        let bad = |e: mysql_async::Error| store.my(&e);
+        // The numbering row's lock makes this the only take of the
+        // sequence now: the lowest open number that was released or
+        // expired is ours to take again.
+        let again: Option<i64> = tx
+            .exec_first(
+                format!(
+                    "SELECT value FROM keysmith_tickets
+                     WHERE name = ? AND period = ? AND (token IS NULL OR expires_at <= {NOW_MS})
+                     ORDER BY value LIMIT 1 FOR UPDATE"
+                ),
+                (name, period),
+            )
+            .await
+            .map_err(bad)?;
+        if let Some(value) = again {
+            tx.exec_drop(
+                format!(
+                    "UPDATE keysmith_tickets SET token = ?, expires_at = {NOW_MS} + ?
+                     WHERE name = ? AND period = ? AND value = ?"
+                ),
+                (take.token, ticket_ttl_ms(take.ttl), name, period, value),
+            )
+            .await
+            .map_err(bad)?;
+        }
+        Ok(again)
+    }
+
+    async fn insert_ticket(&mut self, take: &TicketTake<'_>, value: i64) -> Result<()> {
+        let ttl_ms = ticket_ttl_ms(take.ttl);
+        self.tx
+            .exec_drop(
+                format!(
+                    "INSERT INTO keysmith_tickets (name, period, value, token, expires_at)
+                     VALUES (?, ?, ?, ?, {NOW_MS} + ?)"
+                ),
+                (take.name, take.period, value, take.token, ttl_ms),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
+    }
+}
+
+/// A connection of this store, each statement committed alone: the
+/// statements of a ticket's settlement that [`settle_ticket_on`] runs.
+struct OnConn<'a> {
+    store: &'a MysqlStore,
+    c: &'a mut Conn,
+}
+
+impl<'a> TicketRows for OnConn<'a> {
+    async fn settle_row(&mut self, what: Settle, held: &HeldNumber<'_>) -> Result<bool> {
+        let write = if what == Settle::Commit {
+            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        } else {
+            // expires_at 0: free to take at once.
+            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
+             WHERE name = ? AND period = ? AND value = ? AND token = ?"
+        };
+        self.c
+            .exec_drop(write, (held.name, held.period, held.value, held.token))
+            .await
+            .map_err(|e| self.store.my(&e))?;
+        Ok(self.c.affected_rows() == 1)
+    }
+
+    async fn sequence_exists(&mut self, name: &str) -> Result<bool> {
+        let exists: Option<i64> = self
+            .c
+            .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
+            .await
+            .map_err(|e| self.store.my(&e))?;
+        Ok(exists.is_some())
+    }
+
+    async fn holder(&mut self, held: &HeldNumber<'_>) -> Result<Option<Option<String>>> {
+        self.c
+            .exec_first(
+                "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
+                (held.name, held.period, held.value),
+            )
+            .await
+            .map_err(|e| self.store.my(&e))
     }
 }
 
@@ -159,20 +236,12 @@ impl NumberStore for MysqlStore {
         .await
     }
 
-    async fn replace_numbering(
-        &self,
-        name: &str,
-        expected: &Numbering,
-        new: &Numbering,
-    ) -> Result<bool> {
-        let (old, new) = (
-            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
-            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
-        );
+    async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {
+        let (old, new) = swap.json()?;
         with_conn(self, async |c| {
             c.exec_drop(
                 "UPDATE keysmith_numbering SET settings = ? WHERE name = ? AND settings = ?",
-                (&new, name, &old),
+                (&new, swap.name, &old),
             )
             .await
             .map_err(|e| self.my(&e))?;
@@ -187,8 +256,7 @@ impl NumberStore for MysqlStore {
         numbering: &Numbering,
     ) -> Result<SequenceRow> {
         spec.validate()?;
-        let settings =
-            serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let settings = numbering_json(numbering)?;
         with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
@@ -217,132 +285,24 @@ impl NumberStore for MysqlStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        with_conn(self, async |c| {
-            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
-            let (period, row) =
-                current_fenced(&mut self.in_tx(&mut tx), name, period, false).await?;
-            let next = self.next_of(&mut tx, name, period, row.start).await?;
-            let r = SequenceRow { next, ..row }.plan(n)?;
-            self.set_next(&mut tx, name, period, r.end).await?;
-            tx.commit().await.map_err(|e| self.my(&e))?;
-            Ok(PeriodRange {
-                period,
-                start: r.start,
-                end: r.end,
-            })
-        })
-        .await
+        self.numbers_tx(async |t| reserve_numbers_in(t, name, period, n).await)
+            .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
-        let ttl = ticket_ttl_ms(ttl);
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            let mut tx = begin(c).await.map_err(bad)?;
-            let (period, row) =
-                current_fenced(&mut self.in_tx(&mut tx), name, period, true).await?;
-            // The numbering row's lock makes this the only take of the
-            // sequence now: the lowest open number that was released or
-            // expired is ours to take again.
-            let again: Option<i64> = tx
-                .exec_first(
-                    format!(
-                        "SELECT value FROM keysmith_tickets
-                         WHERE name = ? AND period = ? AND (token IS NULL OR expires_at <= {NOW_MS})
-                         ORDER BY value LIMIT 1 FOR UPDATE"
-                    ),
-                    (name, period),
-                )
-                .await
-                .map_err(bad)?;
-            let value = match again {
-                Some(value) => {
-                    tx.exec_drop(
-                        format!(
-                            "UPDATE keysmith_tickets SET token = ?, expires_at = {NOW_MS} + ?
-                             WHERE name = ? AND period = ? AND value = ?"
-                        ),
-                        (token, ttl, name, period, value),
-                    )
-                    .await
-                    .map_err(bad)?;
-                    value
-                }
-                None => {
-                    let next = self.next_of(&mut tx, name, period, row.start).await?;
-                    let value = SequenceRow { next, ..row }.plan(1)?.start;
-                    self.set_next(&mut tx, name, period, value + 1).await?;
-                    tx.exec_drop(
-                        format!(
-                            "INSERT INTO keysmith_tickets (name, period, value, token, expires_at)
-                             VALUES (?, ?, ?, ?, {NOW_MS} + ?)"
-                        ),
-                        (name, period, value, token, ttl),
-                    )
-                    .await
-                    .map_err(bad)?;
-                    value
-                }
-            };
-            tx.commit().await.map_err(bad)?;
-            Ok(TakenNumber { period, value })
-        })
-        .await
+        self.numbers_tx(async |t| take_ticket_in(t, take).await)
+            .await
     }
 
-    /// Commit (delete) or release a number held by `token`; when it is
-    /// not, says why.
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
-        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
-        let write = if what == Settle::Commit {
-            "DELETE FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        } else {
-            // expires_at 0: free to take at once.
-            "UPDATE keysmith_tickets SET token = NULL, expires_at = 0
-             WHERE name = ? AND period = ? AND value = ? AND token = ?"
-        };
         with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            c.exec_drop(write, (name, period, value, token))
-                .await
-                .map_err(bad)?;
-            if c.affected_rows() == 1 {
-                return Ok(());
-            }
-            let exists: Option<i64> = c
-                .exec_first("SELECT 1 FROM keysmith_sequences WHERE name = ?", (name,))
-                .await
-                .map_err(bad)?;
-            if exists.is_none() {
-                return Err(Error::not_found("sequence", name));
-            }
-            let holder: Option<Option<String>> = c
-                .exec_first(
-                    "SELECT token FROM keysmith_tickets WHERE name = ? AND period = ? AND value = ?",
-                    (name, period, value),
-                )
-                .await
-                .map_err(bad)?;
-            Err(refused(
-                what,
-                name,
-                period,
-                value,
-                holder.as_ref().map(|t| t.as_deref()),
-            ))
+            settle_ticket_on(&mut OnConn { store: self, c }, what, held).await
         })
         .await
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        with_conn(self, async |c| {
-            let bad = |e: mysql_async::Error| self.my(&e);
-            let mut tx = begin(c).await.map_err(bad)?;
-            let fenced = fence_numbers_in(&mut self.in_tx(&mut tx), name, skip).await?;
-            tx.commit().await.map_err(bad)?;
-            Ok(fenced)
-        })
-        .await
+        self.numbers_tx(async |t| fence_numbers_in(t, name, skip).await)
+            .await
     }
 }

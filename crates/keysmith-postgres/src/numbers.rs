@@ -16,12 +16,13 @@
 //! (gone, or with another token) and updates nothing, then takes a new
 //! number instead.
 
-use tokio_postgres::Transaction;
+use tokio_postgres::{Client, Transaction};
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumbersTx, PeriodRange, Settle, TakenNumber, TicketTake,
-    current_fenced, fence_numbers_in, not_numbered, refused, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
+    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
+    settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
 /// Migration 5: numbered sequences (numbers.rs).
@@ -48,63 +49,34 @@ pub(super) const TICKETS_MIGRATION: &str = r#"
     );
     "#;
 
-impl PostgresStore {
-    async fn next_of(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-        period: i64,
-        start: i64,
-    ) -> Result<i64> {
-        let s = quote_ident(&self.schema);
-        let r = tx
-            .query_opt(
-                &format!("SELECT next FROM {s}.number_counters WHERE name = $1 AND period = $2"),
-                &[&name, &period],
-            )
-            .await
-            .map_err(|e| self.pg(&e))?;
-        match r {
-            Some(r) => r.try_get(0).map_err(|e| self.pg(&e)),
-            None => Ok(start),
-        }
-    }
-
-    async fn set_next(
-        &self,
-        tx: &Transaction<'_>,
-        name: &str,
-        period: i64,
-        next: i64,
-    ) -> Result<()> {
-        let s = quote_ident(&self.schema);
-        tx.execute(
-            &format!(
-                "INSERT INTO {s}.number_counters (name, period, next) VALUES ($1, $2, $3)
-                 ON CONFLICT (name, period) DO UPDATE SET next = EXCLUDED.next"
-            ),
-            &[&name, &period, &next],
-        )
-        .await
-        .map_err(|e| self.pg(&e))?;
-        Ok(())
-    }
-}
-
-/// One transaction of this store: the steps of a numbered sequence's fence
-/// that [`current_fenced`] and [`fence_numbers_in`] run.
+/// One transaction of this store: the steps of a numbered sequence's take,
+/// reservation and fence that [`reserve_numbers_in`], [`take_ticket_in`] and
+/// [`fence_numbers_in`] run.
 struct InTx<'a, 't> {
     store: &'a PostgresStore,
     tx: &'a Transaction<'t>,
 }
 
 impl PostgresStore {
-    fn in_tx<'a, 't>(&'a self, tx: &'a Transaction<'t>) -> InTx<'a, 't> {
-        InTx { store: self, tx }
+    /// Runs `steps` in one transaction, committed when they succeed.
+    async fn numbers_tx<T>(
+        &self,
+        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T>,
+    ) -> Result<T> {
+        with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let out = steps(&mut InTx {
+                store: self,
+                tx: &tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(out)
+        })
+        .await
     }
 }
 
-#[async_trait]
 impl<'a, 't> NumbersTx for InTx<'a, 't> {
     async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
         let (store, tx) = (self.store, self.tx);
@@ -140,17 +112,34 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         Ok((p, store.row(&r, 1)?, generation))
     }
 
-    async fn skip_numbers(
-        &mut self,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)> {
-        let (store, tx) = (self.store, self.tx);
-        let before = store.next_of(tx, &row.name, period, row.start).await?;
-        let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-        store.set_next(tx, &row.name, period, after).await?;
-        Ok((before, after))
+    async fn counter(&mut self, name: &str, period: i64) -> Result<Option<i64>> {
+        let store = self.store;
+        let s = quote_ident(&store.schema);
+        self.tx
+            .query_opt(
+                &format!("SELECT next FROM {s}.number_counters WHERE name = $1 AND period = $2"),
+                &[&name, &period],
+            )
+            .await
+            .map_err(|e| store.pg(&e))?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(|e| store.pg(&e))
+    }
+
+    async fn set_counter(&mut self, name: &str, period: i64, next: i64) -> Result<()> {
+        let s = quote_ident(&self.store.schema);
+        self.tx
+            .execute(
+                &format!(
+                    "INSERT INTO {s}.number_counters (name, period, next) VALUES ($1, $2, $3)
+                     ON CONFLICT (name, period) DO UPDATE SET next = EXCLUDED.next"
+                ),
+                &[&name, &period, &next],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        Ok(())
     }
 
     async fn record_generation(
@@ -159,18 +148,122 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         generation: &str,
         skipped: i64,
     ) -> Result<()> {
-        let (store, tx) = (self.store, self.tx);
-        let s = quote_ident(&store.schema);
-        tx.execute(
-            &format!(
-                "UPDATE {s}.sequences SET generation = $2, failover_skipped = failover_skipped + $3
-                 WHERE name = $1"
-            ),
-            &[&name, &generation, &skipped],
-        )
-        .await
-        .map_err(|e| store.pg(&e))?;
+        let s = quote_ident(&self.store.schema);
+        self.tx
+            .execute(
+                &format!(
+                    "UPDATE {s}.sequences SET generation = $2, failover_skipped = failover_skipped + $3
+                     WHERE name = $1"
+                ),
+                &[&name, &generation, &skipped],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
         Ok(())
+    }
+
+    async fn retake_ticket(&mut self, take: &TicketTake<'_>) -> Result<Option<i64>> {
+        let ttl_ms = ticket_ttl_ms(take.ttl);
+        let store = self.store;
+        let s = quote_ident(&store.schema);
+        self.tx
+            .query_opt(
+                &format!(
+                    "UPDATE {s}.tickets SET token = $3,
+                         expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
+                     WHERE name = $1 AND period = $2 AND value = (
+                         SELECT value FROM {s}.tickets
+                         WHERE name = $1 AND period = $2
+                           AND (token IS NULL OR expires_at <= clock_timestamp())
+                         ORDER BY value LIMIT 1)
+                     RETURNING value"
+                ),
+                &[&take.name, &take.period, &take.token, &ttl_ms],
+            )
+            .await
+            .map_err(|e| store.pg(&e))?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(|e| store.pg(&e))
+    }
+
+    async fn insert_ticket(&mut self, take: &TicketTake<'_>, value: i64) -> Result<()> {
+        let ttl_ms = ticket_ttl_ms(take.ttl);
+        let s = quote_ident(&self.store.schema);
+        self.tx
+            .execute(
+                &format!(
+                    "INSERT INTO {s}.tickets (name, period, value, token, expires_at)
+                     VALUES ($1, $2, $3, $4,
+                             clock_timestamp() + $5::bigint * interval '1 millisecond')"
+                ),
+                &[&take.name, &take.period, &value, &take.token, &ttl_ms],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        Ok(())
+    }
+}
+
+/// A connection of this store, each statement committed alone: the
+/// statements of a ticket's settlement that [`settle_ticket_on`] runs.
+struct OnConn<'a> {
+    store: &'a PostgresStore,
+    c: &'a Client,
+}
+
+impl<'a> TicketRows for OnConn<'a> {
+    async fn settle_row(&mut self, what: Settle, held: &HeldNumber<'_>) -> Result<bool> {
+        let s = quote_ident(&self.store.schema);
+        let write = if what == Settle::Commit {
+            format!(
+                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        } else {
+            format!(
+                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
+                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
+            )
+        };
+        let n = self
+            .c
+            .execute(
+                &write,
+                &[&held.name, &held.period, &held.value, &held.token],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        Ok(n == 1)
+    }
+
+    async fn sequence_exists(&mut self, name: &str) -> Result<bool> {
+        let s = quote_ident(&self.store.schema);
+        let exists = self
+            .c
+            .query_opt(
+                &format!("SELECT 1 FROM {s}.sequences WHERE name = $1"),
+                &[&name],
+            )
+            .await
+            .map_err(|e| self.store.pg(&e))?;
+        Ok(exists.is_some())
+    }
+
+    async fn holder(&mut self, held: &HeldNumber<'_>) -> Result<Option<Option<String>>> {
+        let store = self.store;
+        let s = quote_ident(&store.schema);
+        self.c
+            .query_opt(
+                &format!(
+                    "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
+                ),
+                &[&held.name, &held.period, &held.value],
+            )
+            .await
+            .map_err(|e| store.pg(&e))?
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(|e| store.pg(&e))
     }
 }
 
@@ -197,23 +290,15 @@ impl NumberStore for PostgresStore {
         .await
     }
 
-    async fn replace_numbering(
-        &self,
-        name: &str,
-        expected: &Numbering,
-        new: &Numbering,
-    ) -> Result<bool> {
-        let (old, new) = (
-            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
-            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
-        );
+    async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {
+        let (old, new) = swap.json()?;
         let s = quote_ident(&self.schema);
         with_conn(self, async |c| {
             c.execute(
                 &format!(
                     "UPDATE {s}.numbering SET settings = $3 WHERE name = $1 AND settings = $2"
                 ),
-                &[&name, &old, &new],
+                &[&swap.name, &old, &new],
             )
             .await
             .map(|n| n == 1)
@@ -228,8 +313,7 @@ impl NumberStore for PostgresStore {
         numbering: &Numbering,
     ) -> Result<SequenceRow> {
         spec.validate()?;
-        let settings =
-            serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let settings = numbering_json(numbering)?;
         let s = quote_ident(&self.schema);
         with_conn(self, async |c| {
             let bad = |e: tokio_postgres::Error| self.pg(&e);
@@ -265,132 +349,24 @@ impl NumberStore for PostgresStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        with_conn(self, async |c| {
-            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-            let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, false).await?;
-            let next = self.next_of(&tx, name, period, row.start).await?;
-            let r = SequenceRow { next, ..row }.plan(n)?;
-            self.set_next(&tx, name, period, r.end).await?;
-            tx.commit().await.map_err(|e| self.pg(&e))?;
-            Ok(PeriodRange {
-                period,
-                start: r.start,
-                end: r.end,
-            })
-        })
-        .await
+        self.numbers_tx(async |t| reserve_numbers_in(t, name, period, n).await)
+            .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
-        let s = quote_ident(&self.schema);
-        let ttl = ticket_ttl_ms(ttl);
-        with_conn(self, async |c| {
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let tx = c.transaction().await.map_err(bad)?;
-            let (period, row) = current_fenced(&mut self.in_tx(&tx), name, period, true).await?;
-            let again = tx
-                .query_opt(
-                    &format!(
-                        "UPDATE {s}.tickets SET token = $3,
-                             expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
-                         WHERE name = $1 AND period = $2 AND value = (
-                             SELECT value FROM {s}.tickets
-                             WHERE name = $1 AND period = $2
-                               AND (token IS NULL OR expires_at <= clock_timestamp())
-                             ORDER BY value LIMIT 1)
-                         RETURNING value"
-                    ),
-                    &[&name, &period, &token, &ttl],
-                )
-                .await
-                .map_err(bad)?;
-            let value = match again {
-                Some(r) => r.try_get(0).map_err(bad)?,
-                None => {
-                    let next = self.next_of(&tx, name, period, row.start).await?;
-                    let value = SequenceRow { next, ..row }.plan(1)?.start;
-                    self.set_next(&tx, name, period, value + 1).await?;
-                    tx.execute(
-                        &format!(
-                            "INSERT INTO {s}.tickets (name, period, value, token, expires_at)
-                             VALUES ($1, $2, $3, $4,
-                                     clock_timestamp() + $5::bigint * interval '1 millisecond')"
-                        ),
-                        &[&name, &period, &value, &token, &ttl],
-                    )
-                    .await
-                    .map_err(bad)?;
-                    value
-                }
-            };
-            tx.commit().await.map_err(bad)?;
-            Ok(TakenNumber { period, value })
-        })
-        .await
+        self.numbers_tx(async |t| take_ticket_in(t, take).await)
+            .await
     }
 
-    /// Commit (`delete`) or release a number held by `token`; when it is
-    /// not, says why.
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
-        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
-        let s = quote_ident(&self.schema);
-        let write = if what == Settle::Commit {
-            format!(
-                "DELETE FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
-            )
-        } else {
-            format!(
-                "UPDATE {s}.tickets SET token = NULL, expires_at = '-infinity'
-                 WHERE name = $1 AND period = $2 AND value = $3 AND token = $4"
-            )
-        };
         with_conn(self, async |c| {
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let n = c
-                .execute(&write, &[&name, &period, &value, &token])
-                .await
-                .map_err(bad)?;
-            if n == 1 {
-                return Ok(());
-            }
-            if c.query_opt(&format!("SELECT 1 FROM {s}.sequences WHERE name = $1"), &[&name])
-                .await
-                .map_err(bad)?
-                .is_none()
-            {
-                return Err(Error::not_found("sequence", name));
-            }
-            let h: Option<Option<String>> = c
-                .query_opt(
-                    &format!(
-                        "SELECT token FROM {s}.tickets WHERE name = $1 AND period = $2 AND value = $3"
-                    ),
-                    &[&name, &period, &value],
-                )
-                .await
-                .map_err(bad)?
-                .map(|r| r.try_get(0))
-                .transpose()
-                .map_err(bad)?;
-            Err(refused(
-                what,
-                name,
-                period,
-                value,
-                h.as_ref().map(|t| t.as_deref()),
-            ))
+            settle_ticket_on(&mut OnConn { store: self, c }, what, held).await
         })
         .await
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        with_conn(self, async |c| {
-            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-            let fenced = fence_numbers_in(&mut self.in_tx(&tx), name, skip).await?;
-            tx.commit().await.map_err(|e| self.pg(&e))?;
-            Ok(fenced)
-        })
-        .await
+        self.numbers_tx(async |t| fence_numbers_in(t, name, skip).await)
+            .await
     }
 }

@@ -12,8 +12,9 @@
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, PeriodRange, Settle, TakenNumber, TicketTake, not_numbered,
-    refused, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
+    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
+    run_ready, settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
@@ -40,111 +41,158 @@ CREATE TABLE IF NOT EXISTS keysmith_tickets (
 ) WITHOUT ROWID;
 ";
 
-/// The later of `period` and the current one, made current, with the
-/// sequence's row.
-fn current(tx: &rusqlite::Transaction<'_>, name: &str, period: i64) -> Result<(i64, SequenceRow)> {
-    let row = super::sequences::require(tx, name)?;
-    let p: Option<i64> = tx
-        .query_row(
-            "UPDATE keysmith_numbering SET current_period = max(current_period, ?2)
-             WHERE name = ?1 RETURNING current_period",
-            params![name, period],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_err)?;
-    Ok((p.ok_or_else(|| not_numbered(name))?, row))
+/// One `BEGIN IMMEDIATE` transaction of this store: the steps of a numbered
+/// sequence's take, reservation, fence and settlement that
+/// [`reserve_numbers_in`], [`take_ticket_in`], [`fence_numbers_in`] and
+/// [`settle_ticket_on`] run. Synchronous: no step ever waits, so
+/// [`run_ready`] drives them on the store's blocking thread.
+struct InTx<'a, 'c> {
+    tx: &'a rusqlite::Transaction<'c>,
+    /// The store's generation (kept in the file, read at open).
+    generation: &'a str,
+    /// The system clock as the first ticket step of this transaction read
+    /// it: its tickets expire by one reading.
+    now: Option<i64>,
 }
 
-/// [`current`], with the generation rule of numbered sequences applied
-/// first ([`keysmith_core::driver::numbers_fence`]), in the same transaction.
-fn current_fenced(
-    tx: &rusqlite::Transaction<'_>,
-    name: &str,
-    period: i64,
-    gapless: bool,
-    generation: &str,
-) -> Result<(i64, SequenceRow)> {
-    let (period, row) = current(tx, name, period)?;
-    let rule = keysmith_core::driver::numbers_fence(&row, gapless, generation);
-    rule.check(name)?;
-    let mut skipped = 0;
-    if let keysmith_core::driver::NumbersFence::Skip(skip) = rule {
-        let (before, after) = skip_numbers(tx, &row, period, skip)?;
-        skipped = after - before;
+impl<'a, 'c> InTx<'a, 'c> {
+    fn new(tx: &'a rusqlite::Transaction<'c>, generation: &'a str) -> Self {
+        InTx {
+            tx,
+            generation,
+            now: None,
+        }
     }
-    if rule != keysmith_core::driver::NumbersFence::Current {
-        record_generation(tx, name, generation, skipped)?;
+
+    fn now(&mut self) -> i64 {
+        *self.now.get_or_insert_with(keysmith_core::driver::now_ms)
     }
-    Ok((period, row))
 }
 
-/// Moves the counter of `period` forward by `skip`; returns it before and after.
-fn skip_numbers(
-    tx: &rusqlite::Transaction<'_>,
-    row: &SequenceRow,
-    period: i64,
-    skip: i64,
-) -> Result<(i64, i64)> {
-    let before = next_of(tx, &row.name, period, row.start)?;
-    let after = keysmith_core::driver::skip_counter(before, row.max, skip);
-    set_next(tx, &row.name, period, after)?;
-    Ok((before, after))
+impl NumbersTx for InTx<'_, '_> {
+    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
+        let row = super::sequences::require(self.tx, name)?;
+        let p: Option<i64> = self
+            .tx
+            .query_row(
+                "UPDATE keysmith_numbering SET current_period = max(current_period, ?2)
+                 WHERE name = ?1 RETURNING current_period",
+                params![name, period],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)?;
+        let p = p.ok_or_else(|| not_numbered(name))?;
+        Ok((p, row, self.generation.to_owned()))
+    }
+
+    async fn counter(&mut self, name: &str, period: i64) -> Result<Option<i64>> {
+        self.tx
+            .query_row(
+                "SELECT next FROM keysmith_number_counters WHERE name = ?1 AND period = ?2",
+                params![name, period],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+    }
+
+    async fn set_counter(&mut self, name: &str, period: i64, next: i64) -> Result<()> {
+        self.tx
+            .execute(
+                "INSERT INTO keysmith_number_counters (name, period, next) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name, period) DO UPDATE SET next = excluded.next",
+                params![name, period, next],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn record_generation(
+        &mut self,
+        name: &str,
+        generation: &str,
+        skipped: i64,
+    ) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE keysmith_sequences SET generation = ?2, failover_skipped = failover_skipped + ?3
+                 WHERE name = ?1",
+                params![name, generation, skipped],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn retake_ticket(&mut self, take: &TicketTake<'_>) -> Result<Option<i64>> {
+        let now = self.now();
+        let expires = now.saturating_add(ticket_ttl_ms(take.ttl));
+        self.tx
+            .query_row(
+                "UPDATE keysmith_tickets SET token = ?3, expires_ms = ?4
+                 WHERE name = ?1 AND period = ?2 AND value = (
+                     SELECT value FROM keysmith_tickets
+                     WHERE name = ?1 AND period = ?2 AND (token IS NULL OR expires_ms <= ?5)
+                     ORDER BY value LIMIT 1)
+                 RETURNING value",
+                params![take.name, take.period, take.token, expires, now],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+    }
+
+    async fn insert_ticket(&mut self, take: &TicketTake<'_>, value: i64) -> Result<()> {
+        let expires = self.now().saturating_add(ticket_ttl_ms(take.ttl));
+        self.tx
+            .execute(
+                "INSERT INTO keysmith_tickets (name, period, value, token, expires_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![take.name, take.period, value, take.token, expires],
+            )
+            .map_err(db_err)?;
+        Ok(())
+    }
 }
 
-fn record_generation(
-    tx: &rusqlite::Transaction<'_>,
-    name: &str,
-    generation: &str,
-    skipped: i64,
-) -> Result<()> {
-    tx.execute(
-        "UPDATE keysmith_sequences SET generation = ?2, failover_skipped = failover_skipped + ?3
-         WHERE name = ?1",
-        params![name, generation, skipped],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
+impl TicketRows for InTx<'_, '_> {
+    async fn settle_row(&mut self, what: Settle, held: &HeldNumber<'_>) -> Result<bool> {
+        let sql = if what == Settle::Commit {
+            "DELETE FROM keysmith_tickets
+             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
+        } else {
+            "UPDATE keysmith_tickets SET token = NULL, expires_ms = 0
+             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
+        };
+        let n = self
+            .tx
+            .execute(sql, params![held.name, held.period, held.value, held.token])
+            .map_err(db_err)?;
+        Ok(n == 1)
+    }
 
-/// The next new number of a period (the sequence's start if none was taken).
-fn next_of(tx: &rusqlite::Transaction<'_>, name: &str, period: i64, start: i64) -> Result<i64> {
-    let next: Option<i64> = tx
-        .query_row(
-            "SELECT next FROM keysmith_number_counters WHERE name = ?1 AND period = ?2",
-            params![name, period],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_err)?;
-    Ok(next.unwrap_or(start))
-}
+    async fn sequence_exists(&mut self, name: &str) -> Result<bool> {
+        self.tx
+            .query_row(
+                "SELECT 1 FROM keysmith_sequences WHERE name = ?1",
+                params![name],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(db_err)
+    }
 
-fn set_next(tx: &rusqlite::Transaction<'_>, name: &str, period: i64, next: i64) -> Result<()> {
-    tx.execute(
-        "INSERT INTO keysmith_number_counters (name, period, next) VALUES (?1, ?2, ?3)
-         ON CONFLICT (name, period) DO UPDATE SET next = excluded.next",
-        params![name, period, next],
-    )
-    .map_err(db_err)?;
-    Ok(())
-}
-
-/// What the store holds for an open number: `None` when it is not open,
-/// `Some(token)` (`None` once released) otherwise.
-fn holder(
-    tx: &rusqlite::Transaction<'_>,
-    name: &str,
-    period: i64,
-    value: i64,
-) -> Result<Option<Option<String>>> {
-    tx.query_row(
-        "SELECT token FROM keysmith_tickets WHERE name = ?1 AND period = ?2 AND value = ?3",
-        params![name, period, value],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(db_err)
+    async fn holder(&mut self, held: &HeldNumber<'_>) -> Result<Option<Option<String>>> {
+        self.tx
+            .query_row(
+                "SELECT token FROM keysmith_tickets WHERE name = ?1 AND period = ?2 AND value = ?3",
+                params![held.name, held.period, held.value],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_err)
+    }
 }
 
 #[async_trait]
@@ -154,17 +202,9 @@ impl NumberStore for SqliteStore {
         self.run(move |conn| read_numbering_on(conn, &name)).await
     }
 
-    async fn replace_numbering(
-        &self,
-        name: &str,
-        expected: &Numbering,
-        new: &Numbering,
-    ) -> Result<bool> {
-        let (old, new) = (
-            serde_json::to_string(expected).map_err(|e| Error::Corrupt(e.to_string()))?,
-            serde_json::to_string(new).map_err(|e| Error::Corrupt(e.to_string()))?,
-        );
-        let name = name.to_owned();
+    async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {
+        let (old, new) = swap.json()?;
+        let name = swap.name.to_owned();
         self.write(move |tx| {
             tx.execute(
                 "UPDATE keysmith_numbering SET settings = ?3 WHERE name = ?1 AND settings = ?2",
@@ -182,8 +222,7 @@ impl NumberStore for SqliteStore {
         numbering: &Numbering,
     ) -> Result<SequenceRow> {
         let (spec, generation) = (spec.clone(), self.generation.clone());
-        let settings =
-            serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))?;
+        let settings = numbering_json(numbering)?;
         let numbering = numbering.clone();
         self.write(move |tx| {
             let row = super::sequences::insert(tx, &spec, Some(&numbering), &generation)?;
@@ -205,53 +244,27 @@ impl NumberStore for SqliteStore {
         keysmith_core::driver::check_count("count", n)?;
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            let (period, row) = current_fenced(tx, &name, period, false, &generation)?;
-            let next = next_of(tx, &name, period, row.start)?;
-            let r = SequenceRow { next, ..row }.plan(n)?;
-            set_next(tx, &name, period, r.end)?;
-            Ok(PeriodRange {
-                period,
-                start: r.start,
-                end: r.end,
-            })
+            let mut t = InTx::new(tx, &generation);
+            run_ready(reserve_numbers_in(&mut t, &name, period, n))
         })
         .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
-        let (name, token, generation) =
-            (name.to_owned(), token.to_owned(), self.generation.clone());
+        let (period, ttl) = (take.period, take.ttl);
+        let (name, token, generation) = (
+            take.name.to_owned(),
+            take.token.to_owned(),
+            self.generation.clone(),
+        );
         self.write(move |tx| {
-            let (period, row) = current_fenced(tx, &name, period, true, &generation)?;
-            let now = keysmith_core::driver::now_ms();
-            let expires = now.saturating_add(ticket_ttl_ms(ttl));
-            let again: Option<i64> = tx
-                .query_row(
-                    "UPDATE keysmith_tickets SET token = ?3, expires_ms = ?4
-                     WHERE name = ?1 AND period = ?2 AND value = (
-                         SELECT value FROM keysmith_tickets
-                         WHERE name = ?1 AND period = ?2 AND (token IS NULL OR expires_ms <= ?5)
-                         ORDER BY value LIMIT 1)
-                     RETURNING value",
-                    params![name, period, token, expires, now],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db_err)?;
-            if let Some(value) = again {
-                return Ok(TakenNumber { period, value });
-            }
-            let next = next_of(tx, &name, period, row.start)?;
-            let value = SequenceRow { next, ..row }.plan(1)?.start;
-            set_next(tx, &name, period, value + 1)?;
-            tx.execute(
-                "INSERT INTO keysmith_tickets (name, period, value, token, expires_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![name, period, value, token, expires],
-            )
-            .map_err(db_err)?;
-            Ok(TakenNumber { period, value })
+            let take = TicketTake {
+                name: &name,
+                period,
+                token: &token,
+                ttl,
+            };
+            run_ready(take_ticket_in(&mut InTx::new(tx, &generation), &take))
         })
         .await
     }
@@ -259,30 +272,23 @@ impl NumberStore for SqliteStore {
     /// Commit (delete the open number) or release (empty its token) a number
     /// held by `token`; when it is not, says why.
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
-        let (name, period, value, token) = (held.name, held.period, held.value, held.token);
-        let sql = if what == Settle::Commit {
-            "DELETE FROM keysmith_tickets
-             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
-        } else {
-            "UPDATE keysmith_tickets SET token = NULL, expires_ms = 0
-             WHERE name = ?1 AND period = ?2 AND value = ?3 AND token = ?4"
-        };
-        let (name, token) = (name.to_owned(), token.to_owned());
+        let (period, value) = (held.period, held.value);
+        let (name, token, generation) = (
+            held.name.to_owned(),
+            held.token.to_owned(),
+            self.generation.clone(),
+        );
         self.write(move |tx| {
-            let n = tx
-                .execute(sql, params![name, period, value, token])
-                .map_err(db_err)?;
-            if n == 1 {
-                return Ok(());
-            }
-            super::sequences::require(tx, &name)?;
-            let h = holder(tx, &name, period, value)?;
-            Err(refused(
-                what,
-                &name,
+            let held = HeldNumber {
+                name: &name,
                 period,
                 value,
-                h.as_ref().map(|t| t.as_deref()),
+                token: &token,
+            };
+            run_ready(settle_ticket_on(
+                &mut InTx::new(tx, &generation),
+                what,
+                &held,
             ))
         })
         .await
@@ -291,10 +297,11 @@ impl NumberStore for SqliteStore {
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
-            let (period, row) = current(tx, &name, i64::MIN)?;
-            let (before, after) = skip_numbers(tx, &row, period, skip)?;
-            record_generation(tx, &name, &generation, after - before)?;
-            Ok((period, before, after))
+            run_ready(fence_numbers_in(
+                &mut InTx::new(tx, &generation),
+                &name,
+                skip,
+            ))
         })
         .await
     }

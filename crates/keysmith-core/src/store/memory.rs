@@ -608,15 +608,10 @@ impl NumberStore for MemoryStore {
         self.with(|s| Ok(s.numbering.get(name).map(|(n, _)| n.clone())))
     }
 
-    async fn replace_numbering(
-        &self,
-        name: &str,
-        expected: &Numbering,
-        new: &Numbering,
-    ) -> Result<bool> {
-        self.with(|s| match s.numbering.get_mut(name) {
-            Some((n, _)) if n == expected => {
-                *n = new.clone();
+    async fn swap_numbering(&self, swap: &super::NumberingSwap<'_>) -> Result<bool> {
+        self.with(|s| match s.numbering.get_mut(swap.name) {
+            Some((n, _)) if swap.holds(n) => {
+                *n = swap.new.clone();
                 Ok(true)
             }
             _ => Ok(false),

@@ -25,6 +25,7 @@ use crate::{Error, Result};
 
 pub mod memory;
 mod numbers;
+mod numbers_sql;
 mod pools;
 mod sequences;
 mod tombstones;
@@ -37,13 +38,18 @@ pub use crate::numbering::{MAX_INCREMENT, Numbering, Order, Period, Residue};
 #[deprecated(note = "renamed NumberStore")]
 pub use numbers::NumberStore as TicketStore;
 pub use numbers::{
-    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, PeriodRange, Settle, TakenNumber,
-    TicketTake,
+    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, NumberingSwap, PeriodRange,
+    Settle, TakenNumber, TicketTake,
 };
 #[doc(hidden)]
 pub use numbers::{
-    NumbersFence, NumbersTx, check_ttl, current_fenced, fence_numbers_in, not_numbered,
-    numbers_fence, parse_numbering, refused, skip_counter, ttl_ms as ticket_ttl_ms,
+    NumbersFence, check_ttl, not_numbered, numbering_json, numbers_fence, parse_numbering, refused,
+    skip_counter, ttl_ms as ticket_ttl_ms,
+};
+#[doc(hidden)]
+pub use numbers_sql::{
+    NumbersTx, TicketRows, current_fenced, fence_numbers_in, reserve_numbers_in, run_ready,
+    settle_ticket_on, take_ticket_in,
 };
 pub use pools::{
     DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,

@@ -93,6 +93,38 @@ pub struct TakenNumber {
     pub value: i64,
 }
 
+/// The arguments of [`NumberStore::replace_numbering`], handed to a
+/// backend's [`NumberStore::swap_numbering`]: a compare-and-set of a
+/// numbered sequence's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NumberingSwap<'a> {
+    /// The numbered sequence.
+    pub name: &'a str,
+    /// The settings the caller read: the swap happens only if the store
+    /// still has these.
+    pub expected: &'a Numbering,
+    /// The settings written in their place.
+    pub new: &'a Numbering,
+}
+
+impl NumberingSwap<'_> {
+    /// `expected` and `new` as the JSON text a store keeps (what
+    /// [`numbering_json`] writes at creation): a store that compares text
+    /// compares the first and writes the second.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when a numbering cannot be written as JSON.
+    pub fn json(&self) -> Result<(String, String)> {
+        Ok((numbering_json(self.expected)?, numbering_json(self.new)?))
+    }
+
+    /// Whether `stored` (the settings read back) are still the expected
+    /// ones: what a store that keeps [`Numbering`] values compares.
+    pub fn holds(&self, stored: &Numbering) -> bool {
+        stored == self.expected
+    }
+}
+
 /// What a backend does for numbered sequences. Names have been validated;
 /// numbering settings checked with [`Numbering::validate`]; tokens are the
 /// caller's random strings. Every write is durable when the method returns,
@@ -128,21 +160,40 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// changed meanwhile or there is no such sequence. What rotating an
     /// opaque sequence's key writes ([`crate::numbers::rotate_key`]).
     ///
-    /// The default answers [`Error::Unavailable`]: a store written outside
-    /// this workspace that cannot change settings.
+    /// Calls [`Self::swap_numbering`] with a [`NumberingSwap`]: backends
+    /// implement that, not this.
     ///
     /// # Errors
     /// [`Error::Unavailable`] when the store cannot be reached (or does not
-    /// implement this).
+    /// implement [`Self::swap_numbering`]); [`Error::Corrupt`] when a
+    /// numbering cannot be written as JSON.
     async fn replace_numbering(
         &self,
         name: &str,
         expected: &Numbering,
         new: &Numbering,
     ) -> Result<bool> {
-        let _ = (expected, new);
+        let swap = NumberingSwap {
+            name,
+            expected,
+            new,
+        };
+        self.swap_numbering(&swap).await
+    }
+
+    /// What a backend implements for [`Self::replace_numbering`], with the
+    /// same guarantees: writes `swap.new` (as [`NumberingSwap::json`] gives
+    /// it) only where the stored settings are still `swap.expected`.
+    ///
+    /// The default answers [`Error::Unavailable`]: a store written outside
+    /// this workspace that cannot change settings.
+    ///
+    /// # Errors
+    /// As [`Self::replace_numbering`].
+    async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {
         Err(Error::Unavailable(format!(
-            "this store cannot change the settings of sequence {name:?} (no replace_numbering)"
+            "this store cannot change the settings of sequence {:?} (no swap_numbering)",
+            swap.name
         )))
     }
 
@@ -275,90 +326,6 @@ pub enum NumbersFence {
     Refuse,
 }
 
-/// The three steps of a numbered sequence's fence inside one open
-/// transaction of a SQL store: what [`current_fenced`] and
-/// [`fence_numbers_in`] are written over, once for every dialect. An
-/// implementation wraps the store and its transaction; nothing it does is
-/// committed until the caller commits that transaction.
-#[async_trait]
-pub trait NumbersTx: Send {
-    /// The later of `period` and the sequence's current period, made current
-    /// (locking the numbering row until the transaction ends), the
-    /// sequence's row, and the store's generation.
-    ///
-    /// # Errors
-    /// [`Error::NotFound`] for a missing or unnumbered sequence;
-    /// [`Error::Unavailable`] when the store does not answer.
-    async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)>;
-
-    /// Moves the counter of `period` of `row`'s sequence forward by `skip`
-    /// (never past its maximum); returns the counter before and after.
-    ///
-    /// # Errors
-    /// [`Error::Unavailable`] when the store does not answer.
-    async fn skip_numbers(
-        &mut self,
-        row: &SequenceRow,
-        period: i64,
-        skip: i64,
-    ) -> Result<(i64, i64)>;
-
-    /// Records `generation` as the one the sequence was last written in, and
-    /// `skipped` numbers as lost to a fence.
-    ///
-    /// # Errors
-    /// [`Error::Unavailable`] when the store does not answer.
-    async fn record_generation(&mut self, name: &str, generation: &str, skipped: i64)
-    -> Result<()>;
-}
-
-/// In `tx`: the period a take or reservation of `name` uses (the later of
-/// `period` and the current one) and the sequence's row, after applying
-/// [`numbers_fence`] for the store's generation: a counted sequence in a new
-/// generation skips its failover margin first, and the generation is
-/// recorded, in the same transaction.
-///
-/// # Errors
-/// [`Error::FenceNeeded`] for a gap-free sequence in a new generation
-/// (nothing is written); those of [`NumbersTx`].
-pub async fn current_fenced<T: NumbersTx + ?Sized>(
-    tx: &mut T,
-    name: &str,
-    period: i64,
-    gapless: bool,
-) -> Result<(i64, SequenceRow)> {
-    let (period, row, generation) = tx.current(name, period).await?;
-    let rule = numbers_fence(&row, gapless, &generation);
-    rule.check(name)?;
-    let mut skipped = 0;
-    if let NumbersFence::Skip(skip) = rule {
-        let (before, after) = tx.skip_numbers(&row, period, skip).await?;
-        skipped = after - before;
-    }
-    if rule != NumbersFence::Current {
-        tx.record_generation(name, &generation, skipped).await?;
-    }
-    Ok((period, row))
-}
-
-/// In `tx`: the operator's fence of `name` ([`NumberStore::fence_numbers`]):
-/// moves the counter of the current period forward by `skip` and records the
-/// store's generation. Returns the period and the counter before and after.
-///
-/// # Errors
-/// Those of [`NumbersTx`].
-pub async fn fence_numbers_in<T: NumbersTx + ?Sized>(
-    tx: &mut T,
-    name: &str,
-    skip: i64,
-) -> Result<(i64, i64, i64)> {
-    let (period, row, generation) = tx.current(name, i64::MIN).await?;
-    let (before, after) = tx.skip_numbers(&row, period, skip).await?;
-    tx.record_generation(name, &generation, after - before)
-        .await?;
-    Ok((period, before, after))
-}
-
 /// The [`NumbersFence`] of `row` (gap-free or not) in `generation`.
 pub fn numbers_fence(row: &SequenceRow, gapless: bool, generation: &str) -> NumbersFence {
     match row.generation.as_deref() {
@@ -384,6 +351,15 @@ impl NumbersFence {
 /// A period counter `next` moved forward by `skip`, clamped at `max + 1`.
 pub fn skip_counter(next: i64, max: i64, skip: i64) -> i64 {
     next + skip.clamp(0, (max + 1 - next).max(0))
+}
+
+/// A numbering as the store keeps it: JSON text, read back with
+/// [`parse_numbering`].
+///
+/// # Errors
+/// [`Error::Corrupt`] when it cannot be written as JSON.
+pub fn numbering_json(numbering: &Numbering) -> Result<String> {
+    serde_json::to_string(numbering).map_err(|e| Error::Corrupt(e.to_string()))
 }
 
 /// A numbering as the store keeps it (JSON), read back.
@@ -469,6 +445,28 @@ pub fn not_numbered(name: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_numbering_swap_compares_and_writes_what_create_wrote() {
+        let old = Numbering::default();
+        let new = Numbering {
+            gapless: true,
+            ..Numbering::default()
+        };
+        let swap = NumberingSwap {
+            name: "n",
+            expected: &old,
+            new: &new,
+        };
+        assert_eq!(
+            swap.json().unwrap(),
+            (numbering_json(&old).unwrap(), numbering_json(&new).unwrap())
+        );
+        assert_ne!(swap.json().unwrap().0, swap.json().unwrap().1);
+        assert_eq!(parse_numbering("n", &swap.json().unwrap().1).unwrap(), new);
+        assert!(swap.holds(&old));
+        assert!(!swap.holds(&new));
+    }
 
     #[test]
     fn ttls_are_bounded() {

@@ -60,6 +60,9 @@ macro_rules! pass_through {
             async fn read_numbering(&self, name: &str) -> keysmith::Result<Option<keysmith::store::Numbering>> {
                 self.inner.read_numbering(name).await
             }
+            async fn swap_numbering(&self, swap: &keysmith::store::NumberingSwap<'_>) -> keysmith::Result<bool> {
+                self.inner.swap_numbering(swap).await
+            }
             async fn clock_ms(&self) -> keysmith::Result<i64> {
                 self.inner.clock_ms().await
             }
