@@ -53,6 +53,7 @@ macro_rules! conformance_tests {
             sequences::put_if_version_conflict_returns_current_row,
             sequences::missing_sequence_is_not_found,
             sequences::reserve_locked_and_atomic_hand_out_contiguous_ranges,
+            sequences::the_one_step_reservation_keeps_the_contract,
             sequences::reservations_clamp_at_max_then_exhaust,
             sequences::values_near_i64_max_do_not_overflow,
             sequences::list_and_drop,
