@@ -36,16 +36,7 @@ async fn fresh_etcd_store() -> Option<EtcdStore> {
     )
 }
 
-keysmith::conformance_tests!(fresh_store);
-
-/// The one-step reservation is offered exactly where the store has one
-/// (etcd has one: a transaction from the cached row).
-#[tokio::test]
-async fn the_one_step_reservation_is_offered_exactly_where_it_exists() {
-    if let Some(store) = fresh_store().await {
-        keysmith::conformance::sequences::offers_the_one_step_reservation(store, true).await;
-    }
-}
+keysmith::conformance_tests!(fresh_store, one_step_reservation = true);
 
 /// Two stores (two processes, say) on one fresh prefix.
 async fn two_stores() -> Option<(EtcdStore, EtcdStore)> {

@@ -29,16 +29,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(MysqlStore::open(&db.fresh_url()).await.unwrap()))
 }
 
-keysmith::conformance_tests!(fresh_store);
-
-/// The one-step reservation is offered exactly where the store has one
-/// (MySQL has none (no RETURNING): its atomic strategy is the locked transaction).
-#[tokio::test]
-async fn the_one_step_reservation_is_offered_exactly_where_it_exists() {
-    if let Some(store) = fresh_store().await {
-        keysmith::conformance::sequences::offers_the_one_step_reservation(store, false).await;
-    }
-}
+keysmith::conformance_tests!(fresh_store, one_step_reservation = false);
 
 /// The database name of a URL from `fresh_url`.
 fn db_of(url: &str) -> &str {

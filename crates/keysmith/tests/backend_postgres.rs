@@ -33,16 +33,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     ))
 }
 
-keysmith::conformance_tests!(fresh_store);
-
-/// The one-step reservation is offered exactly where the store has one
-/// (PostgreSQL has one: UPDATE ... RETURNING).
-#[tokio::test]
-async fn the_one_step_reservation_is_offered_exactly_where_it_exists() {
-    if let Some(store) = fresh_store().await {
-        keysmith::conformance::sequences::offers_the_one_step_reservation(store, true).await;
-    }
-}
+keysmith::conformance_tests!(fresh_store, one_step_reservation = true);
 
 fn fresh_schema() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -13,16 +13,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(SqliteStore::open(dir.join("k.db")).await.unwrap()))
 }
 
-keysmith::conformance_tests!(fresh_store);
-
-/// The one-step reservation is offered exactly where the store has one
-/// (SQLite has none: its atomic strategy is the BEGIN IMMEDIATE transaction).
-#[tokio::test]
-async fn the_one_step_reservation_is_offered_exactly_where_it_exists() {
-    if let Some(store) = fresh_store().await {
-        keysmith::conformance::sequences::offers_the_one_step_reservation(store, false).await;
-    }
-}
+keysmith::conformance_tests!(fresh_store, one_step_reservation = false);
 
 /// A file written at schema version 1 (before worker leases) is migrated
 /// on open: the version goes to the current one (5: worker leases, numbered

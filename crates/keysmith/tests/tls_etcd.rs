@@ -64,7 +64,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 }
 
 mod conformance {
-    keysmith::conformance_tests!(super::fresh_store);
+    keysmith::conformance_tests!(super::fresh_store, one_step_reservation = true);
 }
 
 #[tokio::test]

@@ -49,7 +49,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 }
 
 mod conformance {
-    keysmith::conformance_tests!(super::fresh_store);
+    keysmith::conformance_tests!(super::fresh_store, one_step_reservation = true);
 }
 
 /// A superuser connection over the server's Unix socket (trusted there, and
