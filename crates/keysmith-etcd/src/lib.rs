@@ -73,10 +73,12 @@
 //!
 //! - **Optimistic** ([`SequenceStore::put_if_version`]): one transaction, compare the
 //!   version, put `next`, read the row back; or, on a mismatch, read the row.
-//! - **Atomic** ([`SequenceStore::reserve_atomic`]): etcd has no server-side
-//!   arithmetic, so this is the optimistic transaction run in a loop: read,
-//!   compare-and-put, and on a conflict retry from the row the failed
-//!   transaction returned. It gives up with [`Error::Contention`] after
+//! - **Atomic** ([`SequenceStore::reserve_atomic`], through the store's
+//!   [`AtomicReserve`](keysmith_core::store::AtomicReserve) capability): etcd
+//!   has no server-side arithmetic, so this is one compare-and-put
+//!   transaction planned from the row this store last wrote (or a fresh
+//!   read), and on a conflict retried from the row the failed transaction
+//!   returned. It gives up with [`Error::Contention`] after
 //!   [`ATOMIC_ATTEMPTS`] lost races.
 //! - **Locked** ([`SequenceStore::reserve_locked`]): grants a lease of
 //!   [`LOCK_TTL_SECS`] seconds (kept alive while held), takes etcd's lock

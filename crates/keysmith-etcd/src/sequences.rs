@@ -860,7 +860,7 @@ impl AtomicReserve for EtcdStore {
 }
 
 impl EtcdStore {
-    /// [`SequenceStore::reserve_atomic`]: one transaction that compares the
+    /// [`AtomicReserve::reserve_one_step`]: one transaction that compares the
     /// row's version and its `next` key's mod revision, planned from the
     /// row this store last wrote ([`RowHint::Row`]), or read fresh when it
     /// has none, the hint is of an older generation, or hints lost races
