@@ -196,6 +196,11 @@ async fn wrong_or_missing_credentials_say_what_to_fix() {
     // No user at all: etcd has auth enabled.
     let err = open_error(&url(etcd, "", &tls)).await;
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("etcd has auth enabled and the store URL gives no user"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
