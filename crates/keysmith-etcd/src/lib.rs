@@ -73,10 +73,12 @@
 //!
 //! - **Optimistic** ([`SequenceStore::put_if_version`]): one transaction, compare the
 //!   version, put `next`, read the row back; or, on a mismatch, read the row.
-//! - **Atomic** ([`SequenceStore::reserve_atomic`]): etcd has no server-side
-//!   arithmetic, so this is the optimistic transaction run in a loop: read,
-//!   compare-and-put, and on a conflict retry from the row the failed
-//!   transaction returned. It gives up with [`Error::Contention`] after
+//! - **Atomic** ([`SequenceStore::reserve_atomic`], through the store's
+//!   [`AtomicReserve`](keysmith_core::store::AtomicReserve) capability): etcd
+//!   has no server-side arithmetic, so this is one compare-and-put
+//!   transaction planned from the row this store last wrote (or a fresh
+//!   read), and on a conflict retried from the row the failed transaction
+//!   returned. It gives up with [`Error::Contention`] after
 //!   [`ATOMIC_ATTEMPTS`] lost races.
 //! - **Locked** ([`SequenceStore::reserve_locked`]): grants a lease of
 //!   [`LOCK_TTL_SECS`] seconds (kept alive while held), takes etcd's lock
@@ -152,9 +154,11 @@ use keysmith_core::driver::{
 };
 use keysmith_core::{Error, Result};
 
+mod causes;
 mod generation;
 mod pools;
 mod url;
+use causes::Cause;
 /// The etcd client this crate speaks (`etcd-client`), for callers that need
 /// its types next to an [`EtcdStore`]: tests that write keys by hand.
 pub use etcd_client;
@@ -230,7 +234,10 @@ impl EtcdStore {
         let parsed = EtcdUrl::parse(url)?;
         let hints = Hints::of(&parsed);
         let store = EtcdStore::connect_lazy(parsed).await?;
-        store.ping().await.map_err(|e| hints.explain(e))?;
+        store
+            .answer_a_read()
+            .await
+            .map_err(|(e, cause)| hints.explain(e, cause))?;
         Ok(store)
     }
 
@@ -284,7 +291,15 @@ impl EtcdStore {
                     "etcd endpoint {ep}: no answer to the login within {REQUEST_TIMEOUT:?}; check that etcd is up and reachable"
                 ))
             })?
-            .map_err(|e| hints.explain(Error::invalid(format!("etcd endpoint {ep}: {}", keysmith_core::driver::error_chain(&e)))))?;
+            .map_err(|e| {
+                hints.explain(
+                    Error::invalid(format!(
+                        "etcd endpoint {ep}: {}",
+                        keysmith_core::driver::error_chain(&e)
+                    )),
+                    causes::classify(&e),
+                )
+            })?;
             clients.push(client);
         }
         Ok(EtcdStore {
@@ -411,12 +426,25 @@ impl EtcdStore {
     ///
     /// Retrying on another endpoint is safe for every request keysmith
     /// makes: reads, conditional transactions, lock and lease calls.
-    async fn call_within<T, F, Fut>(
+    async fn call_within<T, F, Fut>(&self, op: &str, deadline: Duration, request: F) -> Result<T>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        self.call_classified(op, deadline, request)
+            .await
+            .map_err(|(e, _)| e)
+    }
+
+    /// [`Self::call_within`], with the failure's [`Cause`] read from the
+    /// driver's errors (the most specific over the endpoints tried), for
+    /// [`Hints::explain`].
+    async fn call_classified<T, F, Fut>(
         &self,
         op: &str,
         deadline: Duration,
         mut request: F,
-    ) -> Result<T>
+    ) -> std::result::Result<T, (Error, Option<Cause>)>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
@@ -424,6 +452,7 @@ impl EtcdStore {
         let n = self.clients.len();
         let first = self.current.load(Ordering::Relaxed) % n;
         let mut failures = Vec::new();
+        let mut cause: Option<Cause> = None;
         for k in 0..n {
             let i = (first + k) % n;
             let why = match tokio::time::timeout(deadline, request(self.clients[i].clone())).await {
@@ -433,29 +462,55 @@ impl EtcdStore {
                     }
                     return Ok(v);
                 }
-                Ok(Err(etcd_client::Error::GRpcStatus(s)))
-                    if matches!(
-                        i32::from(s.code()),
-                        GRPC_INVALID_ARGUMENT | GRPC_FAILED_PRECONDITION | GRPC_OUT_OF_RANGE
-                    ) =>
-                {
-                    return Err(Error::invalid(format!(
-                        "etcd at {} rejected the request to {op}: {}",
-                        self.endpoints[i],
-                        s.message()
-                    )));
+                Ok(Err(e)) => {
+                    let here = causes::classify(&e);
+                    cause = match (cause, here) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    match &e {
+                        etcd_client::Error::GRpcStatus(s)
+                            if matches!(
+                                i32::from(s.code()),
+                                GRPC_INVALID_ARGUMENT
+                                    | GRPC_FAILED_PRECONDITION
+                                    | GRPC_OUT_OF_RANGE
+                            ) =>
+                        {
+                            return Err((
+                                Error::invalid(format!(
+                                    "etcd at {} rejected the request to {op}: {}",
+                                    self.endpoints[i],
+                                    s.message()
+                                )),
+                                here,
+                            ));
+                        }
+                        etcd_client::Error::GRpcStatus(s) => {
+                            format!("{:?}: {}", s.code(), s.message())
+                        }
+                        e => keysmith_core::driver::error_chain(e),
+                    }
                 }
-                Ok(Err(etcd_client::Error::GRpcStatus(s))) => {
-                    format!("{:?}: {}", s.code(), s.message())
-                }
-                Ok(Err(e)) => keysmith_core::driver::error_chain(&e),
                 Err(_) => format!("no answer within {deadline:?}"),
             };
             failures.push(format!("{}: {why}", self.endpoints[i]));
         }
         // Start the next call elsewhere.
         self.current.store((first + 1) % n, Ordering::Relaxed);
-        Err(self.unavailable(op, failures.join("; ")))
+        Err((self.unavailable(op, failures.join("; ")), cause))
+    }
+
+    /// [`Store::ping`], with the failure's [`Cause`] for [`Hints::explain`]:
+    /// a linearizable read, answered only when a quorum has a leader.
+    async fn answer_a_read(&self) -> std::result::Result<(), (Error, Option<Cause>)> {
+        let key = self.prefix.clone();
+        self.call_classified("answer a read", REQUEST_TIMEOUT, |mut c| {
+            let key = key.clone();
+            async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
+        })
+        .await
+        .map(drop)
     }
 
     async fn call<T, F, Fut>(&self, op: &str, request: F) -> Result<T>
@@ -508,78 +563,64 @@ impl Hints {
         }
     }
 
-    /// `e` as [`Error::InvalidArgument`] with what to do, when it shows a
-    /// TLS or login failure; else `e` unchanged.
-    fn explain(&self, e: Error) -> Error {
+    /// `e` as [`Error::InvalidArgument`] with what to do, when `cause` (the
+    /// driver error's, [`causes::classify`]) is a TLS or login failure; a
+    /// connection closed under TLS, or an HTTP/2 error without it, as
+    /// [`Error::Unavailable`] with a likely reason; else `e` unchanged.
+    fn explain(&self, e: Error, cause: Option<Cause>) -> Error {
         let text = match &e {
             Error::Unavailable(m) | Error::InvalidArgument(m) => m.clone(),
             _ => return e,
         };
-        let t = text.to_ascii_lowercase();
-        let why = if t.contains("unknownissuer") || t.contains("badsignature") {
-            format!(
+        let Some(cause) = cause else {
+            return e;
+        };
+        let why = match cause {
+            Cause::UntrustedServer => format!(
                 "etcd's certificate is not signed by {}; give cacert=PATH the CA certificate (PEM) that signed etcd's --cert-file",
                 self.trusted
-            )
-        } else if t.contains("not valid for name") || t.contains("notvalidforname") {
-            "etcd's certificate does not name the host in the store URL; connect with a host name or IP address the certificate was issued for".to_owned()
-        } else if t.contains("certificaterequired")
-            || t.contains("certificate required")
-            || (self.tls && !self.client_cert && t.contains("badcertificate"))
-        {
-            "etcd requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, a certificate signed by the CA etcd trusts (--trusted-ca-file)".to_owned()
-        } else if t.contains("badcertificate")
-            || t.contains("unknownca")
-            || t.contains("bad certificate")
-            || t.contains("unknown ca")
-        {
-            "etcd refused the client certificate; give cert=PATH&key=PATH signed by the CA etcd trusts (--trusted-ca-file)".to_owned()
-        } else if t.contains("invalid user id or password") || t.contains("authentication failed") {
-            "etcd refused the user name or password; check USER in the store URL and the password (in the URL or the file password_file=PATH names)".to_owned()
-        } else if t.contains("user name is empty")
-            || (!self.user && t.contains("permission denied"))
-        {
-            "etcd has auth enabled and the store URL gives no user; write etcd://USER@HOST:PORT?password_file=PATH".to_owned()
-        } else if self.tls
-            && (t.contains("connection closed")
-                || t.contains("canceled")
-                || t.contains("broken pipe")
-                || t.contains("connection reset"))
-        {
-            let what = if self.client_cert {
-                "as etcd does when it refuses a client certificate; check that cert=PATH was signed by the CA etcd trusts (--trusted-ca-file)"
-            } else {
-                "as etcd does when it requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, signed by the CA etcd trusts (--trusted-ca-file)"
-            };
-            return Error::Unavailable(format!("etcd closed the TLS connection ({text}), {what}"));
-        } else if !self.tls
-            && (t.contains("http2")
-                || t.contains("h2 protocol")
-                || t.contains("connection reset")
-                || t.contains("broken pipe")
-                || t.contains("frame"))
-        {
-            return Error::Unavailable(format!(
-                "{text}; if etcd serves TLS (https), use etcds:// or give cacert=PATH"
-            ));
-        } else {
-            return e;
+            ),
+            Cause::WrongHostName => "etcd's certificate does not name the host in the store URL; connect with a host name or IP address the certificate was issued for".to_owned(),
+            Cause::ClientCertRequired => CLIENT_CERT_REQUIRED.to_owned(),
+            Cause::ClientCertRefused if self.tls && !self.client_cert => {
+                CLIENT_CERT_REQUIRED.to_owned()
+            }
+            Cause::ClientCertRefused => "etcd refused the client certificate; give cert=PATH&key=PATH signed by the CA etcd trusts (--trusted-ca-file)".to_owned(),
+            Cause::BadLogin => "etcd refused the user name or password; check USER in the store URL and the password (in the URL or the file password_file=PATH names)".to_owned(),
+            Cause::UserEmpty => NO_USER.to_owned(),
+            Cause::PermissionDenied if !self.user => NO_USER.to_owned(),
+            Cause::Closed | Cause::Cancelled if self.tls => {
+                let what = if self.client_cert {
+                    "as etcd does when it refuses a client certificate; check that cert=PATH was signed by the CA etcd trusts (--trusted-ca-file)"
+                } else {
+                    "as etcd does when it requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, signed by the CA etcd trusts (--trusted-ca-file)"
+                };
+                return Error::Unavailable(format!(
+                    "etcd closed the TLS connection ({text}), {what}"
+                ));
+            }
+            Cause::Closed | Cause::Http2 if !self.tls => {
+                return Error::Unavailable(format!(
+                    "{text}; if etcd serves TLS (https), use etcds:// or give cacert=PATH"
+                ));
+            }
+            Cause::PermissionDenied | Cause::Cancelled | Cause::Closed | Cause::Http2 => {
+                return e;
+            }
         };
         Error::InvalidArgument(format!("{why} ({text})"))
     }
 }
 
+/// What [`Hints::explain`] says when etcd wants a client certificate.
+const CLIENT_CERT_REQUIRED: &str = "etcd requires a client certificate (--client-cert-auth) and gets none; add cert=PATH&key=PATH, a certificate signed by the CA etcd trusts (--trusted-ca-file)";
+/// What [`Hints::explain`] says when etcd wants a user.
+const NO_USER: &str = "etcd has auth enabled and the store URL gives no user; write etcd://USER@HOST:PORT?password_file=PATH";
+
 #[async_trait]
 impl Store for EtcdStore {
     async fn ping(&self) -> Result<()> {
-        // A linearizable read: answered only when a quorum has a leader.
-        let key = self.prefix.clone();
-        self.call("answer a read", |mut c| {
-            let key = key.clone();
-            async move { c.get(key, Some(GetOptions::new().with_count_only())).await }
-        })
-        .await
-        .map(drop)
+        self.answer_a_read().await.map_err(|(e, _)| e)
     }
 
     async fn generation(&self) -> Result<String> {

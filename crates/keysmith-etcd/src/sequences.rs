@@ -1,6 +1,7 @@
 //! etcd: the [`SequenceStore`] half of the contract.
 
 use super::*;
+use keysmith_core::store::AtomicReserve;
 
 /// How many times [`SequenceStore::record_counts`] tries its compare-and-swap
 /// before giving up with [`Error::Contention`].
@@ -661,12 +662,8 @@ impl SequenceStore for EtcdStore {
         })
     }
 
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        let outcome = self.reserve_from_hint(name, n).await;
-        if outcome.is_err() {
-            self.row_hints.forget(name);
-        }
-        outcome
+    fn atomic_reserve(&self) -> Option<&dyn AtomicReserve> {
+        Some(self)
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
@@ -848,8 +845,22 @@ impl SequenceStore for EtcdStore {
     }
 }
 
+/// etcd's one-step reservation: one transaction that compares the version
+/// of the row this store's last reservation wrote (or a fresh read), retried
+/// at once from the row etcd returns on a conflict.
+#[async_trait]
+impl AtomicReserve for EtcdStore {
+    async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation> {
+        let outcome = self.reserve_from_hint(name, n).await;
+        if outcome.is_err() {
+            self.row_hints.forget(name);
+        }
+        outcome
+    }
+}
+
 impl EtcdStore {
-    /// [`SequenceStore::reserve_atomic`]: one transaction that compares the
+    /// [`AtomicReserve::reserve_one_step`]: one transaction that compares the
     /// row's version and its `next` key's mod revision, planned from the
     /// row this store last wrote ([`RowHint::Row`]), or read fresh when it
     /// has none, the hint is of an older generation, or hints lost races

@@ -9,9 +9,12 @@
 //!   committed row, which is what the caller retries from;
 //! - locked (`reserve_locked`): `SELECT ... FOR UPDATE`, the plan computed
 //!   here ([`SequenceRow::plan`]), one `UPDATE`;
-//! - atomic (`reserve_atomic`): one `UPDATE` that does the arithmetic on the
-//!   server, copying the first value reserved into `last_start`, then that
-//!   row read back in the same transaction (MySQL has no `RETURNING`).
+//! - atomic: MySQL has no one-statement reservation (no `RETURNING`; an
+//!   `UPDATE` read back costs the round trip the locking read costs, and
+//!   the generation check needs the row first), so the store does not offer
+//!   [`keysmith_core::store::AtomicReserve`] and the `atomic` strategy takes
+//!   the locked transaction ([`SequenceStore::reserve_atomic`]). The
+//!   `last_start` column the schema keeps is no longer written.
 //!
 //! InnoDB's UPDATE reads the newest committed row and locks it, so two
 //! writers of one sequence run one after the other and never see the same
@@ -202,14 +205,6 @@ impl SequenceStore for MysqlStore {
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         // SELECT ... FOR UPDATE, the plan here, one UPDATE.
-        self.reserve(name, n).await
-    }
-
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        // The same one transaction: the generation check needs the row,
-        // which the locking read brings at no extra round trip over the
-        // UPDATE-then-read-back an atomic statement costs on MySQL (no
-        // RETURNING).
         self.reserve(name, n).await
     }
 

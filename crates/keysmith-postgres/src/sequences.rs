@@ -1,6 +1,7 @@
 //! PostgreSQL: the [`SequenceStore`] half of the contract.
 
 use super::*;
+use keysmith_core::store::AtomicReserve;
 
 impl PostgresStore {
     /// Runs the `write_if_version` function: `next`, and where given the
@@ -217,41 +218,8 @@ impl SequenceStore for PostgresStore {
         .await
     }
 
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        keysmith_core::driver::check_count("count", n)?;
-        with_conn(self, async |c| {
-            let st = c
-                .prepare_cached(&self.sql.reserve_atomic)
-                .await
-                .map_err(|e| self.pg(&e))?;
-            let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let r = match c.query_one(&st, &[&name, &n]).await {
-                Ok(r) => r,
-                Err(e) => {
-                    return Err(match e.code() {
-                        Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
-                        Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
-                            let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
-                            Error::Exhausted {
-                                name: name.to_owned(),
-                                max,
-                            }
-                        }
-                        _ => bad(e),
-                    });
-                }
-            };
-            let version: i64 = r.try_get(2).map_err(bad)?;
-            Ok(Reservation {
-                start: r.try_get(0).map_err(bad)?,
-                end: r.try_get(1).map_err(bad)?,
-                version: u64::try_from(version).map_err(|_| {
-                    Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
-                })?,
-                fenced: r.try_get(3).map_err(bad)?,
-            })
-        })
-        .await
+    fn atomic_reserve(&self) -> Option<&dyn AtomicReserve> {
+        Some(self)
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
@@ -313,6 +281,49 @@ impl SequenceStore for PostgresStore {
             self.raise_tombstone(&tx, SEQUENCE_KIND, name, t).await?;
             tx.execute(&self.sql.drop, &[&name]).await.map_err(bad)?;
             tx.commit().await.map_err(bad)
+        })
+        .await
+    }
+}
+
+/// PostgreSQL's one-step reservation: one `UPDATE ... RETURNING` that
+/// fences, plans and writes the row; waiters queue on the row lock and are
+/// served in turn.
+#[async_trait]
+impl AtomicReserve for PostgresStore {
+    async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation> {
+        keysmith_core::driver::check_count("count", n)?;
+        with_conn(self, async |c| {
+            let st = c
+                .prepare_cached(&self.sql.reserve_atomic)
+                .await
+                .map_err(|e| self.pg(&e))?;
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let r = match c.query_one(&st, &[&name, &n]).await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Err(match e.code() {
+                        Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
+                        Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
+                            let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
+                            Error::Exhausted {
+                                name: name.to_owned(),
+                                max,
+                            }
+                        }
+                        _ => bad(e),
+                    });
+                }
+            };
+            let version: i64 = r.try_get(2).map_err(bad)?;
+            Ok(Reservation {
+                start: r.try_get(0).map_err(bad)?,
+                end: r.try_get(1).map_err(bad)?,
+                version: u64::try_from(version).map_err(|_| {
+                    Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
+                })?,
+                fenced: r.try_get(3).map_err(bad)?,
+            })
         })
         .await
     }

@@ -4,8 +4,9 @@
 //! reservation survives a power cut, and with a busy timeout, so processes
 //! sharing the file wait for each other instead of failing. Every write runs in
 //! `BEGIN IMMEDIATE`, which takes SQLite's write lock up front: the locked
-//! strategy is exactly that, and the optimistic and atomic ones get their
-//! conditional put and their single statement inside it. The write-ahead
+//! strategy is exactly that, the optimistic one gets its conditional put
+//! inside it, and the atomic one is the locked transaction (SQLite offers
+//! no separate one-step path: `keysmith_core::store::AtomicReserve`). The write-ahead
 //! log is kept small (checkpointed and truncated past [`WAL_SIZE_LIMIT`]),
 //! so that it cannot fill a small disk by itself: see [`wal`].
 #![forbid(unsafe_code)]

@@ -101,12 +101,6 @@ impl SequenceStore for SqliteStore {
         self.reserve(name, n).await
     }
 
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        // Every write holds the file's one write lock: one transaction that
-        // reads, plans and writes is the single server-side step.
-        self.reserve(name, n).await
-    }
-
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.run(|conn| {
             let mut s = conn

@@ -36,7 +36,10 @@ async fn fresh_etcd_store() -> Option<EtcdStore> {
     )
 }
 
-keysmith::conformance_tests!(fresh_store);
+#[path = "common/reopen.rs"]
+mod reopen;
+
+keysmith::conformance_tests!(fresh_store, one_step_reservation = true);
 
 /// Two stores (two processes, say) on one fresh prefix.
 async fn two_stores() -> Option<(EtcdStore, EtcdStore)> {
@@ -89,14 +92,8 @@ async fn a_second_client_sees_committed_reservations() {
     let Some(etcd) = TempEtcd::shared() else {
         return;
     };
-    let url = etcd.url_with_prefix(&fresh_prefix());
-    let a = EtcdStore::connect(&url).await.unwrap();
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_locked("s", 10).await.unwrap();
-    drop(a);
-    let b = EtcdStore::connect(&url).await.unwrap();
-    let row = b.read_sequence("s").await.unwrap().unwrap();
-    assert_eq!((row.next, row.version), (r.end, r.version));
+    reopen::a_second_store_sees_committed_reservations(&etcd.url_with_prefix(&fresh_prefix()))
+        .await;
 }
 
 /// An atomic reservation plans from the row its store last wrote. Another
@@ -671,18 +668,8 @@ async fn a_pool_from_before_classes_reads_without_one() {
 /// handed out.
 #[tokio::test]
 async fn a_tombstone_is_seen_by_another_store() {
-    let Some((a, b)) = two_stores().await else {
+    let Some(etcd) = TempEtcd::shared() else {
         return;
     };
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_atomic("s", 40).await.unwrap();
-    a.drop_sequence("s").await.unwrap();
-    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert!(a.swap_member("p", 1, 4).await.unwrap());
-    a.drop_pool("p").await.unwrap();
-    drop(a);
-    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    assert_eq!(s.start, r.end);
-    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert_eq!(p.start, 4);
+    reopen::a_tombstone_survives_reopening(&etcd.url_with_prefix(&fresh_prefix())).await;
 }

@@ -8,4 +8,4 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(MemoryStore::new()))
 }
 
-keysmith::conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store, one_step_reservation = false);

@@ -21,6 +21,10 @@ use keysmith_testsupport::processes::MariaDb;
 mod crash;
 #[path = "common/pools.rs"]
 mod pools;
+#[path = "common/reopen.rs"]
+mod reopen;
+#[path = "common/servers.rs"]
+mod servers;
 
 /// One server per test binary; each call gets a database of its own, so
 /// each store starts empty.
@@ -29,7 +33,14 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(MysqlStore::open(&db.fresh_url()).await.unwrap()))
 }
 
-keysmith::conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store, one_step_reservation = false);
+
+/// A fresh store URL: a database of its own on the shared server.
+fn fresh_url() -> Option<String> {
+    TempMariaDb::shared().map(|db| db.fresh_url())
+}
+
+servers::server_tests!(fresh_url);
 
 /// The database name of a URL from `fresh_url`.
 fn db_of(url: &str) -> &str {
@@ -101,29 +112,14 @@ async fn concurrent_first_use_migrates_once() {
         return;
     };
     let url = db.fresh_url();
-    let mut opens = Vec::new();
-    for _ in 0..12 {
-        let url = url.clone();
-        opens.push(tokio::spawn(async move { MysqlStore::open(&url).await }));
-    }
-    let mut stores = Vec::new();
-    for o in opens {
-        stores.push(o.await.unwrap().expect("a concurrent first open failed"));
-    }
-    stores[0]
-        .create_sequence(&SequenceSpec::new("s"))
-        .await
-        .unwrap();
-    for s in &stores {
-        assert!(s.read_sequence("s").await.unwrap().is_some());
-    }
-    let rows = db.sql(&format!(
-        "SELECT singleton, schema_version FROM {}.keysmith_meta",
-        db_of(&url)
-    ));
-    assert_eq!(rows.trim(), format!("1\t{SCHEMA_VERSION}"));
-    MysqlStore::open(&url).await.unwrap();
-    assert!(stores[3].read_sequence("s").await.unwrap().is_some());
+    servers::concurrent_first_use_migrates_once(&url, async || {
+        let rows = db.sql(&format!(
+            "SELECT singleton, schema_version FROM {}.keysmith_meta",
+            db_of(&url)
+        ));
+        assert_eq!(rows.trim(), format!("1\t{SCHEMA_VERSION}"));
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -132,16 +128,13 @@ async fn tables_from_a_newer_keysmith_are_refused() {
         return;
     };
     let url = db.fresh_url();
-    drop(MysqlStore::open(&url).await.unwrap());
-    db.sql(&format!(
-        "UPDATE {}.keysmith_meta SET schema_version = 99",
-        db_of(&url)
-    ));
-    let e = MysqlStore::open(&url).await.unwrap_err();
-    assert!(
-        matches!(&e, Error::Corrupt(m) if m.contains("upgrade keysmith")),
-        "{e}"
-    );
+    reopen::a_newer_schema_is_refused(&url, async || {
+        db.sql(&format!(
+            "UPDATE {}.keysmith_meta SET schema_version = 99",
+            db_of(&url)
+        ));
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -214,12 +207,7 @@ async fn a_user_without_rights_is_told_what_to_grant() {
 async fn a_server_that_is_not_there_is_unavailable_and_named() {
     let port = keysmith_testsupport::free_port();
     let url = format!("mysql://keysmith:hunter2@127.0.0.1:{port}/keysmith?timeout=5");
-    let e = MysqlStore::open(&url).await.unwrap_err();
-    let msg = e.to_string();
-    assert!(matches!(e, Error::Unavailable(_)), "{e}");
-    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
-    assert!(!msg.contains("hunter2"), "{msg}");
-    assert!(!msg.contains('\n'), "{msg}");
+    servers::a_server_that_is_not_there_is_unavailable_and_named(&url, port, Some("hunter2")).await;
 }
 
 #[tokio::test]
@@ -269,19 +257,7 @@ async fn sessions_are_strict_utc_and_read_committed_and_commits_are_flushed() {
     };
     let store = MysqlStore::open(&db.fresh_url()).await.unwrap();
     // A value that does not fit is refused, never clamped (strict mode).
-    let row = store
-        .create_sequence(&SequenceSpec {
-            max: 10,
-            ..SequenceSpec::new("s")
-        })
-        .await
-        .unwrap();
-    let e = store
-        .put_if_version("s", 12, row.version)
-        .await
-        .unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    assert_eq!(store.read_sequence("s").await.unwrap(), Some(row));
+    servers::a_put_beyond_the_maximum_is_refused(&store).await;
     // The store's clock is the server's, in UTC.
     let server: i64 = db
         .sql("SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)")
@@ -296,25 +272,6 @@ async fn sessions_are_strict_utc_and_read_committed_and_commits_are_flushed() {
         db.sql("SELECT @@innodb_flush_log_at_trx_commit").trim(),
         "1"
     );
-}
-
-#[tokio::test]
-async fn large_pools_give_distinct_members_and_follow_swaps() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    pools::large_pools_give_distinct_members_and_follow_swaps(&*store).await;
-}
-
-#[tokio::test]
-async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
-    let Some(db) = TempMariaDb::shared() else {
-        return;
-    };
-    let url = db.fresh_url();
-    let a = MysqlStore::open(&url).await.unwrap();
-    let b = MysqlStore::open(&url).await.unwrap();
-    pools::a_pool_created_again_with_another_size_is_sampled_at_its_new_size(&a, &b).await;
 }
 
 /// Allocation across a crash of the server: tasks allocate with all three
@@ -495,28 +452,4 @@ async fn version_2_tables_get_the_pool_class_columns() {
     b.drop_pool("old").await.unwrap();
     let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
     assert_eq!(again.start, 4, "continues above the number handed out");
-}
-
-/// The tombstone is in the database: a sequence and a pool dropped through
-/// one store, created again through a store opened afterwards, continue
-/// above the values they handed out.
-#[tokio::test]
-async fn a_tombstone_survives_reopening_the_store() {
-    let Some(db) = TempMariaDb::shared() else {
-        return;
-    };
-    let url = db.fresh_url();
-    let a = MysqlStore::open(&url).await.unwrap();
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_atomic("s", 40).await.unwrap();
-    a.drop_sequence("s").await.unwrap();
-    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert!(a.swap_member("p", 1, 4).await.unwrap());
-    a.drop_pool("p").await.unwrap();
-    drop(a);
-    let b = MysqlStore::open(&url).await.unwrap();
-    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    assert_eq!(s.start, r.end);
-    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert_eq!(p.start, 4);
 }

@@ -21,6 +21,10 @@ use keysmith_testsupport::processes::Postgres;
 mod crash;
 #[path = "common/pools.rs"]
 mod pools;
+#[path = "common/reopen.rs"]
+mod reopen;
+#[path = "common/servers.rs"]
+mod servers;
 
 /// One server per test binary; each call gets a schema of its own, so each
 /// store starts empty.
@@ -33,7 +37,14 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     ))
 }
 
-keysmith::conformance_tests!(fresh_store);
+keysmith::conformance_tests!(fresh_store, one_step_reservation = true);
+
+/// A fresh store URL: a schema of its own on the shared server.
+fn fresh_url() -> Option<String> {
+    TempPostgres::shared().map(|pg| url_with(pg, &fresh_schema()))
+}
+
+servers::server_tests!(fresh_url);
 
 fn fresh_schema() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -155,37 +166,19 @@ async fn concurrent_first_use_migrates_once() {
         return;
     };
     let schema = fresh_schema();
-    let url = url_with(pg, &schema);
-    let mut opens = Vec::new();
-    for _ in 0..12 {
-        let url = url.clone();
-        opens.push(tokio::spawn(async move { PostgresStore::open(&url).await }));
-    }
-    let mut stores = Vec::new();
-    for o in opens {
-        stores.push(o.await.unwrap().expect("a concurrent first open failed"));
-    }
-    // All of them work on the same tables.
-    stores[0]
-        .create_sequence(&SequenceSpec::new("s"))
-        .await
-        .unwrap();
-    for s in &stores {
-        assert!(s.read_sequence("s").await.unwrap().is_some());
-    }
-    let admin = admin(pg).await;
-    let rows = admin
-        .query(
-            &format!("SELECT schema_version FROM \"{schema}\".keysmith_meta"),
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].get::<_, i32>(0), SCHEMA_VERSION);
-    // And opening again later changes nothing.
-    PostgresStore::open(&url).await.unwrap();
-    assert!(stores[3].read_sequence("s").await.unwrap().is_some());
+    servers::concurrent_first_use_migrates_once(&url_with(pg, &schema), async || {
+        let rows = admin(pg)
+            .await
+            .query(
+                &format!("SELECT schema_version FROM \"{schema}\".keysmith_meta"),
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get::<_, i32>(0), SCHEMA_VERSION);
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -194,21 +187,17 @@ async fn a_schema_from_a_newer_keysmith_is_refused() {
         return;
     };
     let schema = fresh_schema();
-    let url = url_with(pg, &schema);
-    drop(PostgresStore::open(&url).await.unwrap());
-    admin(pg)
-        .await
-        .execute(
-            &format!("UPDATE \"{schema}\".keysmith_meta SET schema_version = 99"),
-            &[],
-        )
-        .await
-        .unwrap();
-    let e = PostgresStore::open(&url).await.unwrap_err();
-    assert!(
-        matches!(&e, Error::Corrupt(m) if m.contains("upgrade keysmith")),
-        "{e}"
-    );
+    reopen::a_newer_schema_is_refused(&url_with(pg, &schema), async || {
+        admin(pg)
+            .await
+            .execute(
+                &format!("UPDATE \"{schema}\".keysmith_meta SET schema_version = 99"),
+                &[],
+            )
+            .await
+            .unwrap();
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -246,11 +235,7 @@ async fn a_user_without_create_rights_is_told_what_to_grant() {
 async fn a_server_that_is_not_there_is_unavailable_and_named() {
     let port = keysmith_testsupport::free_port();
     let url = format!("postgres://keysmith@127.0.0.1:{port}/postgres?timeout=5");
-    let e = PostgresStore::open(&url).await.unwrap_err();
-    let msg = e.to_string();
-    assert!(matches!(e, Error::Unavailable(_)), "{e}");
-    assert!(msg.contains(&format!("127.0.0.1:{port}")), "{msg}");
-    assert!(!msg.contains('\n'), "{msg}");
+    servers::a_server_that_is_not_there_is_unavailable_and_named(&url, port, None).await;
 }
 
 #[tokio::test]
@@ -264,14 +249,6 @@ async fn a_missing_database_is_a_clear_error() {
         matches!(&e, Error::InvalidArgument(m) if m.contains("no_such_db") && m.contains("create the database")),
         "{e}"
     );
-}
-
-#[tokio::test]
-async fn large_pools_give_distinct_members_and_follow_swaps() {
-    let Some(store) = fresh_store().await else {
-        return;
-    };
-    pools::large_pools_give_distinct_members_and_follow_swaps(&*store).await;
 }
 
 /// The conformance check `pool_sample_is_uniform_after_swaps` on a pool
@@ -322,34 +299,11 @@ async fn a_large_pool_samples_uniformly_after_swaps() {
 }
 
 #[tokio::test]
-async fn a_pool_created_again_with_another_size_is_sampled_at_its_new_size() {
-    let Some(pg) = TempPostgres::shared() else {
-        return;
-    };
-    let url = url_with(pg, &fresh_schema());
-    let a = PostgresStore::open(&url).await.unwrap();
-    let b = PostgresStore::open(&url).await.unwrap();
-    pools::a_pool_created_again_with_another_size_is_sampled_at_its_new_size(&a, &b).await;
-}
-
-#[tokio::test]
 async fn a_put_beyond_the_maximum_is_refused() {
     let Some(store) = fresh_store().await else {
         return;
     };
-    let row = store
-        .create_sequence(&SequenceSpec {
-            max: 10,
-            ..SequenceSpec::new("s")
-        })
-        .await
-        .unwrap();
-    let e = store
-        .put_if_version("s", 12, row.version)
-        .await
-        .unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-    assert_eq!(store.read_sequence("s").await.unwrap(), Some(row));
+    servers::a_put_beyond_the_maximum_is_refused(&*store).await;
 }
 
 /// Allocation across a crash of the server: tasks allocate with all three
@@ -419,28 +373,4 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
     b.drop_pool("old").await.unwrap();
     let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
     assert_eq!(again.start, 4, "continues above the number handed out");
-}
-
-/// The tombstone is in the database: a sequence and a pool dropped through
-/// one store, created again through a store opened afterwards, continue
-/// above the values they handed out.
-#[tokio::test]
-async fn a_tombstone_survives_reopening_the_store() {
-    let Some(pg) = TempPostgres::shared() else {
-        return;
-    };
-    let url = url_with(pg, &fresh_schema());
-    let a = PostgresStore::open(&url).await.unwrap();
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_atomic("s", 40).await.unwrap();
-    a.drop_sequence("s").await.unwrap();
-    a.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert!(a.swap_member("p", 1, 4).await.unwrap());
-    a.drop_pool("p").await.unwrap();
-    drop(a);
-    let b = PostgresStore::open(&url).await.unwrap();
-    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    assert_eq!(s.start, r.end);
-    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
-    assert_eq!(p.start, 4);
 }

@@ -13,7 +13,10 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
     Some(Arc::new(SqliteStore::open(dir.join("k.db")).await.unwrap()))
 }
 
-keysmith::conformance_tests!(fresh_store);
+#[path = "common/reopen.rs"]
+mod reopen;
+
+keysmith::conformance_tests!(fresh_store, one_step_reservation = false);
 
 /// A file written at schema version 1 (before worker leases) is migrated
 /// on open: the version goes to the current one (5: worker leases, numbered
@@ -89,40 +92,15 @@ async fn a_version_1_file_gets_the_worker_table() {
 #[tokio::test]
 async fn a_tombstone_survives_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("k.db");
-    let a = SqliteStore::open(&path).await.unwrap();
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_atomic("s", 40).await.unwrap();
-    a.drop_sequence("s").await.unwrap();
-    a.create_pool(&keysmith::store::PoolSpec::new("p", 3))
-        .await
-        .unwrap();
-    assert!(a.swap_member("p", 1, 4).await.unwrap());
-    a.drop_pool("p").await.unwrap();
-    drop(a);
-    let b = SqliteStore::open(&path).await.unwrap();
-    let s = b.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    assert_eq!(s.start, r.end);
-    let p = b
-        .create_pool(&keysmith::store::PoolSpec::new("p", 3))
-        .await
-        .unwrap();
-    assert_eq!(
-        p.start, 4,
-        "above 1, the value handed out, at the largest member"
-    );
+    let url = format!("sqlite://{}", dir.path().join("k.db").display());
+    reopen::a_tombstone_survives_reopening(&url).await;
 }
 
 #[tokio::test]
 async fn a_second_connection_sees_committed_reservations() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("k.db");
-    let a = SqliteStore::open(&path).await.unwrap();
-    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
-    let r = a.reserve_atomic("s", 10).await.unwrap();
-    drop(a);
-    let b = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(b.read_sequence("s").await.unwrap().unwrap().next, r.end);
+    let url = format!("sqlite://{}", dir.path().join("k.db").display());
+    reopen::a_second_store_sees_committed_reservations(&url).await;
 }
 
 #[tokio::test]
@@ -152,17 +130,14 @@ async fn a_missing_directory_is_unavailable() {
 async fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("k.db");
-    drop(SqliteStore::open(&path).await.unwrap());
-    let c = rusqlite::Connection::open(&path).unwrap();
-    c.execute(
-        "UPDATE keysmith_meta SET value = 99 WHERE key = 'schema_version'",
-        [],
-    )
-    .unwrap();
-    drop(c);
-    let e = SqliteStore::open(&path).await.unwrap_err();
-    assert!(
-        matches!(e, Error::Corrupt(_)) && e.to_string().contains("upgrade"),
-        "{e}"
-    );
+    let url = format!("sqlite://{}", path.display());
+    reopen::a_newer_schema_is_refused(&url, async || {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute(
+            "UPDATE keysmith_meta SET value = 99 WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    })
+    .await;
 }

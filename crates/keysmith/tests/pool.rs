@@ -421,9 +421,8 @@ impl SequenceStore for RivalFirst {
     async fn reserve_locked(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
         self.inner.reserve_locked(name, n).await
     }
-    async fn reserve_atomic(&self, name: &str, n: i64) -> keysmith::Result<Reservation> {
-        self.inner.reserve_atomic(name, n).await
-    }
+    // reserve_atomic: the contract's own, over reserve_locked (the memory
+    // store has no one-step path, so atomic_reserve stays None).
     async fn record_counts(
         &self,
         name: &str,

@@ -14,9 +14,8 @@
 use std::sync::Arc;
 
 use keysmith::Error;
-use keysmith::sequence::{self, Sequence};
 use keysmith::store::etcd::EtcdUrl;
-use keysmith::store::{self, SequenceSpec, Store};
+use keysmith::store::{self, Store};
 use keysmith_testsupport::tls::{PASSWORD, TlsEtcd};
 
 #[path = "common/tls.rs"]
@@ -64,7 +63,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 }
 
 mod conformance {
-    keysmith::conformance_tests!(super::fresh_store);
+    keysmith::conformance_tests!(super::fresh_store, one_step_reservation = true);
 }
 
 #[tokio::test]
@@ -78,21 +77,7 @@ async fn a_sequence_allocates_over_tls_with_a_client_certificate_and_a_password(
         assert!(parsed.uses_tls());
         assert_eq!(parsed.user(), Some("keysmith"));
         assert!(!format!("{parsed:?}").contains(PASSWORD));
-        let store = store::open(&u).await.unwrap();
-        sequence::create(&*store, &SequenceSpec::new("orders"))
-            .await
-            .unwrap();
-        let seq = Sequence::builder()
-            .store(store.clone())
-            .name("orders")
-            .block(10)
-            .build()
-            .await
-            .unwrap();
-        assert_eq!(
-            seq.next_n(25).await.unwrap(),
-            (1..=25).collect::<Vec<i64>>()
-        );
+        tls::a_sequence_allocates(store::open(&u).await.unwrap()).await;
     }
     // The password may be in the URL too.
     let c = etcd.certs();
@@ -211,6 +196,11 @@ async fn wrong_or_missing_credentials_say_what_to_fix() {
     // No user at all: etcd has auth enabled.
     let err = open_error(&url(etcd, "", &tls)).await;
     assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("etcd has auth enabled and the store URL gives no user"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

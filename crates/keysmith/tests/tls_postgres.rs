@@ -49,7 +49,7 @@ async fn fresh_store() -> Option<Arc<dyn Store>> {
 }
 
 mod conformance {
-    keysmith::conformance_tests!(super::fresh_store);
+    keysmith::conformance_tests!(super::fresh_store, one_step_reservation = true);
 }
 
 /// A superuser connection over the server's Unix socket (trusted there, and
@@ -91,18 +91,9 @@ async fn verify_full_allocates_over_tls_with_the_password_from_a_file() {
     let store = store::open(&verified_url(pg, "127.0.0.1", &fresh_schema()))
         .await
         .unwrap();
-    sequence::create(&*store, &SequenceSpec::new("orders"))
-        .await
-        .unwrap();
-    let seq = keysmith::sequence::Sequence::builder()
-        .store(store.clone())
-        .name("orders")
-        .block(10)
-        .build()
-        .await
-        .unwrap();
-    let values = seq.next_n(25).await.unwrap();
-    assert_eq!(values, (1..=25).collect::<Vec<i64>>());
+    // The handle (and with it the store's connections) stays open while
+    // the server's sessions are read.
+    let _seq = tls::a_sequence_allocates(store).await;
 
     let sessions = keysmith_sessions(pg).await;
     assert!(!sessions.is_empty(), "no keysmith session seen");

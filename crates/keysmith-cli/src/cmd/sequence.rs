@@ -142,8 +142,9 @@ pub enum SequenceCommand {
         /// 1 is strict: values from all handles in time order.
         #[arg(long)]
         block: Option<i64>,
-        /// optimistic, locked or atomic (the default: one statement, never
-        /// retried from a stale row).
+        /// optimistic, locked or atomic (the default: one server-side step on
+        /// PostgreSQL and etcd, never retried from a stale row; the locked
+        /// transaction on SQLite and MySQL).
         #[arg(long, default_value_t = Strategy::default())]
         strategy: Strategy,
         /// How long one block reservation keeps retrying races lost to other

@@ -44,6 +44,11 @@ pub mod workers;
 /// Generates one `#[tokio::test]` per conformance check, each calling
 /// `$factory().await` for a fresh store (`None`: the test prints that it was
 /// skipped and passes). See the [module documentation](crate::conformance).
+///
+/// `conformance_tests!(fresh_store, one_step_reservation = true)` adds a
+/// test that the store offers the optional one-step reservation
+/// ([`AtomicReserve`](crate::store::AtomicReserve)) exactly as said: `true`
+/// for a backend with a real one, `false` for one without.
 #[macro_export]
 macro_rules! conformance_tests {
     ($factory:path) => {
@@ -53,6 +58,7 @@ macro_rules! conformance_tests {
             sequences::put_if_version_conflict_returns_current_row,
             sequences::missing_sequence_is_not_found,
             sequences::reserve_locked_and_atomic_hand_out_contiguous_ranges,
+            sequences::the_one_step_reservation_keeps_the_contract,
             sequences::reservations_clamp_at_max_then_exhaust,
             sequences::values_near_i64_max_do_not_overflow,
             sequences::list_and_drop,
@@ -120,6 +126,24 @@ macro_rules! conformance_tests {
             numbers::numbers_cross_a_period_boundary,
             numbers::the_store_clock_reads_now
         );
+    };
+    ($factory:path, one_step_reservation = $expected:expr) => {
+        $crate::conformance_tests!($factory);
+
+        /// The store offers the one-step reservation exactly when its
+        /// backend has one (see `sequences::offers_the_one_step_reservation`).
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn the_one_step_reservation_is_offered_exactly_where_it_exists() {
+            match $factory().await {
+                Some(store) => {
+                    $crate::conformance::sequences::offers_the_one_step_reservation(
+                        store, $expected,
+                    )
+                    .await
+                }
+                None => eprintln!("skipped: backend unavailable"),
+            }
+        }
     };
     (@each $factory:path; $($group:ident :: $check:ident),* $(,)?) => {
         $(

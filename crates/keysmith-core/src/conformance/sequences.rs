@@ -107,6 +107,48 @@ pub async fn reserve_locked_and_atomic_hand_out_contiguous_ranges(store: Arc<dyn
     ));
 }
 
+/// The one-step reservation ([`AtomicReserve`](crate::store::AtomicReserve)),
+/// where a store offers it, keeps the contract of every reservation: a
+/// missing name is `NotFound` and creates nothing, its ranges follow the
+/// locked ones without a gap or an overlap and report the version they
+/// left, and near the maximum it is shortened, then `Exhausted`. A store
+/// without it passes trivially (its `reserve_atomic` is `reserve_locked`,
+/// checked by the other checks).
+pub async fn the_one_step_reservation_keeps_the_contract(store: Arc<dyn Store>) {
+    let Some(one_step) = store.atomic_reserve() else {
+        return;
+    };
+    let e = one_step.reserve_one_step("ghost", 5).await.unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    assert_eq!(store.read_sequence("ghost").await.unwrap(), None);
+    store.create_sequence(&spec("s", 1, 25)).await.unwrap();
+    let a = one_step.reserve_one_step("s", 10).await.unwrap();
+    let b = store.reserve_locked("s", 10).await.unwrap();
+    let c = one_step.reserve_one_step("s", 10).await.unwrap();
+    assert_eq!(
+        [(a.start, a.end), (b.start, b.end), (c.start, c.end)],
+        [(1, 11), (11, 21), (21, 26)],
+        "one-step and locked ranges must follow each other, clamped at max"
+    );
+    let row = store.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!((row.next, row.version), (26, c.version));
+    let e = one_step.reserve_one_step("s", 1).await.unwrap_err();
+    assert!(matches!(e, Error::Exhausted { max: 25, .. }), "{e}");
+}
+
+/// Whether `store` offers the one-step reservation
+/// ([`SequenceStore::atomic_reserve`](crate::store::SequenceStore::atomic_reserve))
+/// is what its backend says (`expected`): a store must not fake one, nor
+/// hide a real one. Not in [`conformance_tests!`](crate::conformance_tests)
+/// (the answer differs by backend): each backend's tests call it.
+pub async fn offers_the_one_step_reservation(store: Arc<dyn Store>, expected: bool) {
+    assert_eq!(
+        store.atomic_reserve().is_some(),
+        expected,
+        "atomic_reserve() must be Some exactly for a store with a one-step reservation"
+    );
+}
+
 /// A reservation near the maximum is shortened to what is left; the next one is
 /// `Exhausted`, for every way of reserving.
 pub async fn reservations_clamp_at_max_then_exhaust(store: Arc<dyn Store>) {

@@ -33,16 +33,20 @@ pub enum Strategy {
     /// Lock the row (`BEGIN IMMEDIATE`, `SELECT ... FOR UPDATE`, an etcd
     /// lock), read, write, commit.
     Locked,
-    /// One server-side statement reserves the block and returns it (on etcd,
-    /// one transaction that compares the version: its first try starts from
-    /// the row its last atomic reservation wrote, or from a fresh read when
-    /// it has none or lost races lately, and a conflict is retried at once
-    /// from the row etcd returns). The default on every store: on SQLite
-    /// every write takes the file's one write lock anyway, so atomic is one
-    /// transaction and never conflicts; on PostgreSQL waiters queue on the row
-    /// lock and are served in turn; on etcd a retry never starts from a stale
-    /// row. With default settings no call fails from contention with 32
-    /// processes on one sequence on any store (BENCHMARKS.md).
+    /// One server-side step reserves the block and returns it, on the
+    /// stores that have one ([`crate::store::AtomicReserve`]): on PostgreSQL
+    /// one `UPDATE ... RETURNING`, whose waiters queue on the row lock and
+    /// are served in turn; on etcd one transaction that compares the
+    /// version: its first try starts from the row its last atomic
+    /// reservation wrote, or from a fresh read when it has none or lost
+    /// races lately, and a conflict is retried at once from the row etcd
+    /// returns, so a retry never starts from a stale row. On SQLite, MySQL
+    /// and the memory store, which have no such step, atomic is the locked
+    /// transaction ([`Strategy::Locked`]): on SQLite every write takes the
+    /// file's one write lock anyway, so it is one transaction and never
+    /// conflicts. The default on every store. With default settings no call
+    /// fails from contention with 32 processes on one sequence on any store
+    /// (BENCHMARKS.md).
     #[default]
     Atomic,
 }

@@ -246,10 +246,6 @@ impl SequenceStore for MemoryStore {
         self.with(|s| s.reserve(name, n))
     }
 
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
-        self.with(|s| s.reserve(name, n))
-    }
-
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         self.with(|s| {
             let row = s.row(name)?.clone();

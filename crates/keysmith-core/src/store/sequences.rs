@@ -630,11 +630,32 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`], [`Error::Exhausted`].
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation>;
 
-    /// Reserves up to `n` values with one server-side statement.
+    /// Reserves up to `n` values in one server-side step where the store
+    /// has one ([`Self::atomic_reserve`]: PostgreSQL's one `UPDATE ...
+    /// RETURNING`, etcd's one transaction from a cached row), else under the
+    /// row lock of [`Self::reserve_locked`] (SQLite, MySQL, memory: there
+    /// the lock is one short transaction already). This is the one place the
+    /// `atomic` strategy is decided; backends implement
+    /// [`AtomicReserve`], not this. A wrapper around a store overrides it
+    /// only to add something of its own before forwarding.
     ///
     /// # Errors
-    /// [`Error::NotFound`], [`Error::Exhausted`].
-    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation>;
+    /// [`Error::NotFound`], [`Error::Exhausted`], and what the path taken
+    /// fails with.
+    async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
+        match self.atomic_reserve() {
+            Some(one_step) => one_step.reserve_one_step(name, n).await,
+            None => self.reserve_locked(name, n).await,
+        }
+    }
+
+    /// The store's one-step reservation ([`AtomicReserve`]), or `None`
+    /// (the default) for a store without one: then
+    /// [`Self::reserve_atomic`] takes the row lock. PostgreSQL and etcd
+    /// return `Some`; SQLite, MySQL and the memory store `None`.
+    fn atomic_reserve(&self) -> Option<&dyn AtomicReserve> {
+        None
+    }
 
     /// Adds `delta` to the sequence's counts and moves its rate mark when the
     /// last is [`MARK_INTERVAL_MS`] old, in one transaction with the row
@@ -661,6 +682,28 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::NotFound`] if there is none.
     async fn drop_sequence(&self, name: &str) -> Result<()>;
+}
+
+/// An optional capability of a [`SequenceStore`] (as `object_store`'s
+/// `MultipartStore` is of an `ObjectStore`): a reservation in one
+/// server-side step, with no lock held across round trips. A store has it
+/// only when it has such a step; it hands it out with
+/// [`SequenceStore::atomic_reserve`], and [`SequenceStore::reserve_atomic`]
+/// uses it. Which stores have it: PostgreSQL (one `UPDATE ... RETURNING`
+/// that fences, plans and writes the row) and etcd (one transaction that
+/// compares the version of the row its last reservation wrote, retried at
+/// once from the row etcd returns). SQLite, MySQL and the memory store do
+/// not: their `atomic` strategy is their locked transaction.
+#[async_trait]
+pub trait AtomicReserve: Send + Sync {
+    /// Reserves up to `n` values (`n` in `1..=MAX_RESERVATION`) of the
+    /// sequence `name` in one server-side step, fencing the row first as
+    /// every write does ([`SequenceRow::fence`]); durable when it returns.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::Exhausted`]; on etcd
+    /// [`Error::Contention`] after too many lost races.
+    async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation>;
 }
 
 /// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 
 use async_trait::async_trait;
 use keysmith::store::{
-    Alteration, CountsDelta, Put, Reservation, SequenceCounts, SequenceRow, SequenceSpec,
-    SequenceStore, Store,
+    Alteration, AtomicReserve, CountsDelta, Put, Reservation, SequenceCounts, SequenceRow,
+    SequenceSpec, SequenceStore, Store,
 };
 use keysmith::{Error, Result};
 
@@ -107,6 +107,11 @@ impl SequenceStore for Faulty {
     async fn reserve_atomic(&self, name: &str, n: i64) -> Result<Reservation> {
         self.gate().await?;
         self.inner.reserve_atomic(name, n).await
+    }
+    /// The inner store's capability, so the wrapper says what it wraps;
+    /// the handles still go through [`Self::reserve_atomic`] and the gate.
+    fn atomic_reserve(&self) -> Option<&dyn AtomicReserve> {
+        self.inner.atomic_reserve()
     }
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         self.inner.record_counts(name, delta, now_ms).await
