@@ -140,6 +140,10 @@ pub(crate) struct BlockCache {
     cursor: Padded<AtomicU64>,
     shared: Padded<ReadMostly>,
     epochs: Mutex<Epochs>,
+    /// Numbers resolved against no kept epoch ("The one case left"): each
+    /// is a value lost. Tests check that every lost value is one of these.
+    #[cfg(test)]
+    fell_off: AtomicU64,
 }
 
 /// What [`BlockCache::next`] got.
@@ -170,6 +174,8 @@ impl BlockCache {
                 },
                 past: VecDeque::new(),
             }),
+            #[cfg(test)]
+            fell_off: AtomicU64::new(0),
         }
     }
 
@@ -209,7 +215,11 @@ impl BlockCache {
         match e.past.iter().rev().find(|p| p.from <= c) {
             Some(p) => p.get(c),
             // Older than every epoch kept: see "The one case left".
-            None => Next::Empty,
+            None => {
+                #[cfg(test)]
+                self.fell_off.fetch_add(1, Relaxed);
+                Next::Empty
+            }
         }
     }
 
@@ -474,11 +484,20 @@ mod tests {
     /// the refill path does it, with `next`, bulk takes and take-rest-then-
     /// restore (a failed `next_n`) mixed: every value is taken exactly once,
     /// none is lost, and each thread's values increase.
+    ///
+    /// None lost but by "the one case left": a thread descheduled between
+    /// its `fetch_add` and `resolve` while more than [`PAST_MAX`] epochs
+    /// were installed (each restore is one; a loaded machine can do it)
+    /// loses its value. The cache counts those (and overshoots that came as
+    /// late, which lose nothing): every lost value must be one of them.
     #[test]
     fn racing_threads_never_share_or_lose_a_value() {
         for (threads, gap) in [(2usize, 3i64), (4, 3), (4, 0), (3, 1)] {
-            let lost = race(threads, gap, false);
-            assert_eq!(lost, 0, "a value was lost ({threads} threads, gap {gap})");
+            let (lost, fell_off) = race(threads, gap, false);
+            assert!(
+                lost <= fell_off,
+                "{lost} values lost ({threads} threads, gap {gap}), only {fell_off} numbers older than every epoch kept"
+            );
         }
     }
 
@@ -486,15 +505,37 @@ mod tests {
     #[test]
     fn racing_threads_with_failed_refills_lose_nothing() {
         for (threads, gap) in [(2usize, 0i64), (4, 0), (3, 2)] {
-            let lost = race(threads, gap, true);
-            assert_eq!(lost, 0, "a value was lost ({threads} threads, gap {gap})");
+            let (lost, fell_off) = race(threads, gap, true);
+            assert!(
+                lost <= fell_off,
+                "{lost} values lost ({threads} threads, gap {gap}), only {fell_off} numbers older than every epoch kept"
+            );
         }
+    }
+
+    /// "The one case left", made to happen: a taker whose number is older
+    /// than every epoch kept gets nothing (a gap, never another taker's
+    /// value), and the cache counts it.
+    #[test]
+    fn a_number_older_than_every_epoch_kept_is_a_counted_gap() {
+        let c = BlockCache::new();
+        c.install(0..2, 9);
+        // A taker took number `late` of the first block and stopped there.
+        let late = c.cursor.fetch_add(1, Relaxed);
+        assert_eq!(one(&c), Some(1));
+        for b in 1..=(PAST_MAX as i64 + 1) {
+            c.install(b * 10..b * 10 + 1, -1);
+            assert_eq!(one(&c), Some(b * 10));
+        }
+        assert_eq!(c.resolve(late), Next::Empty, "its epoch is no longer kept");
+        assert_eq!(c.fell_off.load(Relaxed), 1);
     }
 
     const BLOCKS: i64 = 2_000;
 
-    /// Returns how many values were left unused.
-    fn race(threads: usize, gap: i64, failures: bool) -> usize {
+    /// Returns how many values were left unused, and how many numbers the
+    /// cache resolved against no kept epoch.
+    fn race(threads: usize, gap: i64, failures: bool) -> (usize, usize) {
         const LEN: i64 = 7;
         let cache = Arc::new(BlockCache::new());
         // The next block to install, and the refills tried so far.
@@ -558,6 +599,7 @@ mod tests {
         }
         assert_eq!(count, all.len(), "a value was taken twice");
         assert!(all.iter().all(|v| v % (LEN + gap) < LEN), "a gap value");
-        (BLOCKS * LEN) as usize - count
+        let fell_off = cache.fell_off.load(Relaxed) as usize;
+        ((BLOCKS * LEN) as usize - count, fell_off)
     }
 }
