@@ -10,8 +10,9 @@
 /// names are unique per database, so they carry the table's.
 pub(super) const MIGRATIONS: &[&[&str]] = &[
     &[
-        // Sequences. `last_start` is written only by reserve_atomic: the first
-        // value of the range its UPDATE reserved, read back in its transaction.
+        // Sequences. `last_start` was written by an earlier one-statement
+        // reservation (the first value of the range its UPDATE reserved);
+        // nothing writes it now, and the column stays for stores made then.
         "CREATE TABLE IF NOT EXISTS keysmith_sequences (
         name        VARBINARY(512) NOT NULL PRIMARY KEY,
         next_value  BIGINT NOT NULL,
