@@ -140,6 +140,25 @@ fn status_cause(s: &tonic::Status) -> Option<Cause> {
 mod tests {
     use super::*;
 
+    /// The downcasts find `h2`, `hyper`, `rustls` and `tonic` errors only
+    /// while this crate links the very versions etcd-client builds on: a
+    /// second version of any of them in the workspace's lock would switch
+    /// those hints off without a compile error.
+    #[test]
+    fn the_error_types_matched_are_the_ones_etcd_client_uses() {
+        let lock = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.lock");
+        let Ok(lock) = std::fs::read_to_string(lock) else {
+            return; // built outside the workspace (a packaged crate)
+        };
+        for krate in ["h2", "hyper", "rustls", "tonic"] {
+            let versions = lock.matches(&format!("\nname = \"{krate}\"\n")).count();
+            assert_eq!(
+                versions, 1,
+                "{versions} versions of {krate} in Cargo.lock: keysmith-etcd must match the one etcd-client uses"
+            );
+        }
+    }
+
     #[test]
     fn a_rustls_error_inside_io_inside_a_status_is_found() {
         let io = std::io::Error::new(

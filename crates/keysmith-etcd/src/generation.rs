@@ -197,9 +197,19 @@ impl EtcdStore {
     /// `stale` and it still holds `known` (another process may have renewed
     /// it already: then its epoch is adopted).
     async fn settle_epoch(&self, known: Option<String>, stale: bool) -> Result<String> {
-        for _ in 0..SETTLE_ATTEMPTS {
+        for attempt in 0..SETTLE_ATTEMPTS {
+            if attempt > 0 {
+                // A member whose Status lags the epoch, or a racing writer:
+                // give either a moment (1, 2, 4 ... 64 ms) before looking again.
+                tokio::time::sleep(std::time::Duration::from_millis(1 << (attempt - 1).min(6)))
+                    .await;
+            }
             let probe = self.probe_log().await;
-            if let Some(epoch) = self.settle_after(probe, known.as_deref(), stale).await? {
+            let last = attempt + 1 == SETTLE_ATTEMPTS;
+            if let Some(epoch) = self
+                .settle_after(probe, known.as_deref(), stale, last)
+                .await?
+            {
                 return Ok(epoch);
             }
         }
@@ -213,12 +223,16 @@ impl EtcdStore {
     /// before it: reads the epoch key, adopts it or writes a new one.
     /// `None` when the key changed meanwhile, or `probe` was answered
     /// before the epoch it would be compared with was written: the caller
-    /// tries again with a new probe.
+    /// tries again with a new probe. On the `last` attempt such a probe is
+    /// set aside instead (as when `Status` is not answered): the epoch is
+    /// adopted without the restore check, and a warning says so, rather
+    /// than the store failing to open behind a member that lags.
     async fn settle_after(
         &self,
         probe: Option<LogProbe>,
         known: Option<&str>,
         stale: bool,
+        last: bool,
     ) -> Result<Option<String>> {
         let key = self.epoch_key();
         let resp = self
@@ -232,19 +246,27 @@ impl EtcdStore {
             .as_ref()
             .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
         let recorded = current_value.as_deref().and_then(recorded_gap);
+        // A stale epoch still holding what this process knew is renewed
+        // whatever the log says: the check below cannot change that.
+        let renewing = stale && current_value.as_deref() == known;
         let restored = match (probe, &current, recorded) {
+            _ if renewing => false,
             (Some(p), Some(kv), Some(then)) => {
                 if p.revision < kv.mod_revision() {
                     // The status predates this epoch (written since by
                     // another process, its gap measured later): it tells
-                    // nothing about it. Look again.
-                    return Ok(None);
-                }
-                let now = p.gap();
-                if now < then.saturating_sub(PROBE_SLACK) {
+                    // nothing about it. Look again, or set it aside.
+                    if !last {
+                        return Ok(None);
+                    }
+                    tracing::warn!(
+                        "etcd: the member's status stayed older than the keysmith epoch; the epoch is adopted without the snapshot-restore check (after a restore, run `keysmith fence --all`)"
+                    );
+                    false
+                } else if p.gap() < then.saturating_sub(PROBE_SLACK) {
                     tracing::error!(
                         recorded = then,
-                        now,
+                        now = p.gap(),
                         "etcd's raft log restarted under its data (a snapshot restore?): a new generation of the store"
                     );
                     true
@@ -254,8 +276,7 @@ impl EtcdStore {
             }
             _ => false,
         };
-        let renew =
-            current_value.is_none() || restored || (stale && current_value.as_deref() == known);
+        let renew = current_value.is_none() || restored || renewing;
         if !renew {
             let epoch = current_value.unwrap_or_default();
             self.adopt_epoch(&epoch, &resp);
@@ -410,12 +431,23 @@ mod tests {
         let early = b.probe_log().await.expect("etcd answers Status");
         a_failed_transaction(&a).await;
         let first = a.epoch().await.unwrap();
-        let settled = b.settle_after(Some(early), None, false).await.unwrap();
+        let settled = b
+            .settle_after(Some(early), None, false, false)
+            .await
+            .unwrap();
         assert!(
             settled.is_none() || settled.as_deref() == Some(first.as_str()),
             "b wrote a new epoch {settled:?} over a's {first:?}: a spurious new generation"
         );
         assert_eq!(b.epoch().await.unwrap(), first);
+        assert_eq!(a.epoch().await.unwrap(), first);
+        // On the last attempt the old status is set aside: the epoch is
+        // adopted (the store opens behind a lagging member), never renewed.
+        let last = b
+            .settle_after(Some(early), None, false, true)
+            .await
+            .unwrap();
+        assert_eq!(last.as_deref(), Some(first.as_str()));
         assert_eq!(a.epoch().await.unwrap(), first);
     }
 

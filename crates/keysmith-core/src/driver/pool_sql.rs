@@ -210,6 +210,11 @@ pub async fn fence_pool_in<T: PoolTx + ?Sized>(
         FenceClaim::Fenced => return Ok(()),
         FenceClaim::Missing => return Err(Error::not_found("pool", name)),
     };
+    if rounds == 0 {
+        // Recording the generation (the claim did) moves nothing: no
+        // member row is written or locked.
+        return Ok(());
+    }
     if let Some(top) = tx.top_member(name).await?
         && fenced_member(top, rounds, size, residue.as_ref()).is_none()
     {
@@ -288,9 +293,12 @@ pub async fn swap_member_with<S: PoolSwaps + ?Sized>(
     match pool_generation(recorded.as_deref(), &current) {
         PoolGeneration::Current => Ok(seen.swapped),
         PoolGeneration::Record => {
-            // Moves nothing: records this generation.
-            store.fence_from(name, 0, None).await?;
-            Ok(seen.swapped)
+            // Moves nothing: records this generation. A pool dropped since
+            // the swap has nothing to record; the swap's outcome stands.
+            match store.fence_from(name, 0, None).await {
+                Ok(()) | Err(Error::NotFound { .. }) => Ok(seen.swapped),
+                Err(e) => Err(e),
+            }
         }
         PoolGeneration::Fence => {
             let size = match seen.size {
