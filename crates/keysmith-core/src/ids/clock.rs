@@ -4,7 +4,9 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::LeaseInstant;
 
 use async_trait::async_trait;
 
@@ -19,17 +21,19 @@ pub trait Clock: Send + Sync + fmt::Debug {
     async fn sleep(&self, d: Duration);
 }
 
-/// The system's clocks: `SystemTime` and `Instant`, and tokio's sleep.
+/// The system's clocks: `SystemTime`, a monotonic clock that on Linux
+/// counts the time the host spends suspended (`CLOCK_BOOTTIME`, so a lease
+/// deadline passes during a suspend), and tokio's sleep.
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
-    origin: Instant,
+    origin: LeaseInstant,
 }
 
 impl SystemClock {
     /// The system clock.
     pub fn new() -> Self {
         SystemClock {
-            origin: Instant::now(),
+            origin: LeaseInstant::now(),
         }
     }
 }
@@ -47,7 +51,7 @@ impl Clock for SystemClock {
     }
 
     fn mono(&self) -> Duration {
-        self.origin.elapsed()
+        LeaseInstant::now().duration_since(self.origin)
     }
 
     async fn sleep(&self, d: Duration) {

@@ -24,7 +24,7 @@
 //!    above the last (a sequence row's `next` only grows), so values taken
 //!    later are larger.
 //! 2. *Local deadline.* Before each acquire or renewal request is sent the
-//!    leader reads its monotonic clock (`t0`); once the store answers, the
+//!    leader reads its lease clock (`t0`); once the store answers, the
 //!    leader may issue until `t0 + ttl x (1 - 2 x MAX_CLOCK_DRIFT)`. The
 //!    store measures `ttl` from a moment after `t0` (it received the
 //!    request later), by a clock whose rate is within `MAX_CLOCK_DRIFT` of
@@ -64,11 +64,16 @@
 //! real time over a lease's time to live, and the store's clock is not
 //! stepped backwards or forwards while leases are live (NTP slews; a step of
 //! the SQLite host's clock by more than the margin `2 x 1% x ttl` can break
-//! order, never uniqueness). The leader's host is not suspended while it
-//! leads: the monotonic clock does not advance during a suspend, so a host
-//! suspended past its lease and resumed could serve values from memory
-//! before its deadline notices (order across that failover, never
-//! uniqueness). Uniqueness does not depend on clocks at all:
+//! order, never uniqueness). The leader's clock is
+//! [`crate::clock::LeaseInstant`]: on Linux `CLOCK_BOOTTIME`, which counts
+//! the time the host spends suspended, so a leader suspended past its
+//! lease finds its deadline passed when it resumes. Elsewhere it is
+//! `Instant`, which may not count a suspend: there the leader's host must
+//! not be suspended while it leads (a host suspended past its lease and
+//! resumed could serve values from memory before its deadline notices:
+//! order across that failover, never uniqueness). A suspend in the middle
+//! of a call is harmless anywhere: a call that overlaps the next term's
+//! calls may be ordered either way. Uniqueness does not depend on clocks at all:
 //! every value comes from a durable block reservation.
 //!
 //! # Failover time
@@ -82,7 +87,9 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::LeaseInstant;
 
 use crate::store::{Store, WorkerClaim};
 use crate::{Error, Result, validate_name};
@@ -263,7 +270,7 @@ struct State {
 struct Term {
     fence: i64,
     /// Issue checks must pass before this instant.
-    deadline: Instant,
+    deadline: LeaseInstant,
     /// The lease's time floor, handed back on release.
     until_ms: i64,
 }
@@ -375,7 +382,7 @@ impl LeaderSequence {
     pub fn term(&self) -> Option<i64> {
         let st = self.inner.state.lock().ok()?;
         st.term
-            .filter(|t| Instant::now() < t.deadline)
+            .filter(|t| LeaseInstant::now() < t.deadline)
             .map(|t| t.fence)
     }
 
@@ -422,7 +429,7 @@ impl LeaderSequence {
         let values = st.take(n);
         // After the call arrived, before the values are returned: a term
         // whose deadline passed returns nothing (the values are a gap).
-        if Instant::now() >= term.deadline {
+        if LeaseInstant::now() >= term.deadline {
             tracing::debug!(sequence = %inner.name, skipped = values.len(), "leader term past its deadline: values skipped");
             return Ok(None);
         }
@@ -490,10 +497,10 @@ impl Inner {
         };
         let term = match term {
             None => self.acquire().await?,
-            Some(t) if Instant::now() >= t.deadline => self.renew(t).await?,
+            Some(t) if LeaseInstant::now() >= t.deadline => self.renew(t).await?,
             Some(t) => t,
         };
-        if available >= n && Instant::now() < term.deadline {
+        if available >= n && LeaseInstant::now() < term.deadline {
             return Ok(());
         }
         let want = self.block.max(n - available);
@@ -514,7 +521,7 @@ impl Inner {
     /// A checked renewal of `term`: the new deadline, or the lease is lost
     /// ([`Error::NotLeader`], everything in memory dropped).
     async fn renew(self: &Arc<Self>, term: Term) -> Result<Term> {
-        let t0 = Instant::now();
+        let t0 = LeaseInstant::now();
         let renewed = self
             .store
             .renew_worker(
@@ -555,7 +562,7 @@ impl Inner {
 
     /// Acquires the lease for a new term, or says who holds it.
     async fn acquire(self: &Arc<Self>) -> Result<Term> {
-        let t0 = Instant::now();
+        let t0 = LeaseInstant::now();
         let claim = WorkerClaim {
             group: self.group.clone(),
             max_workers: 1,
