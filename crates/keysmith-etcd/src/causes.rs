@@ -81,6 +81,9 @@ fn visit(e: &(dyn StdError + 'static), found: &mut Vec<Cause>, depth: usize) {
         // An io::Error's source() skips the error it wraps (a rustls error
         // inside an InvalidData one): look at that one itself.
         if let Some(inner) = io.get_ref() {
+            if inner.downcast_ref::<rustls::Error>().is_none() {
+                found.extend(tls_cause_from_text(&inner.to_string()));
+            }
             visit(inner, found, depth + 1);
         }
     }
@@ -124,6 +127,24 @@ fn tls_cause(e: &rustls::Error) -> Option<Cause> {
         ) => Some(Cause::ClientCertRefused),
         _ => None,
     }
+}
+
+/// The cause of a rustls error that reaches keysmith only as its message
+/// (some paths of hyper and tokio-rustls make an `io::Error` from the
+/// text, depending on when the alert arrives): the text is compared with
+/// what rustls itself prints for each error [`tls_cause`] knows.
+fn tls_cause_from_text(text: &str) -> Option<Cause> {
+    [
+        rustls::Error::AlertReceived(AlertDescription::CertificateRequired),
+        rustls::Error::AlertReceived(AlertDescription::BadCertificate),
+        rustls::Error::AlertReceived(AlertDescription::UnknownCA),
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        rustls::Error::InvalidCertificate(CertificateError::BadSignature),
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForName),
+    ]
+    .iter()
+    .find(|e| e.to_string() == text)
+    .and_then(tls_cause)
 }
 
 fn status_cause(s: &tonic::Status) -> Option<Cause> {
@@ -171,6 +192,25 @@ mod tests {
             classify(&etcd_client::Error::GRpcStatus(status)),
             Some(Cause::UntrustedServer)
         );
+    }
+
+    /// Seen in CI: the alert came as an `io::Error` holding rustls's text,
+    /// not the rustls error.
+    #[test]
+    fn a_rustls_alert_that_came_as_text_is_found() {
+        let text = rustls::Error::AlertReceived(AlertDescription::BadCertificate).to_string();
+        assert_eq!(text, "received fatal alert: BadCertificate");
+        let io = std::io::Error::new(ErrorKind::InvalidData, text);
+        let mut status = tonic::Status::unknown("transport error");
+        status.set_source(std::sync::Arc::new(io));
+        assert_eq!(
+            classify(&etcd_client::Error::GRpcStatus(status)),
+            Some(Cause::ClientCertRefused)
+        );
+        let other = std::io::Error::new(ErrorKind::InvalidData, "received fatal alert: Nonsense");
+        let mut status = tonic::Status::unknown("transport error");
+        status.set_source(std::sync::Arc::new(other));
+        assert_eq!(classify(&etcd_client::Error::GRpcStatus(status)), None);
     }
 
     #[test]
