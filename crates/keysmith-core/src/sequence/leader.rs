@@ -65,7 +65,7 @@
 //! stepped backwards or forwards while leases are live (NTP slews; a step of
 //! the SQLite host's clock by more than the margin `2 x 1% x ttl` can break
 //! order, never uniqueness). The leader's clock is
-//! [`crate::clock::LeaseInstant`]: on Linux `CLOCK_BOOTTIME`, which counts
+//! `LeaseInstant` (`clock.rs`): on Linux `CLOCK_BOOTTIME`, which counts
 //! the time the host spends suspended, so a leader suspended past its
 //! lease finds its deadline passed when it resumes. Elsewhere it is
 //! `Instant`, which may not count a suspend: there the leader's host must
