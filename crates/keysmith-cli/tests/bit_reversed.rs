@@ -9,40 +9,13 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Command;
 
 use common::server::ServerProc;
-use common::{Db, KEYSMITH};
+use common::{Db, fails, ok};
 use serde_json::Value;
 
 /// Skips the upper half of the values: every odd counter's value.
 const SKIP: &str = "4611686018427387904..9223372036854775807";
-
-fn run(url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(KEYSMITH)
-        .arg("--store")
-        .arg(url)
-        .args(args)
-        .env_remove("KEYSMITH_STORE")
-        .output()
-        .unwrap()
-}
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = run(url, args);
-    assert!(
-        out.status.success(),
-        "keysmith {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(url: &str, args: &[&str]) -> String {
-    let out = run(url, args);
-    assert!(!out.status.success(), "keysmith {args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
 
 fn values(text: &str) -> Vec<i64> {
     text.lines().map(|l| l.parse().unwrap()).collect()

@@ -11,37 +11,11 @@ mod common;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::server::ServerProc;
-use common::{Db, KEYSMITH};
+use common::{Db, fails, ok};
 use serde_json::Value;
-
-fn run(url: &str, args: &[&str]) -> std::process::Output {
-    Command::new(KEYSMITH)
-        .arg("--store")
-        .arg(url)
-        .args(args)
-        .env_remove("KEYSMITH_STORE")
-        .output()
-        .unwrap()
-}
-
-fn ok(url: &str, args: &[&str]) -> String {
-    let out = run(url, args);
-    assert!(
-        out.status.success(),
-        "keysmith {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails(url: &str, args: &[&str]) -> String {
-    let out = run(url, args);
-    assert!(!out.status.success(), "keysmith {args:?} should fail");
-    String::from_utf8(out.stderr).unwrap()
-}
 
 fn decode(url: &str, name: &str, v: &str) -> i64 {
     ok(url, &["decode", name, v]).trim().parse().unwrap()

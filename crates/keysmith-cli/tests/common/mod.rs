@@ -93,6 +93,13 @@ pub fn ok(url: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs `keysmith --store URL args...`, expects failure, returns stderr.
+pub fn fails(url: &str, args: &[&str]) -> String {
+    let out = keysmith(url).args(args).output().unwrap();
+    assert!(!out.status.success(), "keysmith {args:?} should fail");
+    String::from_utf8(out.stderr).unwrap()
+}
+
 /// The process and crash scenarios of `keysmith_testsupport::processes` on
 /// `backend`, with the binary under test.
 pub fn processes(
