@@ -177,3 +177,37 @@ async fn any_sequence_routes_leader_sequences_and_handles_refuse_them() {
     .unwrap_err();
     assert!(e.to_string().contains("advertised address"), "{e}");
 }
+
+/// A closed leader records what it handed out and what it dropped: every
+/// value it reserved is accounted for, none left "unaccounted".
+#[tokio::test]
+async fn a_closed_leader_accounts_for_every_value_it_reserved() {
+    let (_dir, a, _b) = two_stores().await;
+    sequence::create_leader(&*a, &SequenceSpec::new("orders"))
+        .await
+        .unwrap();
+    let la = LeaderSequence::open(
+        a.clone(),
+        "orders",
+        options("http://10.0.0.1:1", Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let mut handed = 0;
+    for n in [3, 1, 25, 7] {
+        handed += la.next_n(n).await.unwrap().len() as i64;
+    }
+    la.close().await.unwrap();
+    la.close().await.unwrap(); // a second close records nothing more
+    let (row, counts) = a.read_counts("orders").await.unwrap();
+    assert_eq!(counts.handed_out, handed);
+    assert!(counts.abandoned > 0, "the values left in memory are a gap");
+    assert_eq!(
+        counts.unaccounted(&row),
+        0,
+        "reserved {} = handed out {} + abandoned {}",
+        counts.reserved(&row),
+        counts.handed_out,
+        counts.abandoned
+    );
+}

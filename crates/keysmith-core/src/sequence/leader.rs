@@ -264,6 +264,11 @@ struct State {
     prefetching: bool,
     renewer: Option<tokio::task::AbortHandle>,
     closed: bool,
+    /// Values handed out, and values dropped (a lapsed term's, those past
+    /// a deadline), since the handle opened: recorded in the sequence's
+    /// counts when it closes.
+    handed_out: i64,
+    abandoned: i64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -296,6 +301,7 @@ impl State {
 
     /// The term ended: its values are a gap.
     fn lose(&mut self) {
+        self.abandoned += self.available;
         self.term = None;
         self.blocks.clear();
         self.available = 0;
@@ -431,8 +437,10 @@ impl LeaderSequence {
         // whose deadline passed returns nothing (the values are a gap).
         if LeaseInstant::now() >= term.deadline {
             tracing::debug!(sequence = %inner.name, skipped = values.len(), "leader term past its deadline: values skipped");
+            st.abandoned += values.len() as i64;
             return Ok(None);
         }
+        st.handed_out += n;
         let low = st.available < inner.block / 2 && !st.prefetching;
         if low {
             st.prefetching = true;
@@ -452,21 +460,41 @@ impl LeaderSequence {
     }
 
     /// Stops leading: drops the values in memory (a gap) and releases the
-    /// lease, so that another process leads at once. Later calls fail with
-    /// [`Error::Closed`].
+    /// lease, so that another process leads at once. Records in the
+    /// sequence's counts ([`crate::store::SequenceStore::record_counts`])
+    /// the values this handle handed out and those it dropped (best effort:
+    /// a count not recorded only leaves them unaccounted). Later calls fail
+    /// with [`Error::Closed`].
     ///
     /// # Errors
     /// What the store fails with releasing (the lease then expires after
     /// its time to live).
     pub async fn close(&self) -> Result<()> {
         let _work = self.inner.work.lock().await;
-        let term = {
+        let (term, delta) = {
             let mut st = self.inner.lock();
+            if st.closed {
+                return Ok(());
+            }
             st.closed = true;
             let term = st.term;
             st.lose();
-            term
+            let delta = crate::store::CountsDelta {
+                handed_out: std::mem::take(&mut st.handed_out),
+                abandoned: std::mem::take(&mut st.abandoned),
+                ..Default::default()
+            };
+            (term, delta)
         };
+        if delta.handed_out > 0 || delta.abandoned > 0 {
+            let (store, name) = (&self.inner.store, &self.inner.name);
+            if let Err(e) = store
+                .record_counts(name, &delta, crate::clock::now_ms())
+                .await
+            {
+                tracing::warn!(sequence = %name, "closed, but its counts were not recorded: {e}");
+            }
+        }
         if let Some(t) = term {
             self.inner
                 .store
