@@ -261,6 +261,12 @@ pub struct Config {
     /// without one, the server still leads, and followers say it advertises
     /// no address.
     pub advertise: Option<String>,
+    /// The time to live of the leader leases this server takes
+    /// ([`keysmith::sequence::LeaderOptions::ttl`]): a leader that dies is
+    /// replaced within it. Between 200 ms and a day; default 3 s
+    /// ([`keysmith::sequence::leader::DEFAULT_LEADER_TTL`]). Every server
+    /// over one store should use the same.
+    pub leader_ttl: Duration,
 }
 
 /// How long a `/metrics` scrape waits for the store (runway and unaccounted
@@ -313,6 +319,7 @@ impl Default for Config {
             lease_secret_file: None,
             ids: keysmith::ids::IdConfig::new(keysmith::ids::Layout::snowflake()),
             advertise: None,
+            leader_ttl: keysmith::sequence::leader::DEFAULT_LEADER_TTL,
         }
     }
 }
@@ -335,6 +342,12 @@ impl Config {
             keysmith::sequence::leader::check_advertise(a)
                 .map_err(|e| ServeError::Config(format!("advertise: {e}")))?;
         }
+        keysmith::sequence::LeaderOptions {
+            ttl: self.leader_ttl,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ServeError::Config(format!("leader ttl: {e}")))?;
         self.ids
             .validate(keysmith::ids::wall_ms())
             .map_err(|e| ServeError::Config(format!("ids: {e}")))?;
@@ -486,6 +499,8 @@ pub(crate) struct Options {
     pub(crate) counter: CounterConfig,
     /// What the server advertises while it leads ([`Config::advertise`]).
     pub(crate) advertise: Option<String>,
+    /// [`Config::leader_ttl`].
+    pub(crate) leader_ttl: Duration,
 }
 
 #[derive(Debug)]
@@ -705,6 +720,7 @@ impl AppState {
                     adaptive: config.adaptive,
                     counter: config.counter.clone(),
                     advertise: config.advertise.clone(),
+                    leader_ttl: config.leader_ttl,
                 },
                 token,
                 sequences: Handles::new(access::ObjectKind::Sequence, limits),

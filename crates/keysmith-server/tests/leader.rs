@@ -87,3 +87,35 @@ async fn a_bad_advertised_address_refuses_to_start() {
     let e = config.validate().unwrap_err().to_string();
     assert!(e.contains("advertise"), "{e}");
 }
+
+/// `leader_ttl` (`serve --leader-ttl-ms`) is the time to live of the leader
+/// leases the server takes; one outside 200 ms to a day is refused.
+#[tokio::test]
+async fn the_leader_lease_lives_as_long_as_the_server_is_told() {
+    let a = TestServer::start_with(|c, _| c.leader_ttl = std::time::Duration::from_secs(60)).await;
+    let (st, body) = a
+        .call(
+            Method::POST,
+            "/v1/sequences",
+            Some(json!({"name": "o", "order": "leader"})),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{body}");
+    assert_eq!(a.next("o", 1).await, vec![1]);
+    let store = keysmith::store::open(&common::sqlite_url(&a.db_path(), ""))
+        .await
+        .unwrap();
+    let group = keysmith::sequence::leader::leader_group("o").unwrap();
+    let lease = store.list_workers(&group).await.unwrap();
+    let left = lease[0].expires_in_ms.expect("a live lease");
+    // The default is 3 s: a lease with more than that left was taken with
+    // the server's 60 s.
+    assert!(left > 3_000 && left <= 60_000, "{left} ms left");
+
+    let bad = keysmith_server::Config {
+        leader_ttl: std::time::Duration::from_millis(50),
+        ..keysmith_server::Config::default()
+    };
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.contains("leader ttl") && e.contains("200 ms"), "{e}");
+}

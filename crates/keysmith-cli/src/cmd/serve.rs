@@ -48,6 +48,13 @@ pub struct ServeArgs {
     /// servers to point at this one.
     #[arg(long, value_name = "URL")]
     advertise: Option<String>,
+    /// The time to live of the leader leases this server takes, in
+    /// milliseconds: a leader that dies is replaced within it (plus one
+    /// acquisition); shorter costs more store writes (a renewal every
+    /// quarter of it). 200 ms to a day; every server over one store should
+    /// use the same.
+    #[arg(long, default_value_t = 3_000, value_name = "MS")]
+    leader_ttl_ms: u64,
     /// Allow listening on a non-loopback address without a token.
     #[arg(long)]
     insecure_no_auth: bool,
@@ -259,6 +266,7 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
             ..keysmith::ids::IdConfig::new(keysmith::ids::Layout::preset(&args.ids_preset)?)
         },
         advertise: args.advertise,
+        leader_ttl: Duration::from_millis(args.leader_ttl_ms),
     };
     let log_format = args.log_format;
     let server = Server::bind(config).await?;

@@ -461,6 +461,7 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnyS
     }
     let leader = keysmith::sequence::LeaderOptions {
         advertise: s.options.advertise.clone(),
+        ttl: s.options.leader_ttl,
         strategy: s.options.strategy,
         retry_budget: s.options.retry_budget,
         ..Default::default()
