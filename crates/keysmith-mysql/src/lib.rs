@@ -551,6 +551,34 @@ impl MysqlStore {
     }
 }
 
+/// One transaction of this store, as the algorithms of `keysmith_core::driver`
+/// run in it: the numbered-sequence steps (`NumbersTx`, `numbers.rs`) and the
+/// pool steps (`PoolTx`, `pools.rs`).
+pub(crate) struct InTx<'a, 't> {
+    pub(crate) store: &'a MysqlStore,
+    pub(crate) tx: &'a mut mysql_async::Transaction<'t>,
+}
+
+impl MysqlStore {
+    /// Runs `steps` in one transaction, committed when they succeed.
+    pub(crate) async fn in_tx<T: Send>(
+        &self,
+        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        with_conn(self, async |c| {
+            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
+            let out = steps(&mut InTx {
+                store: self,
+                tx: &mut tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.my(&e))?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@
 //! written by one caller at a time. Commit and release are one statement on
 //! the ticket's row, conditional on its token.
 
-use mysql_async::{Conn, Transaction};
+use mysql_async::Conn;
 
 use super::*;
 use keysmith_core::driver::{
@@ -21,34 +21,6 @@ use keysmith_core::driver::{
     TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
     settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
-
-/// One transaction of this store: the steps of a numbered sequence's take,
-/// reservation and fence that [`reserve_numbers_in`], [`take_ticket_in`] and
-/// [`fence_numbers_in`] run.
-struct InTx<'a, 't> {
-    store: &'a MysqlStore,
-    tx: &'a mut Transaction<'t>,
-}
-
-impl MysqlStore {
-    /// Runs `steps` in one transaction, committed when they succeed.
-    async fn numbers_tx<T>(
-        &self,
-        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T>,
-    ) -> Result<T> {
-        with_conn(self, async |c| {
-            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
-            let out = steps(&mut InTx {
-                store: self,
-                tx: &mut tx,
-            })
-            .await?;
-            tx.commit().await.map_err(|e| self.my(&e))?;
-            Ok(out)
-        })
-        .await
-    }
-}
 
 impl<'a, 't> NumbersTx for InTx<'a, 't> {
     async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
@@ -285,13 +257,12 @@ impl NumberStore for MysqlStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        self.numbers_tx(async |t| reserve_numbers_in(t, name, period, n).await)
+        self.in_tx(async |t| reserve_numbers_in(t, name, period, n).await)
             .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        self.numbers_tx(async |t| take_ticket_in(t, take).await)
-            .await
+        self.in_tx(async |t| take_ticket_in(t, take).await).await
     }
 
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
@@ -302,7 +273,7 @@ impl NumberStore for MysqlStore {
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        self.numbers_tx(async |t| fence_numbers_in(t, name, skip).await)
+        self.in_tx(async |t| fence_numbers_in(t, name, skip).await)
             .await
     }
 }

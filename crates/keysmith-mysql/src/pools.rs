@@ -81,25 +81,6 @@ impl MysqlStore {
             .map_err(|e| self.my(&e))?;
         Ok(r.is_some())
     }
-
-    /// Runs `work` over the pool statements of a transaction of its own,
-    /// committed when it succeeds.
-    async fn in_pool_tx<T: Send>(
-        &self,
-        work: impl AsyncFnOnce(&mut PoolTxOf<'_, '_>) -> Result<T> + Send,
-    ) -> Result<T> {
-        with_conn(self, async |c| {
-            let mut tx = begin(c).await.map_err(|e| self.my(&e))?;
-            let out = work(&mut PoolTxOf {
-                store: self,
-                tx: &mut tx,
-            })
-            .await?;
-            tx.commit().await.map_err(|e| self.my(&e))?;
-            Ok(out)
-        })
-        .await
-    }
 }
 
 /// A connection of this store: the statements of a sample.
@@ -147,15 +128,8 @@ impl PoolReads for PoolReadsOf<'_> {
     }
 }
 
-/// A transaction of this store: the statements of creating, fencing and
-/// dropping a pool.
-struct PoolTxOf<'a, 't> {
-    store: &'a MysqlStore,
-    tx: &'a mut Transaction<'t>,
-}
-
 #[async_trait]
-impl PoolTx for PoolTxOf<'_, '_> {
+impl PoolTx for InTx<'_, '_> {
     async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone> {
         self.store.lock_tombstone(self.tx, POOL_KIND, name).await
     }
@@ -334,7 +308,7 @@ impl PoolSwaps for MysqlStore {
     }
 
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        self.in_pool_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
+        self.in_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
             .await
     }
 }
@@ -343,8 +317,7 @@ impl PoolSwaps for MysqlStore {
 impl PoolStore for MysqlStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         spec.validate_stored()?;
-        self.in_pool_tx(async |tx| create_pool_in(tx, spec).await)
-            .await
+        self.in_tx(async |tx| create_pool_in(tx, spec).await).await
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
@@ -465,9 +438,7 @@ impl PoolStore for MysqlStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let out = self
-            .in_pool_tx(async |tx| drop_pool_in(tx, name).await)
-            .await;
+        let out = self.in_tx(async |tx| drop_pool_in(tx, name).await).await;
         self.pool_sizes.forget(name);
         out
     }

@@ -688,6 +688,34 @@ fn advisory_key(schema: &str) -> i64 {
     h as i64
 }
 
+/// One transaction of this store, as the algorithms of `keysmith_core::driver`
+/// run in it: the numbered-sequence steps (`NumbersTx`, `numbers.rs`) and the
+/// pool steps (`PoolTx`, `pools.rs`).
+pub(crate) struct InTx<'a, 't> {
+    pub(crate) store: &'a PostgresStore,
+    pub(crate) tx: &'a tokio_postgres::Transaction<'t>,
+}
+
+impl PostgresStore {
+    /// Runs `steps` in one transaction, committed when they succeed.
+    pub(crate) async fn in_tx<T: Send>(
+        &self,
+        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        with_conn(self, async |c| {
+            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
+            let out = steps(&mut InTx {
+                store: self,
+                tx: &tx,
+            })
+            .await?;
+            tx.commit().await.map_err(|e| self.pg(&e))?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

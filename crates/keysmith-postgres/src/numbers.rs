@@ -16,7 +16,7 @@
 //! (gone, or with another token) and updates nothing, then takes a new
 //! number instead.
 
-use tokio_postgres::{Client, Transaction};
+use tokio_postgres::Client;
 
 use super::*;
 use keysmith_core::driver::{
@@ -48,34 +48,6 @@ pub(super) const TICKETS_MIGRATION: &str = r#"
         PRIMARY KEY (name, period, value)
     );
     "#;
-
-/// One transaction of this store: the steps of a numbered sequence's take,
-/// reservation and fence that [`reserve_numbers_in`], [`take_ticket_in`] and
-/// [`fence_numbers_in`] run.
-struct InTx<'a, 't> {
-    store: &'a PostgresStore,
-    tx: &'a Transaction<'t>,
-}
-
-impl PostgresStore {
-    /// Runs `steps` in one transaction, committed when they succeed.
-    async fn numbers_tx<T>(
-        &self,
-        steps: impl AsyncFnOnce(&mut InTx<'_, '_>) -> Result<T>,
-    ) -> Result<T> {
-        with_conn(self, async |c| {
-            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-            let out = steps(&mut InTx {
-                store: self,
-                tx: &tx,
-            })
-            .await?;
-            tx.commit().await.map_err(|e| self.pg(&e))?;
-            Ok(out)
-        })
-        .await
-    }
-}
 
 impl<'a, 't> NumbersTx for InTx<'a, 't> {
     async fn current(&mut self, name: &str, period: i64) -> Result<(i64, SequenceRow, String)> {
@@ -349,13 +321,12 @@ impl NumberStore for PostgresStore {
 
     async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        self.numbers_tx(async |t| reserve_numbers_in(t, name, period, n).await)
+        self.in_tx(async |t| reserve_numbers_in(t, name, period, n).await)
             .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        self.numbers_tx(async |t| take_ticket_in(t, take).await)
-            .await
+        self.in_tx(async |t| take_ticket_in(t, take).await).await
     }
 
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
@@ -366,7 +337,7 @@ impl NumberStore for PostgresStore {
     }
 
     async fn fence_numbers(&self, name: &str, skip: i64) -> Result<(i64, i64, i64)> {
-        self.numbers_tx(async |t| fence_numbers_in(t, name, skip).await)
+        self.in_tx(async |t| fence_numbers_in(t, name, skip).await)
             .await
     }
 }

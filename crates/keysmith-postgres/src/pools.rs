@@ -23,25 +23,6 @@ impl PostgresStore {
             residue,
         })
     }
-
-    /// Runs `work` over the pool statements of a transaction of its own,
-    /// committed when it succeeds.
-    async fn in_pool_tx<T: Send>(
-        &self,
-        work: impl AsyncFnOnce(&mut PoolTxOf<'_, '_>) -> Result<T> + Send,
-    ) -> Result<T> {
-        with_conn(self, async |c| {
-            let tx = c.transaction().await.map_err(|e| self.pg(&e))?;
-            let out = work(&mut PoolTxOf {
-                store: self,
-                tx: &tx,
-            })
-            .await?;
-            tx.commit().await.map_err(|e| self.pg(&e))?;
-            Ok(out)
-        })
-        .await
-    }
 }
 
 /// The last member of a pool of `size` from `start`, checked: what
@@ -96,15 +77,8 @@ impl PoolReads for PoolReadsOf<'_> {
     }
 }
 
-/// A transaction of this store: the statements of creating, fencing and
-/// dropping a pool.
-struct PoolTxOf<'a, 't> {
-    store: &'a PostgresStore,
-    tx: &'a tokio_postgres::Transaction<'t>,
-}
-
 #[async_trait]
-impl PoolTx for PoolTxOf<'_, '_> {
+impl PoolTx for InTx<'_, '_> {
     async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone> {
         self.store.lock_tombstone(self.tx, POOL_KIND, name).await
     }
@@ -247,7 +221,7 @@ impl PoolSwaps for PostgresStore {
     }
 
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()> {
-        self.in_pool_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
+        self.in_tx(async |tx| fence_pool_in(tx, name, rounds, from).await)
             .await
     }
 }
@@ -256,8 +230,7 @@ impl PoolSwaps for PostgresStore {
 impl PoolStore for PostgresStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         last_member(&spec.name, spec.start, spec.size)?;
-        self.in_pool_tx(async |tx| create_pool_in(tx, spec).await)
-            .await
+        self.in_tx(async |tx| create_pool_in(tx, spec).await).await
     }
 
     async fn read_pool(&self, name: &str) -> Result<Option<PoolRow>> {
@@ -355,9 +328,7 @@ impl PoolStore for PostgresStore {
     }
 
     async fn drop_pool(&self, name: &str) -> Result<()> {
-        let out = self
-            .in_pool_tx(async |tx| drop_pool_in(tx, name).await)
-            .await;
+        let out = self.in_tx(async |tx| drop_pool_in(tx, name).await).await;
         self.pool_sizes.forget(name);
         out
     }
