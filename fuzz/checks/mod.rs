@@ -91,6 +91,7 @@ pub fn secret_keys_parse(data: &[u8]) {
         end: 11,
         version: 1,
         step: 1,
+        incarnation: 1,
     };
     assert_eq!(
         lease.open("s", &lease.seal(&l)).expect("own token opens"),

@@ -157,6 +157,22 @@ pub enum Error {
         /// The sequence.
         name: String,
     },
+
+    /// The object was dropped (and perhaps created again) since this
+    /// handle, lease or ticket was taken: it belongs to an earlier life of
+    /// the name and writes nothing into a later one. Nothing changed; take
+    /// a new one from the name as it is now.
+    #[error(
+        "{kind} {name:?} was dropped and created again since this {held} was taken; nothing was written: take a new {held}"
+    )]
+    Dropped {
+        /// What kind of object: "sequence", "pool", "numbered sequence".
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// What the caller held: "handle", "lease", "ticket".
+        held: &'static str,
+    },
 }
 
 /// What an operator should fence after [`Error::StoreWentBack`] or

@@ -97,6 +97,7 @@ impl EtcdStore {
             size: v.size,
             generation: v.generation,
             residue: keysmith_core::driver::stored_residue(name, residue.0, residue.1)?,
+            incarnation: 0, // TODO(lives)
         })
     }
 
@@ -396,6 +397,7 @@ impl EtcdStore {
             size,
             generation: Some(generation),
             residue: spec.residue,
+            incarnation: 0, // TODO(lives)
         };
         if size as usize <= POOL_BATCH {
             // Small pool: one transaction.

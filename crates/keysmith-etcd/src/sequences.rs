@@ -323,6 +323,7 @@ impl EtcdStore {
             failover_skip_set: spec.failover_skip_set,
             failover_skipped: spec.failover_skipped,
             version: next_kv.version() as u64,
+            incarnation: 0, // TODO(lives)
         }))
     }
 

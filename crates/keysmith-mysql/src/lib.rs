@@ -357,6 +357,7 @@ impl MysqlStore {
             failover_skipped: self.col(r, at + 9)?,
             version: u64::try_from(version)
                 .map_err(|_| self.corrupt(&format!("a sequence has version {version}")))?,
+            incarnation: 0, // TODO(lives)
         })
     }
 
@@ -528,6 +529,7 @@ impl MysqlStore {
         Ok(Tombstone {
             high_water: self.col(&r, 0)?,
             reversed_next: self.col(&r, 1)?,
+            version: 0, // TODO(lives)
         })
     }
 

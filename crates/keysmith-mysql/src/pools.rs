@@ -53,6 +53,7 @@ impl MysqlStore {
             size: self.col(r, 2)?,
             generation: self.col(r, 3)?,
             residue,
+            incarnation: 0, // TODO(lives)
         })
     }
 
@@ -140,7 +141,8 @@ impl PoolTx for InTx<'_, '_> {
             .await
     }
 
-    async fn insert_pool(&mut self, spec: &PoolSpec) -> Result<()> {
+    async fn insert_pool(&mut self, spec: &PoolSpec, _incarnation: u64) -> Result<()> {
+        // TODO(lives)
         let (store, tx) = (self.store, &mut *self.tx);
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
         let (increment, offset) = (

@@ -606,6 +606,7 @@ impl PostgresStore {
         Ok(Tombstone {
             high_water: r.try_get(0).map_err(|e| self.pg(&e))?,
             reversed_next: r.try_get(1).map_err(|e| self.pg(&e))?,
+            version: 0, // TODO(lives)
         })
     }
 

@@ -21,6 +21,7 @@ impl PostgresStore {
             size: r.try_get(2).map_err(bad)?,
             generation: r.try_get(3).map_err(bad)?,
             residue,
+            incarnation: 0, // TODO(lives)
         })
     }
 }
@@ -89,7 +90,8 @@ impl PoolTx for InTx<'_, '_> {
             .await
     }
 
-    async fn insert_pool(&mut self, spec: &PoolSpec) -> Result<()> {
+    async fn insert_pool(&mut self, spec: &PoolSpec, _incarnation: u64) -> Result<()> {
+        // TODO(lives)
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
         let last = last_member(name, start, size)?;
         let (increment, offset) = (

@@ -75,6 +75,7 @@ impl PostgresStore {
                     self.target
                 ))
             })?,
+            incarnation: 0, // TODO(lives)
         })
     }
 
@@ -323,6 +324,7 @@ impl AtomicReserve for PostgresStore {
                     Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
                 })?,
                 fenced: r.try_get(3).map_err(bad)?,
+                incarnation: 0, // TODO(lives)
             })
         })
         .await

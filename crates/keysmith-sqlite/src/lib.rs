@@ -42,7 +42,7 @@ pub use wal::WAL_SIZE_LIMIT;
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this code writes; older files are migrated on open.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS keysmith_meta (
@@ -126,23 +126,30 @@ CREATE TABLE IF NOT EXISTS keysmith_tombstones (
 ) WITHOUT ROWID;
 ";
 
-/// The tombstone of `name` of `kind` ([`keysmith_core::driver::SEQUENCE_KIND`],
-/// [`keysmith_core::driver::POOL_KIND`]); empty when there is none.
-pub(crate) fn read_tombstone(conn: &Connection, kind: &str, name: &str) -> Result<Tombstone> {
+/// The tombstone of `name` over every kind (sequences' and pools': their
+/// [`Tombstone::max`]); empty when nothing of that name was dropped.
+pub(crate) fn read_tombstone(conn: &Connection, name: &str) -> Result<Tombstone> {
     conn.prepare_cached(
-        "SELECT high_water, reversed_next FROM keysmith_tombstones WHERE kind = ?1 AND name = ?2",
+        "SELECT coalesce(max(high_water), 0), coalesce(max(reversed_next), 0), coalesce(max(version), 0)
+         FROM keysmith_tombstones WHERE name = ?1",
     )
     .and_then(|mut s| {
-        s.query_row(params![kind, name], |r| {
+        s.query_row(params![name], |r| {
             Ok(Tombstone {
                 high_water: r.get(0)?,
                 reversed_next: r.get(1)?,
+                version: r.get::<_, i64>(2)?.max(0) as u64,
             })
         })
-        .optional()
     })
-    .map(Option::unwrap_or_default)
     .map_err(db_err)
+}
+
+/// A row version as SQLite stores it.
+pub(crate) fn version_param(v: u64) -> i64 {
+    // Versions start at an incarnation and grow by one per change: they stay
+    // far below i64::MAX.
+    v as i64
 }
 
 /// Writes the tombstone of `name` of `kind`, in the caller's transaction
@@ -154,10 +161,18 @@ pub(crate) fn write_tombstone(
     t: Tombstone,
 ) -> Result<()> {
     conn.execute(
-        "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next) VALUES (?1, ?2, ?3, ?4)
+        "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next, version)
+         VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (kind, name) DO UPDATE SET high_water = max(high_water, excluded.high_water),
-             reversed_next = max(reversed_next, excluded.reversed_next)",
-        params![kind, name, t.high_water, t.reversed_next],
+             reversed_next = max(reversed_next, excluded.reversed_next),
+             version = max(version, excluded.version)",
+        params![
+            kind,
+            name,
+            t.high_water,
+            t.reversed_next,
+            version_param(t.version)
+        ],
     )
     .map(drop)
     .map_err(db_err)
@@ -204,9 +219,26 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("keysmith_workers", "generation", "TEXT"),
     ("keysmith_pools", "class_increment", "INTEGER"),
     ("keysmith_pools", "class_offset", "INTEGER"),
+    // Version 7: lives of a name (`SequenceRow::incarnation`,
+    // `Tombstone::version`); 0 for rows and tombstones from before.
+    (
+        "keysmith_sequences",
+        "incarnation",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        "keysmith_pools",
+        "incarnation",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        "keysmith_tombstones",
+        "version",
+        "INTEGER NOT NULL DEFAULT 0",
+    ),
 ];
 
-const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped";
+const ROW_COLUMNS: &str = "name, next, start, max, block, version, generation, failover_skip, failover_skip_set, failover_skipped, incarnation";
 
 /// A store in one SQLite file. Cheap to clone handles to: share it as
 /// `Arc<dyn Store>`.

@@ -7,12 +7,15 @@ impl PoolStore for SqliteStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         let (spec, generation) = (spec.clone(), self.generation.to_string());
         self.write(move |tx| {
-            let spec = read_tombstone(tx, POOL_KIND, &spec.name)?.raise_pool(&spec)?;
+            let dropped = read_tombstone(tx, &spec.name)?;
+            let spec = dropped.raise_pool(&spec)?;
+            let incarnation = dropped.incarnation();
             let (name, start, size, residue) = (spec.name, spec.start, spec.size, spec.residue);
             let inserted = tx
                 .execute(
-                    "INSERT INTO keysmith_pools (name, start, size, generation, class_increment, class_offset)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    "INSERT INTO keysmith_pools (name, start, size, generation, class_increment, class_offset,
+                         incarnation)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT (name) DO NOTHING",
                     params![
                         name,
@@ -20,7 +23,8 @@ impl PoolStore for SqliteStore {
                         size,
                         generation,
                         residue.map(|r| r.increment),
-                        residue.map(|r| r.offset)
+                        residue.map(|r| r.offset),
+                        version_param(incarnation)
                     ],
                 )
                 .map_err(db_err)?;
@@ -45,6 +49,7 @@ impl PoolStore for SqliteStore {
                 size,
                 generation: Some(generation),
                 residue,
+                incarnation,
             })
         })
         .await
@@ -194,8 +199,7 @@ impl PoolStore for SqliteStore {
                     |r| r.get(0),
                 )
                 .map_err(db_err)?;
-            let t =
-                read_tombstone(tx, POOL_KIND, &name)?.after_pool_drop(&row, highest, &generation);
+            let t = read_tombstone(tx, &name)?.after_pool_drop(&row, highest, &generation);
             write_tombstone(tx, POOL_KIND, &name, t)?;
             tx.execute("DELETE FROM keysmith_pools WHERE name = ?1", [&name])
                 .map_err(db_err)?;
@@ -210,7 +214,8 @@ impl PoolStore for SqliteStore {
 }
 
 /// The columns [`pool_row`] reads.
-const POOL_COLUMNS: &str = "name, start, size, generation, class_increment, class_offset";
+const POOL_COLUMNS: &str =
+    "name, start, size, generation, class_increment, class_offset, incarnation";
 
 /// A pool's row from [`POOL_COLUMNS`]; the inner error for a residue class
 /// keysmith does not write.
@@ -218,12 +223,14 @@ fn pool_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<PoolRow>> {
     let name: String = r.get(0)?;
     let (start, size, generation) = (r.get(1)?, r.get(2)?, r.get(3)?);
     let residue = keysmith_core::driver::stored_residue(&name, r.get(4)?, r.get(5)?);
+    let incarnation = r.get::<_, i64>(6)?.max(0) as u64;
     Ok(residue.map(|residue| PoolRow {
         name,
         start,
         size,
         generation,
         residue,
+        incarnation,
     }))
 }
 

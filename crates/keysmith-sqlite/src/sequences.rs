@@ -164,7 +164,7 @@ impl SequenceStore for SqliteStore {
                     |r| r.get(0),
                 )
                 .map_err(db_err)?;
-            let t = read_tombstone(tx, SEQUENCE_KIND, &name)?.after_sequence_drop(
+            let t = read_tombstone(tx, &name)?.after_sequence_drop(
                 &row,
                 numbering.as_ref(),
                 counters_next,
@@ -196,6 +196,7 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<SequenceRow> {
         failover_skip: r.get(7)?,
         failover_skip_set: r.get(8)?,
         failover_skipped: r.get(9)?,
+        incarnation: r.get::<_, i64>(10)?.max(0) as u64,
     })
 }
 
@@ -266,13 +267,14 @@ pub(super) fn insert(
     numbering: Option<&Numbering>,
     generation: &str,
 ) -> Result<SequenceRow> {
-    let spec = &read_tombstone(tx, SEQUENCE_KIND, &spec.name)?.raise_sequence(spec, numbering)?;
-    let row = SequenceRow::created(spec, generation);
+    let dropped = read_tombstone(tx, &spec.name)?;
+    let spec = &dropped.raise_sequence(spec, numbering)?;
+    let row = SequenceRow::created_after(spec, generation, &dropped);
     let inserted = tx
         .execute(
             "INSERT INTO keysmith_sequences (name, next, start, max, block, version, prev_next,
-                 generation, failover_skip, failover_skip_set, failover_skipped)
-             VALUES (?1, ?2, ?2, ?3, ?4, 1, ?2, ?5, ?6, ?7, 0) ON CONFLICT (name) DO NOTHING",
+                 generation, failover_skip, failover_skip_set, failover_skipped, incarnation)
+             VALUES (?1, ?2, ?2, ?3, ?4, ?8, ?2, ?5, ?6, ?7, 0, ?8) ON CONFLICT (name) DO NOTHING",
             params![
                 row.name,
                 row.start,
@@ -280,7 +282,8 @@ pub(super) fn insert(
                 row.block,
                 row.generation,
                 row.failover_skip,
-                row.failover_skip_set
+                row.failover_skip_set,
+                version_param(row.incarnation)
             ],
         )
         .map_err(db_err)?;
@@ -306,11 +309,6 @@ pub(super) fn require(conn: &Connection, name: &str) -> Result<SequenceRow> {
 
 fn require_row(conn: &Connection, name: &str) -> Result<SequenceRow> {
     read_row(conn, name)?.ok_or_else(|| Error::not_found("sequence", name))
-}
-
-fn version_param(v: u64) -> i64 {
-    // Versions start at 1 and grow by one per change: they stay far below i64::MAX.
-    v as i64
 }
 
 fn read_counts_on(conn: &Connection, name: &str) -> Result<SequenceCounts> {

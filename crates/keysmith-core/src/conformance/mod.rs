@@ -8,7 +8,8 @@
 //! the store contract itself, [`handles`] what [`Sequence`](crate::sequence::Sequence)
 //! and [`ValuePool`](crate::pool::ValuePool) must do on top of any store
 //! (close hand-back, strict order, contention, prefetch, failures that lose
-//! nothing).
+//! nothing), [`lives`] that nothing taken in one life of a name (a handle,
+//! a lease, a planned write) writes into the next.
 //!
 //! A backend's test file, in this workspace or outside it
 //! (`keysmith = { features = ["conformance"] }` in its dev-dependencies, and
@@ -33,6 +34,7 @@
 use crate::store::{PoolSpec, SequenceSpec};
 
 pub mod handles;
+pub mod lives;
 pub mod numbers;
 pub mod pools;
 pub mod sequences;
@@ -106,6 +108,11 @@ macro_rules! conformance_tests {
             handles::pool_give_back_takes_only_what_the_handle_holds,
             handles::pool_values_of_a_class_near_i64_max_exhaust,
             handles::a_sequence_created_again_hands_out_above_a_dropped_one,
+            lives::a_write_planned_in_an_earlier_life_never_lands,
+            lives::a_lease_of_an_earlier_life_is_refused,
+            lives::a_handle_of_an_earlier_life_stops_at_its_next_reservation,
+            lives::closing_a_handle_of_an_earlier_life_writes_nothing,
+            lives::one_tombstone_per_name_across_kinds,
             workers::workers_are_leased_lowest_first,
             workers::fence_workers_moves_every_floor,
             workers::all_worker_ids_taken_is_a_clear_error,

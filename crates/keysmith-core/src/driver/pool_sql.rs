@@ -133,20 +133,22 @@ pub enum FenceClaim {
 #[async_trait]
 pub trait PoolTx: Send {
     /// Locks the tombstone of pool `name` for the rest of the transaction
-    /// and reads it (empty when no pool of that name was dropped).
+    /// and reads the name's tombstone over every kind, the sequences' too
+    /// (their [`Tombstone::max`]; empty when nothing of that name was
+    /// dropped).
     async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone>;
 
     /// Raises the tombstone of pool `name`, locked by
     /// [`Self::lock_tombstone`], to `t` (never lowering it).
     async fn raise_tombstone(&mut self, name: &str, t: Tombstone) -> Result<()>;
 
-    /// Writes pool `spec` (stored members: `spec.start` is the first) in the
-    /// store's generation, and its members, slot `s` holding
-    /// `spec.start + s`.
+    /// Writes pool `spec` (stored members: `spec.start` is the first) of
+    /// life `incarnation` ([`PoolRow::incarnation`]) in the store's
+    /// generation, and its members, slot `s` holding `spec.start + s`.
     ///
     /// # Errors
     /// [`Error::AlreadyExists`] when there is a pool of that name.
-    async fn insert_pool(&mut self, spec: &PoolSpec) -> Result<()>;
+    async fn insert_pool(&mut self, spec: &PoolSpec, incarnation: u64) -> Result<()>;
 
     /// The store's current generation.
     async fn generation(&mut self) -> Result<String>;
@@ -177,8 +179,9 @@ pub trait PoolTx: Send {
 /// [`Error::InvalidArgument`] when the raised members would pass
 /// `i64::MAX`; [`Error::AlreadyExists`]; those of [`PoolTx`].
 pub async fn create_pool_in<T: PoolTx + ?Sized>(tx: &mut T, spec: &PoolSpec) -> Result<PoolRow> {
-    let raised = tx.lock_tombstone(&spec.name).await?.raise_pool(spec)?;
-    tx.insert_pool(&raised).await?;
+    let dropped = tx.lock_tombstone(&spec.name).await?;
+    let raised = dropped.raise_pool(spec)?;
+    tx.insert_pool(&raised, dropped.incarnation()).await?;
     let generation = tx.generation().await?;
     Ok(PoolRow {
         name: raised.name,
@@ -186,6 +189,7 @@ pub async fn create_pool_in<T: PoolTx + ?Sized>(tx: &mut T, spec: &PoolSpec) -> 
         size: raised.size,
         generation: Some(generation),
         residue: raised.residue,
+        incarnation: dropped.incarnation(),
     })
 }
 

@@ -482,6 +482,7 @@ mod tests {
             end: 2,
             version: 1,
             step: 1,
+            incarnation: 1,
         };
         assert!(l.renew("g", &l.key.seal(&seq), None).await.is_err());
     }

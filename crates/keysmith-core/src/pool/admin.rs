@@ -283,6 +283,7 @@ mod tests {
             size,
             generation: None,
             residue: None,
+            incarnation: 0,
         }
     }
 

@@ -44,6 +44,11 @@ pub struct Lease {
     pub version: u64,
     /// The distance between two values of the lease.
     pub step: i64,
+    /// The life of the name the lease was made in
+    /// ([`crate::store::SequenceRow::incarnation`]; 0 when unknown: a token
+    /// sealed before keysmith recorded lives). A release into another life
+    /// fails with [`Error::Dropped`] and changes nothing.
+    pub incarnation: u64,
 }
 
 impl Lease {
@@ -118,6 +123,7 @@ pub async fn lease_guarded(
             end: r.end,
             version: r.version,
             step: 1,
+            incarnation: r.incarnation,
         },
         // A reservation holds at least one value.
         Some(c) => Lease {
@@ -126,6 +132,7 @@ pub async fn lease_guarded(
             end: c.value(r.end - 1) + 1,
             version: r.version,
             step: c.increment,
+            incarnation: r.incarnation,
         },
     })
 }
@@ -137,7 +144,10 @@ pub async fn lease_guarded(
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `from` is outside the lease;
-/// [`Error::NotFound`] if the sequence is gone; what the store fails with.
+/// [`Error::NotFound`] if the sequence is gone; [`Error::Dropped`] if it was
+/// dropped and created again since the lease was made (nothing written:
+/// the lease's version is of an earlier life, and no version repeats
+/// across lives); what the store fails with.
 pub async fn release(
     store: &dyn SequenceStore,
     lease: &Lease,
@@ -185,7 +195,15 @@ pub async fn release_guarded(
             record(store, &lease.name, delta).await;
             Ok(Some(from..lease.end))
         }
-        Put::Conflict(_) => {
+        Put::Conflict(current) => {
+            // A lease of an earlier life: its counts went with that life.
+            if lease.incarnation != 0 {
+                current.check_life(lease.incarnation, "lease")?;
+            } else if current.incarnation > lease.version {
+                // A token from before lives were sealed in: every version
+                // of a later life is above the lease's.
+                current.check_life(u64::MAX, "lease")?;
+            }
             let gap = slot_end - slot_from;
             let delta = CountsDelta {
                 abandoned: gap,
@@ -317,9 +335,13 @@ impl LeaseKey {
             "{}\n{}\n{}\n{}",
             lease.name, lease.start, lease.end, lease.version
         );
-        // Tokens of ordinary leases stay as they were.
-        if lease.step != 1 {
+        // The step, then the life, each only when needed: tokens of an
+        // ordinary lease of a name never dropped stay as they were.
+        if lease.step != 1 || lease.incarnation > 1 {
             body.push_str(&format!("\n{}", lease.step));
+        }
+        if lease.incarnation > 1 {
+            body.push_str(&format!("\n{}", lease.incarnation));
         }
         let tag = self.tag(body.as_bytes());
         format!(
@@ -352,7 +374,8 @@ impl LeaseKey {
         }
         let text = String::from_utf8(body).map_err(|_| bad())?;
         let mut parts = text.split('\n');
-        let (Some(n), Some(s), Some(e), Some(v), step, None) = (
+        let (Some(n), Some(s), Some(e), Some(v), step, life, None) = (
+            parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
@@ -362,9 +385,15 @@ impl LeaseKey {
         ) else {
             return Err(bad());
         };
-        let step = match step {
+        let step = match (step, life) {
+            (None, _) => 1,
+            // Written beside a life even when it is 1.
+            (Some(t), Some(_)) => t.parse().ok().filter(|t: &i64| *t >= 1).ok_or_else(bad)?,
+            (Some(t), None) => t.parse().ok().filter(|t: &i64| *t >= 2).ok_or_else(bad)?,
+        };
+        let incarnation = match life {
             None => 1,
-            Some(t) => t.parse().ok().filter(|t: &i64| *t >= 2).ok_or_else(bad)?,
+            Some(l) => l.parse().ok().filter(|l: &u64| *l >= 2).ok_or_else(bad)?,
         };
         if n != name {
             return Err(Error::invalid(format!(
@@ -377,6 +406,7 @@ impl LeaseKey {
             end: e.parse().map_err(|_| bad())?,
             version: v.parse().map_err(|_| bad())?,
             step,
+            incarnation,
         })
     }
 
@@ -466,6 +496,7 @@ mod tests {
             end: 200,
             version: 7,
             step: 1,
+            incarnation: 1,
         }
     }
 

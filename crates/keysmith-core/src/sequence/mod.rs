@@ -130,6 +130,9 @@ struct Refill {
     /// reserved): a long-lived handle marks once per [`MARK_INTERVAL_MS`].
     marked_at: Option<Instant>,
     closed: bool,
+    /// Closed because the name was dropped since the handle was built
+    /// ([`Error::Dropped`]): calls fail with that, not [`Error::Closed`].
+    dropped: bool,
 }
 
 /// A block size that follows the allocation rate: after each reservation,
@@ -555,9 +558,7 @@ impl Sequence {
         let inner = &*self.inner;
         let mut st = inner.refill.lock().await;
         if st.closed {
-            return Err(Error::Closed {
-                name: self.name().to_owned(),
-            });
+            return Err(self.closed_error(&st));
         }
         // Another caller may have refilled while we waited for the mutex.
         if let Some((r, mark)) = inner.cache.take_exact(n) {
@@ -581,7 +582,16 @@ impl Sequence {
         };
         let mut have = head.len() + st.spare.iter().map(Reservation::len).sum::<i64>();
         while have < n {
-            let r = inner.alloc.reserve((n - have).max(self.block())).await?;
+            let r = match self.reserve(&mut st, (n - have).max(self.block())).await {
+                Ok(r) => r,
+                Err(e) => {
+                    if st.dropped {
+                        // Of an earlier life: never served.
+                        head.take();
+                    }
+                    return Err(e);
+                }
+            };
             self.note_reservation(&mut st, r);
             st.spare.push_back(r);
             have += r.len();
@@ -700,9 +710,7 @@ impl Sequence {
         let inner = &*self.inner;
         let mut st = inner.refill.lock().await;
         if st.closed {
-            return Err(Error::Closed {
-                name: self.name().to_owned(),
-            });
+            return Err(self.closed_error(&st));
         }
         if inner.cache.has_values() {
             return Ok(()); // another caller refilled while we waited
@@ -717,7 +725,7 @@ impl Sequence {
         let block = match st.spare.pop_front() {
             Some(b) => b,
             None => {
-                let r = inner.alloc.reserve(want.max(self.block())).await?;
+                let r = self.reserve(st, want.max(self.block())).await?;
                 self.note_reservation(st, r);
                 r
             }
@@ -726,6 +734,33 @@ impl Sequence {
             .cache
             .install(block.start..block.end, self.prefetch_mark(&block));
         Ok(())
+    }
+
+    /// Reserves a block of `n` values (caller holds the refill mutex). When
+    /// the name was dropped since the handle was built ([`Error::Dropped`]),
+    /// the handle closes: the rest of its current block and its spare
+    /// blocks, all of the earlier life, are never served, and every later
+    /// call fails with that error.
+    async fn reserve(&self, st: &mut Refill, n: i64) -> Result<Reservation> {
+        let r = self.inner.alloc.reserve(n).await;
+        if matches!(r, Err(Error::Dropped { .. })) {
+            st.closed = true;
+            st.dropped = true;
+            st.spare.clear();
+            self.inner.cache.seal();
+        }
+        r
+    }
+
+    /// What a call on a closed handle fails with.
+    fn closed_error(&self, st: &Refill) -> Error {
+        if st.dropped {
+            self.inner.alloc.dropped()
+        } else {
+            Error::Closed {
+                name: self.name().to_owned(),
+            }
+        }
     }
 
     /// Records a reservation for the cache; adapts the block size.
@@ -774,7 +809,7 @@ impl Sequence {
             if st.closed || !st.spare.is_empty() {
                 return;
             }
-            match inner.alloc.reserve(this.block()).await {
+            match this.reserve(&mut st, this.block()).await {
                 Ok(r) => {
                     st.spare.push_back(r);
                     this.note_reservation(&mut st, r);
@@ -826,21 +861,29 @@ impl Sequence {
             }
             from = piece.start;
         }
-        let back = if from == last.end {
-            None
+        let alloc = &inner.alloc;
+        // Dropped since (and perhaps created again): the counts of this
+        // life are gone with it, and a later life's are not this handle's
+        // to write.
+        let ours = |row: &SequenceRow| row.check_life(alloc.incarnation, "handle").is_ok();
+        let (back, same_life) = if from == last.end {
+            // Nothing to hand back: the row tells which life the name is in.
+            let row = alloc.store.read_sequence(self.name()).await?;
+            (None, row.as_ref().is_some_and(ours))
         } else {
-            match inner
-                .alloc
+            match alloc
                 .high_water
-                .hand_back(&*inner.alloc.store, self.name(), from, last.version)
+                .hand_back(&*alloc.store, self.name(), from, last.version)
                 .await?
             {
-                Put::Done(_) => Some(from..last.end),
-                Put::Conflict(_) => None,
+                Put::Done(_) => (Some(from..last.end), true),
+                Put::Conflict(current) => (None, ours(&current)),
             }
         };
-        self.report_close(left, back.as_ref().map_or(0, |r| r.end - r.start))
-            .await;
+        if same_life {
+            self.report_close(left, back.as_ref().map_or(0, |r| r.end - r.start))
+                .await;
+        }
         Ok(back)
     }
 

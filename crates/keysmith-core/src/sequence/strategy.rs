@@ -109,6 +109,10 @@ pub(crate) struct Allocator {
     /// starts from it instead of reading. A stale row costs one conflict,
     /// which returns the current row: no more round trips than a read.
     last_row: std::sync::Mutex<Option<SequenceRow>>,
+    /// The life of the name this allocator reserves in
+    /// ([`SequenceRow::incarnation`]): a row or reservation of another one
+    /// fails with [`Error::Dropped`].
+    pub(crate) incarnation: u64,
 }
 
 impl Allocator {
@@ -123,6 +127,7 @@ impl Allocator {
         Allocator {
             store,
             name: row.name.clone(),
+            incarnation: row.incarnation,
             strategy,
             retry_budget,
             max_attempts,
@@ -175,6 +180,13 @@ impl Allocator {
                 other => break other?,
             }
         };
+        // The locked and atomic strategies reserve by name: a reservation
+        // in a later life is refused here (a gap in that life, none of it
+        // handed out). The optimistic one never writes there (its versions
+        // are of this life) and finds out from the rows it reads.
+        if self.incarnation != 0 && r.incarnation != 0 && r.incarnation != self.incarnation {
+            return Err(self.dropped());
+        }
         self.counters.reservations.fetch_add(1, Relaxed);
         self.counters.values.fetch_add(r.len(), Relaxed);
         Ok(r)
@@ -208,11 +220,14 @@ impl Allocator {
                         end: plan.end,
                         version: now.version,
                         fenced,
+                        incarnation: now.incarnation,
                     };
                     self.remember(now);
                     return Ok(r);
                 }
                 Put::Conflict(current) => {
+                    // A row of another life: the name was dropped since.
+                    current.check_life(self.incarnation, "handle")?;
                     // A conflict caused by the store's fence: count what it skipped.
                     fenced += (current.failover_skipped - row.failover_skipped).max(0);
                     self.counters.conflicts.fetch_add(1, Relaxed);
@@ -236,6 +251,15 @@ impl Allocator {
         }
     }
 
+    /// [`Error::Dropped`] of this allocator's sequence.
+    pub(crate) fn dropped(&self) -> Error {
+        Error::Dropped {
+            kind: "sequence",
+            name: self.name.clone(),
+            held: "handle",
+        }
+    }
+
     fn contention(&self, retries: &Retries) -> Error {
         Error::Contention {
             name: self.name.clone(),
@@ -243,11 +267,15 @@ impl Allocator {
         }
     }
 
+    /// The row as the store holds it now, of this allocator's life.
     async fn read(&self) -> Result<SequenceRow> {
-        self.store
+        let row = self
+            .store
             .read_sequence(&self.name)
             .await?
-            .ok_or_else(|| Error::not_found("sequence", &self.name))
+            .ok_or_else(|| Error::not_found("sequence", &self.name))?;
+        row.check_life(self.incarnation, "handle")?;
+        Ok(row)
     }
 
     fn remembered_row(&self) -> Option<SequenceRow> {

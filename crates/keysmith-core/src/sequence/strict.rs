@@ -381,6 +381,7 @@ impl Sequence {
                 end: g.batch_end,
                 version: g.version,
                 fenced: 0,
+                incarnation: 0,
             }])
             .await;
         } else {

@@ -194,7 +194,7 @@ impl SequenceStore for MemoryStore {
                 });
             }
             let spec = s.raised(spec, None)?;
-            let row = SequenceRow::created(&spec, &s.generation());
+            let row = SequenceRow::created_after(&spec, &s.generation(), &s.tombstone(&spec.name));
             s.sequences.insert(spec.name.clone(), row.clone());
             Ok(row)
         })
@@ -300,19 +300,16 @@ impl PoolStore for MemoryStore {
                     name: name.to_owned(),
                 });
             }
-            let (start, size) = match s.pool_tombstones.get(name) {
-                Some(t) => {
-                    let raised = t.raise_pool(spec)?;
-                    (raised.start, raised.size)
-                }
-                None => (spec.start, spec.size),
-            };
+            let t = s.tombstone(name);
+            let raised = t.raise_pool(spec)?;
+            let (start, size) = (raised.start, raised.size);
             let row = PoolRow {
                 name: name.to_owned(),
                 start,
                 size,
                 generation: Some(s.generation()),
                 residue: spec.residue,
+                incarnation: t.incarnation(),
             };
             s.pools.insert(
                 name.to_owned(),
@@ -530,12 +527,15 @@ impl WorkerStore for MemoryStore {
 }
 
 impl State {
+    /// The name's tombstone over every kind (see `tombstones.rs`).
+    fn tombstone(&self, name: &str) -> Tombstone {
+        let of = |m: &BTreeMap<String, Tombstone>| m.get(name).copied().unwrap_or_default();
+        of(&self.sequence_tombstones).max(of(&self.pool_tombstones))
+    }
+
     /// `spec` raised above its name's tombstone, if it has one.
     fn raised(&self, spec: &SequenceSpec, numbering: Option<&Numbering>) -> Result<SequenceSpec> {
-        match self.sequence_tombstones.get(&spec.name) {
-            Some(t) => t.raise_sequence(spec, numbering),
-            None => Ok(spec.clone()),
-        }
+        self.tombstone(&spec.name).raise_sequence(spec, numbering)
     }
 
     fn forget_numbers(&mut self, name: &str) {
@@ -627,7 +627,7 @@ impl NumberStore for MemoryStore {
                 });
             }
             let spec = s.raised(spec, Some(numbering))?;
-            let row = SequenceRow::created(&spec, &s.generation());
+            let row = SequenceRow::created_after(&spec, &s.generation(), &s.tombstone(&spec.name));
             s.forget_numbers(&spec.name);
             s.sequences.insert(spec.name.clone(), row.clone());
             s.numbering

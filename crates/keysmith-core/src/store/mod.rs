@@ -246,6 +246,7 @@ mod tests {
                 end: 15,
                 version: 8,
                 fenced: 0,
+                incarnation: 1,
             }
         );
         assert_eq!(row(95, 100).plan(10).unwrap().end, 101);

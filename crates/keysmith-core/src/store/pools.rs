@@ -265,6 +265,11 @@ pub struct PoolRow {
     /// every pool from before keysmith kept classes with pools.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub residue: Option<Residue>,
+    /// The life of the name this pool belongs to: above every row version
+    /// and incarnation an earlier life of the name reached
+    /// ([`super::Tombstone::incarnation`]). 0 for a pool created before
+    /// keysmith recorded incarnations.
+    pub incarnation: u64,
 }
 
 impl PoolRow {
@@ -515,6 +520,7 @@ mod tests {
             size: 4,
             generation: None,
             residue: stored.residue,
+            incarnation: 0,
         };
         assert_eq!(row.clone().in_values().start, 11);
         for m in 0..20 {
@@ -582,6 +588,7 @@ mod tests {
             size,
             generation: None,
             residue: class(k, r),
+            incarnation: 0,
         };
         assert_eq!(top.value(top.highest_takeable() + size), last_value);
         assert_eq!(top.max_value(), last_value - size * k);

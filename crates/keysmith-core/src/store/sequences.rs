@@ -198,7 +198,16 @@ pub struct SequenceRow {
     /// The default block size.
     pub block: i64,
     /// Bumped by every change of `next`; the basis of optimistic allocation.
+    /// Starts at [`Self::incarnation`]: never a version an earlier life of
+    /// the name had.
     pub version: u64,
+    /// The life of the name this row belongs to: its first version, above
+    /// every version an earlier life of the name reached
+    /// ([`super::Tombstone::incarnation`]). A handle, lease or ticket taken
+    /// in one life meets another incarnation after a drop and create, and
+    /// fails with [`Error::Dropped`]. 0 for a row created before keysmith
+    /// recorded incarnations.
+    pub incarnation: u64,
     /// The generation of the store the row was last written in (see
     /// [`SequenceRow::fence`]); `None` for a row not written since keysmith
     /// began recording generations: its next write records one.
@@ -217,15 +226,30 @@ pub struct SequenceRow {
 
 impl SequenceRow {
     /// The row `create_sequence` writes for `spec` in store generation
-    /// `generation`: `next = start`, version 1.
+    /// `generation` for a name never dropped: `next = start`, version and
+    /// incarnation 1.
     pub fn created(spec: &SequenceSpec, generation: &str) -> SequenceRow {
+        Self::created_after(spec, generation, &super::Tombstone::default())
+    }
+
+    /// The row `create_sequence` writes for `spec` in store generation
+    /// `generation` over the name's tombstone `dropped` (every kind's, as
+    /// [`super::Tombstone::max`]): `next = start`, version and incarnation
+    /// [`super::Tombstone::incarnation`]. `spec` is already raised
+    /// ([`super::Tombstone::raise_sequence`]).
+    pub fn created_after(
+        spec: &SequenceSpec,
+        generation: &str,
+        dropped: &super::Tombstone,
+    ) -> SequenceRow {
         SequenceRow {
             name: spec.name.clone(),
             next: spec.start,
             start: spec.start,
             max: spec.max,
             block: spec.block,
-            version: 1,
+            version: dropped.incarnation(),
+            incarnation: dropped.incarnation(),
             generation: Some(generation.to_owned()),
             failover_skip: spec.initial_failover_skip(),
             failover_skip_set: spec.failover_skip.is_some(),
@@ -284,6 +308,24 @@ impl SequenceRow {
             end: self.next + take,
             version: self.version + 1,
             fenced: 0,
+            incarnation: self.incarnation,
+        })
+    }
+
+    /// `Ok` when this row is of life `incarnation` of the name (or either
+    /// is unknown: 0, from before keysmith recorded lives).
+    ///
+    /// # Errors
+    /// [`Error::Dropped`] naming `held` ("handle", "lease") when the name was
+    /// dropped and created again since the holder was taken.
+    pub fn check_life(&self, incarnation: u64, held: &'static str) -> Result<()> {
+        if incarnation == 0 || self.incarnation == 0 || incarnation == self.incarnation {
+            return Ok(());
+        }
+        Err(Error::Dropped {
+            kind: "sequence",
+            name: self.name.clone(),
+            held,
         })
     }
 }
@@ -302,6 +344,9 @@ pub struct Reservation {
     /// in another generation of the store ([`SequenceRow::fence`]); 0 almost
     /// always.
     pub fenced: i64,
+    /// The life of the name the reservation was made in
+    /// ([`SequenceRow::incarnation`]; 0 when the store does not know it).
+    pub incarnation: u64,
 }
 
 impl Reservation {

@@ -6,10 +6,25 @@
 //! delete; creating the name again reads it in the same transaction as the
 //! insert and raises the start above it ([`Tombstone::raise_sequence`],
 //! [`Tombstone::raise_pool`]), unless the spec asks to start below it
-//! (`start_below_dropped`). Sequences and pools have a tombstone each: their
-//! names are two namespaces, as their rows are. A tombstone is never removed
-//! and only moves up (the larger of the old and the new mark, field by
-//! field, [`Tombstone::max`]).
+//! (`start_below_dropped`). A drop writes the tombstone of its own kind
+//! (sequence or pool), but a create reads the name's tombstones of *every*
+//! kind and raises above their [`Tombstone::max`]: one name has one history,
+//! so a pool created under a dropped sequence's name starts above every
+//! value that sequence handed out, and the other way round. A tombstone is
+//! never removed and only moves up (the larger of the old and the new mark,
+//! field by field, [`Tombstone::max`]).
+//!
+//! # Lives of a name
+//!
+//! Each create starts a new *life* of the name, and its row records the
+//! life's *incarnation*: [`Tombstone::incarnation`], one above the largest
+//! row version any earlier life reached ([`Tombstone::version`]). A row's
+//! version starts at its incarnation and only grows, so the versions of one
+//! name never repeat across its lives, and every conditional write (a put
+//! on a version, a hand-back, an alteration) planned in one life fails in
+//! any later one: nothing taken before a drop (a handle, a lease token)
+//! writes after it. Handles and leases that meet a row of another
+//! incarnation fail with [`Error::Dropped`].
 //!
 //! # What a tombstone bounds, and why two numbers
 //!
@@ -62,8 +77,9 @@ pub const SEQUENCE_KIND: &str = "sequence";
 pub const POOL_KIND: &str = "pool";
 
 /// What a store keeps of the sequences or pools of one name it dropped (see
-/// the module docs): bounds above every value they handed out. The default
-/// (both 0) is "nothing dropped".
+/// the module docs): bounds above every value they handed out, and above
+/// every row version they reached. The default (all 0) is "nothing
+/// dropped".
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tombstone {
     /// Every value a dropped non-bit-reversed sequence or a dropped pool of
@@ -72,6 +88,13 @@ pub struct Tombstone {
     /// Every counter a dropped bit-reversed sequence of this name reserved
     /// is below it.
     pub reversed_next: i64,
+    /// The largest row version a dropped life of this name reached (a
+    /// pool's life counts as its incarnation): the next life's versions
+    /// start above it ([`Tombstone::incarnation`]), so a conditional write
+    /// carrying a version of an earlier life never matches a later one.
+    /// 0 in tombstones written before keysmith kept it.
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// A value bound of the bit reversals of every counter below `next` (0 when
@@ -94,7 +117,15 @@ impl Tombstone {
         Tombstone {
             high_water: self.high_water.max(other.high_water),
             reversed_next: self.reversed_next.max(other.reversed_next),
+            version: self.version.max(other.version),
         }
+    }
+
+    /// The incarnation of the name's next life: its first row version, one
+    /// above every version an earlier life reached. Lives of one name, of
+    /// any kind, never share a version; see the module docs.
+    pub fn incarnation(&self) -> u64 {
+        self.version.saturating_add(1)
     }
 
     /// Whether nothing was ever dropped under the name (both bounds 0).
@@ -133,11 +164,16 @@ impl Tombstone {
             None => (row.clone(), 0),
         };
         let row = &row;
+        // Every life's versions end here, whatever it reserved.
+        let this = Tombstone {
+            version: self.version.max(row.version),
+            ..self
+        };
         let counters_next = counters_next.map(|c| super::numbers::skip_counter(c, row.max, skip));
         let next = row.next.max(counters_next.unwrap_or(i64::MIN));
         if next <= row.start {
-            // Nothing reserved (or all of it handed back): nothing to bound.
-            return self;
+            // Nothing reserved (or all of it handed back): no value to bound.
+            return this;
         }
         let dropped = match numbering {
             // Opaque values spread over the whole value range: all of it
@@ -146,24 +182,24 @@ impl Tombstone {
                 opaque: Some(o), ..
             }) => Tombstone {
                 high_water: o.value_max.saturating_add(1),
-                reversed_next: 0,
+                ..Tombstone::default()
             },
             Some(n) if n.bit_reversed.is_some() => Tombstone {
-                high_water: 0,
                 reversed_next: next,
+                ..Tombstone::default()
             },
             Some(Numbering {
                 residue: Some(r), ..
             }) => Tombstone {
                 high_water: r.value(row.next).max(0),
-                reversed_next: 0,
+                ..Tombstone::default()
             },
             _ => Tombstone {
                 high_water: next,
-                reversed_next: 0,
+                ..Tombstone::default()
             },
         };
-        self.max(dropped)
+        this.max(dropped)
     }
 
     /// The tombstone a dropped pool leaves: `row` as the store holds it,
@@ -187,6 +223,7 @@ impl Tombstone {
         self.max(Tombstone {
             high_water,
             reversed_next: 0,
+            version: row.incarnation,
         })
     }
 
@@ -375,7 +412,7 @@ mod tests {
         // Only value 0 handed out below: every counter is still fine.
         let zero = Tombstone {
             high_water: 1,
-            reversed_next: 0,
+            ..Tombstone::default()
         };
         let all = zero
             .raise_sequence(&SequenceSpec::new("s"), Some(&reversed))
@@ -408,6 +445,7 @@ mod tests {
             size: 4,
             generation: Some("old".into()),
             residue: None,
+            incarnation: 0,
         };
         let rounds = crate::store::pool_fence_rounds(4);
         let t = Tombstone::default().after_pool_drop(&pool, Some(9), "new");
