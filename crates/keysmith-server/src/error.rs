@@ -180,6 +180,9 @@ impl From<keysmith::Error> for ApiError {
             E::WrongKind(_) => (StatusCode::CONFLICT, "wrong_kind"),
             // A worker lease expired or was taken over: lease anew.
             E::LeaseRefused(_) => (StatusCode::CONFLICT, "lease_refused"),
+            // A lease, ticket or handle of an earlier life of the name:
+            // nothing written; take a new one.
+            E::Dropped { .. } => (StatusCode::GONE, "dropped"),
             E::StoreWentBack { .. } => (StatusCode::SERVICE_UNAVAILABLE, "store_went_back"),
             E::FenceNeeded { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fence_needed"),
             // Another server leads: the caller goes there (clients follow).

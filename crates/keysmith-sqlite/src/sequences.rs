@@ -6,10 +6,14 @@ use keysmith_core::driver::Numbering;
 impl SqliteStore {
     /// Both reservation strategies: read (fenced), plan and write in one
     /// `BEGIN IMMEDIATE` transaction.
-    async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
+    /// Reserves up to `n` values in life `incarnation` of the name (0: any):
+    /// a row of another life fails before anything is written.
+    async fn reserve(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let (row, fenced) = fenced_row(tx, &name, &generation)?;
+            // An error rolls back the fence fenced_row may have written.
+            row.check_life(incarnation, "handle")?;
             let mut r = row.plan(n)?;
             write_row(
                 tx,
@@ -98,7 +102,11 @@ impl SequenceStore for SqliteStore {
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         // BEGIN IMMEDIATE is SQLite's row lock: no other writer until COMMIT.
-        self.reserve(name, n).await
+        self.reserve(name, n, 0).await
+    }
+
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
+        self.reserve(name, n, incarnation).await
     }
 
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {

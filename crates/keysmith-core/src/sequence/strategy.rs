@@ -162,8 +162,14 @@ impl Allocator {
         let mut retries = Retries::new(self.retry_budget, self.max_attempts);
         let r = loop {
             let attempt = match self.strategy {
-                Strategy::Locked => self.store.reserve_locked(&self.name, n).await,
-                Strategy::Atomic => self.store.reserve_atomic(&self.name, n).await,
+                Strategy::Locked => {
+                    let life = self.incarnation;
+                    self.store.reserve_locked_in(&self.name, n, life).await
+                }
+                Strategy::Atomic => {
+                    let life = self.incarnation;
+                    self.store.reserve_atomic_in(&self.name, n, life).await
+                }
                 Strategy::Optimistic => self.reserve_optimistic(n, &mut retries).await,
             };
             match attempt {
@@ -180,13 +186,12 @@ impl Allocator {
                 other => break other?,
             }
         };
-        // The locked and atomic strategies reserve by name: a reservation
-        // in a later life is refused here (a gap in that life, none of it
-        // handed out). The optimistic one never writes there (its versions
-        // are of this life) and finds out from the rows it reads.
-        if self.incarnation != 0 && r.incarnation != 0 && r.incarnation != self.incarnation {
-            return Err(self.dropped());
-        }
+        // The locked and atomic strategies reserve in this life only (the
+        // store checks); the optimistic one never writes in another (its
+        // versions are of this one) and finds out from the rows it reads.
+        // Checked once more here for a store whose check came after its
+        // write (the contract's default: a gap in the later life).
+        crate::store::check_reservation_life(&self.name, &r, self.incarnation)?;
         self.counters.reservations.fetch_add(1, Relaxed);
         self.counters.values.fetch_add(r.len(), Relaxed);
         Ok(r)

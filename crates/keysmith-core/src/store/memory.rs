@@ -246,6 +246,13 @@ impl SequenceStore for MemoryStore {
         self.with(|s| s.reserve(name, n))
     }
 
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
+        self.with(|s| {
+            s.row(name)?.check_life(incarnation, "handle")?;
+            s.reserve(name, n)
+        })
+    }
+
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         self.with(|s| {
             let row = s.row(name)?.clone();

@@ -67,7 +67,7 @@ pub use sequences::{
     Alteration, AtomicReserve, CountsDelta, DEFAULT_BLOCK, DEFAULT_START,
     FAILOVER_LAG_ALLOWANCE_SECS, FAILOVER_SKIP_FLOOR, JS_SAFE_MAX, MARK_INTERVAL_MS,
     MAX_RESERVATION, Put, RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow,
-    SequenceSpec, SequenceStore, auto_failover_skip, js_safe_max,
+    SequenceSpec, SequenceStore, auto_failover_skip, check_reservation_life, js_safe_max,
 };
 #[doc(hidden)]
 pub use tombstones::{POOL_KIND, SEQUENCE_KIND};

@@ -675,6 +675,25 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// [`Error::NotFound`], [`Error::Exhausted`].
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation>;
 
+    /// [`Self::reserve_locked`] in life `incarnation` of the name only (0:
+    /// whatever life it is in; see [`SequenceRow::incarnation`]): a row of
+    /// another life is [`Error::Dropped`] (held: "handle") and nothing is
+    /// written. Handles reserve through this, so a handle of a dropped
+    /// life never writes into the next.
+    ///
+    /// The default reserves, then checks: a refused reservation is then a
+    /// gap in the later life, none of it handed out. A backend that can
+    /// check inside its transaction overrides it, as every backend in this
+    /// workspace does.
+    ///
+    /// # Errors
+    /// As [`Self::reserve_locked`], and [`Error::Dropped`].
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
+        let r = self.reserve_locked(name, n).await?;
+        check_reservation_life(name, &r, incarnation)?;
+        Ok(r)
+    }
+
     /// Reserves up to `n` values in one server-side step where the store
     /// has one ([`Self::atomic_reserve`]: PostgreSQL's one `UPDATE ...
     /// RETURNING`, etcd's one transaction from a cached row), else under the
@@ -700,6 +719,19 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
     /// return `Some`; SQLite, MySQL and the memory store `None`.
     fn atomic_reserve(&self) -> Option<&dyn AtomicReserve> {
         None
+    }
+
+    /// [`Self::reserve_atomic`] in life `incarnation` of the name only (0:
+    /// whatever life it is in), as [`Self::reserve_locked_in`]: the one
+    /// place the `atomic` strategy of a handle is decided.
+    ///
+    /// # Errors
+    /// As [`Self::reserve_atomic`], and [`Error::Dropped`].
+    async fn reserve_atomic_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
+        match self.atomic_reserve() {
+            Some(one_step) => one_step.reserve_one_step_in(name, n, incarnation).await,
+            None => self.reserve_locked_in(name, n, incarnation).await,
+        }
     }
 
     /// Adds `delta` to the sequence's counts and moves its rate mark when the
@@ -749,6 +781,40 @@ pub trait AtomicReserve: Send + Sync {
     /// [`Error::NotFound`], [`Error::Exhausted`]; on etcd
     /// [`Error::Contention`] after too many lost races.
     async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation>;
+
+    /// [`Self::reserve_one_step`] in life `incarnation` of the name only (0:
+    /// whatever life it is in), as [`SequenceStore::reserve_locked_in`]. The
+    /// default reserves, then checks (a refused reservation is a gap in the
+    /// later life); a backend whose step can compare the life overrides it.
+    ///
+    /// # Errors
+    /// As [`Self::reserve_one_step`], and [`Error::Dropped`].
+    async fn reserve_one_step_in(
+        &self,
+        name: &str,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<Reservation> {
+        let r = self.reserve_one_step(name, n).await?;
+        check_reservation_life(name, &r, incarnation)?;
+        Ok(r)
+    }
+}
+
+/// `Ok` when reservation `r` of sequence `name` was made in life
+/// `incarnation` (or either is unknown: 0).
+///
+/// # Errors
+/// [`Error::Dropped`] (held: "handle") otherwise.
+pub fn check_reservation_life(name: &str, r: &Reservation, incarnation: u64) -> Result<()> {
+    if incarnation == 0 || r.incarnation == 0 || r.incarnation == incarnation {
+        return Ok(());
+    }
+    Err(Error::Dropped {
+        kind: "sequence",
+        name: name.to_owned(),
+        held: "handle",
+    })
 }
 
 /// Checks a count (block size, number of values) is in `1..=MAX_RESERVATION`.

@@ -513,9 +513,10 @@ pub(crate) async fn next(
     // a handle is open.
     keysmith::validate_name(&name)?;
     // A handle closed under us (its sequence dropped by another request), or
-    // whose sequence is gone (dropped, or made again of the other kind,
-    // behind the server's back), is retried once with a fresh handle, which
-    // then says what is there now.
+    // whose sequence is gone (dropped, or made again of the other kind or
+    // in a new life, behind the server's back: another server, the CLI), is
+    // retried once with a fresh handle, which then says what is there now.
+    // The caller held nothing of the old life: the server's handle did.
     let mut retried = false;
     loop {
         let entry = handle(&state, &name).await?;
@@ -550,7 +551,11 @@ pub(crate) async fn next(
                 })
                 .into_response());
             }
-            Err(e @ (keysmith::Error::Closed { .. } | keysmith::Error::NotFound { .. })) => {
+            Err(
+                e @ (keysmith::Error::Closed { .. }
+                | keysmith::Error::NotFound { .. }
+                | keysmith::Error::Dropped { .. }),
+            ) => {
                 s.sequences.evict(&name, &entry, &s.metrics).await;
                 if retried {
                     return Err(e.into());
@@ -744,6 +749,7 @@ pub(crate) struct ReleaseBody {
     responses((status = 200, description = "What was handed back.", body = ReleasedBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 408, description = "The body did not arrive by the route's deadline.", body = crate::error::ErrorBody),
+        (status = 410, description = "The sequence was dropped and created again since the lease was made (`dropped`): nothing was handed back; the lease's values stay a gap of the old life.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn release(
     State(state): State<AppState>,
