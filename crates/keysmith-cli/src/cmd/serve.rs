@@ -272,7 +272,8 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;
     let mut auth = if authed {
-        "token or certificate required".to_owned()
+        let n = server.state().principals();
+        format!("token or certificate required; {n} principal(s) loaded")
     } else {
         format!("no token: set ${TOKEN_ENV} or --token-file to require one")
     };
