@@ -148,9 +148,9 @@ pub struct Config {
     /// Allows listening on a non-loopback address without a token.
     pub insecure_no_auth: bool,
     /// The access file: principals, their credentials and grants
-    /// ([`access`]). Read at start and again on [`AppState::reload`]; with
-    /// [`Config::token`] too, that token is one more principal with every
-    /// right.
+    /// ([`access`]). Read at start and again on [`AppState::reload`]. Not
+    /// with [`Config::token`]: a token the file does not show is refused
+    /// (name it in the file).
     pub access_file: Option<std::path::PathBuf>,
     /// Where audit lines are appended besides the log target
     /// [`audit::TARGET`] ([`audit`]).

@@ -61,8 +61,9 @@ pub struct ServeArgs {
     /// An access file: principals, known by a token digest or a client
     /// certificate subject, with grants (`use`, `read`, `admin` on name
     /// prefixes). Read again on SIGHUP and when it changes. `keysmith access
-    /// check FILE` checks one. The token of --token-file or $KEYSMITH_TOKEN,
-    /// if any, is one more principal with every right.
+    /// check FILE` checks one, `keysmith access new NAME` makes a token and
+    /// its entry. Not with --token-file or $KEYSMITH_TOKEN: name that token
+    /// in the file instead.
     #[arg(long, value_name = "FILE")]
     access_file: Option<PathBuf>,
     /// Also append the audit trail (admin actions, access reloads, refused
@@ -342,7 +343,11 @@ fn reload_on_sighup(state: keysmith_server::AppState, format: LogFormat) {
                         ));
                     }
                     if let Some(access) = state.access_file() {
-                        read.push(format!("the access file {}", access.display()));
+                        read.push(format!(
+                            "the access file {} ({} principal(s))",
+                            access.display(),
+                            state.principals()
+                        ));
                     }
                     for secrets in state.secret_files() {
                         read.push(format!("the secret file {}", secrets.display()));
