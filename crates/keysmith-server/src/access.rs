@@ -1078,6 +1078,18 @@ mod tests {
                 &format!("[[principal]]\nname = \"token\"\ntoken_sha256 = \"{ok}\"\n"),
                 "the server's own",
             ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_subject = \"CN=x\"\n[[principal]]\nname = \"b\"\nclient_cert_subject = \"CN=x\"\nclient_cert_issuer = \"CN=ca\"\n",
+                "could name both",
+            ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_issuer = \"CN=ca\"\ntoken_sha256 = \"00\"\n",
+                "no client_cert_subject",
+            ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_sha256 = \"zz\"\n",
+                "SHA-256 of the certificate's DER",
+            ),
         ];
         for (text, want) in cases {
             let e = AccessFile::parse(text).unwrap_err();
