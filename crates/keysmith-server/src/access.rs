@@ -8,8 +8,11 @@
 //! [[principal]]
 //! name = "team-a"
 //! token_sha256 = "hex of sha256(token)"   # or a list of digests, or:
-//! # client_cert_subject = "CN=team-a"
+//! # client_cert_subject = "CN=team-a"     # with, when --client-ca holds
+//! # client_cert_issuer = "CN=team CA"     # several CAs, the issuer's DN,
+//! # client_cert_sha256 = "hex of sha256(DER)"  # and/or the certificate's digest
 //! grants = [ { names = "team-a/*", actions = ["use", "read"] } ]
+//! shard_key_scope = "team-a"  # shard keys of its own (optional)
 //! rate = 200           # requests a second (optional), with
 //! burst = 400          # this many at once (optional, default: rate)
 //! max_sequences = 100  # sequences and pools it may have (optional)
@@ -25,17 +28,36 @@
 //!   without a name of their own are matched by a fixed name:
 //!   [`COUNTERS`] (`POST /v1/counters/next`), [`SHARD_KEYS`] (encode and
 //!   decode); the ids of `/v1/ids` by the server's ids worker group (`ids`
-//!   by default).
+//!   by default). A fixed name is covered only by a grant that names it
+//!   exactly, or by `"*"`, never by a prefix (`"shard*"` does not cover
+//!   `shard-keys`): see [`is_fixed`].
+//! - The server's ids worker group is its own: `use` on it takes ids
+//!   (`/v1/ids/next`), but leasing its worker ids directly
+//!   (`/v1/workers/{group}/lease...`, [`Target::LeaseGroup`]) needs `admin`
+//!   on `"*"`, so that no tenant can hold every worker id.
+//! - A principal with `shard_key_scope` signs and checks shard keys with a
+//!   key of that scope, derived from the server's shard key secret
+//!   (HMAC-SHA-256 of the secret over the scope's name): principals of one
+//!   scope share keys; a key minted in one scope does not decode in another.
+//!   Without it, the server's secret itself (the shared scope).
+//! - A principal known by a client certificate needs a server with
+//!   `--client-ca`; when that bundle holds several CAs, each such principal
+//!   must pin `client_cert_issuer` (the issuer's DN, written as subjects
+//!   are) or `client_cert_sha256` (the hex SHA-256 of the certificate's DER),
+//!   so that a certificate from another CA with the same subject is not it
+//!   ([`AccessFile::check_client_ca`]).
 //!
 //! Each route names the grant it needs in one table, [`requirement`]; a request
 //! without it is answered 403 before its handler runs, so it changes
 //! nothing. Lists, the status page, `/metrics` and "did you mean" hints show
 //! only names the caller may read.
 //!
-//! The token of `$KEYSMITH_TOKEN` / `--token-file` is one more principal,
-//! named [`TOKEN_PRINCIPAL`], with every right. Without a token and an
-//! access file, every request is [`Caller::anyone`], with every right
-//! (allowed on loopback addresses only, unless `--insecure-no-auth`).
+//! The token of `$KEYSMITH_TOKEN` / `--token-file` is the one principal of a
+//! server without an access file, named [`TOKEN_PRINCIPAL`], with every
+//! right; beside an access file it is refused (name it in the file instead).
+//! Without a token and an access file, every request is [`Caller::anyone`],
+//! with every right (allowed on loopback addresses only, unless
+//! `--insecure-no-auth`).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -51,6 +73,17 @@ use sha2::{Digest, Sha256};
 pub const COUNTERS: &str = "counters";
 /// The fixed name that grants the shard-key routes (`use`: decode, `admin`: encode).
 pub const SHARD_KEYS: &str = "shard-keys";
+/// Whether `name` is a fixed name ([`COUNTERS`], [`SHARD_KEYS`], or the
+/// server's ids worker group `ids_group`): one that only a grant naming it
+/// exactly, or `"*"`, covers.
+pub fn is_fixed(name: &str, ids_group: &str) -> bool {
+    name == COUNTERS || name == SHARD_KEYS || name == ids_group
+}
+
+/// The characters that end a prefix cleanly: `team-a/*` covers only names
+/// of team-a, where `team-a*` also covers `team-ab...`.
+pub const SEPARATORS: &[char] = &['-', '/', '.', '_', ':'];
+
 /// The principal of `$KEYSMITH_TOKEN` / `--token-file`.
 pub const TOKEN_PRINCIPAL: &str = "token";
 /// The principal of a server with neither token nor access file.
@@ -196,6 +229,35 @@ pub struct Principal {
     pub max_sequences: Option<u64>,
     /// How many pools it may have (counted alike).
     pub max_pools: Option<u64>,
+    /// The scope of its shard keys (`None`: the server's secret itself).
+    pub shard_key_scope: Option<String>,
+    /// The client certificate that names it, if any.
+    pub cert: Option<CertPin>,
+}
+
+/// What a client certificate must show to name a principal.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertPin {
+    /// The subject, as [`crate::tls`] writes it.
+    pub subject: Option<String>,
+    /// The issuer's DN, written as subjects are.
+    pub issuer: Option<String>,
+    /// The SHA-256 digest of the certificate's DER.
+    pub sha256: Option<[u8; 32]>,
+}
+
+impl CertPin {
+    /// Whether a certificate of this subject, issuer and digest shows it.
+    fn matches(&self, subject: &str, issuer: &str, sha256: &[u8; 32]) -> bool {
+        self.subject.as_deref().is_none_or(|s| s == subject)
+            && self.issuer.as_deref().is_none_or(|i| i == issuer)
+            && self.sha256.as_ref().is_none_or(|d| d == sha256)
+    }
+
+    /// Whether only the subject is pinned.
+    fn subject_only(&self) -> bool {
+        self.issuer.is_none() && self.sha256.is_none()
+    }
 }
 
 impl Principal {
@@ -207,6 +269,8 @@ impl Principal {
             rate: None,
             max_sequences: None,
             max_pools: None,
+            shard_key_scope: None,
+            cert: None,
         }
     }
 
@@ -215,6 +279,15 @@ impl Principal {
         self.grants
             .iter()
             .any(|g| g.allows(action) && g.names.covers(name))
+    }
+
+    /// Whether it may do `action` on the fixed name `name` ([`is_fixed`]):
+    /// only a grant that names it exactly, or `"*"`, covers it.
+    pub fn may_exactly(&self, action: Action, name: &str) -> bool {
+        self.grants.iter().any(|g| {
+            g.allows(action)
+                && (g.names.is_everything() || g.names == Names::Exact(name.to_owned()))
+        })
     }
 
     /// Whether it may do `action` on every name (a `"*"` grant).
@@ -235,7 +308,8 @@ impl Principal {
 pub struct AccessFile {
     principals: Vec<Arc<Principal>>,
     by_digest: HashMap<[u8; 32], usize>,
-    by_subject: HashMap<String, usize>,
+    /// Principals known by a client certificate, by index.
+    by_cert: Vec<usize>,
 }
 
 /// One `[[principal]]` as written.
@@ -247,6 +321,12 @@ struct RawPrincipal {
     token_sha256: Option<OneOrMany>,
     #[serde(default)]
     client_cert_subject: Option<String>,
+    #[serde(default)]
+    client_cert_issuer: Option<String>,
+    #[serde(default)]
+    client_cert_sha256: Option<String>,
+    #[serde(default)]
+    shard_key_scope: Option<String>,
     #[serde(default)]
     grants: Vec<RawGrant>,
     #[serde(default)]
@@ -309,9 +389,15 @@ impl AccessFile {
     /// TOML, an unknown key, a principal without a credential, a digest that
     /// is not 64 hex digits, a credential or name used twice, a bad `names`
     /// pattern, a grant without actions, a zero rate.
+    ///
+    /// The file is read until two readings in a row are the same, so that a
+    /// file being written is never applied half way (a half-written file can
+    /// be valid TOML with fewer principals or grants).
     pub fn load(path: &Path) -> Result<AccessFile, String> {
-        let text = std::fs::read_to_string(path)
+        let text = read_stable(|| std::fs::read(path))
             .map_err(|e| format!("cannot read the access file {}: {e}", path.display()))?;
+        let text = String::from_utf8(text)
+            .map_err(|_| format!("the access file {} is not UTF-8 text", path.display()))?;
         AccessFile::parse(&text).map_err(|e| format!("access file {}: {e}", path.display()))
     }
 
@@ -349,11 +435,25 @@ impl AccessFile {
             Some(OneOrMany::One(d)) => vec![d],
             Some(OneOrMany::Many(ds)) => ds,
         };
-        if digests.is_empty() && p.client_cert_subject.is_none() {
+        let by_cert = p.client_cert_subject.is_some() || p.client_cert_sha256.is_some();
+        if digests.is_empty() && !by_cert {
             return Err(format!(
-                "principal {who:?} has neither token_sha256 nor client_cert_subject: give it one (`keysmith access hash` makes a digest)"
+                "principal {who:?} has neither token_sha256 nor client_cert_subject: give it one (`keysmith access new {who}` makes a token and its digest)"
             ));
         }
+        if p.client_cert_issuer.is_some() && !by_cert {
+            return Err(format!(
+                "principal {who:?} has client_cert_issuer but no client_cert_subject or client_cert_sha256: the issuer only narrows a certificate that names the principal"
+            ));
+        }
+        let shard_key_scope = match p.shard_key_scope {
+            Some(s) if s.trim().is_empty() || s.chars().any(char::is_control) => {
+                return Err(format!(
+                    "principal {who:?}: shard_key_scope must be a non-empty name without control characters (e.g. the team's name)"
+                ));
+            }
+            s => s,
+        };
         let mut grants = Vec::new();
         for g in p.grants {
             let names = Names::parse(&g.names).map_err(|e| format!("principal {who:?}: {e}"))?;
@@ -390,28 +490,65 @@ impl AccessFile {
                     d.len()
                 )
             })?;
+            if digest == <[u8; 32]>::from(Sha256::digest(b"")) {
+                return Err(format!(
+                    "principal {who:?}: token_sha256 is the digest of the empty string, which no token may be; make a token with `keysmith access new {who}`"
+                ));
+            }
             if self.by_digest.insert(digest, index).is_some() {
                 return Err(format!(
                     "principal {who:?}: a token digest is listed twice (also under another principal?): each token names one principal"
                 ));
             }
         }
-        if let Some(subject) = p.client_cert_subject {
-            if subject.trim().is_empty() {
-                return Err(format!("principal {who:?}: client_cert_subject is empty"));
+        let cert = if by_cert {
+            let pin = CertPin {
+                subject: p.client_cert_subject,
+                issuer: p.client_cert_issuer,
+                sha256: p
+                    .client_cert_sha256
+                    .as_deref()
+                    .map(|d| {
+                        parse_digest(&d.replace(':', "")).ok_or_else(|| {
+                            format!(
+                                "principal {who:?}: client_cert_sha256 must be the 64 hex digits of the SHA-256 of the certificate's DER (`openssl x509 -in CERT -outform DER | sha256sum`)"
+                            )
+                        })
+                    })
+                    .transpose()?,
+            };
+            for (what, v) in [
+                ("client_cert_subject", &pin.subject),
+                ("client_cert_issuer", &pin.issuer),
+            ] {
+                if v.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                    return Err(format!("principal {who:?}: {what} is empty"));
+                }
             }
-            if self.by_subject.insert(subject.clone(), index).is_some() {
-                return Err(format!(
-                    "principal {who:?}: client_cert_subject {subject:?} names another principal too"
-                ));
+            // Two principals one certificate could show: which one it names
+            // would be a guess.
+            for &other in &self.by_cert {
+                let theirs = self.principals[other].cert.as_ref();
+                if theirs.is_some_and(|t| overlap(t, &pin)) {
+                    return Err(format!(
+                        "principal {who:?}: a certificate could name both it and principal {:?} (the same client_cert_subject, and no client_cert_issuer or client_cert_sha256 that tells them apart): pin each one's issuer or digest",
+                        self.principals[other].name
+                    ));
+                }
             }
-        }
+            self.by_cert.push(index);
+            Some(pin)
+        } else {
+            None
+        };
         self.principals.push(Arc::new(Principal {
             name: who,
             grants,
             rate,
             max_sequences: p.max_sequences,
             max_pools: p.max_pools,
+            shard_key_scope,
+            cert,
         }));
         Ok(())
     }
@@ -444,15 +581,190 @@ impl AccessFile {
         self.by_digest.get(digest).map(|&i| &self.principals[i])
     }
 
-    /// The principal named by a client certificate's subject.
+    /// The principal named `name`.
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Principal>> {
+        self.principals.iter().find(|p| p.name == name)
+    }
+
+    /// The principal a verified client certificate names: the one whose
+    /// pins (subject, issuer, digest) it shows. With `several_cas` (the
+    /// client CA bundle holds more than one CA), a principal pinned by
+    /// subject only is not named by any certificate: a CA could sign any
+    /// subject.
+    ///
+    /// # Errors
+    /// Why no principal is named, and what to do.
+    pub fn by_cert(
+        &self,
+        subject: &str,
+        issuer: &str,
+        sha256: &[u8; 32],
+        several_cas: bool,
+    ) -> Result<&Arc<Principal>, String> {
+        let shows = |p: &&Arc<Principal>, by_digest: bool| {
+            p.cert.as_ref().is_some_and(|c| {
+                c.sha256.is_some() == by_digest && c.matches(subject, issuer, sha256)
+            })
+        };
+        // A digest pin is the most specific: it wins.
+        let mut pinned = self.by_cert.iter().map(|&i| &self.principals[i]);
+        let found = pinned
+            .clone()
+            .find(|p| shows(p, true))
+            .or_else(|| pinned.find(|p| shows(p, false)));
+        match found {
+            Some(p) if several_cas && p.cert.as_ref().is_some_and(CertPin::subject_only) => {
+                Err(format!(
+                    "principal {:?} is known by its certificate's subject only, and the server trusts several client CAs: the operator must add client_cert_issuer to it",
+                    p.name
+                ))
+            }
+            Some(p) => Ok(p),
+            None => Err(format!(
+                "the client certificate (subject {subject:?}, issuer {issuer:?}) names no principal of this server; send `Authorization: Bearer TOKEN` or ask for a principal with client_cert_subject = {subject:?} and client_cert_issuer = {issuer:?}"
+            )),
+        }
+    }
+
+    /// The principal named by a client certificate's subject, when one is
+    /// pinned by that subject alone.
     pub fn by_cert_subject(&self, subject: &str) -> Option<&Arc<Principal>> {
-        self.by_subject.get(subject).map(|&i| &self.principals[i])
+        self.by_cert.iter().map(|&i| &self.principals[i]).find(|p| {
+            p.cert
+                .as_ref()
+                .is_some_and(|c| c.subject_only() && c.subject.as_deref() == Some(subject))
+        })
     }
 
     /// Whether any principal is known by a client certificate.
     pub fn has_cert_principals(&self) -> bool {
-        !self.by_subject.is_empty()
+        !self.by_cert.is_empty()
     }
+
+    /// Checks the principals known by a client certificate against the
+    /// server's client CA bundle: `cas` the subjects of its CAs (`None`: the
+    /// server asks for no client certificate).
+    ///
+    /// # Errors
+    /// A message naming the principal and what to add: a principal by
+    /// certificate without a client CA, or one pinned by subject only when
+    /// the bundle holds several CAs.
+    pub fn check_client_ca(&self, cas: Option<&[String]>) -> Result<(), String> {
+        let Some(first) = self.by_cert.first() else {
+            return Ok(());
+        };
+        let Some(cas) = cas else {
+            return Err(format!(
+                "principal {:?} is known by a client certificate, but the server asks for none: start it with --tls-cert, --tls-key and --client-ca (the CA bundle that signs the clients' certificates), or give the principal a token_sha256",
+                self.principals[*first].name
+            ));
+        };
+        if cas.len() > 1 {
+            for &i in &self.by_cert {
+                let p = &self.principals[i];
+                if let Some(CertPin {
+                    issuer: Some(issuer),
+                    sha256: None,
+                    ..
+                }) = &p.cert
+                {
+                    let same = cas.iter().filter(|c| *c == issuer).count();
+                    if same > 1 {
+                        return Err(format!(
+                            "principal {:?} pins client_cert_issuer = {issuer:?}, but {same} CAs of the client CA bundle have that name, so the pin cannot tell them apart: give the CAs distinct names, or pin client_cert_sha256",
+                            p.name
+                        ));
+                    }
+                }
+                if p.cert.as_ref().is_some_and(CertPin::subject_only) {
+                    return Err(format!(
+                        "principal {:?} is known by its certificate's subject only, but the client CA bundle holds {} CAs ({}), and any of them could sign that subject: add client_cert_issuer = \"DN of the CA that signs its certificate\" (or client_cert_sha256)",
+                        p.name,
+                        cas.len(),
+                        cas.iter()
+                            .map(|c| format!("{c:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What is allowed but likely not meant, one line each: a prefix
+    /// without a separator before its `*` (`team-a*` also covers
+    /// `team-ab...`); several principals sharing the server's own shard-key
+    /// secret.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.principals {
+            for g in &p.grants {
+                if let Names::Prefix(prefix) = &g.names
+                    && !prefix.is_empty()
+                    && !prefix.ends_with(SEPARATORS)
+                {
+                    out.push(format!(
+                        "principal {:?}: `names = \"{prefix}*\"` has no separator before its `*`, so it also covers names such as \"{prefix}x...\" of others; write e.g. \"{prefix}-*\" or \"{prefix}/*\"",
+                        p.name
+                    ));
+                }
+            }
+        }
+        let unscoped: Vec<&str> = self
+            .principals
+            .iter()
+            .filter(|p| {
+                p.shard_key_scope.is_none()
+                    && (p.may_exactly(Action::Use, SHARD_KEYS)
+                        || p.may_exactly(Action::Admin, SHARD_KEYS))
+            })
+            .map(|p| p.name.as_str())
+            .collect();
+        if unscoped.len() > 1 {
+            out.push(format!(
+                "principals {} share the server's own shard-key secret: each can decode and mint the others' shard keys; give each team a shard_key_scope",
+                unscoped.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// Whether one certificate could show both pins with neither more
+/// specific: a digest pin wins over subject and issuer pins.
+fn overlap(a: &CertPin, b: &CertPin) -> bool {
+    match (&a.sha256, &b.sha256) {
+        (Some(x), Some(y)) => x == y,
+        (Some(_), None) | (None, Some(_)) => false,
+        (None, None) => {
+            let differ = |x: &Option<String>, y: &Option<String>| matches!((x, y), (Some(x), Some(y)) if x != y);
+            !(differ(&a.subject, &b.subject) || differ(&a.issuer, &b.issuer))
+        }
+    }
+}
+
+/// The bytes `read` gives twice in a row: a file being written while it is
+/// read gives different bytes, and is read again (at most 50 times, 20 ms
+/// apart).
+///
+/// # Errors
+/// As `read`, or when the readings never settle.
+pub(crate) fn read_stable(
+    mut read: impl FnMut() -> std::io::Result<Vec<u8>>,
+) -> std::io::Result<Vec<u8>> {
+    let mut last = read()?;
+    for _ in 0..50 {
+        let now = read()?;
+        if now == last {
+            return Ok(now);
+        }
+        last = now;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(std::io::Error::other(
+        "it kept changing while it was read; write the new file beside it and rename it over the old one",
+    ))
 }
 
 /// The principal a request runs as.
@@ -539,6 +851,9 @@ pub enum Target {
     Body,
     /// The server's ids worker group.
     IdsGroup,
+    /// The path's `{group}`, to lease from: the server's ids worker group
+    /// is its own, and leasing it directly needs `admin` on `"*"`.
+    LeaseGroup,
     /// A fixed name ([`COUNTERS`], [`SHARD_KEYS`]).
     Fixed(&'static str),
     /// Names are filtered in the answer: the action on some name suffices.
@@ -640,7 +955,7 @@ fn need(method: &Method, template: &str) -> Option<Need> {
         | "/v1/workers/{group}/lease/release"
             if post =>
         {
-            n(Use, K::WorkerGroup, T::Path)
+            n(Use, K::WorkerGroup, T::LeaseGroup)
         }
         _ => None,
     }
@@ -763,12 +1078,59 @@ mod tests {
                 &format!("[[principal]]\nname = \"token\"\ntoken_sha256 = \"{ok}\"\n"),
                 "the server's own",
             ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_subject = \"CN=x\"\n[[principal]]\nname = \"b\"\nclient_cert_subject = \"CN=x\"\nclient_cert_issuer = \"CN=ca\"\n",
+                "could name both",
+            ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_issuer = \"CN=ca\"\ntoken_sha256 = \"00\"\n",
+                "no client_cert_subject",
+            ),
+            (
+                "[[principal]]\nname = \"a\"\nclient_cert_sha256 = \"zz\"\n",
+                "SHA-256 of the certificate's DER",
+            ),
         ];
         for (text, want) in cases {
             let e = AccessFile::parse(text).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");
             assert!(!e.contains("\"x\""), "never echoes a secret: {e}");
         }
+    }
+
+    /// A file read while it is being written is read again until two
+    /// readings agree: the half written one (fewer grants, valid TOML) is
+    /// never the one used.
+    #[test]
+    fn a_file_is_read_until_two_readings_agree() {
+        let half = b"[[principal]]\nname = \"a\"\n".to_vec();
+        let full = b"[[principal]]\nname = \"a\"\ntoken_sha256 = \"x\"\n".to_vec();
+        let mut readings = vec![half.clone(), full.clone(), full.clone()].into_iter();
+        let got = read_stable(|| Ok(readings.next().unwrap())).unwrap();
+        assert_eq!(got, full);
+        let mut flip = false;
+        let e = read_stable(|| {
+            flip = !flip;
+            Ok(if flip { half.clone() } else { full.clone() })
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("rename it over"), "{e}");
+    }
+
+    #[test]
+    fn a_prefix_without_a_separator_and_shared_shard_keys_are_warned_about() {
+        let text = format!(
+            "[[principal]]\nname = \"a\"\ntoken_sha256 = \"{}\"\ngrants = [{{ names = \"team-a*\", actions = [\"use\"] }}, {{ names = \"team-a/*\", actions = [\"use\"] }}, {{ names = \"shard-keys\", actions = [\"use\"] }}]\n[[principal]]\nname = \"b\"\ntoken_sha256 = \"{}\"\ngrants = [{{ names = \"shard-keys\", actions = [\"admin\"] }}]\n",
+            digest("a"),
+            digest("b")
+        );
+        let w = AccessFile::parse(&text).unwrap().warnings();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("team-a*") && w[0].contains("separator"),
+            "{w:?}"
+        );
+        assert!(w[1].contains("shard_key_scope"), "{w:?}");
     }
 
     #[test]

@@ -185,16 +185,14 @@ pub(crate) async fn authenticate(
             }
         }
         Presented::Malformed(why) => return refuse_unknown(&state, &req, why),
-        Presented::Nothing => match crate::tls_subject(&req) {
-            Some(subject) => match file.by_cert_subject(subject) {
-                Some(p) => p.clone(),
-                None => {
-                    let why = format!(
-                        "the client certificate's subject {subject:?} names no principal of this server; send `Authorization: Bearer TOKEN` or ask for a principal with client_cert_subject = {subject:?}"
-                    );
-                    return refuse_unknown(&state, &req, why);
+        Presented::Nothing => match req.extensions().get::<crate::tls::ClientCert>() {
+            Some(cert) => {
+                let several = state.shared().tls.as_ref().is_some_and(|t| t.several_cas());
+                match file.by_cert(&cert.subject, &cert.issuer, &cert.sha256, several) {
+                    Ok(p) => p.clone(),
+                    Err(why) => return refuse_unknown(&state, &req, why),
                 }
-            },
+            }
             None => {
                 let mut res = refuse_unknown(
                     &state,
@@ -233,6 +231,7 @@ pub(crate) async fn authenticate(
     }
     let caller = Caller(principal);
     req.extensions_mut().insert(caller.clone());
+    req.extensions_mut().insert(Generation(access.generation));
     access::scope(caller, next.run(req)).await
 }
 
@@ -274,17 +273,24 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         // authenticate runs first on every route that is not open.
         return refuse_unknown(&state, &req, "no credential was checked".into());
     };
+    // The reading of the access file the caller was found in.
+    let access_generation = req
+        .extensions()
+        .get::<Generation>()
+        .map_or_else(|| state.shared().access.load().generation, |g| g.0);
     let (parts, body) = req.into_parts();
     let (object, body) = match object_of(&state, &parts, need, body).await {
         Ok(found) => found,
         Err(res) => return res,
     };
-    let allowed = match &object {
-        Named::One(name) => principal.may(need.action, name),
-        Named::Every => principal.may_everywhere(need.action),
-        Named::Some => principal.may_somewhere(need.action),
-        Named::Nothing => true,
-    };
+    let ids_group = state.shared().ids_config.group.clone();
+    let allowed = allowed(&principal, need, &object, &ids_group);
+    let mut parts = parts;
+    parts.extensions.insert(Authorized {
+        need,
+        object: object.clone(),
+        generation: access_generation,
+    });
     let audit_object = |object: &Named| audit::Object::new(need.kind, object.name());
     let line = |event| {
         let mut l = audit::Line::new(event).of_request(&parts.method, &parts.extensions);
@@ -296,6 +302,10 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
     };
     if !allowed {
         let what = match &object {
+            Named::One(name) if reserved(need, name, &ids_group) => format!(
+                "{} {name:?}, which is this server's own (POST /v1/ids/next leases from it): leasing it directly needs `admin` on every name (`names = \"*\"`); lease another group",
+                need.kind.as_str()
+            ),
             Named::One(name) => format!("{} {name:?}", need.kind.as_str()),
             Named::Every => format!(
                 "every name (a `names = \"*\"` grant), as this {} request asks",
@@ -439,7 +449,7 @@ async fn object_of(
     body: Body,
 ) -> Result<(Named, Body), Response> {
     let named = match need.target {
-        Target::Path => {
+        Target::Path | Target::LeaseGroup => {
             let mut p = parts.clone();
             let params = axum::extract::RawPathParams::from_request_parts(&mut p, &())
                 .await
@@ -475,6 +485,97 @@ async fn object_of(
         }
     };
     Ok((named, body))
+}
+
+/// Whether `principal` may do what `need` asks on `object`: the one rule,
+/// applied when a request is authorized and again before it writes
+/// ([`regrant`]). A fixed name ([`access::is_fixed`]) is covered only by a
+/// grant naming it exactly (or `"*"`); the server's ids group is leased
+/// directly only with `admin` on `"*"`.
+fn allowed(principal: &Principal, need: Need, object: &Named, ids_group: &str) -> bool {
+    match object {
+        Named::One(name) if reserved(need, name, ids_group) => {
+            principal.may_everywhere(Action::Admin)
+        }
+        Named::One(name) if access::is_fixed(name, ids_group) => {
+            principal.may_exactly(need.action, name)
+        }
+        Named::One(name) => principal.may(need.action, name),
+        Named::Every => principal.may_everywhere(need.action),
+        Named::Some => principal.may_somewhere(need.action),
+        Named::Nothing => true,
+    }
+}
+
+/// Whether the request leases the server's own ids worker group directly.
+fn reserved(need: Need, name: &str, ids_group: &str) -> bool {
+    need.target == Target::LeaseGroup && name == ids_group
+}
+
+/// The [`crate::AccessState::generation`] a request's caller was found in.
+#[derive(Debug, Clone, Copy)]
+struct Generation(u64);
+
+/// What [`authorize`] allowed a request, under which access file reading.
+#[derive(Debug, Clone)]
+pub(crate) struct Authorized {
+    need: Need,
+    object: Named,
+    /// The [`crate::AccessState::generation`] it was allowed under.
+    generation: u64,
+}
+
+/// The innermost layer of every route: reads the request's body, then,
+/// right before the handler runs (and writes), checks that the grant the
+/// request was allowed under still holds. An access file reload since (a
+/// new generation) that revoked it, while the body arrived or the admin
+/// checks ran, makes the request a 403 that changes nothing.
+pub(crate) async fn regrant(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(auth) = req.extensions().get::<Authorized>().cloned() else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    let limit = state.shared().options.body_limit;
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(e) => return crate::extract::read_error(e).into_response(),
+    };
+    let access = state.shared().access.load_full();
+    if access.generation != auth.generation
+        && let (Some(Caller(was)), Some(file)) = (parts.extensions.get::<Caller>(), &access.file)
+        && was.name != access::TOKEN_PRINCIPAL
+    {
+        let ids_group = &state.shared().ids_config.group;
+        let still = file
+            .by_name(&was.name)
+            .is_some_and(|p| allowed(p, auth.need, &auth.object, ids_group));
+        if !still {
+            let why = format!(
+                "principal {:?} lost the `{}` grant on {} {}: the access file was reloaded while this request ran; nothing was changed",
+                was.name,
+                auth.need.action,
+                auth.need.kind.as_str(),
+                auth.object
+                    .name()
+                    .map_or("names".to_owned(), |n| format!("{n:?}"))
+            );
+            let mut l = audit::Line::new(audit::Event::Refused)
+                .of_request(&parts.method, &parts.extensions);
+            l.principal = Some(was.name.clone());
+            l.route = parts
+                .extensions
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_owned());
+            l.action = Some(auth.need.action);
+            l.object = Some(audit::Object::new(auth.need.kind, auth.object.name()));
+            l.status = Some(403);
+            l.reason = Some(why.clone());
+            state.shared().audit.write(l);
+            return ApiError::forbidden(why).into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// A request's body, within the body limit and the request timeout.

@@ -148,9 +148,9 @@ pub struct Config {
     /// Allows listening on a non-loopback address without a token.
     pub insecure_no_auth: bool,
     /// The access file: principals, their credentials and grants
-    /// ([`access`]). Read at start and again on [`AppState::reload`]; with
-    /// [`Config::token`] too, that token is one more principal with every
-    /// right.
+    /// ([`access`]). Read at start and again on [`AppState::reload`]. Not
+    /// with [`Config::token`]: a token the file does not show is refused
+    /// (name it in the file).
     pub access_file: Option<std::path::PathBuf>,
     /// Where audit lines are appended besides the log target
     /// [`audit::TARGET`] ([`audit`]).
@@ -442,6 +442,14 @@ impl Config {
                     .into(),
             ));
         }
+        if let (Some(_), Some(file)) = (&self.token, &self.access_file) {
+            return Err(ServeError::Config(format!(
+                "a token (${TOKEN_ENV} or --token-file) and an access file ({}) are both given: the token would be a principal with every right that the file does not show. \
+                 Name it in the file instead: add a [[principal]] with token_sha256 = the digest `keysmith access hash` prints (the token on standard input) and the grants it needs, \
+                 then unset ${TOKEN_ENV} or drop --token-file",
+                file.display()
+            )));
+        }
         if self.token.is_none()
             && self.access_file.is_none()
             && !self.listen.ip().is_loopback()
@@ -554,6 +562,10 @@ pub(crate) struct AccessState {
     /// so that reloading refills no one's burst).
     pub(crate) limiters:
         std::collections::HashMap<String, (access::Rate, Arc<governor::DefaultDirectRateLimiter>)>,
+    /// How many readings of the access file came before this one: a
+    /// request allowed under another generation checks its grant again
+    /// before it writes (`auth::regrant`).
+    pub(crate) generation: u64,
 }
 
 impl AccessState {
@@ -561,6 +573,7 @@ impl AccessState {
         path: Option<&std::path::Path>,
         token: Option<[u8; 32]>,
         previous: Option<&AccessState>,
+        tls: Option<&tls::Tls>,
     ) -> Result<AccessState, String> {
         let file = match (path, token) {
             (None, None) => return Ok(AccessState::default()),
@@ -571,6 +584,8 @@ impl AccessState {
             Some(t) => file.with_token(t)?,
             None => file,
         };
+        let cas = tls.and_then(tls::Tls::client_cas);
+        file.check_client_ca(cas.as_deref())?;
         let limiters = file
             .principals()
             .iter()
@@ -590,15 +605,9 @@ impl AccessState {
         Ok(AccessState {
             file: Some(file),
             limiters,
+            generation: previous.map_or(0, |p| p.generation + 1),
         })
     }
-}
-
-/// The subject of the request's client certificate (mutual TLS), if any.
-pub(crate) fn tls_subject(req: &Request) -> Option<&str> {
-    req.extensions()
-        .get::<tls::ClientCert>()
-        .map(|c| c.subject.as_str())
 }
 
 /// A value every request reads once and a reload replaces whole: a lock
@@ -678,7 +687,7 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, config: &Config) -> Result<AppState, ServeError> {
         let tls = config.check()?.map(Arc::new);
         let token = config.token.as_ref().map(Token::digest);
-        let access = AccessState::load(config.access_file.as_deref(), token, None)
+        let access = AccessState::load(config.access_file.as_deref(), token, None, tls.as_deref())
             .map_err(ServeError::Config)?;
         let audit = audit::Audit::open(config.audit_log.as_deref()).map_err(ServeError::Config)?;
         let limits = HandleLimits {
@@ -783,7 +792,7 @@ impl AppState {
             name: Some(path.display().to_string()),
         });
         let previous = s.access.load_full();
-        let outcome = AccessState::load(Some(path), s.token, Some(&previous));
+        let outcome = AccessState::load(Some(path), s.token, Some(&previous), s.tls.as_deref());
         match outcome {
             Ok(access) => {
                 line.after = Some(serde_json::json!({
@@ -832,6 +841,17 @@ impl AppState {
         let access = self.reload_access();
         let secrets = self.reload_secrets();
         tls.and(access).and(secrets)
+    }
+
+    /// How many principals the server knows (those of the access file, or
+    /// the one of its token); 0 without authentication.
+    pub fn principals(&self) -> usize {
+        self.shared
+            .access
+            .load()
+            .file
+            .as_ref()
+            .map_or(0, |f| f.principals().len())
     }
 
     /// The access file the server reads, if it has one.
@@ -1089,6 +1109,13 @@ async fn observe(State(state): State<AppState>, req: Request, next: Next) -> Res
 pub fn router(state: AppState) -> Router {
     let body_limit = state.shared().options.body_limit;
     let (bounded, taking) = openapi::api();
+    // Innermost: a grant revoked while the request ran refuses it before
+    // its handler writes.
+    let regrant = middleware::from_fn_with_state(state.clone(), auth::regrant);
+    let (bounded, taking) = (
+        bounded.route_layer(regrant.clone()),
+        taking.route_layer(regrant),
+    );
     // Cut off at the request timeout: nothing here takes values.
     let bounded = bounded.route_layer(middleware::from_fn_with_state(state.clone(), timeout));
     // Their own deadline: they answer with what they took. The body must

@@ -7,7 +7,10 @@
 //! not read half way (replace files by renaming a finished one over them to
 //! be sure). Editors and `kubectl` (which swaps a symlink) both show up this
 //! way. A file that is missing counts as a change too: the reload fails,
-//! says why, and keeps what was in use.
+//! says why, and keeps what was in use. However a reload is asked for
+//! (SIGHUP or a change seen here), the access file itself is read until two
+//! readings in a row agree ([`crate::access::AccessFile::load`]), so a file
+//! written in place is never applied half way.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};

@@ -65,6 +65,10 @@ pub struct TlsFiles {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClientCert {
     pub(crate) subject: String,
+    /// The issuer's DN, written as `subject` is.
+    pub(crate) issuer: String,
+    /// The SHA-256 digest of the certificate's DER.
+    pub(crate) sha256: [u8; 32],
 }
 
 /// A TLS listener's configuration, swappable while the server runs.
@@ -72,6 +76,9 @@ pub(crate) struct ClientCert {
 pub(crate) struct Tls {
     files: TlsFiles,
     current: RwLock<Arc<ServerConfig>>,
+    /// The subjects of the client CAs of `current`, if it asks for client
+    /// certificates.
+    cas: RwLock<Option<Vec<String>>>,
 }
 
 impl Tls {
@@ -81,10 +88,27 @@ impl Tls {
     /// As [`load`].
     pub(crate) fn new(files: TlsFiles) -> Result<Tls, ServeError> {
         let config = load(&files)?;
+        let cas = files.client_ca.as_deref().map(ca_subjects).transpose()?;
         Ok(Tls {
             files,
             current: RwLock::new(Arc::new(config)),
+            cas: RwLock::new(cas),
         })
+    }
+
+    /// The subjects of the client CAs in use (`None`: no client
+    /// certificates are asked for).
+    pub(crate) fn client_cas(&self) -> Option<Vec<String>> {
+        self.cas.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the client CA bundle in use holds more than one CA.
+    pub(crate) fn several_cas(&self) -> bool {
+        self.cas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|c| c.len() > 1)
     }
 
     /// The files this listener reads.
@@ -99,7 +123,14 @@ impl Tls {
     /// As [`load`]; then the configuration in use stays.
     pub(crate) fn reload(&self) -> Result<(), ServeError> {
         let config = Arc::new(load(&self.files)?);
+        let cas = self
+            .files
+            .client_ca
+            .as_deref()
+            .map(ca_subjects)
+            .transpose()?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = config;
+        *self.cas.write().unwrap_or_else(|p| p.into_inner()) = cas;
         Ok(())
     }
 
@@ -191,6 +222,28 @@ fn certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>,
     Ok(certs)
 }
 
+/// The subjects of the CA certificates in the PEM bundle `path`, written as
+/// client certificates' subjects and issuers are: what an access file's
+/// `client_cert_issuer` names.
+///
+/// # Errors
+/// [`ServeError::Config`] naming the file when it cannot be read, is not
+/// PEM, holds no certificate or one that cannot be parsed.
+pub fn ca_subjects(path: &Path) -> Result<Vec<String>, ServeError> {
+    certificates(path, "client CA")?
+        .iter()
+        .map(|der| {
+            let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| {
+                ServeError::Config(format!(
+                    "the client CA file {} holds a certificate that cannot be parsed: {e}",
+                    path.display()
+                ))
+            })?;
+            subject_string(cert.subject()).map_err(ServeError::Config)
+        })
+        .collect()
+}
+
 /// The private key of the PEM file `path`.
 fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, ServeError> {
     let shown = path.display();
@@ -219,8 +272,11 @@ pub(crate) fn client_cert(conn: &rustls::ServerConnection) -> Result<Option<Clie
     };
     let (_, cert) = x509_parser::parse_x509_certificate(end_entity)
         .map_err(|e| format!("cannot parse the client certificate: {e}"))?;
+    use sha2::Digest;
     Ok(Some(ClientCert {
         subject: subject_string(cert.subject())?,
+        issuer: subject_string(cert.issuer())?,
+        sha256: sha2::Sha256::digest(end_entity.as_ref()).into(),
     }))
 }
 

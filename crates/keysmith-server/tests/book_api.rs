@@ -41,6 +41,9 @@ fn grant(method: &str, path: &str) -> String {
                         .unwrap_or("{name}");
                     format!("`{param}`")
                 }
+                Target::LeaseGroup => {
+                    "`{group}` (the server's ids group: `admin` on `*`)".to_string()
+                }
                 Target::Body => "the body's `name`".to_string(),
                 Target::IdsGroup => "the ids group".to_string(),
                 Target::Fixed(name) => format!("`{name}`"),

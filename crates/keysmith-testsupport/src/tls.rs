@@ -50,6 +50,15 @@ impl Certs {
     /// # Panics
     /// When a certificate cannot be made or written (a bug, or a full disk).
     pub fn generate(server_names: &[&str], client_name: &str) -> Certs {
+        Certs::generate_with_ca(server_names, client_name, "keysmith test CA")
+    }
+
+    /// [`Certs::generate`] with a CA of the common name `ca_name` (two sets
+    /// of certificates whose CAs differ by name, e.g. for issuer checks).
+    ///
+    /// # Panics
+    /// As [`Certs::generate`].
+    pub fn generate_with_ca(server_names: &[&str], client_name: &str, ca_name: &str) -> Certs {
         let dir = tempfile::Builder::new()
             .prefix("keysmith-certs-")
             .tempdir()
@@ -59,7 +68,7 @@ impl Certs {
             std::fs::write(&path, pem).unwrap_or_else(|e| panic!("cannot write {name}: {e}"));
             path
         };
-        let ca = make_ca("keysmith test CA");
+        let ca = make_ca(ca_name);
         let other = make_ca("keysmith unrelated CA");
 
         let server_key = KeyPair::generate().expect("server key");

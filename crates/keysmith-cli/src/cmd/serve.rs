@@ -61,8 +61,9 @@ pub struct ServeArgs {
     /// An access file: principals, known by a token digest or a client
     /// certificate subject, with grants (`use`, `read`, `admin` on name
     /// prefixes). Read again on SIGHUP and when it changes. `keysmith access
-    /// check FILE` checks one. The token of --token-file or $KEYSMITH_TOKEN,
-    /// if any, is one more principal with every right.
+    /// check FILE` checks one, `keysmith access new NAME` makes a token and
+    /// its entry. Not with --token-file or $KEYSMITH_TOKEN: name that token
+    /// in the file instead.
     #[arg(long, value_name = "FILE")]
     access_file: Option<PathBuf>,
     /// Also append the audit trail (admin actions, access reloads, refused
@@ -272,7 +273,8 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
     let server = Server::bind(config).await?;
     let addr = server.local_addr()?;
     let mut auth = if authed {
-        "token or certificate required".to_owned()
+        let n = server.state().principals();
+        format!("token or certificate required; {n} principal(s) loaded")
     } else {
         format!("no token: set ${TOKEN_ENV} or --token-file to require one")
     };
@@ -341,7 +343,11 @@ fn reload_on_sighup(state: keysmith_server::AppState, format: LogFormat) {
                         ));
                     }
                     if let Some(access) = state.access_file() {
-                        read.push(format!("the access file {}", access.display()));
+                        read.push(format!(
+                            "the access file {} ({} principal(s))",
+                            access.display(),
+                            state.principals()
+                        ));
                     }
                     for secrets in state.secret_files() {
                         read.push(format!("the secret file {}", secrets.display()));

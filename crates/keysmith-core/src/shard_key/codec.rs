@@ -197,6 +197,28 @@ impl ShardKeyCodec {
         ShardKeyCodec { macs }
     }
 
+    /// The codec of a scope (a team, say): each key is replaced by
+    /// HMAC-SHA-256(key, "keysmith shard key scope\0" || scope), so strings
+    /// of one scope decode only in that scope, and holding one scope's keys
+    /// tells nothing of another's or of the secret. Rotation works as for
+    /// the secret: every listed key gives a scope key. An unsigned codec
+    /// stays unsigned.
+    pub fn for_scope(&self, scope: &str) -> Self {
+        let macs = self
+            .macs
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.update(b"keysmith shard key scope\0");
+                m.update(scope.as_bytes());
+                let key = m.finalize().into_bytes();
+                <HmacSha256 as KeyInit>::new_from_slice(&key)
+                    .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"))
+            })
+            .collect();
+        ShardKeyCodec { macs }
+    }
+
     /// A codec without a secret: its strings carry a checksum that catches
     /// accidental edits only. See the type's documentation.
     pub fn unsigned() -> Self {

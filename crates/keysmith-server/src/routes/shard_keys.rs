@@ -1,17 +1,19 @@
 //! `POST /v1/shard-keys/encode` and `/decode`: external strings of shard
-//! keys, signed with the server's secret.
+//! keys, signed with the server's secret, or with the keys of the caller's
+//! `shard_key_scope` (see [`crate::access`]).
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use keysmith::shard_key::{Id, IdType, KeySchema, ShardKey, ShardKeyCodec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 
@@ -73,7 +75,18 @@ fn view(codec: &ShardKeyCodec, key: &ShardKey, external: Option<String>) -> KeyV
     }
 }
 
-fn codec(state: &AppState) -> ApiResult<Arc<ShardKeyCodec>> {
+/// The codec of the caller: the server's secret, or the keys of the
+/// caller's `shard_key_scope` ([`ShardKeyCodec::for_scope`]), so that one
+/// team's keys do not decode for another, nor can it mint them.
+fn codec(state: &AppState, caller: Option<&Caller>) -> ApiResult<Arc<ShardKeyCodec>> {
+    let codec = server_codec(state)?;
+    Ok(match caller.and_then(|c| c.0.shard_key_scope.as_deref()) {
+        Some(scope) => Arc::new(codec.for_scope(scope)),
+        None => codec,
+    })
+}
+
+fn server_codec(state: &AppState) -> ApiResult<Arc<ShardKeyCodec>> {
     state.shared().shard_codec.get().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
@@ -139,9 +152,10 @@ fn id_of(what: &str, v: &Value) -> ApiResult<Id> {
         (status = 501, description = "The server has no shard key secret.", body = crate::error::ErrorBody)))]
 pub(crate) async fn encode(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     JsonBody(b): JsonBody<EncodeBody>,
 ) -> ApiResult<Json<KeyView>> {
-    let codec = codec(&state)?;
+    let codec = codec(&state, caller.as_deref())?;
     let origin = one_char("origin", &b.origin)?;
     let record = id_of("record", &b.record)?;
     let children = b
@@ -162,9 +176,10 @@ pub(crate) async fn encode(
         (status = 501, description = "The server has no shard key secret.", body = crate::error::ErrorBody)))]
 pub(crate) async fn decode(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     JsonBody(b): JsonBody<DecodeBody>,
 ) -> ApiResult<Json<KeyView>> {
-    let codec = codec(&state)?;
+    let codec = codec(&state, caller.as_deref())?;
     let origin = b
         .origin
         .as_deref()
