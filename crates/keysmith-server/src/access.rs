@@ -14,6 +14,10 @@
 //! burst = 400          # this many at once (optional, default: rate)
 //! max_sequences = 100  # sequences and pools it may have (optional)
 //! max_pools = 10
+//! max_drops_per_hour = 10    # drops a rolling hour (default 10): tombstones
+//! max_worker_leases = 16     # worker leases held, every group (default 16)
+//! max_pool_members = 1000000 # members of its pools together (default 1000000)
+//! max_open_tickets = 1000    # tickets taken and not settled (default 1000)
 //! ```
 //!
 //! - [`Action::Use`] takes values: next, reserve, release, tickets, ids,
@@ -196,6 +200,43 @@ pub struct Principal {
     pub max_sequences: Option<u64>,
     /// How many pools it may have (counted alike).
     pub max_pools: Option<u64>,
+    /// Quotas on what it makes beside live sequences and pools (tombstones,
+    /// worker leases, pool members, open tickets); see [`Limits`].
+    pub limits: Limits,
+}
+
+/// A principal's bounds on what it can make besides live sequences and
+/// pools, each an access-file key with a default ([`Limits::DEFAULT`]). The
+/// server's own principals ([`Principal::root`]) have none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Drops of sequences and pools a rolling hour (`max_drops_per_hour`):
+    /// each drop leaves a tombstone row for ever.
+    pub max_drops_per_hour: Option<u64>,
+    /// Worker leases held at once, over every group (`max_worker_leases`).
+    pub max_worker_leases: Option<u64>,
+    /// Members of every pool it may admin, together (`max_pool_members`).
+    pub max_pool_members: Option<u64>,
+    /// Tickets it took and neither committed, released nor let expire
+    /// (`max_open_tickets`).
+    pub max_open_tickets: Option<u64>,
+}
+
+impl Limits {
+    /// The bounds of a principal of the access file that names none.
+    pub const DEFAULT: Limits = Limits {
+        max_drops_per_hour: Some(10),
+        max_worker_leases: Some(16),
+        max_pool_members: Some(1_000_000),
+        max_open_tickets: Some(1_000),
+    };
+    /// No bounds (the server's own principals).
+    pub const NONE: Limits = Limits {
+        max_drops_per_hour: None,
+        max_worker_leases: None,
+        max_pool_members: None,
+        max_open_tickets: None,
+    };
 }
 
 impl Principal {
@@ -207,6 +248,7 @@ impl Principal {
             rate: None,
             max_sequences: None,
             max_pools: None,
+            limits: Limits::NONE,
         }
     }
 
@@ -257,6 +299,14 @@ struct RawPrincipal {
     max_sequences: Option<u64>,
     #[serde(default)]
     max_pools: Option<u64>,
+    #[serde(default)]
+    max_drops_per_hour: Option<u64>,
+    #[serde(default)]
+    max_worker_leases: Option<u64>,
+    #[serde(default)]
+    max_pool_members: Option<u64>,
+    #[serde(default)]
+    max_open_tickets: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -412,6 +462,12 @@ impl AccessFile {
             rate,
             max_sequences: p.max_sequences,
             max_pools: p.max_pools,
+            limits: Limits {
+                max_drops_per_hour: p.max_drops_per_hour.or(Limits::DEFAULT.max_drops_per_hour),
+                max_worker_leases: p.max_worker_leases.or(Limits::DEFAULT.max_worker_leases),
+                max_pool_members: p.max_pool_members.or(Limits::DEFAULT.max_pool_members),
+                max_open_tickets: p.max_open_tickets.or(Limits::DEFAULT.max_open_tickets),
+            },
         }));
         Ok(())
     }
@@ -485,6 +541,13 @@ pub(crate) fn visible(name: &str) -> bool {
     CALLER
         .try_with(|c| c.0.may(Action::Read, name))
         .unwrap_or(true)
+}
+
+/// The name of the principal the request being answered runs as (`None`
+/// outside a request): whose share of per-name metric series a handle
+/// opened now takes.
+pub(crate) fn caller_name() -> Option<String> {
+    CALLER.try_with(|c| c.0.name.clone()).ok()
 }
 
 /// What kind of object a route acts on (and an audit line names): its

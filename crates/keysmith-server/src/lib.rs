@@ -85,6 +85,7 @@ mod extract;
 mod handles;
 mod metrics;
 pub mod openapi;
+mod quota;
 pub mod reload;
 pub mod request_log;
 mod routes;
@@ -516,6 +517,8 @@ pub(crate) struct Shared {
     pub(crate) audit: audit::Audit,
     /// Creates under a quota run one at a time.
     pub(crate) create_lock: tokio::sync::Mutex<()>,
+    /// What each principal made that the store does not count for it.
+    pub(crate) quotas: quota::Quotas,
     /// Reloads run one at a time.
     pub(crate) reloading: std::sync::Mutex<()>,
     /// Sequences' handles, of either kind (a numbered one holds its
@@ -706,6 +709,7 @@ impl AppState {
                 access: arc_swap::ArcSwap::from_pointee(access),
                 audit,
                 create_lock: tokio::sync::Mutex::new(()),
+                quotas: quota::Quotas::default(),
                 reloading: std::sync::Mutex::new(()),
                 options: Options {
                     max_count: config.max_count,
