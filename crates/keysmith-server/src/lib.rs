@@ -39,9 +39,10 @@
 //! Nothing is kept in memory for a name that does not exist. The handles
 //! kept per name are bounded: one no request used for
 //! [`Config::handle_idle`] is closed (its unused tail handed back), and at
-//! [`Config::max_open_handles`] of a kind the least recently used one is
-//! closed to open another (a 503 when every one is in use). Metric series
-//! per name are capped at [`Config::max_metric_names`]; names past it are
+//! [`Config::max_open_handles`] of a kind an idle one is closed to open
+//! another, the least recently used of the principal that opened the most
+//! (a 503 when every one is in use). Metric series per name are capped at
+//! [`Config::max_metric_names`] per principal; its names past it are
 //! counted under `name="_other"`.
 //!
 //! ```no_run
@@ -181,11 +182,12 @@ pub struct Config {
     /// Default [`DEFAULT_HANDLE_IDLE`].
     pub handle_idle: Duration,
     /// The most handles of one kind (plain sequences, numbered sequences,
-    /// pools) open at once; opening one more first closes the least recently
-    /// used that no request holds, and fails with a 503 when every one is in
-    /// use. Default [`DEFAULT_MAX_OPEN_HANDLES`].
+    /// pools) open at once; opening one more first closes one that no
+    /// request holds (the least recently used of the principal that opened
+    /// the most), and fails with a 503 when every one is in use. Default [`DEFAULT_MAX_OPEN_HANDLES`].
     pub max_open_handles: usize,
-    /// The most names with metric series of their own; the handles of names
+    /// The most names with metric series of their own, per principal (the
+    /// one whose request opened the name's handle); the handles of its names
     /// past it are counted under `name="_other"`. Default
     /// [`DEFAULT_MAX_METRIC_NAMES`].
     pub max_metric_names: usize,

@@ -1,7 +1,7 @@
 //! `/metrics` per principal: a team sees the series of its own names only,
 //! the server-wide series need `read` on `"*"`, and each principal has its
 //! own share of per-name series, so one team's names cannot push another's
-//! under `name="_other"`.
+//! under `name="_other"`, nor close another's open handles.
 
 mod common;
 
@@ -15,6 +15,10 @@ const ALPHA: &str = "alpha-token-0123456789";
 const BETA: &str = "beta-token-0123456789";
 
 async fn server(max_metric_names: usize) -> TestServer {
+    server_with(max_metric_names, keysmith_server::DEFAULT_MAX_OPEN_HANDLES).await
+}
+
+async fn server_with(max_metric_names: usize, max_open_handles: usize) -> TestServer {
     let d = |t: &str| token_digest_hex(t.as_bytes());
     let text = format!(
         r#"
@@ -42,6 +46,7 @@ grants = [ {{ names = "beta-*", actions = ["use", "read", "admin"] }} ]
         std::fs::write(&file, &text).unwrap();
         c.access_file = Some(file);
         c.max_metric_names = max_metric_names;
+        c.max_open_handles = max_open_handles;
     })
     .await
 }
@@ -252,5 +257,41 @@ async fn each_principal_has_its_own_share_of_per_name_series() {
         "{ops}"
     );
     assert!(!ops.contains("name=\"alpha-c\""), "{ops}");
+    srv.stop().await;
+}
+
+/// Whether the server holds a handle of sequence `name` open (its `show`
+/// has a `server` part).
+async fn open_here(srv: &TestServer, name: &str) -> bool {
+    let (st, v) = call(
+        srv,
+        OPS,
+        Method::GET,
+        &format!("/v1/sequences/{}", enc(name)),
+        None,
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    !v["server"].is_null()
+}
+
+/// At the cap of open handles, the principal that opened the most gives
+/// one of its own up: alpha's many names never close beta's handle.
+#[tokio::test]
+async fn one_principals_names_close_its_own_handles_not_anothers() {
+    let srv = server_with(1000, 3).await;
+    make_and_use(&srv, BETA, "beta-x").await;
+    for n in ["alpha-a", "alpha-b", "alpha-c", "alpha-d"] {
+        make_and_use(&srv, ALPHA, n).await;
+    }
+    assert!(
+        open_here(&srv, "beta-x").await,
+        "alpha's names closed beta's handle"
+    );
+    assert!(
+        !open_here(&srv, "alpha-a").await,
+        "alpha's oldest handle should have given way"
+    );
+    assert!(open_here(&srv, "alpha-d").await);
     srv.stop().await;
 }
