@@ -14,6 +14,7 @@
 //! burst = 400          # this many at once (optional, default: rate)
 //! max_sequences = 100  # sequences and pools it may have (optional)
 //! max_pools = 10
+//! # the defaults below hold for a principal without admin on "*"
 //! max_drops_per_hour = 10    # drops a rolling hour (default 10): tombstones
 //! max_worker_leases = 16     # worker leases held, every group (default 16)
 //! max_pool_members = 1000000 # members of its pools together (default 1000000)
@@ -207,7 +208,8 @@ pub struct Principal {
 
 /// A principal's bounds on what it can make besides live sequences and
 /// pools, each an access-file key with a default ([`Limits::DEFAULT`]). The
-/// server's own principals ([`Principal::root`]) have none.
+/// server's own principals ([`Principal::root`]) have none, nor by default
+/// a principal with `admin` on `"*"` (an operator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Drops of sequences and pools a rolling hour (`max_drops_per_hour`):
@@ -456,6 +458,16 @@ impl AccessFile {
                 ));
             }
         }
+        // An operator (admin on every name) has no default bounds: it may
+        // drop every tenant's names anyway.
+        let operator = grants
+            .iter()
+            .any(|g| g.allows(Action::Admin) && g.names.is_everything());
+        let d = if operator {
+            Limits::NONE
+        } else {
+            Limits::DEFAULT
+        };
         self.principals.push(Arc::new(Principal {
             name: who,
             grants,
@@ -463,10 +475,10 @@ impl AccessFile {
             max_sequences: p.max_sequences,
             max_pools: p.max_pools,
             limits: Limits {
-                max_drops_per_hour: p.max_drops_per_hour.or(Limits::DEFAULT.max_drops_per_hour),
-                max_worker_leases: p.max_worker_leases.or(Limits::DEFAULT.max_worker_leases),
-                max_pool_members: p.max_pool_members.or(Limits::DEFAULT.max_pool_members),
-                max_open_tickets: p.max_open_tickets.or(Limits::DEFAULT.max_open_tickets),
+                max_drops_per_hour: p.max_drops_per_hour.or(d.max_drops_per_hour),
+                max_worker_leases: p.max_worker_leases.or(d.max_worker_leases),
+                max_pool_members: p.max_pool_members.or(d.max_pool_members),
+                max_open_tickets: p.max_open_tickets.or(d.max_open_tickets),
             },
         }));
         Ok(())

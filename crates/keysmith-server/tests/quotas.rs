@@ -385,3 +385,30 @@ fn the_new_keys_parse_and_a_bad_value_says_so() {
     let e = keysmith_server::access::AccessFile::parse(&bad).unwrap_err();
     assert!(e.contains("max_worker_leases"), "{e}");
 }
+
+/// An operator (admin on every name) has no default bounds; a bound it
+/// names still holds.
+#[test]
+fn an_operator_has_no_default_bounds() {
+    let d = token_digest_hex(b"x-0123456789");
+    let text = format!(
+        "[[principal]]\nname = \"ops\"\ntoken_sha256 = \"{d}\"\ngrants = [ {{ names = \"*\", actions = [\"admin\"] }} ]\nmax_worker_leases = 5\n"
+    );
+    let f = keysmith_server::access::AccessFile::parse(&text).unwrap();
+    let l = f.principals()[0].limits;
+    assert_eq!(
+        (
+            l.max_drops_per_hour,
+            l.max_worker_leases,
+            l.max_pool_members,
+            l.max_open_tickets
+        ),
+        (None, Some(5), None, None)
+    );
+    let tenant = text.replace("\"*\"", "\"t/*\"");
+    let f = keysmith_server::access::AccessFile::parse(&tenant).unwrap();
+    assert_eq!(
+        f.principals()[0].limits.max_drops_per_hour,
+        keysmith_server::access::Limits::DEFAULT.max_drops_per_hour
+    );
+}
