@@ -50,9 +50,15 @@ pub(crate) const TICKETS_ROUTE: &str = "/v1/sequences/{name}/tickets";
 /// `(group, worker)` -> fence.
 type Leases = HashMap<(String, i64), i64>;
 
-/// The open tickets of one principal: `(sequence, ticket)` -> when it
-/// expires.
-type Tickets = HashMap<(String, String), Instant>;
+/// The open tickets of one principal.
+#[derive(Debug, Default)]
+struct Tickets {
+    /// `(sequence, ticket)` -> when it expires.
+    open: HashMap<(String, String), Instant>,
+    /// Takes under way: each holds a place until its ticket is recorded or
+    /// it failed, so that takes at once cannot pass the bound together.
+    taking: u64,
+}
 
 /// What the server counts per principal (by name).
 #[derive(Debug, Default)]
@@ -143,23 +149,26 @@ impl Quotas {
             .push_back(Instant::now());
     }
 
-    /// `Err(why)` when `principal` holds `max_open_tickets` open tickets.
-    pub(crate) fn may_take_ticket(&self, principal: &Principal) -> Result<(), String> {
+    /// A place for one more ticket of `principal` (given back by
+    /// [`Quotas::end_take`]); `Err(why)` when it holds `max_open_tickets`
+    /// open tickets.
+    fn begin_take(&self, principal: &Principal) -> Result<(), String> {
         let Some(max) = principal.limits.max_open_tickets else {
             return Ok(());
         };
         let now = Instant::now();
         let mut all = lock(&self.tickets);
-        let open = all.entry(principal.name.clone()).or_default();
-        open.retain(|_, until| *until > now);
-        if (open.len() as u64) < max {
+        let t = all.entry(principal.name.clone()).or_default();
+        t.open.retain(|_, until| *until > now);
+        let held = t.open.len() as u64 + t.taking;
+        if held < max {
+            t.taking += 1;
             return Ok(());
         }
         Err(format!(
-            "principal {:?} holds {} open tickets, its quota ({}); commit or release them \
+            "principal {:?} holds {held} open tickets, its quota ({}); commit or release them \
              (POST /v1/sequences/{{name}}/tickets/commit or .../release), let them expire, or {}",
             principal.name,
-            open.len(),
             bound("max_open_tickets", max, principal),
             raise("max_open_tickets", principal)
         ))
@@ -179,14 +188,22 @@ impl Quotas {
         lock(&self.tickets)
             .entry(principal.name.clone())
             .or_default()
+            .open
             .insert((name.to_owned(), ticket.to_owned()), Instant::now() + ttl);
+    }
+
+    /// Gives back the place of [`Quotas::begin_take`].
+    fn end_take(&self, principal: &str) {
+        if let Some(t) = lock(&self.tickets).get_mut(principal) {
+            t.taking = t.taking.saturating_sub(1);
+        }
     }
 
     /// `ticket` of sequence `name` was committed or released (by anyone).
     pub(crate) fn settled_ticket(&self, name: &str, ticket: &str) {
         let key = (name.to_owned(), ticket.to_owned());
-        for open in lock(&self.tickets).values_mut() {
-            open.remove(&key);
+        for t in lock(&self.tickets).values_mut() {
+            t.open.remove(&key);
         }
     }
 
@@ -241,11 +258,19 @@ pub(crate) async fn run_use(
     if req.method() != axum::http::Method::POST {
         return next.run(req).await;
     }
-    if template == TICKETS_ROUTE {
-        // The take records its ticket (routes::tickets::take).
-        if let Err(why) = state.shared().quotas.may_take_ticket(principal) {
+    if template == TICKETS_ROUTE && principal.limits.max_open_tickets.is_some() {
+        // The take records its ticket (routes::tickets::take) before its
+        // place is given back, also when the client hangs up.
+        struct Place(AppState, String);
+        impl Drop for Place {
+            fn drop(&mut self) {
+                self.0.shared().quotas.end_take(&self.1);
+            }
+        }
+        if let Err(why) = state.shared().quotas.begin_take(principal) {
             return refuse(state, refused, why);
         }
+        let _place = Place(state.clone(), principal.name.clone());
         return next.run(req).await;
     }
     let Some(max) = principal.limits.max_worker_leases else {
