@@ -314,7 +314,8 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         return ApiError::forbidden(why).into_response();
     }
     if need.action != Action::Admin {
-        // Worker leases are under the principal's quota (crate::quota).
+        // Worker leases and ticket takes are under the principal's quotas
+        // (crate::quota).
         let refused = line(audit::Event::Refused);
         let req = Request::from_parts(parts, body);
         return crate::quota::run_use(&state, &principal, &template, refused, req, next).await;
