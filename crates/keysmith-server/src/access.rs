@@ -17,6 +17,11 @@
 //! burst = 400          # this many at once (optional, default: rate)
 //! max_sequences = 100  # sequences and pools it may have (optional)
 //! max_pools = 10
+//! # the defaults below hold for a principal without admin on "*"
+//! max_drops_per_hour = 10    # drops a rolling hour (default 10): tombstones
+//! max_worker_leases = 16     # worker leases held, every group (default 16)
+//! max_pool_members = 1000000 # members of its pools together (default 1000000)
+//! max_open_tickets = 1000    # tickets taken and not settled (default 1000)
 //! ```
 //!
 //! - [`Action::Use`] takes values: next, reserve, release, tickets, ids,
@@ -233,6 +238,9 @@ pub struct Principal {
     pub shard_key_scope: Option<String>,
     /// The client certificate that names it, if any.
     pub cert: Option<CertPin>,
+    /// Quotas on what it makes beside live sequences and pools (tombstones,
+    /// worker leases, pool members, open tickets); see [`Limits`].
+    pub limits: Limits,
 }
 
 /// What a client certificate must show to name a principal.
@@ -260,6 +268,41 @@ impl CertPin {
     }
 }
 
+/// A principal's bounds on what it can make besides live sequences and
+/// pools, each an access-file key with a default ([`Limits::DEFAULT`]). The
+/// server's own principals ([`Principal::root`]) have none, nor by default
+/// a principal with `admin` on `"*"` (an operator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Drops of sequences and pools a rolling hour (`max_drops_per_hour`):
+    /// each drop leaves a tombstone row for ever.
+    pub max_drops_per_hour: Option<u64>,
+    /// Worker leases held at once, over every group (`max_worker_leases`).
+    pub max_worker_leases: Option<u64>,
+    /// Members of every pool it may admin, together (`max_pool_members`).
+    pub max_pool_members: Option<u64>,
+    /// Tickets it took and neither committed, released nor let expire
+    /// (`max_open_tickets`).
+    pub max_open_tickets: Option<u64>,
+}
+
+impl Limits {
+    /// The bounds of a principal of the access file that names none.
+    pub const DEFAULT: Limits = Limits {
+        max_drops_per_hour: Some(10),
+        max_worker_leases: Some(16),
+        max_pool_members: Some(1_000_000),
+        max_open_tickets: Some(1_000),
+    };
+    /// No bounds (the server's own principals).
+    pub const NONE: Limits = Limits {
+        max_drops_per_hour: None,
+        max_worker_leases: None,
+        max_pool_members: None,
+        max_open_tickets: None,
+    };
+}
+
 impl Principal {
     /// A principal with every right and no limits.
     pub fn root(name: &str) -> Principal {
@@ -271,6 +314,7 @@ impl Principal {
             max_pools: None,
             shard_key_scope: None,
             cert: None,
+            limits: Limits::NONE,
         }
     }
 
@@ -337,6 +381,14 @@ struct RawPrincipal {
     max_sequences: Option<u64>,
     #[serde(default)]
     max_pools: Option<u64>,
+    #[serde(default)]
+    max_drops_per_hour: Option<u64>,
+    #[serde(default)]
+    max_worker_leases: Option<u64>,
+    #[serde(default)]
+    max_pool_members: Option<u64>,
+    #[serde(default)]
+    max_open_tickets: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -541,6 +593,16 @@ impl AccessFile {
         } else {
             None
         };
+        // An operator (admin on every name) has no default bounds: it may
+        // drop every tenant's names anyway.
+        let operator = grants
+            .iter()
+            .any(|g| g.allows(Action::Admin) && g.names.is_everything());
+        let d = if operator {
+            Limits::NONE
+        } else {
+            Limits::DEFAULT
+        };
         self.principals.push(Arc::new(Principal {
             name: who,
             grants,
@@ -549,6 +611,12 @@ impl AccessFile {
             max_pools: p.max_pools,
             shard_key_scope,
             cert,
+            limits: Limits {
+                max_drops_per_hour: p.max_drops_per_hour.or(d.max_drops_per_hour),
+                max_worker_leases: p.max_worker_leases.or(d.max_worker_leases),
+                max_pool_members: p.max_pool_members.or(d.max_pool_members),
+                max_open_tickets: p.max_open_tickets.or(d.max_open_tickets),
+            },
         }));
         Ok(())
     }
@@ -797,6 +865,13 @@ pub(crate) fn visible(name: &str) -> bool {
     CALLER
         .try_with(|c| c.0.may(Action::Read, name))
         .unwrap_or(true)
+}
+
+/// The name of the principal the request being answered runs as (`None`
+/// outside a request): whose share of per-name metric series a handle
+/// opened now takes.
+pub(crate) fn caller_name() -> Option<String> {
+    CALLER.try_with(|c| c.0.name.clone()).ok()
 }
 
 /// What kind of object a route acts on (and an audit line names): its

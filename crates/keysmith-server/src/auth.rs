@@ -324,7 +324,11 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         return ApiError::forbidden(why).into_response();
     }
     if need.action != Action::Admin {
-        return next.run(Request::from_parts(parts, body)).await;
+        // Worker leases and ticket takes are under the principal's quotas
+        // (crate::quota).
+        let refused = line(audit::Event::Refused);
+        let req = Request::from_parts(parts, body);
+        return crate::quota::run_use(&state, &principal, &template, refused, req, next).await;
     }
     // An admin request's body goes into its audit line (it holds settings,
     // never a credential).
@@ -342,6 +346,7 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
     let audit_line = line(audit::Event::Admin);
     let refused_line = line(audit::Event::Refused);
     let caller = Caller(principal.clone());
+    let is_delete = parts.method == axum::http::Method::DELETE;
     let task = access::scope(caller.clone(), async move {
         let quota = match (template.as_str(), &object) {
             ("/v1/sequences", Named::One(_)) => {
@@ -350,16 +355,55 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
             ("/v1/pools", Named::One(_)) => principal.max_pools.map(|m| (ObjectKind::Pool, m)),
             _ => None,
         };
-        // Creates under a quota run one at a time, so that two cannot both
-        // find room for one more (in this process: servers sharing a store
-        // each count for themselves).
-        let _one_at_a_time = match quota {
-            Some(_) => match tokio::time::timeout(limit, state.shared().create_lock.lock()).await {
+        // A drop leaves a tombstone: drops are under max_drops_per_hour.
+        let drop = is_delete
+            && matches!(
+                (template.as_str(), &object),
+                ("/v1/sequences/{name}" | "/v1/pools/{name}", Named::One(_))
+            )
+            && principal.limits.max_drops_per_hour.is_some();
+        // A pool's members are under max_pool_members (a size that is not
+        // a positive number is the handler's 400).
+        let members = match (template.as_str(), &object, &request) {
+            ("/v1/pools", Named::One(_), Some(body)) => body
+                .get("size")
+                .and_then(serde_json::Value::as_u64)
+                .filter(|_| principal.limits.max_pool_members.is_some()),
+            _ => None,
+        };
+        let refuse = |why: String, refused_line: audit::Line| {
+            let mut l = refused_line;
+            l.status = Some(403);
+            l.reason = Some(why.clone());
+            state.shared().audit.write(l);
+            crate::quota::refusal(why).into_response()
+        };
+        // Creates and drops under a quota run one at a time, so that two
+        // cannot both find room for one more (in this process: servers
+        // sharing a store each count for themselves).
+        let _one_at_a_time = if quota.is_some() || drop || members.is_some() {
+            match tokio::time::timeout(limit, state.shared().create_lock.lock()).await {
                 Ok(g) => Some(g),
                 Err(_) => return ApiError::timeout(limit).into_response(),
-            },
-            None => None,
+            }
+        } else {
+            None
         };
+        if drop && let Err(why) = state.shared().quotas.may_drop(&principal) {
+            return refuse(why, refused_line);
+        }
+        if let Some(size) = members {
+            match tokio::time::timeout(limit, crate::quota::pool_members(&state, &principal)).await
+            {
+                Err(_) => return ApiError::timeout(limit).into_response(),
+                Ok(Err(e)) => return ApiError::from(e).into_response(),
+                Ok(Ok(have)) => {
+                    if let Err(why) = crate::quota::may_add_members(&principal, have, size) {
+                        return refuse(why, refused_line);
+                    }
+                }
+            }
+        }
         if let Some((kind, max)) = quota {
             match tokio::time::timeout(limit, owned(&state, &principal, kind)).await {
                 Err(_) => return ApiError::timeout(limit).into_response(),
@@ -371,18 +415,16 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
                         kind.as_str(),
                         kind.as_str()
                     );
-                    let mut l = refused_line;
-                    l.status = Some(403);
-                    l.reason = Some(why.clone());
-                    state.shared().audit.write(l);
-                    return ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", why)
-                        .into_response();
+                    return refuse(why, refused_line);
                 }
                 Ok(Ok(_)) => {}
             }
         }
         let before = snapshot(&state, need.kind, &object, limit).await;
         let res = next.run(req).await;
+        if drop && res.status().is_success() {
+            state.shared().quotas.dropped(&principal);
+        }
         let (res, after) = if template == "/v1/fence" {
             // The fence's answer is its before and after.
             let (head, body) = res.into_parts();

@@ -6,9 +6,11 @@
 //!
 //! The map is bounded ([`HandleLimits`]): a handle no request used for
 //! `idle` is closed by the server's sweeper ([`Handles::close_idle`]), and
-//! when `max_open` handles are open, opening another first closes the least
-//! recently used one that no request holds; if every one is in use, the open
-//! fails with a 503. Closing goes through [`Handle::close`], so a sequence's
+//! when `max_open` handles are open, opening another first closes one that
+//! no request holds: of the principal that opened the most handles, the
+//! least recently used (so one principal's many names push out its own
+//! handles, not another's); if every one is in use, the open fails with a
+//! 503. Closing goes through [`Handle::close`], so a sequence's
 //! unused tail goes back to the store as at shutdown. These closes take only
 //! a handle no request holds: its `Arc` is the map's alone, checked under
 //! the write lock, which keeps every lookup out meanwhile. (A drop of the
@@ -100,6 +102,9 @@ pub(crate) struct Entry<H> {
     /// Whether the metric series above are this name's own (else the shared
     /// `_other` series: see [`Metrics::series`]).
     pub(crate) named: bool,
+    /// The principal whose request opened it (`""`: outside a request): at
+    /// the cap, the principal holding the most handles gives one up first.
+    owner: String,
 }
 
 impl<H> Entry<H> {
@@ -245,6 +250,7 @@ impl<H: Handle> Handles<H> {
             last_used: AtomicU64::new(self.now_ms()),
             last_use: AtomicU64::new(self.uses.fetch_add(1, Relaxed)),
             named: series.named,
+            owner: crate::access::caller_name().unwrap_or_default(),
         });
         fresh.sample(Instant::now());
         let mut full = false;
@@ -387,11 +393,24 @@ impl<H: Handle> Handles<H> {
     }
 }
 
-/// The name of the handle used longest ago that no request holds, if any.
+/// The handle to close to open another: of the principals holding handles
+/// no request holds, the one that opened the most handles (so that one
+/// principal's many names push out its own handles, not another's), and of
+/// its idle handles the one used longest ago; `None` when every handle is
+/// in use.
 fn least_recently_used<H>(map: &HashMap<String, Arc<Entry<H>>>) -> Option<String> {
+    let mut held: HashMap<&str, usize> = HashMap::new();
+    for e in map.values() {
+        *held.entry(e.owner.as_str()).or_default() += 1;
+    }
     map.iter()
         .filter(|(_, e)| Arc::strong_count(e) == 1)
-        .min_by_key(|(_, e)| e.last_use.load(Relaxed))
+        .min_by_key(|(_, e)| {
+            (
+                std::cmp::Reverse(held.get(e.owner.as_str()).copied().unwrap_or(0)),
+                e.last_use.load(Relaxed),
+            )
+        })
         .map(|(n, _)| n.clone())
 }
 

@@ -39,9 +39,10 @@
 //! Nothing is kept in memory for a name that does not exist. The handles
 //! kept per name are bounded: one no request used for
 //! [`Config::handle_idle`] is closed (its unused tail handed back), and at
-//! [`Config::max_open_handles`] of a kind the least recently used one is
-//! closed to open another (a 503 when every one is in use). Metric series
-//! per name are capped at [`Config::max_metric_names`]; names past it are
+//! [`Config::max_open_handles`] of a kind an idle one is closed to open
+//! another, the least recently used of the principal that opened the most
+//! (a 503 when every one is in use). Metric series per name are capped at
+//! [`Config::max_metric_names`] per principal; its names past it are
 //! counted under `name="_other"`.
 //!
 //! ```no_run
@@ -85,6 +86,7 @@ mod extract;
 mod handles;
 mod metrics;
 pub mod openapi;
+mod quota;
 pub mod reload;
 pub mod request_log;
 mod routes;
@@ -180,11 +182,12 @@ pub struct Config {
     /// Default [`DEFAULT_HANDLE_IDLE`].
     pub handle_idle: Duration,
     /// The most handles of one kind (plain sequences, numbered sequences,
-    /// pools) open at once; opening one more first closes the least recently
-    /// used that no request holds, and fails with a 503 when every one is in
-    /// use. Default [`DEFAULT_MAX_OPEN_HANDLES`].
+    /// pools) open at once; opening one more first closes one that no
+    /// request holds (the least recently used of the principal that opened
+    /// the most), and fails with a 503 when every one is in use. Default [`DEFAULT_MAX_OPEN_HANDLES`].
     pub max_open_handles: usize,
-    /// The most names with metric series of their own; the handles of names
+    /// The most names with metric series of their own, per principal (the
+    /// one whose request opened the name's handle); the handles of its names
     /// past it are counted under `name="_other"`. Default
     /// [`DEFAULT_MAX_METRIC_NAMES`].
     pub max_metric_names: usize,
@@ -524,6 +527,8 @@ pub(crate) struct Shared {
     pub(crate) audit: audit::Audit,
     /// Creates under a quota run one at a time.
     pub(crate) create_lock: tokio::sync::Mutex<()>,
+    /// What each principal made that the store does not count for it.
+    pub(crate) quotas: quota::Quotas,
     /// Reloads run one at a time.
     pub(crate) reloading: std::sync::Mutex<()>,
     /// Sequences' handles, of either kind (a numbered one holds its
@@ -715,6 +720,7 @@ impl AppState {
                 access: arc_swap::ArcSwap::from_pointee(access),
                 audit,
                 create_lock: tokio::sync::Mutex::new(()),
+                quotas: quota::Quotas::default(),
                 reloading: std::sync::Mutex::new(()),
                 options: Options {
                     max_count: config.max_count,

@@ -3,13 +3,20 @@
 //! the process, and the handles' own counters (refills, conflicts, block
 //! size) read when scraped. Times are in seconds.
 //!
-//! Per-name series are capped ([`Metrics::series`]): the first
-//! `max_names` names with an open handle get series of their own; a name
-//! past the cap is counted under `name="_other"` (summed; gauges such as
-//! the block size are not given for it) until a name with series of its
-//! own is closed and frees a place.
+//! Per-name series are capped per principal ([`Metrics::series`]): each
+//! principal's first `max_names` names with an open handle (the principal
+//! whose request opened it) get series of their own, so one team's names
+//! cannot take every place; a name past its principal's share is counted
+//! under `name="_other"` (summed; gauges such as the block size are not
+//! given for it) until one of that principal's names with series of its own
+//! is closed and frees a place.
+//!
+//! What a scrape shows depends on who asks ([`Metrics::render`]): series of
+//! a name (or worker group) only to a caller that may `read` it; the
+//! server-wide ones (requests by route and status, errors, open handles,
+//! the process, `name="_other"`) only to a caller with `read` on `"*"`.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::access::ObjectKind;
@@ -47,10 +54,19 @@ pub(crate) struct Metrics {
     pub(crate) http_requests: IntCounterVec,
     /// Time to answer a request, by route template and method.
     pub(crate) http_duration: HistogramVec,
-    /// The `(kind, name)`s with series of their own.
-    named: Mutex<HashSet<(ObjectKind, String)>>,
-    /// The most names with series of their own.
+    /// The `(kind, name)`s with series of their own, and whose share each
+    /// takes.
+    named: Mutex<Named>,
+    /// The most names with series of their own, per principal.
     max_names: usize,
+}
+
+/// The names with series of their own, by the principal whose share each
+/// takes (`""`: opened outside a request).
+#[derive(Debug, Default)]
+struct Named {
+    owner: HashMap<(ObjectKind, String), String>,
+    per_owner: HashMap<String, usize>,
 }
 
 /// The series a handle records into.
@@ -182,24 +198,30 @@ impl Metrics {
             in_flight,
             http_requests,
             http_duration,
-            named: Mutex::new(HashSet::new()),
+            named: Mutex::new(Named::default()),
             max_names,
         }
     }
 
-    /// The series of handle `name` of `kind`: its own while fewer than the
-    /// cap of names have their own, else the shared `name="_other"` ones.
+    /// The series of handle `name` of `kind`: its own while the principal
+    /// of the request opening it has fewer than the cap of names with their
+    /// own, else the shared `name="_other"` ones.
     pub(crate) fn series(&self, kind: ObjectKind, name: &str) -> Series {
         let named = {
             let mut set = self.named.lock().unwrap_or_else(|p| p.into_inner());
             let key = (kind, name.to_owned());
-            if set.contains(&key) {
-                true
-            } else if set.len() < self.max_names {
-                set.insert(key);
+            if set.owner.contains_key(&key) {
                 true
             } else {
-                false
+                let owner = crate::access::caller_name().unwrap_or_default();
+                let have = set.per_owner.entry(owner.clone()).or_default();
+                if *have < self.max_names {
+                    *have += 1;
+                    set.owner.insert(key, owner);
+                    true
+                } else {
+                    false
+                }
             }
         };
         let labels = [kind.as_str(), if named { name } else { OTHER }];
@@ -217,10 +239,17 @@ impl Metrics {
         if !named {
             return;
         }
-        self.named
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(kind, name.to_owned()));
+        {
+            let mut set = self.named.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(owner) = set.owner.remove(&(kind, name.to_owned()))
+                && let Some(n) = set.per_owner.get_mut(&owner)
+            {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    set.per_owner.remove(&owner);
+                }
+            }
+        }
         let labels = [kind.as_str(), name];
         let _ = self.values.remove_label_values(&labels);
         let _ = self.requests.remove_label_values(&labels);
@@ -445,11 +474,28 @@ impl Metrics {
 
         let mut families = self.registry.gather();
         families.extend(scrape.gather());
-        // Only the names the caller may read.
+        // A name's (or group's) series only for a caller that may read it;
+        // the server-wide ones (no name: routes, errors, the process; and
+        // the `_other` sums of many principals' names) only for a caller
+        // that may read every name (`"*"`, which only a `names = "*"` grant
+        // covers).
+        let everything = crate::access::visible("*");
         for f in &mut families {
             f.mut_metric().retain(|m| {
-                m.get_label().iter().all(|l| {
-                    !matches!(l.name(), "name" | "group") || crate::access::visible(l.value())
+                let mut named = m
+                    .get_label()
+                    .iter()
+                    .filter(|l| matches!(l.name(), "name" | "group"))
+                    .peekable();
+                if named.peek().is_none() {
+                    return everything;
+                }
+                named.all(|l| {
+                    if l.value() == OTHER {
+                        everything
+                    } else {
+                        crate::access::visible(l.value())
+                    }
                 })
             });
         }

@@ -60,7 +60,10 @@ async fn the_release_of_a_lease_of_a_dropped_life_is_410_and_changes_nothing() {
     // The row as it was, and no hand-back or gap recorded in the new
     // life's counts (a lease's own count of handed-out values lands in the
     // background, so only those two are compared).
-    assert_eq!(store.read_sequence("alpha-s").await.unwrap().unwrap(), before);
+    assert_eq!(
+        store.read_sequence("alpha-s").await.unwrap().unwrap(),
+        before
+    );
     let (_, counts) = store.read_counts("alpha-s").await.unwrap();
     assert_eq!((counts.handed_back, counts.abandoned), (0, 0), "{counts:?}");
 

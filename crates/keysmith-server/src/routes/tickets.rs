@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{Extension, FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
+use crate::access::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, Name, QueryParams};
 
@@ -123,12 +124,21 @@ pub(crate) struct ReleasedNumberBody {
         (status = 409, description = "The sequence is exhausted, or not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
 pub(crate) async fn take(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     Name(name): Name,
     QueryParams(q): QueryParams<TakeQuery>,
 ) -> ApiResult<Response> {
     let ttl = q.ttl()?;
     let h = open(&state, &name).await?;
     let t = h.take(ttl).await?;
+    // Counted in the principal's max_open_tickets (checked before the
+    // handler: crate::quota::run_use).
+    if let Some(Extension(Caller(p))) = &caller {
+        state
+            .shared()
+            .quotas
+            .took_ticket(p, &name, &t.ticket.to_string(), ttl);
+    }
     let (period, n) = (t.number.period, t.number.n);
     let f = Formatted {
         number: t.number,
@@ -189,7 +199,7 @@ enum Settle {
 async fn settle(state: &AppState, name: &str, ticket: &str, what: Settle) -> ApiResult<Response> {
     keysmith::validate_name(name)?;
     let h = open(state, name).await?;
-    Ok(match what {
+    let res = match what {
         Settle::Commit => Json(CommittedBody {
             committed: Value::of(&h, h.commit(ticket).await?),
         })
@@ -198,7 +208,9 @@ async fn settle(state: &AppState, name: &str, ticket: &str, what: Settle) -> Api
             released: Value::of(&h, h.release(ticket).await?),
         })
         .into_response(),
-    })
+    };
+    state.shared().quotas.settled_ticket(name, ticket);
+    Ok(res)
 }
 
 /// The body of the commit and release routes that keep the ticket out of
