@@ -471,3 +471,52 @@ fn now_rfc3339() -> String {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_and_texts_are_capped() {
+        assert_eq!(body(b""), None);
+        assert_eq!(
+            body(br#"{"name":"a"}"#),
+            Some(serde_json::json!({"name": "a"}))
+        );
+        let big = format!(r#"{{"name":"{}"}}"#, "é".repeat(300));
+        let v = body(big.as_bytes()).unwrap();
+        assert_eq!(v["bytes"], big.len());
+        assert_eq!(v["sha256"], sha256_hex(big.as_bytes()));
+        let excerpt = v["excerpt"].as_str().unwrap();
+        assert!(excerpt.len() <= MAX_BODY && big.starts_with(excerpt));
+        // Not JSON: kept the same way.
+        assert_eq!(body(b"not json").unwrap()["bytes"], 8);
+        let mut t = "x".repeat(MAX_NAME + 1);
+        cap_text(&mut t, MAX_NAME);
+        assert!(
+            t.starts_with(&"x".repeat(MAX_NAME)) && t.contains("257 bytes"),
+            "{t}"
+        );
+        let mut short = "ok".to_owned();
+        cap_text(&mut short, MAX_NAME);
+        assert_eq!(short, "ok");
+    }
+
+    #[test]
+    fn each_principal_has_its_own_budget() {
+        let a = Audit::open(None).unwrap();
+        let taken = |p: &str| a.budget_of(p, Budget::take).is_some();
+        // Alpha spends its budget (a burst of 40, then 20 a second)...
+        let mut spent = false;
+        for _ in 0..100_000 {
+            if !taken("alpha") {
+                spent = true;
+                break;
+            }
+        }
+        assert!(spent);
+        // ...and beta's and the unknown callers' are whole.
+        assert!(taken("beta"));
+        assert!(a.unknown.take().is_some());
+    }
+}

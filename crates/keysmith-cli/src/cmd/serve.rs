@@ -36,8 +36,8 @@ pub struct ServeArgs {
     /// Address to listen on. Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
-    /// A file holding the bearer token every route but the probes (/healthz,
-    /// /livez, /readyz) then needs
+    /// A file holding the bearer token every route but the probes (/livez,
+    /// /readyz) then needs
     /// (one trailing newline is dropped). Without it, $KEYSMITH_TOKEN is used
     /// if set. The token is never taken as an argument, where `ps` would show it.
     #[arg(long, value_name = "PATH")]
