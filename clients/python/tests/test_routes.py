@@ -106,7 +106,10 @@ def test_a_token_protected_server(keysmith_bin: str, tmp_path: Path, name: str) 
     s = Server(keysmith_bin, tmp_path / "k.db", token="s3cret").start()
     try:
         with Client(s.url) as anon, Client(s.url, token="wrong") as wrong, Client(s.url, token="s3cret") as ok:
-            assert anon.health()["status"] == "ok"  # /healthz needs no token
+            # /healthz pings the store: a principal only, on a server with tokens.
+            assert ok.health()["status"] == "ok"
+            with pytest.raises(Unauthorized):
+                anon.health()
             for c in (anon, wrong):
                 with pytest.raises(Unauthorized) as e:
                     c.create_sequence(name)

@@ -93,6 +93,8 @@ pub async fn run(o: &Options) -> anyhow::Result<Report> {
         listen: "127.0.0.1:0".parse()?,
         store_url: format!("sqlite://{}", path.display()),
         adaptive: None,
+        // Every connection of the lab comes from one address.
+        max_connections_per_ip: usize::MAX,
         ..keysmith_server::Config::default()
     };
     let server = keysmith_server::Server::bind(config).await?;

@@ -2,11 +2,20 @@
 //!
 //! Tokens come from `$KEYSMITH_TOKEN`, a file, or the digests of an access
 //! file ([`crate::access`]), never from the command line (where `ps` would
-//! show them). Requests carry one as `Authorization: Bearer TOKEN`; for
-//! browsers, which cannot send a bearer token to a page, HTTP Basic with the
-//! token as the password (any user name) is accepted too. A presented token
-//! is looked up by its SHA-256 digest, so the server holds no token, and
-//! timing can tell at most something about a digest, never the token.
+//! show them). Requests carry one as `Authorization: Bearer TOKEN`; HTTP
+//! Basic with the token as the password (any user name) is accepted too, but
+//! the server never asks for it (a 401 carries `WWW-Authenticate: Bearer`
+//! only, so no browser prompts for and caches a credential that any page
+//! could then make it send), and a Basic password shorter than
+//! [`MIN_BASIC_PASSWORD`] bytes is refused without a lookup: it cannot be a
+//! token. A presented token is looked up by its SHA-256 digest, so the
+//! server holds no token, and timing can tell at most something about a
+//! digest, never the token.
+//!
+//! Each client address has a budget of failed authentications
+//! ([`crate::per_ip::FailedAuth`]): past it, its requests get a 429 with
+//! `Retry-After` until its window ends, without a lookup; the first such
+//! refusal of a window is audited.
 
 use std::fmt;
 use std::path::Path;
@@ -24,12 +33,18 @@ use crate::access::{self, Action, Caller, Need, ObjectKind, Principal, Requireme
 use crate::audit;
 use crate::error::ApiError;
 
-/// The routes that need no token: the probes.
-pub const OPEN_PATHS: [&str; 3] = ["/healthz", "/livez", "/readyz"];
+/// The routes that need no token: the probes that touch nothing but the
+/// process. `/healthz`, which pings the store, needs a principal when the
+/// server has tokens.
+pub const OPEN_PATHS: [&str; 2] = ["/livez", "/readyz"];
 
 /// The first of [`OPEN_PATHS`]. Deprecated: use [`OPEN_PATHS`].
 #[doc(hidden)]
-pub const OPEN_PATH: &str = "/healthz";
+pub const OPEN_PATH: &str = "/livez";
+
+/// The shortest Basic password looked up: tokens are long and random
+/// (`keysmith access new` makes 256-bit ones), so a shorter one is a guess.
+pub const MIN_BASIC_PASSWORD: usize = 16;
 
 /// The environment variable holding the token.
 pub const TOKEN_ENV: &str = "KEYSMITH_TOKEN";
@@ -121,6 +136,8 @@ enum Presented {
     Malformed(String),
     /// A bearer token, or the password of HTTP Basic.
     Credential(Vec<u8>),
+    /// A Basic password too short to be a token.
+    ShortBasic,
 }
 
 fn malformed(why: &str) -> Presented {
@@ -147,6 +164,7 @@ fn presented(req: &Request) -> Presented {
             return malformed("its Basic credential is not base64");
         };
         match raw.iter().position(|&b| b == b':') {
+            Some(i) if raw.len() - i - 1 < MIN_BASIC_PASSWORD => Presented::ShortBasic,
             Some(i) => Presented::Credential(raw[i + 1..].to_vec()),
             None => malformed("its Basic credential has no `user:password`"),
         }
@@ -176,7 +194,16 @@ pub(crate) async fn authenticate(
         req.extensions_mut().insert(anyone.clone());
         return access::scope(anyone, next.run(req)).await;
     };
+    if let Some(res) = throttled(&state, &req) {
+        return res;
+    }
     let principal = match presented(&req) {
+        Presented::ShortBasic => {
+            let why = format!(
+                "the Basic password is shorter than {MIN_BASIC_PASSWORD} bytes, so it is no token of this server (tokens are long and random); send `Authorization: Bearer TOKEN`"
+            );
+            return refuse_unknown(&state, &req, why);
+        }
         Presented::Credential(p) => {
             let digest: [u8; 32] = Sha256::digest(&p).into();
             match file.by_token_digest(&digest) {
@@ -194,21 +221,11 @@ pub(crate) async fn authenticate(
                 }
             }
             None => {
-                let mut res = refuse_unknown(
+                return refuse_unknown(
                     &state,
                     &req,
                     "this server needs a token: send `Authorization: Bearer TOKEN`".into(),
                 );
-                // Browsers opening the status page get a password prompt.
-                if req.uri().path() == "/" {
-                    res.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        header::HeaderValue::from_static(
-                            "Basic realm=\"keysmith (password: the token)\"",
-                        ),
-                    );
-                }
-                return res;
             }
         },
     };
@@ -235,8 +252,52 @@ pub(crate) async fn authenticate(
     access::scope(caller, next.run(req)).await
 }
 
-/// A 401, audited.
+/// The peer's address, when the request came over a connection.
+fn peer_ip(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// A 429 with `Retry-After` when the peer's address is over its budget of
+/// failed authentications (the first of a window audited).
+fn throttled(state: &AppState, req: &Request) -> Option<Response> {
+    let ip = peer_ip(req)?;
+    let t = state
+        .shared()
+        .failed_auth
+        .check(ip, std::time::Instant::now())?;
+    let why = format!(
+        "{} requests from this address had no valid credential within {} s; retry after {} s with a valid token",
+        t.failures,
+        crate::per_ip::AUTH_FAILURE_WINDOW.as_secs(),
+        t.retry_after
+    );
+    if t.first {
+        let mut line = audit::Line::new(audit::Event::Refused);
+        line.reason = Some(why.clone());
+        line.status = Some(429);
+        state
+            .shared()
+            .audit
+            .write(line.of_request(req.method(), req.extensions()));
+    }
+    let mut res = ApiError::too_many(why).into_response();
+    res.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(t.retry_after),
+    );
+    Some(res)
+}
+
+/// A 401, audited and counted against the peer's address.
 fn refuse_unknown(state: &AppState, req: &Request, why: String) -> Response {
+    if let Some(ip) = peer_ip(req) {
+        state
+            .shared()
+            .failed_auth
+            .failed(ip, std::time::Instant::now());
+    }
     let mut line = audit::Line::new(audit::Event::Refused);
     line.reason = Some(why.clone());
     line.status = Some(401);
@@ -336,7 +397,8 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
         Ok(b) => b,
         Err(res) => return res,
     };
-    let request = crate::extract::parse_strict(&body).ok();
+    // Capped: a large body goes in as its first bytes, length and hash.
+    let request = audit::body(&body);
     let req = Request::from_parts(parts.clone(), Body::from(body));
     // The admin action runs in a task of its own, in the caller's scope:
     // a client that hangs up cannot cut it off between the store's change

@@ -10,13 +10,19 @@
 //! - at most `max_connections` connections are served at once; the next
 //!   one is accepted when one closes (until then it waits in the kernel's
 //!   listen queue);
+//! - at most `max_connections_per_ip` of them from one client address
+//!   ([`crate::per_ip`]): one more from that address is accepted and closed
+//!   at once, so that one address cannot hold every connection;
 //! - HTTP/1: the headers of a request must arrive within
 //!   `header_read_timeout` of the server starting to wait for them (after
 //!   connecting, or after the previous response): hyper's own timer;
 //! - any connection (also HTTP/2, and one that has not yet sent enough to
 //!   tell its protocol) is closed when it has had no request in flight for
 //!   `header_read_timeout` before its first request, or for `idle_timeout`
-//!   after one. A request in flight (from its head being read to the last
+//!   after one. Requests answered 401 or 429 (no or a wrong credential,
+//!   throttled) do not count: a connection that has had only those is closed
+//!   after `header_read_timeout` idle, as one that never sent a request, so
+//!   that strangers cannot hold connections open. A request in flight (from its head being read to the last
 //!   byte of its answer being written) keeps its connection open;
 //! - with TLS ([`crate::tls`]), the handshake runs in the connection's task
 //!   (a slow client never holds up accepting) and must finish within
@@ -59,6 +65,7 @@ pub(crate) struct Limits {
     pub(crate) header_read_timeout: Duration,
     pub(crate) idle_timeout: Duration,
     pub(crate) max_connections: usize,
+    pub(crate) max_connections_per_ip: usize,
 }
 
 /// Serves `router` on `listener` until `shutdown` completes; then stops
@@ -85,6 +92,9 @@ pub(crate) async fn serve(
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let per_ip = crate::per_ip::Connections::new(limits.max_connections_per_ip);
+    let mut refused_per_ip: u64 = 0;
+    let mut refused_logged: Option<Instant> = None;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -106,6 +116,23 @@ pub(crate) async fn serve(
                 }
             },
         };
+        let Some(held) = per_ip.admit(peer.ip()) else {
+            // Closed at once (its permit goes back): that address holds
+            // its most. Logged at most once a minute.
+            refused_per_ip += 1;
+            if refused_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                tracing::warn!(
+                    peer = %peer.ip(),
+                    refused = refused_per_ip,
+                    "closed connections of an address that holds --max-connections-per-ip ({}) already",
+                    limits.max_connections_per_ip
+                );
+                refused_logged = Some(Instant::now());
+                refused_per_ip = 0;
+            }
+            drop(tcp);
+            continue;
+        };
         let _ = tcp.set_nodelay(true);
         let (router, builder, stop) = (router.clone(), builder.clone(), stop_rx.clone());
         let tls = tls.clone();
@@ -126,6 +153,7 @@ pub(crate) async fn serve(
                 }
             }
             tracing::trace!(%peer, "connection closed");
+            drop(held);
             drop(permit);
         });
     }
@@ -257,6 +285,7 @@ struct Activity(Mutex<ActivityState>);
 struct ActivityState {
     in_flight: usize,
     idle_since: Instant,
+    /// Whether a request was answered with something other than 401 or 429.
     had_request: bool,
 }
 
@@ -277,8 +306,13 @@ impl Activity {
     fn begin(self: &Arc<Self>) -> InFlight {
         let mut s = self.state();
         s.in_flight += 1;
-        s.had_request = true;
         InFlight(self.clone())
+    }
+
+    /// A request was answered as a caller's, not refused for want of a
+    /// credential: from now on the idle limit applies.
+    fn answered(&self) {
+        self.state().had_request = true;
     }
 
     /// When the connection may be closed, if it has nothing in flight.
@@ -351,6 +385,9 @@ impl hyper::service::Service<hyper::Request<Incoming>> for ConnService {
                 Ok(res) => res,
                 Err(never) => match never {},
             };
+            if !matches!(res.status().as_u16(), 401 | 429) {
+                guard.0.answered();
+            }
             Ok(res.map(|body| TrackedBody {
                 body,
                 _in_flight: guard,

@@ -14,8 +14,12 @@
 //! with the router from one route list: sequences (create, alter, next,
 //! reserve and release, gap-free tickets), value pools, host counter names,
 //! fences, time-ordered ids and worker leases, shard keys, the probes
-//! (`/healthz`, `/livez`, `/readyz`: no token), `/metrics`, and the status
-//! page (`/`, `/v1/status`).
+//! (`/livez`, `/readyz`: no token; `/healthz`, the store ping: a principal
+//! when the server has tokens), `/metrics`, and the status page (`/`,
+//! `/v1/status`). A browser's cross-site request is refused unless its
+//! origin is allowed, and without a token only a loopback `Host` is
+//! answered ([`origin`]); strangers are bounded per client address
+//! ([`per_ip`]).
 //!
 //! Errors are `{"error": {"code", "message"}}`, also for request heads
 //! hyper refuses: 400 bad input, 401 no, wrong or malformed token, 404
@@ -86,6 +90,8 @@ mod extract;
 mod handles;
 mod metrics;
 pub mod openapi;
+pub mod origin;
+pub mod per_ip;
 mod quota;
 pub mod reload;
 pub mod request_log;
@@ -100,6 +106,9 @@ pub use auth::OPEN_PATH;
 pub use auth::{OPEN_PATHS, TOKEN_ENV, Token};
 pub use conn::MAX_HEAD_BYTES;
 pub use error::{ApiError, ErrorCode, RETRY_AFTER_SECS};
+pub use per_ip::{
+    AUTH_FAILURE_WINDOW, DEFAULT_AUTH_FAILURES_PER_IP, DEFAULT_MAX_CONNECTIONS_PER_IP,
+};
 pub use tls::TlsFiles;
 
 use handles::{HandleLimits, Handles};
@@ -223,6 +232,21 @@ pub struct Config {
     /// one closes. Keep it under the process's open-file limit. Default
     /// [`DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: usize,
+    /// The most connections one client address (an IPv4 address, an IPv6
+    /// /64) holds at once ([`per_ip`]); one more is accepted and closed at
+    /// once. At most `max_connections` takes effect. Default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_IP`].
+    pub max_connections_per_ip: usize,
+    /// The most failed authentications (401s) of one client address in
+    /// [`AUTH_FAILURE_WINDOW`]; past it, every request from that address
+    /// that needs a credential gets a 429 with `Retry-After` until the window
+    /// ends, without a token lookup. 0: no such budget. Default
+    /// [`DEFAULT_AUTH_FAILURES_PER_IP`].
+    pub auth_failures_per_ip: u32,
+    /// Origins (`scheme://host[:port]`) whose browser requests are served
+    /// ([`origin`]); a request with any other `Origin` (or `Sec-Fetch-Site:
+    /// cross-site`) is refused with a 403. Default: none.
+    pub allow_origins: Vec<String>,
     /// How the server's sequence handles reserve blocks.
     pub strategy: Strategy,
     /// How long a reservation or pool take keeps retrying races lost to
@@ -312,6 +336,9 @@ impl Default for Config {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
+            auth_failures_per_ip: DEFAULT_AUTH_FAILURES_PER_IP,
+            allow_origins: Vec::new(),
             strategy: Strategy::default(),
             retry_budget: None,
             adaptive: Some(AdaptivePolicy::default()),
@@ -433,6 +460,14 @@ impl Config {
                 self.max_connections
             )));
         }
+        if self.max_connections_per_ip == 0 {
+            return Err(ServeError::Config(
+                "max connections per ip must be at least 1".into(),
+            ));
+        }
+        for o in &self.allow_origins {
+            origin::normalize(o).map_err(|e| ServeError::Config(format!("allow origin: {e}")))?;
+        }
         if self.shard_key_secret.is_some() && self.shard_key_secret_file.is_some() {
             return Err(ServeError::Config(
                 "both a shard key secret and a shard key secret file are set; set one (the file can be reloaded)"
@@ -525,6 +560,12 @@ pub(crate) struct Shared {
     /// Who may do what; swapped whole by [`AppState::reload`].
     pub(crate) access: arc_swap::ArcSwap<AccessState>,
     pub(crate) audit: audit::Audit,
+    /// [`Config::allow_origins`], normalized.
+    pub(crate) allow_origins: Vec<String>,
+    /// [`Config::insecure_no_auth`] (the `Host` check takes IP addresses).
+    pub(crate) insecure_no_auth: bool,
+    /// Failed authentications per client address.
+    pub(crate) failed_auth: per_ip::FailedAuth,
     /// Creates under a quota run one at a time.
     pub(crate) create_lock: tokio::sync::Mutex<()>,
     /// What each principal made that the store does not count for it.
@@ -719,6 +760,16 @@ impl AppState {
                 access_file: config.access_file.clone(),
                 access: arc_swap::ArcSwap::from_pointee(access),
                 audit,
+                allow_origins: config
+                    .allow_origins
+                    .iter()
+                    .filter_map(|o| origin::normalize(o).ok())
+                    .collect(),
+                insecure_no_auth: config.insecure_no_auth,
+                failed_auth: per_ip::FailedAuth::new(
+                    config.auth_failures_per_ip,
+                    AUTH_FAILURE_WINDOW,
+                ),
                 create_lock: tokio::sync::Mutex::new(()),
                 quotas: quota::Quotas::default(),
                 reloading: std::sync::Mutex::new(()),
@@ -858,6 +909,14 @@ impl AppState {
             .file
             .as_ref()
             .map_or(0, |f| f.principals().len())
+    }
+
+    /// Opens the audit log ([`Config::audit_log`]) again, at its path: after
+    /// logrotate renamed it, lines go to a new file there. Never fails: when
+    /// the path cannot be opened, lines keep going to the file opened before
+    /// and a warning is logged.
+    pub fn reopen_audit_log(&self) {
+        self.shared.audit.reopen();
     }
 
     /// The access file the server reads, if it has one.
@@ -1035,7 +1094,7 @@ impl AppState {
             .collect();
         let ids = s.ids.get().map(|g| g.status());
         let ids_runway = runway::ids_runway(s).await;
-        s.metrics.render(
+        let mut text = s.metrics.render(
             &seqs,
             &s.high_waters.refused(),
             &pools,
@@ -1050,7 +1109,9 @@ impl AppState {
                 pools: s.pools.len(),
                 high_waters: s.high_waters.len(),
             },
-        )
+        );
+        text.push_str(&s.audit.metrics_text());
+        text
     }
 
     /// Closes every open handle, handing unused block tails back to the
@@ -1145,6 +1206,11 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::authenticate,
         ))
+        // Before any credential is looked at: browsers' requests.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            origin::screen,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         // Outermost: every line logged while a request runs carries its id.
         .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
@@ -1200,6 +1266,7 @@ impl Server {
                 header_read_timeout: config.header_read_timeout,
                 idle_timeout: config.idle_timeout,
                 max_connections: config.max_connections,
+                max_connections_per_ip: config.max_connections_per_ip.min(config.max_connections),
             },
             shutdown_delay: config.shutdown_delay,
         })

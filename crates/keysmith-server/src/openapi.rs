@@ -64,9 +64,11 @@ impl Default for Limits {
         title = "keysmith",
         description = "Unique keys over HTTP: durable sequences, value pools, host counters, shard keys. \
             Every value is handed out at most once. With a token or an access file, every route but the probes \
-            (/healthz, /livez, /readyz) needs `Authorization: Bearer TOKEN` (or HTTP Basic with the token as \
+            (/livez, /readyz) needs `Authorization: Bearer TOKEN` (or HTTP Basic with the token as \
             the password, or a client certificate a principal names); a principal without the grant a route \
-            needs gets a 403 that changes nothing."
+            needs gets a 403 that changes nothing. A browser's cross-site request (one with an `Origin` \
+            header, or `Sec-Fetch-Site: cross-site`) gets a 403 unless its origin is allowed (`--allow-origin`); \
+            without a token, so does a request whose `Host` is not a loopback name or address."
     ),
     components(schemas(crate::error::ErrorBody, library::Numbering))
 )]
@@ -133,8 +135,9 @@ static BASE: LazyLock<Value> = LazyLock::new(|| {
     doc
 });
 
-/// The probes: no token, no grant, only their own statuses.
-const PROBES: [&str; 3] = ["/healthz", "/livez", "/readyz"];
+/// The probes: no token, no grant, only their own statuses and the
+/// browser check's 403 (`/healthz`, which pings the store, is not one).
+const PROBES: [&str; 2] = crate::OPEN_PATHS;
 
 /// What every operation shares, added once: the statuses every route but
 /// the probes can answer, bearer security (the probes need none), and the
@@ -151,17 +154,25 @@ fn complete(doc: &mut Value) {
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
     let common = [
         ("400", err("Bad input: name, body or query parameter.")),
-        ("401", err("No token, or the wrong one.")),
+        (
+            "401",
+            err("No token, the wrong one, or a Basic password too short to be a token."),
+        ),
         (
             "403",
             err(
                 "The caller's principal lacks the grant this route needs on this name (access file), \
-                 or is over its quota; nothing changed.",
+                 or is over its quota; or a browser's cross-site request from an origin not allowed \
+                 (`cross_origin`), or, without a token, a Host that is not loopback (`forbidden_host`); \
+                 nothing changed.",
             ),
         ),
         (
             "429",
-            err("The caller's principal is over its request rate; see Retry-After."),
+            err(
+                "The caller's principal is over its request rate, or the caller's address is over its \
+                 budget of failed authentications; see Retry-After.",
+            ),
         ),
         (
             "503",
@@ -187,6 +198,12 @@ fn complete(doc: &mut Value) {
             }
             if PROBES.contains(&path.as_str()) {
                 op.insert("security".into(), json!([]));
+                if let Some(r) = op.get_mut("responses").and_then(Value::as_object_mut) {
+                    r.entry("403").or_insert_with(|| {
+                        err("A browser's cross-site request from an origin not allowed, or, without \
+                             a token, a Host that is not loopback; nothing ran.")
+                    });
+                }
                 continue;
             }
             let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {

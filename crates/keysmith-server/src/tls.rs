@@ -403,6 +403,7 @@ mod tests {
             header_read_timeout,
             idle_timeout: Duration::from_secs(60),
             max_connections: 8,
+            max_connections_per_ip: 8,
         };
         tokio::spawn(conn::serve(
             listener,

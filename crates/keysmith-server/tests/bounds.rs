@@ -334,14 +334,14 @@ async fn a_trickling_body_is_answered_by_the_deadline() {
         "/v1/sequences/orders/next",
     ] {
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
         );
         let (status, text) = trickle(&srv, &head).await;
         assert_eq!(status, 408, "{path}: {text}");
         assert!(text.contains("body_timeout"), "{path}: {text}");
     }
     // A route under the request timeout answers 503 `timeout`.
-    let head = "POST /v1/sequences HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n";
+    let head = "POST /v1/sequences HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n";
     let (status, text) = trickle(&srv, head).await;
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("\"timeout\""), "{text}");
@@ -357,11 +357,14 @@ async fn the_probes_need_no_token() {
         c.token = Some(keysmith_server::Token::new("s3cret-token-xyz").unwrap());
     })
     .await;
-    for path in ["/healthz", "/livez", "/readyz"] {
+    for path in ["/livez", "/readyz"] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{path}");
     }
-    for path in ["/metrics", "/v1/sequences", "/livez/x"] {
+    // The store ping answers principals only.
+    let (st, v) = srv.call(reqwest::Method::GET, "/healthz", None).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for path in ["/healthz", "/metrics", "/v1/sequences", "/livez/x"] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
     }

@@ -177,7 +177,7 @@ async fn idle_and_trickling_connections_beyond_the_cap_do_not_starve_others() {
     for i in 0..3 * CAP {
         let mut conn = TcpStream::connect(srv.addr).await.unwrap();
         trickling.push(tokio::spawn(async move {
-            let head = b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+            let head = b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";
             let mut sent = 0usize;
             loop {
                 // The pace of a slow client, not a synchronisation.
@@ -266,7 +266,7 @@ async fn errors_from_bad_request_heads_are_json() {
     srv.create("s", 10).await;
     let (st, v) = raw(
         &srv,
-        b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\nX-Bad: a\0b\r\n\r\n",
+        b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: localhost\r\nX-Bad: a\0b\r\n\r\n",
     )
     .await;
     assert_eq!(st, 400, "{v}");
@@ -276,7 +276,7 @@ async fn errors_from_bad_request_heads_are_json() {
         "{v}"
     );
 
-    let mut big = b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    let mut big = b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
     big.extend(std::iter::repeat_n(
         b'a',
         keysmith_server::MAX_HEAD_BYTES + 1,
@@ -301,7 +301,7 @@ async fn errors_from_bad_request_heads_are_json() {
     // A good request on a raw connection still answers as before.
     let (st, v) = raw(
         &srv,
-        b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
     )
     .await;
     assert_eq!(st, 200, "{v}");

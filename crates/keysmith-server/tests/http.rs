@@ -182,12 +182,13 @@ async fn large_values_as_strings() {
     assert_eq!(values(&v), vec![start + 3]);
 }
 
-/// Missing, wrong and right token; Basic with the token as password;
-/// /healthz open; a refused request takes no value.
+/// Missing, wrong and right token; Basic with the token as password (never
+/// asked for); the probes open, `/healthz` not; a refused request takes no
+/// value.
 #[tokio::test]
 async fn auth() {
     let srv = TestServer::start_with(|c, _| {
-        c.token = Some(keysmith_server::Token::new("t0ken-xyz").unwrap());
+        c.token = Some(keysmith_server::Token::new("t0ken-xyz-0123456789").unwrap());
     })
     .await;
     srv.create("s", 10).await;
@@ -204,7 +205,12 @@ async fn auth() {
     let (_, v) = json_of(res).await;
     assert_eq!(v["error"]["code"], "unauthorized");
 
-    for wrong in ["t0ken-xy", "t0ken-xyzz", "T0KEN-XYZ", ""] {
+    for wrong in [
+        "t0ken-xyz-012345678",
+        "t0ken-xyz-0123456789z",
+        "T0KEN-XYZ-0123456789",
+        "",
+    ] {
         let res = srv
             .client
             .post(&url)
@@ -217,7 +223,7 @@ async fn auth() {
     let res = srv
         .client
         .post(&url)
-        .header("authorization", "Token t0ken-xyz")
+        .header("authorization", "Token t0ken-xyz-0123456789")
         .send()
         .await
         .unwrap();
@@ -231,28 +237,30 @@ async fn auth() {
         "/openapi.json",
         "/v1/sequences",
         "/nope",
+        "/healthz",
     ] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
-    for path in ["/healthz", "/livez", "/readyz"] {
+    for path in ["/livez", "/readyz"] {
         let res = srv.client.get(srv.url(path)).send().await.unwrap();
         assert_eq!(res.status(), StatusCode::OK, "{path}");
     }
-    // A browser opening the page gets a Basic prompt.
+    // A browser opening the page gets no Basic prompt (it would cache the
+    // token for any page to use).
     let res = srv.client.get(srv.url("/")).send().await.unwrap();
     assert!(
         res.headers()["www-authenticate"]
             .to_str()
             .unwrap()
-            .starts_with("Basic")
+            .starts_with("Bearer")
     );
 
     // Nothing was taken by the refused requests.
     let res = srv
         .client
         .post(&url)
-        .bearer_auth("t0ken-xyz")
+        .bearer_auth("t0ken-xyz-0123456789")
         .send()
         .await
         .unwrap();
@@ -261,7 +269,7 @@ async fn auth() {
     let res = srv
         .client
         .post(&url)
-        .basic_auth("anyone", Some("t0ken-xyz"))
+        .basic_auth("anyone", Some("t0ken-xyz-0123456789"))
         .send()
         .await
         .unwrap();
@@ -864,7 +872,7 @@ async fn stop_does_not_wait_for_a_half_sent_request_forever() {
     assert_eq!(srv.next("s", 2).await, vec![1, 2]);
     let mut stuck = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
     stuck
-        .write_all(b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: x\r\n")
+        .write_all(b"POST /v1/sequences/s/next HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
     let url = common::sqlite_url(&srv.db_path(), "");

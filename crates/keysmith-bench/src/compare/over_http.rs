@@ -21,6 +21,8 @@ pub(super) async fn http_rows(
         // The reserve row asks for a million values an answer (reserve is
         // capped by max_count like next).
         max_count: keysmith::sequence::MAX_BATCH,
+        // Every connection of the lab comes from one address.
+        max_connections_per_ip: usize::MAX,
         ..keysmith_server::Config::default()
     };
     let server = keysmith_server::Server::bind(config).await?;

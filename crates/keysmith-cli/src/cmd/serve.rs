@@ -14,6 +14,7 @@ use keysmith_server::{
     DEFAULT_MAX_POOL_SIZE, DEFAULT_MAX_WORKER_GROUP, DEFAULT_MAX_WORKER_TTL, Server, TOKEN_ENV,
     TlsFiles, Token,
 };
+use keysmith_server::{DEFAULT_AUTH_FAILURES_PER_IP, DEFAULT_MAX_CONNECTIONS_PER_IP};
 
 use crate::{Global, LogFormat};
 
@@ -35,8 +36,8 @@ pub struct ServeArgs {
     /// Address to listen on. Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR")]
     listen: SocketAddr,
-    /// A file holding the bearer token every route but the probes (/healthz,
-    /// /livez, /readyz) then needs
+    /// A file holding the bearer token every route but the probes (/livez,
+    /// /readyz) then needs
     /// (one trailing newline is dropped). Without it, $KEYSMITH_TOKEN is used
     /// if set. The token is never taken as an argument, where `ps` would show it.
     #[arg(long, value_name = "PATH")]
@@ -140,6 +141,24 @@ pub struct ServeArgs {
     /// it under the open-file limit (`ulimit -n`).
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: usize,
+    /// The most connections one client address (IPv4 address, IPv6 /64)
+    /// holds at once; one more is accepted and closed at once, so that one
+    /// address cannot take every connection. At most --max-connections
+    /// takes effect.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS_PER_IP, value_name = "N")]
+    max_connections_per_ip: usize,
+    /// The most requests without a valid credential (401s) one client
+    /// address may send in a minute; then its requests get a 429 with
+    /// Retry-After until the minute ends, without a token lookup. 0: no limit.
+    #[arg(long, default_value_t = DEFAULT_AUTH_FAILURES_PER_IP, value_name = "N")]
+    auth_failures_per_ip: u32,
+    /// Serve browser requests from this origin (scheme://host[:port], e.g.
+    /// https://app.example.com); repeatable (in a config file: a list).
+    /// Any other request that carries an Origin header, or Sec-Fetch-Site:
+    /// cross-site, is refused with a 403, so that no web page can act
+    /// through a browser that reaches this server.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
     /// How the server's handles reserve blocks: optimistic, locked or atomic.
     #[arg(long, default_value_t = Strategy::default())]
     strategy: Strategy,
@@ -248,6 +267,9 @@ pub async fn run(args: ServeArgs, global: &Global) -> anyhow::Result<()> {
         header_read_timeout: Duration::from_millis(args.header_timeout_ms),
         idle_timeout: Duration::from_millis(args.idle_timeout_ms),
         max_connections: args.max_connections,
+        max_connections_per_ip: args.max_connections_per_ip,
+        auth_failures_per_ip: args.auth_failures_per_ip,
+        allow_origins: args.allow_origin,
         strategy: args.strategy,
         retry_budget: args.retry_budget_ms.map(Duration::from_millis),
         adaptive: (!args.fixed_blocks).then_some(AdaptivePolicy {
@@ -327,6 +349,8 @@ fn reload_on_sighup(state: keysmith_server::AppState, format: LogFormat) {
             }
         };
         while hup.recv().await.is_some() {
+            // logrotate renamed the audit log: write a new one at its path.
+            state.reopen_audit_log();
             match state.reload() {
                 Ok(()) => {
                     let mut read = Vec::new();

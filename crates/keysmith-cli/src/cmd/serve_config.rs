@@ -59,35 +59,43 @@ pub fn options_from_file(
             arg.get_action(),
             clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
         );
-        let text = match (value, is_flag) {
-            (toml::Value::Boolean(true), true) => {
-                args.push(OsString::from(format!("--{long}")));
-                continue;
-            }
-            (toml::Value::Boolean(false), true) => continue,
-            (toml::Value::String(s), false) => s.clone(),
-            (toml::Value::Integer(i), false) => i.to_string(),
-            (other, true) => bail!(
-                "`{key}` in the config file {} is a flag: write `{key} = true` or `false`, not {}",
-                file.display(),
-                describe(other)
-            ),
-            (other, false) => bail!(
-                "`{key}` in the config file {} takes text or a whole number, not {}",
-                file.display(),
-                describe(other)
-            ),
+        // A repeatable option takes a list: one option per item.
+        let repeatable = matches!(arg.get_action(), clap::ArgAction::Append);
+        let items: Vec<&toml::Value> = match value {
+            toml::Value::Array(items) if repeatable => items.iter().collect(),
+            other => vec![other],
         };
-        let takes_path = arg
-            .get_value_names()
-            .is_some_and(|n| n.iter().any(|n| n == "PATH" || n == "DIR"));
-        let mut option = OsString::from(format!("--{long}="));
-        if takes_path && Path::new(&text).is_relative() {
-            option.push(dir.join(&text));
-        } else {
-            option.push(&text);
+        for value in items {
+            let text = match (value, is_flag) {
+                (toml::Value::Boolean(true), true) => {
+                    args.push(OsString::from(format!("--{long}")));
+                    continue;
+                }
+                (toml::Value::Boolean(false), true) => continue,
+                (toml::Value::String(s), false) => s.clone(),
+                (toml::Value::Integer(i), false) => i.to_string(),
+                (other, true) => bail!(
+                    "`{key}` in the config file {} is a flag: write `{key} = true` or `false`, not {}",
+                    file.display(),
+                    describe(other)
+                ),
+                (other, false) => bail!(
+                    "`{key}` in the config file {} takes text or a whole number, not {}",
+                    file.display(),
+                    describe(other)
+                ),
+            };
+            let takes_path = arg
+                .get_value_names()
+                .is_some_and(|n| n.iter().any(|n| n == "PATH" || n == "DIR"));
+            let mut option = OsString::from(format!("--{long}="));
+            if takes_path && Path::new(&text).is_relative() {
+                option.push(dir.join(&text));
+            } else {
+                option.push(&text);
+            }
+            args.push(option);
         }
-        args.push(option);
     }
     Ok(args)
 }

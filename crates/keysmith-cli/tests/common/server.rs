@@ -24,7 +24,7 @@ pub struct ServerProc {
 
 impl ServerProc {
     /// Starts `keysmith --store DB serve --listen 127.0.0.1:0 ARGS`, reads
-    /// the address it prints, and waits until /healthz answers.
+    /// the address it prints, and waits until /readyz answers.
     pub async fn start(db: &Db, args: &[&str], env: &[(&str, &str)]) -> ServerProc {
         ServerProc::start_with(db.cmd(), args, env).await
     }
@@ -78,7 +78,7 @@ impl ServerProc {
             let client = reqwest::Client::new();
             let until = Instant::now() + SERVER_DEADLINE;
             loop {
-                if let Ok(r) = client.get(format!("{base}/healthz")).send().await
+                if let Ok(r) = client.get(format!("{base}/readyz")).send().await
                     && r.status().is_success()
                 {
                     break;

@@ -206,8 +206,9 @@ pub(crate) struct Health {
     store: Option<&'static str>,
 }
 
-/// `GET /healthz`: 200 when the store answers, else 503. Needs no token.
-#[utoipa::path(get, path = "/healthz", summary = "Checks the store; needs no token", description = "",
+/// `GET /healthz`: 200 when the store answers, else 503. Needs a principal
+/// when the server has tokens (the open probes are `/livez`, `/readyz`).
+#[utoipa::path(get, path = "/healthz", summary = "Checks the store; needs a token when the server has tokens", description = "",
     responses((status = 200, description = "The store answers.", body = Health),
         (status = 503, description = "The store does not answer.", body = crate::error::ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
