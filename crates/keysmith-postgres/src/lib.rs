@@ -86,7 +86,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 10;
+pub const SCHEMA_VERSION: i32 = 11;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -419,14 +419,17 @@ struct Sql {
     pool_fence_top: String,
     pool_fence_move: String,
     tombstone_lock: String,
+    tombstone_read: String,
     tombstone_raise: String,
 }
 
+/// The columns of a sequence, in the order `row` reads them.
 const COLS: &str = "name, next, start_value, max_value, block, version, \
-    generation, failover_skip, failover_skip_set, failover_skipped";
+    generation, failover_skip, failover_skip_set, failover_skipped, incarnation";
 
 /// The columns of a pool, in the order `pool_row` reads them.
-const POOL_COLS: &str = "name, start_value, size, generation, class_increment, class_offset";
+const POOL_COLS: &str =
+    "name, start_value, size, generation, class_increment, class_offset, incarnation";
 
 /// The columns of a sequence's counts, in the order `counts_from` reads them.
 const CCOLS: &str =
@@ -439,8 +442,10 @@ impl Sql {
         Sql {
             create: format!(
                 "INSERT INTO {s}.sequences (name, next, start_value, max_value, block, version,
-                                            generation, failover_skip, failover_skip_set)
-                 VALUES ($1, $2, $2, $3, $4, 1, {s}.store_generation(), $5, $6) RETURNING {COLS}"
+                                            generation, failover_skip, failover_skip_set,
+                                            incarnation)
+                 VALUES ($1, $2, $2, $3, $4, $7, {s}.store_generation(), $5, $6, $7)
+                 RETURNING {COLS}"
             ),
             read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
             // One round trip. `upd` writes when the version matches. When it
@@ -475,7 +480,7 @@ impl Sql {
             counts_read: format!(
                 "SELECT s.name, s.next, s.start_value, s.max_value, s.block, s.version,
                         s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
-                        {CCOLS_C}
+                        s.incarnation, {CCOLS_C}
                  FROM {s}.sequences s LEFT JOIN {s}.sequence_counts c ON c.name = s.name
                  WHERE s.name = $1"
             ),
@@ -509,15 +514,16 @@ impl Sql {
             // the newest version for the same reason as in put_if_version.
             // The SQL function of migration 2: the logic lives once.
             reserve_atomic: format!(
-                "SELECT first_value, next_free, row_version, fenced FROM {s}.reserve($1, $2)"
+                "SELECT first_value, next_free, row_version, fenced, row_incarnation
+                 FROM {s}.reserve($1, $2)"
             ),
             list: format!("SELECT {COLS} FROM {s}.sequences ORDER BY name"),
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),
             pool_create: format!(
                 "WITH p AS (
                      INSERT INTO {s}.pools (name, start_value, size, generation,
-                                           class_increment, class_offset)
-                     VALUES ($1, $2, $3, {s}.store_generation(), $5, $6)
+                                           class_increment, class_offset, incarnation)
+                     VALUES ($1, $2, $3, {s}.store_generation(), $5, $6, $7)
                      RETURNING name)
                  INSERT INTO {s}.pool_members (pool, slot, value)
                  SELECT p.name, g - $2, g FROM p, generate_series($2::bigint, $4::bigint) AS g"
@@ -571,18 +577,26 @@ impl Sql {
                 "SELECT {POOL_COLS} FROM {s}.pools ORDER BY name"
             ),
             pool_drop: format!("DELETE FROM {s}.pools WHERE name = $1"),
-            // Locks the tombstone row of a name (made empty if missing) for
-            // the rest of the transaction and reads it: creates and drops of
-            // one name take this lock first, so they run one after the other.
+            // Locks the tombstone row of a name of one kind (made empty if
+            // missing) for the rest of the transaction: creates and drops of
+            // one name and kind take this lock first, so they run one after
+            // the other.
             tombstone_lock: format!(
-                "INSERT INTO {s}.tombstones (kind, name, high_water, reversed_next)
-                 VALUES ($1, $2, 0, 0)
-                 ON CONFLICT (kind, name) DO UPDATE SET high_water = {s}.tombstones.high_water
-                 RETURNING high_water, reversed_next"
+                "INSERT INTO {s}.tombstones (kind, name, high_water, reversed_next, version)
+                 VALUES ($1, $2, 0, 0, 0)
+                 ON CONFLICT (kind, name) DO UPDATE SET high_water = {s}.tombstones.high_water"
+            ),
+            // The name's tombstone over every kind (their `Tombstone::max`),
+            // read in a snapshot taken after the lock above was granted.
+            tombstone_read: format!(
+                "SELECT COALESCE(max(high_water), 0), COALESCE(max(reversed_next), 0),
+                        COALESCE(max(version), 0)
+                 FROM {s}.tombstones WHERE name = $1"
             ),
             tombstone_raise: format!(
                 "UPDATE {s}.tombstones SET high_water = GREATEST(high_water, $3),
-                     reversed_next = GREATEST(reversed_next, $4)
+                     reversed_next = GREATEST(reversed_next, $4),
+                     version = GREATEST(version, $5)
                  WHERE kind = $1 AND name = $2"
             ),
         }
@@ -591,22 +605,40 @@ impl Sql {
 
 impl PostgresStore {
     /// Locks the tombstone of `name` of `kind` for the rest of `tx` and
-    /// reads it (empty when nothing was dropped): the first statement of
-    /// every create and drop.
+    /// reads the name's tombstone over every kind (sequences' and pools':
+    /// their [`Tombstone::max`]; empty when nothing of that name was
+    /// dropped): the first step of every create and drop.
+    ///
+    /// Only this kind's row is locked. Creates and drops of one name and
+    /// kind run one after the other on it; across kinds nothing is lost
+    /// without the other row's lock either: the read below is a statement
+    /// of its own, so its snapshot is taken after the lock was granted, and
+    /// sees every drop of the other kind that committed before. A drop of
+    /// the other kind that commits later is of an object that still
+    /// existed when this create read (a sequence and a pool of one name may
+    /// live side by side), so the create comes first in any order of the
+    /// two. And two drops of different kinds that each miss the other's
+    /// raise lose nothing: each writes its own row, and every create reads
+    /// the largest of both.
     async fn lock_tombstone(
         &self,
         tx: &tokio_postgres::Transaction<'_>,
         kind: &str,
         name: &str,
     ) -> Result<Tombstone> {
-        let r = tx
-            .query_one(&self.sql.tombstone_lock, &[&kind, &name])
+        let bad = |e: tokio_postgres::Error| self.pg(&e);
+        tx.execute(&self.sql.tombstone_lock, &[&kind, &name])
             .await
-            .map_err(|e| self.pg(&e))?;
+            .map_err(bad)?;
+        let r = tx
+            .query_one(&self.sql.tombstone_read, &[&name])
+            .await
+            .map_err(bad)?;
+        let version: i64 = r.try_get(2).map_err(bad)?;
         Ok(Tombstone {
-            high_water: r.try_get(0).map_err(|e| self.pg(&e))?,
-            reversed_next: r.try_get(1).map_err(|e| self.pg(&e))?,
-            version: 0, // TODO(lives)
+            high_water: r.try_get(0).map_err(bad)?,
+            reversed_next: r.try_get(1).map_err(bad)?,
+            version: stored_version(version),
         })
     }
 
@@ -621,12 +653,33 @@ impl PostgresStore {
     ) -> Result<()> {
         tx.execute(
             &self.sql.tombstone_raise,
-            &[&kind, &name, &t.high_water, &t.reversed_next],
+            &[
+                &kind,
+                &name,
+                &t.high_water,
+                &t.reversed_next,
+                &version_param(name, t.version)?,
+            ],
         )
         .await
         .map(drop)
         .map_err(|e| self.pg(&e))
     }
+}
+
+/// A row version or incarnation as a `bigint` column holds it.
+///
+/// # Errors
+/// [`Error::Corrupt`] past `i64::MAX`: versions start at an incarnation and
+/// grow by one per change, so none gets there but from a corrupt row.
+pub(crate) fn version_param(name: &str, v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| Error::Corrupt(format!("{name:?}: version {v} overflows")))
+}
+
+/// A version or incarnation read from a `bigint` column whose 0 means
+/// "unknown" (rows and tombstones from before keysmith recorded lives).
+pub(crate) fn stored_version(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
 }
 
 impl ConnPool for PostgresStore {

@@ -447,4 +447,130 @@ pub(super) const MIGRATIONS: &[&str] = &[
     END
     $fn$;
     "#,
+    // 11: lives of a name (store/tombstones.rs, "Lives of a name"). Every
+    // sequence and pool records its incarnation (the life of the name it
+    // belongs to: one above every row version an earlier life of the name
+    // reached, `Tombstone::incarnation`), and a tombstone the largest row
+    // version its dropped lives reached. A sequence's version starts at its
+    // incarnation, so a conditional write planned in one life never matches
+    // a later one. 0: a row or tombstone from before (unknown). `IF NOT
+    // EXISTS`: a schema whose version was set back by hand keeps its columns.
+    //
+    // The functions whose rows a caller reads return the row's incarnation
+    // too, as their last OUT column so that every earlier column keeps its
+    // place (a keysmith of version 10 still running reads them by position,
+    // SQL callers and `next_key`/`next_keys` by name). Changing OUT columns
+    // takes DROP and CREATE; the bodies are migration 6's, with the column
+    // added. `next_key` and `next_keys` call `reserve` by name and need no
+    // change.
+    r#"
+    ALTER TABLE {s}.sequences ADD COLUMN IF NOT EXISTS incarnation bigint NOT NULL DEFAULT 0;
+    ALTER TABLE {s}.pools ADD COLUMN IF NOT EXISTS incarnation bigint NOT NULL DEFAULT 0;
+    ALTER TABLE {s}.tombstones ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0;
+
+    DROP FUNCTION {s}.reserve(text, bigint);
+    CREATE FUNCTION {s}.reserve(seq text, n bigint,
+                               OUT first_value bigint, OUT next_free bigint, OUT row_version bigint,
+                               OUT fenced bigint, OUT row_incarnation bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        cur_next bigint;
+        cur_max bigint;
+        g text;
+    BEGIN
+        IF n IS NULL OR n < 1 OR n > 1099511627776 THEN
+            RAISE EXCEPTION 'keysmith: count must be between 1 and 1099511627776, got %', n
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        g := {s}.store_generation();
+        fenced := {s}.fence(seq, g);
+        LOOP
+            UPDATE {s}.sequences
+            SET last_start = next,
+                next = CASE WHEN max_value - next + 1 <= n THEN max_value + 1 ELSE next + n END,
+                version = version + 1,
+                generation = g
+            WHERE name = seq AND next <= max_value
+            RETURNING last_start, next, version, incarnation
+            INTO first_value, next_free, row_version, row_incarnation;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+            SELECT s.next, s.max_value INTO cur_next, cur_max
+            FROM {s}.sequences s WHERE s.name = seq FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'keysmith: sequence % does not exist', quote_literal(seq)
+                    USING ERRCODE = 'no_data_found',
+                          HINT = 'create it first (keysmith create NAME); it is never created silently';
+            END IF;
+            IF cur_next > cur_max THEN
+                RAISE EXCEPTION 'keysmith: sequence % is exhausted: every value up to its maximum % is taken, and values never wrap', quote_literal(seq), cur_max
+                    USING ERRCODE = 'sequence_generator_limit_exceeded';
+            END IF;
+            -- Values were handed back between the update and the read: again.
+        END LOOP;
+    END
+    $fn$;
+
+    DROP FUNCTION {s}.write_if_version(text, bigint, bigint, bigint, bigint, bigint, boolean);
+    CREATE FUNCTION {s}.write_if_version(seq text, expected bigint, new_next bigint,
+                                        new_max bigint, new_block bigint,
+                                        new_skip bigint, new_skip_set boolean,
+                                        OUT done boolean, OUT r_name text, OUT r_next bigint,
+                                        OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                        OUT r_version bigint, OUT r_generation text,
+                                        OUT r_skip bigint, OUT r_skip_set boolean,
+                                        OUT r_skipped bigint, OUT r_incarnation bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        PERFORM {s}.fence(seq, g);
+        UPDATE {s}.sequences q
+        SET next = new_next,
+            max_value = COALESCE(new_max, q.max_value),
+            block = COALESCE(new_block, q.block),
+            failover_skip = COALESCE(new_skip, q.failover_skip),
+            failover_skip_set = COALESCE(new_skip_set, q.failover_skip_set),
+            version = q.version + 1,
+            generation = g
+        WHERE q.name = seq AND q.version = expected
+        RETURNING true, q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+                  q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped,
+                  q.incarnation
+        INTO done, r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped, r_incarnation;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        done := false;
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               q.generation, q.failover_skip, q.failover_skip_set, q.failover_skipped,
+               q.incarnation
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped, r_incarnation
+        FROM {s}.sequences q WHERE q.name = seq;
+    END
+    $fn$;
+
+    DROP FUNCTION {s}.lock_row(text);
+    CREATE FUNCTION {s}.lock_row(seq text,
+                                OUT fenced bigint, OUT r_name text, OUT r_next bigint,
+                                OUT r_start bigint, OUT r_max bigint, OUT r_block bigint,
+                                OUT r_version bigint, OUT r_generation text,
+                                OUT r_skip bigint, OUT r_skip_set boolean,
+                                OUT r_skipped bigint, OUT r_incarnation bigint)
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        g text := {s}.store_generation();
+    BEGIN
+        fenced := {s}.fence(seq, g);
+        SELECT q.name, q.next, q.start_value, q.max_value, q.block, q.version,
+               g, q.failover_skip, q.failover_skip_set, q.failover_skipped, q.incarnation
+        INTO r_name, r_next, r_start, r_max, r_block, r_version,
+             r_generation, r_skip, r_skip_set, r_skipped, r_incarnation
+        FROM {s}.sequences q WHERE q.name = seq FOR UPDATE;
+    END
+    $fn$;
+    "#,
 ];

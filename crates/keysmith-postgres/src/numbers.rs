@@ -60,7 +60,8 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
                      FROM {s}.sequences q WHERE n.name = $1 AND q.name = n.name
                      RETURNING n.current_period, q.name, q.next, q.start_value, q.max_value,
                                q.block, q.version, q.generation, q.failover_skip,
-                               q.failover_skip_set, q.failover_skipped, {s}.store_generation()"
+                               q.failover_skip_set, q.failover_skipped, q.incarnation,
+                               {s}.store_generation()"
                 ),
                 &[&name, &period],
             )
@@ -80,7 +81,7 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
             });
         };
         let p: i64 = r.try_get(0).map_err(|e| store.pg(&e))?;
-        let generation: String = r.try_get(11).map_err(|e| store.pg(&e))?;
+        let generation: String = r.try_get(12).map_err(|e| store.pg(&e))?;
         Ok((p, store.row(&r, 1)?, generation))
     }
 

@@ -21,7 +21,7 @@ impl PostgresStore {
             size: r.try_get(2).map_err(bad)?,
             generation: r.try_get(3).map_err(bad)?,
             residue,
-            incarnation: 0, // TODO(lives)
+            incarnation: stored_version(r.try_get(6).map_err(bad)?),
         })
     }
 }
@@ -90,9 +90,9 @@ impl PoolTx for InTx<'_, '_> {
             .await
     }
 
-    async fn insert_pool(&mut self, spec: &PoolSpec, _incarnation: u64) -> Result<()> {
-        // TODO(lives)
+    async fn insert_pool(&mut self, spec: &PoolSpec, incarnation: u64) -> Result<()> {
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
+        let incarnation = version_param(name, incarnation)?;
         let last = last_member(name, start, size)?;
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
@@ -102,7 +102,15 @@ impl PoolTx for InTx<'_, '_> {
             .tx
             .execute(
                 &self.store.sql.pool_create,
-                &[&name, &start, &size, &last, &increment, &offset],
+                &[
+                    &name,
+                    &start,
+                    &size,
+                    &last,
+                    &increment,
+                    &offset,
+                    &incarnation,
+                ],
             )
             .await
         {

@@ -75,7 +75,7 @@ impl PostgresStore {
                     self.target
                 ))
             })?,
-            incarnation: 0, // TODO(lives)
+            incarnation: stored_version(r.try_get(at + 10).map_err(bad)?),
         })
     }
 
@@ -179,7 +179,7 @@ impl SequenceStore for PostgresStore {
                 .await
                 .map_err(|e| self.pg(&e))?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok((self.row(&r, 0)?, counts_from(&r, 10)))
+            Ok((self.row(&r, 0)?, counts_from(&r, 11)))
         })
         .await
     }
@@ -324,7 +324,7 @@ impl AtomicReserve for PostgresStore {
                     Error::Corrupt(format!("sequence {name:?} has version {version}, below 1"))
                 })?,
                 fenced: r.try_get(3).map_err(bad)?,
-                incarnation: 0, // TODO(lives)
+                incarnation: stored_version(r.try_get(4).map_err(bad)?),
             })
         })
         .await
@@ -334,17 +334,18 @@ impl AtomicReserve for PostgresStore {
 impl PostgresStore {
     /// Inserts the row of `spec` (with `numbering`, if it has one: the
     /// caller inserts that) in `tx`, its start raised above the name's
-    /// tombstone, which stays locked until `tx` ends.
+    /// tombstone (every kind's), and its version and incarnation the
+    /// tombstone's [`Tombstone::incarnation`]; the sequences' tombstone row
+    /// of the name stays locked until `tx` ends.
     pub(super) async fn insert_sequence(
         &self,
         tx: &tokio_postgres::Transaction<'_>,
         spec: &SequenceSpec,
         numbering: Option<&keysmith_core::driver::Numbering>,
     ) -> Result<SequenceRow> {
-        let spec = &self
-            .lock_tombstone(tx, SEQUENCE_KIND, &spec.name)
-            .await?
-            .raise_sequence(spec, numbering)?;
+        let dropped = self.lock_tombstone(tx, SEQUENCE_KIND, &spec.name).await?;
+        let spec = &dropped.raise_sequence(spec, numbering)?;
+        let incarnation = version_param(&spec.name, dropped.incarnation())?;
         match tx
             .query_one(
                 &self.sql.create,
@@ -355,6 +356,7 @@ impl PostgresStore {
                     &spec.block,
                     &spec.initial_failover_skip(),
                     &spec.failover_skip.is_some(),
+                    &incarnation,
                 ],
             )
             .await

@@ -337,7 +337,9 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
     let admin = admin(pg).await;
     admin
         .batch_execute(&format!(
-            "ALTER TABLE \"{schema}\".pools DROP COLUMN class_increment, DROP COLUMN class_offset;
+            "ALTER TABLE \"{schema}\".pools DROP COLUMN class_increment, DROP COLUMN class_offset,
+                 DROP COLUMN incarnation;
+             ALTER TABLE \"{schema}\".sequences DROP COLUMN incarnation;
              DROP TABLE \"{schema}\".tombstones;
              UPDATE \"{schema}\".keysmith_meta SET schema_version = 6;"
         ))
@@ -373,4 +375,123 @@ async fn a_version_6_schema_gets_the_pool_class_columns() {
     b.drop_pool("old").await.unwrap();
     let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
     assert_eq!(again.start, 4, "continues above the number handed out");
+}
+
+/// A schema at version 10 (before lives of a name) is migrated on open:
+/// the columns `incarnation` (sequences, pools) and `version` (tombstones)
+/// are added, 0 (unknown) for what was there; `reserve`, `write_if_version`
+/// and `lock_row` return the row's incarnation as their last column;
+/// sequences and pools from before go on as they were; a drop records the
+/// version the old row reached, so its name's next life starts above it.
+#[tokio::test]
+async fn a_version_10_schema_gets_the_lives_columns() {
+    let Some(pg) = TempPostgres::shared() else {
+        return;
+    };
+    let schema = fresh_schema();
+    let url = url_with(pg, &schema);
+    let a = PostgresStore::open(&url).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("old")).await.unwrap();
+    a.reserve_locked("old", 10).await.unwrap();
+    a.create_pool(&PoolSpec::new("oldp", 3)).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("gone")).await.unwrap();
+    let gone = a.reserve_locked("gone", 5).await.unwrap();
+    a.drop_sequence("gone").await.unwrap();
+    drop(a);
+    // Version 10's tables. Its functions differ from this version's only
+    // by the last OUT column, which the migration drops and creates again
+    // whatever it finds (their arguments are the same).
+    let admin = admin(pg).await;
+    let s = format!("\"{schema}\"");
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE {s}.sequences DROP COLUMN incarnation;
+             ALTER TABLE {s}.pools DROP COLUMN incarnation;
+             ALTER TABLE {s}.tombstones DROP COLUMN version;
+             UPDATE {s}.keysmith_meta SET schema_version = 10;"
+        ))
+        .await
+        .unwrap();
+    let b = PostgresStore::open(&url).await.unwrap();
+    let v: i32 = admin
+        .query_one(
+            &format!("SELECT schema_version FROM {s}.keysmith_meta"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, SCHEMA_VERSION);
+    for (table, column) in [
+        ("sequences", "incarnation"),
+        ("pools", "incarnation"),
+        ("tombstones", "version"),
+    ] {
+        let r = admin
+            .query_opt(
+                "SELECT data_type, is_nullable, column_default FROM information_schema.columns
+                 WHERE table_schema = $1 AND table_name = $2 AND column_name = $3",
+                &[&schema, &table, &column],
+            )
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("no column {table}.{column} after the upgrade"));
+        let (ty, nullable, default): (String, String, Option<String>) =
+            (r.get(0), r.get(1), r.get(2));
+        assert_eq!(
+            (ty.as_str(), nullable.as_str(), default.as_deref()),
+            ("bigint", "NO", Some("0")),
+            "{table}.{column}"
+        );
+    }
+    // The functions' last column is the row's incarnation, by name.
+    let r = admin
+        .query_one(
+            &format!("SELECT first_value, row_incarnation FROM {s}.reserve('old', 1)"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (11, 0));
+    let r = admin
+        .query_one(&format!("SELECT * FROM {s}.lock_row('old')"), &[])
+        .await
+        .unwrap();
+    assert_eq!(r.columns().last().unwrap().name(), "r_incarnation");
+    let r = admin
+        .query_one(
+            &format!("SELECT * FROM {s}.write_if_version('old', 0, 1, NULL, NULL, NULL, NULL)"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.columns().last().unwrap().name(), "r_incarnation");
+    assert!(!r.get::<_, bool>(0), "version 0 never matches");
+    // A sequence and a pool from before: life 0 (unknown), working as before.
+    let old = b.read_sequence("old").await.unwrap().unwrap();
+    assert_eq!((old.incarnation, old.next), (0, 12));
+    let r = b.reserve_locked("old", 3).await.unwrap();
+    assert_eq!((r.start, r.end, r.incarnation), (12, 15, 0));
+    let atomic = b.reserve_atomic("old", 2).await.unwrap();
+    assert_eq!((atomic.start, atomic.incarnation), (15, 0));
+    let pool = b.read_pool("oldp").await.unwrap().unwrap();
+    assert_eq!(pool.incarnation, 0);
+    assert!(b.swap_member("oldp", 1, 4).await.unwrap());
+    // A tombstone from before knows no version: the next life of its name
+    // starts above its values, at life 1.
+    let again = b.create_sequence(&SequenceSpec::new("gone")).await.unwrap();
+    assert!(again.start >= gone.end, "{again:?} {gone:?}");
+    assert_eq!((again.version, again.incarnation), (1, 1));
+    // A drop now records the version an old row reached.
+    let old = b.read_sequence("old").await.unwrap().unwrap();
+    b.drop_sequence("old").await.unwrap();
+    let next = b.create_sequence(&SequenceSpec::new("old")).await.unwrap();
+    assert!(next.incarnation > old.version, "{next:?} {old:?}");
+    assert_eq!(next.version, next.incarnation);
+    b.drop_pool("oldp").await.unwrap();
+    let p = b.create_pool(&PoolSpec::new("oldp", 3)).await.unwrap();
+    assert!(
+        p.incarnation >= 1 && p.start > 1,
+        "above the member taken: {p:?}"
+    );
 }
