@@ -31,9 +31,11 @@
 //! keysmith's tables live in `DB`, all named `keysmith_*`: `keysmith_meta`
 //! (the schema version), `keysmith_sequences`, `keysmith_sequence_counts`,
 //! `keysmith_pools`, `keysmith_pool_members`, `keysmith_pool_marks`,
-//! `keysmith_workers`, `keysmith_numbering`, `keysmith_number_counters` and
-//! `keysmith_tickets`. Names are `VARBINARY`, so they compare and sort byte
-//! by byte, as every other backend does. MySQL runs DDL outside
+//! `keysmith_workers`, `keysmith_numbering`, `keysmith_number_counters`,
+//! `keysmith_tickets` and `keysmith_tombstones` (what dropped sequences and
+//! pools of a name handed out, and the versions their lives reached: every
+//! row records its life, `incarnation`). Names are `VARBINARY`, so they
+//! compare and sort byte by byte, as every other backend does. MySQL runs DDL outside
 //! transactions, so migrations run under a named lock (`GET_LOCK`), every
 //! statement is `CREATE TABLE IF NOT EXISTS`, and the version is written
 //! after each step: a migration cut short is finished by the next open. A
