@@ -117,6 +117,7 @@ pub(super) fn one_line(s: &str) -> String {
 
 /// The server's error codes keysmith acts on.
 pub(super) const ER_DUP_ENTRY: u16 = 1062;
+pub(super) const ER_DUP_FIELDNAME: u16 = 1060;
 pub(super) const ER_NO_SUCH_TABLE: u16 = 1146;
 pub(super) const ER_NO_REFERENCED_ROW: u16 = 1452;
 pub(super) const ER_LOCK_DEADLOCK: u16 = 1213;

@@ -31,9 +31,11 @@
 //! keysmith's tables live in `DB`, all named `keysmith_*`: `keysmith_meta`
 //! (the schema version), `keysmith_sequences`, `keysmith_sequence_counts`,
 //! `keysmith_pools`, `keysmith_pool_members`, `keysmith_pool_marks`,
-//! `keysmith_workers`, `keysmith_numbering`, `keysmith_number_counters` and
-//! `keysmith_tickets`. Names are `VARBINARY`, so they compare and sort byte
-//! by byte, as every other backend does. MySQL runs DDL outside
+//! `keysmith_workers`, `keysmith_numbering`, `keysmith_number_counters`,
+//! `keysmith_tickets` and `keysmith_tombstones` (what dropped sequences and
+//! pools of a name handed out, and the versions their lives reached: every
+//! row records its life, `incarnation`). Names are `VARBINARY`, so they
+//! compare and sort byte by byte, as every other backend does. MySQL runs DDL outside
 //! transactions, so migrations run under a named lock (`GET_LOCK`), every
 //! statement is `CREATE TABLE IF NOT EXISTS`, and the version is written
 //! after each step: a migration cut short is finished by the next open. A
@@ -92,7 +94,7 @@ pub(crate) use url::*;
 pub use mysql_async;
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 
@@ -103,7 +105,19 @@ const NOW_MS: &str = "CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)";
 
 /// The columns of a sequence, in the order [`MysqlStore::sequence_row`] reads them.
 const COLS: &str = "name, next_value, start_value, max_value, block, version, \
-    generation, failover_skip, failover_skip_set, failover_skipped";
+    generation, failover_skip, failover_skip_set, failover_skipped, incarnation";
+
+/// How many columns [`COLS`] names: the first column after them is this
+/// far from their first.
+const NCOLS: usize = 11;
+
+/// [`COLS`], each column prefixed by `alias.`, for a join.
+fn cols_of(alias: &str) -> String {
+    COLS.split(", ")
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The SQL expression of the server's generation: which server, in which
 /// replication domain. A promoted replica is another server.
@@ -254,7 +268,14 @@ impl MysqlStore {
         self.check_not_newer(current)?;
         for (i, step) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             for statement in *step {
-                c.query_drop(*statement).await.map_err(|e| self.my(&e))?;
+                match c.query_drop(*statement).await {
+                    Ok(()) => {}
+                    // An ADD COLUMN of a migration cut short after it ran.
+                    Err(e) if code(&e) == Some(ER_DUP_FIELDNAME) => {
+                        tracing::info!(target = %self.target, step = i + 1, "a column of this migration was added already");
+                    }
+                    Err(e) => return Err(self.my(&e)),
+                }
             }
             c.exec_drop(
                 "INSERT INTO keysmith_meta (singleton, schema_version) VALUES (1, ?)
@@ -341,10 +362,11 @@ impl MysqlStore {
         ))
     }
 
-    /// The one place a [`SequenceRow`] is made: from the six columns of
-    /// [`COLS`] starting at `at`.
+    /// The one place a [`SequenceRow`] is made: from the [`NCOLS`] columns
+    /// of [`COLS`] starting at `at`.
     fn sequence_row(&self, r: &Row, at: usize) -> Result<SequenceRow> {
         let version: i64 = self.col(r, at + 5)?;
+        let incarnation: i64 = self.col(r, at + 10)?;
         Ok(SequenceRow {
             name: self.col(r, at)?,
             next: self.col(r, at + 1)?,
@@ -357,7 +379,8 @@ impl MysqlStore {
             failover_skipped: self.col(r, at + 9)?,
             version: u64::try_from(version)
                 .map_err(|_| self.corrupt(&format!("a sequence has version {version}")))?,
-            incarnation: 0, // TODO(lives)
+            incarnation: u64::try_from(incarnation)
+                .map_err(|_| self.corrupt(&format!("a sequence has incarnation {incarnation}")))?,
         })
     }
 
@@ -405,7 +428,7 @@ impl MysqlStore {
             return Ok(None);
         };
         let row = self.sequence_row(&r, 0)?;
-        let generation: String = self.col(&r, 10)?;
+        let generation: String = self.col(&r, NCOLS)?;
         match row.fence(&generation) {
             Some(f) => {
                 self.write_row(tx, &f).await?;
@@ -500,36 +523,55 @@ impl Store for MysqlStore {
 }
 
 impl MysqlStore {
-    /// Locks the tombstone of `name` of `kind` for the rest of `tx` (made
-    /// empty if missing) and reads it: the first statements of every create
-    /// and drop, so that those of one name run one after the other.
+    /// Locks the tombstones of `name` of every kind for the rest of `tx`
+    /// (made empty where missing) and reads the name's tombstone over them
+    /// ([`Tombstone::max`]): the first statements of every create and drop,
+    /// of either kind, so that those of one name run one after the other.
+    ///
+    /// Both kinds' rows, not only the caller's: a create reads the other
+    /// kind's tombstone too, and were it not locked, a create of a pool
+    /// could read a sequence's tombstone just before a drop of that
+    /// sequence raises it and commits, and the pool appear after the drop
+    /// below the values the sequence handed out. Both rows are written by
+    /// one statement in primary-key order (`pool` before `sequence`), the
+    /// same order in every transaction, so two of them wait for each other
+    /// rather than deadlock.
     async fn lock_tombstone(
         &self,
         tx: &mut mysql_async::Transaction<'_>,
-        kind: &str,
         name: &str,
     ) -> Result<Tombstone> {
         let bad = |e: mysql_async::Error| self.my(&e);
         tx.exec_drop(
-            "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next)
-             VALUES (?, ?, 0, 0) ON DUPLICATE KEY UPDATE high_water = high_water",
-            (kind, name),
+            "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next, version)
+             VALUES (?, ?, 0, 0, 0), (?, ?, 0, 0, 0) ON DUPLICATE KEY UPDATE high_water = high_water",
+            (POOL_KIND, name, SEQUENCE_KIND, name),
         )
         .await
         .map_err(bad)?;
-        let r: Row = tx
-            .exec_first(
-                "SELECT high_water, reversed_next FROM keysmith_tombstones
-                 WHERE kind = ? AND name = ? FOR UPDATE",
-                (kind, name),
+        let rows: Vec<Row> = tx
+            .exec(
+                "SELECT high_water, reversed_next, version FROM keysmith_tombstones
+                 WHERE kind IN (?, ?) AND name = ? ORDER BY kind FOR UPDATE",
+                (POOL_KIND, SEQUENCE_KIND, name),
             )
             .await
-            .map_err(bad)?
-            .ok_or_else(|| self.corrupt(&format!("the tombstone of {kind} {name:?} vanished")))?;
-        Ok(Tombstone {
-            high_water: self.col(&r, 0)?,
-            reversed_next: self.col(&r, 1)?,
-            version: 0, // TODO(lives)
+            .map_err(bad)?;
+        if rows.len() != 2 {
+            return Err(self.corrupt(&format!(
+                "{} of the 2 tombstones of {name:?} were found",
+                rows.len()
+            )));
+        }
+        rows.iter().try_fold(Tombstone::default(), |t, r| {
+            let version: i64 = self.col(r, 2)?;
+            Ok(t.max(Tombstone {
+                high_water: self.col(r, 0)?,
+                reversed_next: self.col(r, 1)?,
+                version: u64::try_from(version).map_err(|_| {
+                    self.corrupt(&format!("the tombstone of {name:?} has version {version}"))
+                })?,
+            }))
         })
     }
 
@@ -542,14 +584,20 @@ impl MysqlStore {
         name: &str,
         t: Tombstone,
     ) -> Result<()> {
+        let version = self.version_param(name, t.version)?;
         tx.exec_drop(
             "UPDATE keysmith_tombstones SET high_water = GREATEST(high_water, ?),
-                 reversed_next = GREATEST(reversed_next, ?)
+                 reversed_next = GREATEST(reversed_next, ?), version = GREATEST(version, ?)
              WHERE kind = ? AND name = ?",
-            (t.high_water, t.reversed_next, kind, name),
+            (t.high_water, t.reversed_next, version, kind, name),
         )
         .await
         .map_err(|e| self.my(&e))
+    }
+
+    /// A row version or incarnation of `name` as MySQL stores it (`BIGINT`).
+    pub(crate) fn version_param(&self, name: &str, v: u64) -> Result<i64> {
+        i64::try_from(v).map_err(|_| self.corrupt(&format!("{name:?}: version overflow")))
     }
 }
 
@@ -584,6 +632,13 @@ impl MysqlStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tombstones_are_locked_in_primary_key_order() {
+        // `lock_tombstone` writes the pool's row before the sequence's: the
+        // order of the table's key, (kind, name), compared byte by byte.
+        assert!(POOL_KIND.as_bytes() < SEQUENCE_KIND.as_bytes());
+    }
 
     #[test]
     fn urls_are_parsed() {

@@ -2,7 +2,10 @@
 //! version to the next.
 
 /// Migrations, in order: migration `i` takes the schema from version `i` to
-/// `i + 1`; each is a list of statements, every one safe to run twice.
+/// `i + 1`; each is a list of statements, every one safe to run twice
+/// (`CREATE TABLE IF NOT EXISTS`; an `ALTER TABLE ... ADD COLUMN` whose
+/// column is there already fails with `ER_DUP_FIELDNAME`, which
+/// `migrate_locked` takes as done: one such statement is one atomic DDL).
 ///
 /// Names are `VARBINARY(512)` (a name is at most 512 bytes): compared and
 /// ordered byte by byte, with no collation or trailing-space rules. `CHECK`
@@ -147,4 +150,17 @@ pub(super) const MIGRATIONS: &[&[&str]] = &[
         reversed_next BIGINT NOT NULL,
         PRIMARY KEY (kind, name)
     ) ENGINE=InnoDB"],
+    // 5: lives of a name (store/tombstones.rs, "Lives of a name"): each row
+    // records its life, `incarnation` (a sequence's first version, above
+    // every version an earlier life of its name reached), and a tombstone
+    // the largest version a dropped life reached. 0 for rows and tombstones
+    // from before: their lives are unknown, and the next create of a name
+    // dropped before starts at incarnation 1. One statement per table: a
+    // column that a statement cut short already added is taken as done on
+    // the next open (`ER_DUP_FIELDNAME`, see `migrate_locked`).
+    &[
+        "ALTER TABLE keysmith_sequences ADD COLUMN incarnation BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE keysmith_pools ADD COLUMN incarnation BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE keysmith_tombstones ADD COLUMN version BIGINT NOT NULL DEFAULT 0",
+    ],
 ];

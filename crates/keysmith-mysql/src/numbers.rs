@@ -45,11 +45,10 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         let r: Row = tx
             .exec_first(
                 format!(
-                    "SELECT n.current_period, q.name, q.next_value, q.start_value, q.max_value,
-                            q.block, q.version, q.generation, q.failover_skip,
-                            q.failover_skip_set, q.failover_skipped, {}
+                    "SELECT n.current_period, {}, {}
                      FROM keysmith_numbering n JOIN keysmith_sequences q ON q.name = n.name
                      WHERE n.name = ?",
+                    cols_of("q"),
                     store.generation_expr()
                 ),
                 (name,),
@@ -60,7 +59,7 @@ impl<'a, 't> NumbersTx for InTx<'a, 't> {
         Ok((
             store.col(&r, 0)?,
             store.sequence_row(&r, 1)?,
-            store.col(&r, 11)?,
+            store.col(&r, 1 + NCOLS)?,
         ))
     }
 

@@ -39,7 +39,8 @@ fn members_insert(size: i64) -> String {
 }
 
 /// The columns of a pool, in the order `pool_row` reads them.
-const POOL_COLUMNS: &str = "name, start_value, size, generation, class_increment, class_offset";
+const POOL_COLUMNS: &str =
+    "name, start_value, size, generation, class_increment, class_offset, incarnation";
 
 impl MysqlStore {
     /// A pool's row from [`POOL_COLUMNS`].
@@ -47,13 +48,16 @@ impl MysqlStore {
         let name: String = self.col(r, 0)?;
         let residue =
             keysmith_core::driver::stored_residue(&name, self.col(r, 4)?, self.col(r, 5)?)?;
+        let incarnation: i64 = self.col(r, 6)?;
+        let incarnation = u64::try_from(incarnation)
+            .map_err(|_| self.corrupt(&format!("pool {name:?} has incarnation {incarnation}")))?;
         Ok(PoolRow {
             name,
             start: self.col(r, 1)?,
             size: self.col(r, 2)?,
             generation: self.col(r, 3)?,
             residue,
-            incarnation: 0, // TODO(lives)
+            incarnation,
         })
     }
 
@@ -131,8 +135,10 @@ impl PoolReads for PoolReadsOf<'_> {
 
 #[async_trait]
 impl PoolTx for InTx<'_, '_> {
+    /// Both kinds' tombstones of `name`, locked: see
+    /// [`MysqlStore::lock_tombstone`].
     async fn lock_tombstone(&mut self, name: &str) -> Result<Tombstone> {
-        self.store.lock_tombstone(self.tx, POOL_KIND, name).await
+        self.store.lock_tombstone(self.tx, name).await
     }
 
     async fn raise_tombstone(&mut self, name: &str, t: Tombstone) -> Result<()> {
@@ -141,9 +147,9 @@ impl PoolTx for InTx<'_, '_> {
             .await
     }
 
-    async fn insert_pool(&mut self, spec: &PoolSpec, _incarnation: u64) -> Result<()> {
-        // TODO(lives)
+    async fn insert_pool(&mut self, spec: &PoolSpec, incarnation: u64) -> Result<()> {
         let (store, tx) = (self.store, &mut *self.tx);
+        let incarnation = store.version_param(&spec.name, incarnation)?;
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
         let (increment, offset) = (
             spec.residue.map(|r| r.increment),
@@ -153,11 +159,12 @@ impl PoolTx for InTx<'_, '_> {
             .exec_drop(
                 format!(
                     "INSERT INTO keysmith_pools
-                         (name, start_value, size, generation, class_increment, class_offset)
-                     VALUES (?, ?, ?, {}, ?, ?)",
+                         (name, start_value, size, generation, class_increment, class_offset,
+                          incarnation)
+                     VALUES (?, ?, ?, {}, ?, ?, ?)",
                     store.generation_expr()
                 ),
-                (name, start, size, increment, offset),
+                (name, start, size, increment, offset, incarnation),
             )
             .await
         {

@@ -90,23 +90,26 @@ impl MysqlStore {
         .await
     }
 
-    /// Inserts a sequence's row in `tx` and reads it back.
+    /// Inserts a sequence's row in `tx` and reads it back: raised above
+    /// its name's tombstone over every kind, locked first
+    /// ([`Self::lock_tombstone`]), and of the name's next life (version and
+    /// incarnation [`Tombstone::incarnation`], as
+    /// [`SequenceRow::created_after`]).
     pub(super) async fn insert_sequence(
         &self,
         tx: &mut mysql_async::Transaction<'_>,
         spec: &SequenceSpec,
         numbering: Option<&keysmith_core::driver::Numbering>,
     ) -> Result<SequenceRow> {
-        let spec = &self
-            .lock_tombstone(tx, SEQUENCE_KIND, &spec.name)
-            .await?
-            .raise_sequence(spec, numbering)?;
+        let dropped = self.lock_tombstone(tx, &spec.name).await?;
+        let spec = &dropped.raise_sequence(spec, numbering)?;
+        let incarnation = self.version_param(&spec.name, dropped.incarnation())?;
         let inserted = tx
             .exec_drop(
                 format!(
                     "INSERT INTO keysmith_sequences (name, next_value, start_value, max_value, block,
-                         version, generation, failover_skip, failover_skip_set)
-                     VALUES (?, ?, ?, ?, ?, 1, {}, ?, ?)",
+                         version, generation, failover_skip, failover_skip_set, incarnation)
+                     VALUES (?, ?, ?, ?, ?, ?, {}, ?, ?, ?)",
                     self.generation_expr()
                 ),
                 (
@@ -115,8 +118,10 @@ impl MysqlStore {
                     spec.start,
                     spec.max,
                     spec.block,
+                    incarnation,
                     spec.initial_failover_skip(),
                     spec.failover_skip.is_some(),
+                    incarnation,
                 ),
             )
             .await;
@@ -277,19 +282,18 @@ impl SequenceStore for MysqlStore {
             let r: Row = c
                 .exec_first(
                     format!(
-                        "SELECT s.name, s.next_value, s.start_value, s.max_value, s.block, s.version,
-                                s.generation, s.failover_skip, s.failover_skip_set, s.failover_skipped,
-                                {CCOLS_C}
+                        "SELECT {}, {CCOLS_C}
                          FROM keysmith_sequences s
                          LEFT JOIN keysmith_sequence_counts c ON c.name = s.name
-                         WHERE s.name = ?"
+                         WHERE s.name = ?",
+                        cols_of("s")
                     ),
                     (name,),
                 )
                 .await
                 .map_err(|e| self.my(&e))?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
-            Ok((self.sequence_row(&r, 0)?, self.counts_from(&r, 10)?))
+            Ok((self.sequence_row(&r, 0)?, self.counts_from(&r, NCOLS)?))
         })
         .await
     }
@@ -311,7 +315,7 @@ impl SequenceStore for MysqlStore {
         with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
             let mut tx = begin(c).await.map_err(bad)?;
-            let before = self.lock_tombstone(&mut tx, SEQUENCE_KIND, name).await?;
+            let before = self.lock_tombstone(&mut tx, name).await?;
             let r: Option<Row> = tx
                 .exec_first(
                     format!("SELECT {COLS} FROM keysmith_sequences WHERE name = ? FOR UPDATE"),

@@ -416,7 +416,7 @@ async fn tls_modes_against_a_server_with_tls() {
 /// Tables at version 2 (before pools kept a residue class) are migrated on
 /// open: the version goes to the current one, a pool created before reads
 /// back without a class, its members as they were, and a drop leaves a
-/// tombstone (version 4).
+/// tombstone (version 4) and the pool's life (version 5).
 #[tokio::test]
 async fn version_2_tables_get_the_pool_class_columns() {
     let Some(db) = TempMariaDb::shared() else {
@@ -429,16 +429,19 @@ async fn version_2_tables_get_the_pool_class_columns() {
     let name = db_of(&url);
     db.sql(&format!(
         "ALTER TABLE {name}.keysmith_pools DROP CONSTRAINT keysmith_pools_class,
-             DROP COLUMN class_increment, DROP COLUMN class_offset;
+             DROP COLUMN class_increment, DROP COLUMN class_offset, DROP COLUMN incarnation;
+         ALTER TABLE {name}.keysmith_sequences DROP COLUMN incarnation;
          DROP TABLE {name}.keysmith_tombstones;
          UPDATE {name}.keysmith_meta SET schema_version = 2;"
     ));
     let b = MysqlStore::open(&url).await.unwrap();
     let old = b.read_pool("old").await.unwrap().unwrap();
     assert_eq!((old.start, old.size, old.residue), (1, 3, None));
+    assert_eq!(old.incarnation, 0, "a pool from before lives were kept");
     assert_eq!(b.list_members("old").await.unwrap(), [1, 2, 3]);
     let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
-    assert_eq!(v.trim(), "4");
+    assert_eq!(v.trim(), SCHEMA_VERSION.to_string());
+    assert_lives_columns(&db, name);
     // The columns only hold a class keysmith writes (not half of one):
     // `sql` panics on the refused statement.
     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -452,4 +455,136 @@ async fn version_2_tables_get_the_pool_class_columns() {
     b.drop_pool("old").await.unwrap();
     let again = b.create_pool(&PoolSpec::new("old", 3)).await.unwrap();
     assert_eq!(again.start, 4, "continues above the number handed out");
+    assert_eq!(again.incarnation, 1);
+    assert_eq!(b.read_pool("old").await.unwrap().unwrap(), again);
+}
+
+/// The columns of lives (schema version 5) are there, `BIGINT NOT NULL
+/// DEFAULT 0`, in database `name`.
+fn assert_lives_columns(db: &TempMariaDb, name: &str) {
+    let columns = db.sql(&format!(
+        "SELECT table_name, column_name, data_type, is_nullable, column_default
+         FROM information_schema.columns
+         WHERE table_schema = '{name}' AND column_name IN ('incarnation', 'version')
+           AND table_name IN ('keysmith_sequences', 'keysmith_pools', 'keysmith_tombstones')
+         ORDER BY BINARY table_name, BINARY column_name"
+    ));
+    assert_eq!(
+        columns.lines().collect::<Vec<_>>(),
+        [
+            "keysmith_pools\tincarnation\tbigint\tNO\t0",
+            "keysmith_sequences\tincarnation\tbigint\tNO\t0",
+            "keysmith_sequences\tversion\tbigint\tNO\tNULL",
+            "keysmith_tombstones\tversion\tbigint\tNO\t0",
+        ]
+    );
+}
+
+/// Tables at version 4 (before lives were kept) are migrated on open, also
+/// when an earlier open added some of the columns and stopped (a migration
+/// cut short): rows from before read incarnation 0 and keep working, and a
+/// name dropped after the upgrade is created again above every version its
+/// old row reached, whatever the kind.
+#[tokio::test]
+async fn version_4_tables_get_the_lives_columns() {
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let a = MysqlStore::open(&url).await.unwrap();
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    for _ in 0..4 {
+        a.reserve_locked("s", 10).await.unwrap();
+    }
+    a.create_sequence(&SequenceSpec::new("p")).await.unwrap();
+    a.reserve_locked("p", 10).await.unwrap();
+    a.drop_sequence("p").await.unwrap();
+    a.create_pool(&PoolSpec::new("q", 3)).await.unwrap();
+    drop(a);
+    let name = db_of(&url);
+    // Cut short: the sequences' column is there, the others are not.
+    db.sql(&format!(
+        "UPDATE {name}.keysmith_sequences SET incarnation = 0;
+         ALTER TABLE {name}.keysmith_pools DROP COLUMN incarnation;
+         ALTER TABLE {name}.keysmith_tombstones DROP COLUMN version;
+         UPDATE {name}.keysmith_meta SET schema_version = 4;"
+    ));
+    let b = MysqlStore::open(&url).await.unwrap();
+    let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
+    assert_eq!(v.trim(), SCHEMA_VERSION.to_string());
+    assert_lives_columns(&db, name);
+    let old = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!((old.version, old.incarnation), (5, 0), "{old:?}");
+    assert_eq!(b.read_pool("q").await.unwrap().unwrap().incarnation, 0);
+    // A row of an unknown life still works.
+    let r = b.reserve_locked("s", 10).await.unwrap();
+    assert_eq!((r.start, r.incarnation), (41, 0));
+    // Dropped after the upgrade: the next life starts above its versions.
+    b.drop_sequence("s").await.unwrap();
+    let again = b
+        .create_sequence(&SequenceSpec {
+            start_below_dropped: true,
+            ..SequenceSpec::new("s")
+        })
+        .await
+        .unwrap();
+    assert_eq!((again.version, again.incarnation), (7, 7), "{again:?}");
+    // Dropped before: its tombstone knew no version; the value bound holds.
+    let p = b.create_pool(&PoolSpec::new("p", 3)).await.unwrap();
+    assert_eq!((p.start, p.incarnation), (11, 1), "{p:?}");
+    // A pool of an unknown life dropped, a sequence of its name created
+    // from its largest member (3: what it may have handed out is below).
+    b.drop_pool("q").await.unwrap();
+    let q = b.create_sequence(&SequenceSpec::new("q")).await.unwrap();
+    assert_eq!((q.start, q.incarnation), (3, 1), "{q:?}");
+}
+
+/// A create of one kind and a drop of the other kind of one name wait for
+/// each other: a pool create that starts while a sequence of its name is
+/// being dropped (the drop's transaction holds the sequence's tombstone)
+/// waits for that drop, and then starts above what the sequence handed
+/// out, never below it after the drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_waits_for_a_drop_of_its_name_of_the_other_kind() {
+    use keysmith::store::mysql::mysql_async::TxOpts;
+    use keysmith::store::mysql::mysql_async::prelude::Queryable;
+    let Some(db) = TempMariaDb::shared() else {
+        return;
+    };
+    let url = db.fresh_url();
+    let store = Arc::new(MysqlStore::open(&url).await.unwrap());
+    store
+        .create_sequence(&SequenceSpec::new("both"))
+        .await
+        .unwrap();
+    // A drop of the sequence, as far as holding its tombstone: raised
+    // (to 1001) but not yet committed.
+    let mut c = keysmith::store::mysql::connect(&url).await.unwrap();
+    let mut tx = c.start_transaction(TxOpts::default()).await.unwrap();
+    tx.query_drop(
+        "INSERT INTO keysmith_tombstones (kind, name, high_water, reversed_next, version)
+         VALUES ('sequence', 'both', 0, 0, 0) ON DUPLICATE KEY UPDATE high_water = high_water",
+    )
+    .await
+    .unwrap();
+    tx.query_drop(
+        "UPDATE keysmith_tombstones SET high_water = 1001, version = 40
+         WHERE kind = 'sequence' AND name = 'both'",
+    )
+    .await
+    .unwrap();
+    let creating = tokio::spawn({
+        let store = store.clone();
+        async move { store.create_pool(&PoolSpec::new("both", 3)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(
+        !creating.is_finished(),
+        "the pool was created while a drop of its name held the sequence's tombstone: {:?}",
+        creating.await
+    );
+    tx.commit().await.unwrap();
+    let pool = creating.await.unwrap().unwrap();
+    assert_eq!((pool.start, pool.incarnation), (1001, 41), "{pool:?}");
+    let _ = c.disconnect().await;
 }
