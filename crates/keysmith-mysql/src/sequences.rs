@@ -58,7 +58,7 @@ impl MysqlStore {
     /// Both reservation strategies: the row fenced and locked, the plan
     /// computed here ([`SequenceRow::plan`]), one `UPDATE`, in one
     /// transaction.
-    async fn reserve(&self, name: &str, n: i64) -> Result<Reservation> {
+    async fn reserve(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
         with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
@@ -66,6 +66,9 @@ impl MysqlStore {
             let Some((row, fenced)) = self.fenced_row(&mut tx, name).await? else {
                 return Err(Error::not_found("sequence", name));
             };
+            // A row of another life: nothing is committed (the transaction,
+            // its fence too, rolls back when dropped).
+            row.check_life(incarnation, "handle")?;
             let plan = match row.plan(n) {
                 Ok(p) => p,
                 Err(e) => {
@@ -210,7 +213,11 @@ impl SequenceStore for MysqlStore {
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
         // SELECT ... FOR UPDATE, the plan here, one UPDATE.
-        self.reserve(name, n).await
+        self.reserve(name, n, 0).await
+    }
+
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
+        self.reserve(name, n, incarnation).await
     }
 
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {

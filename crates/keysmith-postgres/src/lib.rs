@@ -515,7 +515,7 @@ impl Sql {
             // The SQL function of migration 2: the logic lives once.
             reserve_atomic: format!(
                 "SELECT first_value, next_free, row_version, fenced, row_incarnation
-                 FROM {s}.reserve($1, $2)"
+                 FROM {s}.reserve_in($1, $2, $3)"
             ),
             list: format!("SELECT {COLS} FROM {s}.sequences ORDER BY name"),
             drop: format!("DELETE FROM {s}.sequences WHERE name = $1"),

@@ -572,5 +572,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
         FROM {s}.sequences q WHERE q.name = seq FOR UPDATE;
     END
     $fn$;
+
+    -- `reserve` in life `inc` of the name only (0: any): a row of another
+    -- life raises KS410, which undoes the reservation the same statement
+    -- made (a handle of a dropped life writes nothing into the next).
+    CREATE OR REPLACE FUNCTION {s}.reserve_in(seq text, n bigint, inc bigint,
+                                  OUT first_value bigint, OUT next_free bigint,
+                                  OUT row_version bigint, OUT fenced bigint,
+                                  OUT row_incarnation bigint)
+    LANGUAGE plpgsql AS $fn$
+    BEGIN
+        SELECT r.first_value, r.next_free, r.row_version, r.fenced, r.row_incarnation
+        INTO first_value, next_free, row_version, fenced, row_incarnation
+        FROM {s}.reserve(seq, n) r;
+        IF inc <> 0 AND row_incarnation <> 0 AND row_incarnation <> inc THEN
+            RAISE EXCEPTION 'keysmith: sequence % was dropped and created again', quote_literal(seq)
+                USING ERRCODE = 'KS410';
+        END IF;
+    END
+    $fn$;
     "#,
 ];

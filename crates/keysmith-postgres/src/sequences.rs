@@ -185,6 +185,10 @@ impl SequenceStore for PostgresStore {
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.reserve_locked_in(name, n, 0).await
+    }
+
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
         with_conn(self, async |c| {
             let lock = c
@@ -206,6 +210,8 @@ impl SequenceStore for PostgresStore {
             }
             let fenced: i64 = r.try_get(0).map_err(|e| self.pg(&e))?;
             let row = self.row(&r, 1)?;
+            // Another life: the transaction rolls back (the fence too).
+            row.check_life(incarnation, "handle")?;
             let mut plan = row.plan(n)?;
             plan.fenced = fenced;
             let version = i64::try_from(plan.version)
@@ -293,18 +299,33 @@ impl SequenceStore for PostgresStore {
 #[async_trait]
 impl AtomicReserve for PostgresStore {
     async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.reserve_one_step_in(name, n, 0).await
+    }
+
+    async fn reserve_one_step_in(
+        &self,
+        name: &str,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<Reservation> {
         keysmith_core::driver::check_count("count", n)?;
+        let life = crate::version_param(name, incarnation)?;
         with_conn(self, async |c| {
             let st = c
                 .prepare_cached(&self.sql.reserve_atomic)
                 .await
                 .map_err(|e| self.pg(&e))?;
             let bad = |e: tokio_postgres::Error| self.pg(&e);
-            let r = match c.query_one(&st, &[&name, &n]).await {
+            let r = match c.query_one(&st, &[&name, &n, &life]).await {
                 Ok(r) => r,
                 Err(e) => {
                     return Err(match e.code() {
                         Some(&SqlState::NO_DATA_FOUND) => Error::not_found("sequence", name),
+                        Some(c) if c.code() == "KS410" => Error::Dropped {
+                            kind: "sequence",
+                            name: name.to_owned(),
+                            held: "handle",
+                        },
                         Some(&SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED) => {
                             let max = self.read_sequence(name).await?.map_or(0, |row| row.max);
                             Error::Exhausted {
