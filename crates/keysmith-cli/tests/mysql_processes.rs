@@ -51,3 +51,14 @@ fn server_crash_mid_run_fails_cleanly_and_repeats_no_value() {
     };
     common::processes(&my).server_crash_mid_run();
 }
+
+/// A process holding a handle, paused while others drop the sequence and
+/// create it again: resumed, it fails saying so and writes nothing into the
+/// new life (`Processes::a_dropped_life_never_writes_into_the_next`).
+#[test]
+fn a_dropped_life_never_writes_into_the_next() {
+    let Some(my) = MariaDb::shared() else {
+        return;
+    };
+    common::processes(&my).a_dropped_life_never_writes_into_the_next();
+}

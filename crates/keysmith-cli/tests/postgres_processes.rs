@@ -183,3 +183,14 @@ fn sql_functions_allocate_beside_the_library_and_the_cli() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("exhausted"), "{err}");
 }
+
+/// A process holding a handle, paused while others drop the sequence and
+/// create it again: resumed, it fails saying so and writes nothing into the
+/// new life (`Processes::a_dropped_life_never_writes_into_the_next`).
+#[test]
+fn a_dropped_life_never_writes_into_the_next() {
+    let Some(pg) = Postgres::shared() else {
+        return;
+    };
+    common::processes(&pg).a_dropped_life_never_writes_into_the_next();
+}

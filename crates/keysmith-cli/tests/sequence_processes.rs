@@ -28,3 +28,11 @@ fn processes_never_share_a_value() {
 fn sigkill_at_random_moments_never_repeats_a_value() {
     common::processes(&Sqlite::new()).sigkill_rounds();
 }
+
+/// A process holding a handle, paused while others drop the sequence and
+/// create it again: resumed, it fails saying so and writes nothing into the
+/// new life.
+#[test]
+fn a_dropped_life_never_writes_into_the_next() {
+    common::processes(&Sqlite::new()).a_dropped_life_never_writes_into_the_next();
+}

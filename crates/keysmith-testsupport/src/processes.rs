@@ -52,6 +52,20 @@ pub const PROCESSES: [usize; 2] = [8, 32];
 /// holder's lease), not a performance threshold.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 
+/// `url` with a short wait for locks (SQLite's busy timeout, the pooled SQL
+/// stores' operation timeout): a call that meets a lock held by a paused
+/// process gives up soon instead of waiting for it.
+fn quick_url(url: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    if url.starts_with("sqlite://") {
+        format!("{url}{sep}busy_timeout_ms=300")
+    } else if url.starts_with("postgres") || url.starts_with("mysql") {
+        format!("{url}{sep}timeout=2")
+    } else {
+        url.to_owned()
+    }
+}
+
 /// Parses complete lines (ending in '\n') as integers; a line cut short by
 /// a kill is ignored.
 ///
@@ -515,6 +529,100 @@ impl<'a> Processes<'a> {
                 all.extend(values);
             }
             assert_eq!(all.len(), total, "{who}: a value was handed out twice");
+        }
+    }
+
+    /// Lives of a name with real processes, per strategy, each on a fresh
+    /// store: a `keysmith next` process holding a handle (blocks of 5) is
+    /// paused with SIGSTOP once it printed a value; other processes drop
+    /// the sequence and create it again; the paused one resumes and fails,
+    /// saying the name was dropped and created again, and it wrote nothing
+    /// into the new life (no reservation, no hand-back at its close, no
+    /// counts: the new life's row and counts are as created). A process of
+    /// the new life then hands out values, none of which the old one
+    /// printed.
+    ///
+    /// # Panics
+    /// On any violation, or when the paused process makes no progress
+    /// within [`DEADLINE`].
+    pub fn a_dropped_life_never_writes_into_the_next(&self) {
+        let _turn = one_at_a_time();
+        let backend = self.backend.name();
+        for strategy in STRATEGIES {
+            let who = format!("{backend}, {strategy}");
+            let url = self.backend.fresh_url();
+            self.ok(&url, &["create", "s", "--block", "5"]);
+            let mut old = self
+                .next(&url, "s", "1000000000", strategy, Some("5"))
+                .spawn()
+                .unwrap();
+            let (printed, reader) = drain(old.stdout.take().unwrap());
+            let started = Instant::now();
+            while complete_values(&printed.lock().unwrap()).is_empty() {
+                assert!(
+                    started.elapsed() < DEADLINE,
+                    "{who}: the old process printed nothing"
+                );
+                if let Some(status) = old.try_wait().unwrap() {
+                    panic!("{who}: the old process exited early: {status}");
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            let pid = old.id() as libc::pid_t;
+            // Paused inside a transaction (the store's lock held: SQLite's
+            // write lock, a row lock), the drop cannot go through: it gives
+            // up quickly, the old process runs a little, and again.
+            let quick = quick_url(&url);
+            let mut tries = 0;
+            loop {
+                // SAFETY: signals to our own unreaped child.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                if self.run(&quick, &["drop", "s"]).status.success() {
+                    break;
+                }
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                tries += 1;
+                assert!(tries < 200, "{who}: the drop never got through");
+                thread::sleep(Duration::from_millis(10));
+            }
+            self.ok(&url, &["create", "s", "--block", "5"]);
+            let created: serde_json::Value =
+                serde_json::from_str(&self.ok(&url, &["--json", "show", "s"])).unwrap();
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            let out = old.wait_with_output().unwrap();
+            reader.join().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{who}: the old process went on");
+            assert!(
+                stderr.contains("dropped and created again"),
+                "{who}: the old process failed otherwise: {stderr}"
+            );
+            let after: serde_json::Value =
+                serde_json::from_str(&self.ok(&url, &["--json", "show", "s"])).unwrap();
+            for field in [
+                "next",
+                "version",
+                "incarnation",
+                "handed_out",
+                "handed_back",
+                "abandoned",
+            ] {
+                assert_eq!(
+                    after[field], created[field],
+                    "{who}: the old life wrote {field} into the new one: {created} then {after}"
+                );
+            }
+            let old_values: HashSet<i64> = complete_values(&printed.lock().unwrap())
+                .into_iter()
+                .collect();
+            let new_values =
+                complete_values(&self.ok(&url, &["next", "s", "--count", "20"]).into_bytes());
+            assert!(
+                new_values.iter().all(|v| !old_values.contains(v)),
+                "{who}: the new life handed out a value of the old one"
+            );
         }
     }
 
