@@ -1150,3 +1150,36 @@ fn version_i64(row: &SequenceRow) -> Result<i64> {
 fn revision_of(resp: &TxnResponse) -> i64 {
     resp.header().map_or(0, |h| h.revision())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_offset_by_the_life_and_back() {
+        // A row from before lives: the etcd version itself.
+        assert_eq!(row_version(0, 1), 1);
+        assert_eq!(etcd_version(0, 7), Some(7));
+        assert_eq!(etcd_version(0, 0), None);
+        // The first life, and a later one that starts at 10.
+        assert_eq!(row_version(1, 1), 1);
+        assert_eq!(row_version(10, 1), 10);
+        assert_eq!(row_version(10, 4), 13);
+        for (life, etcd) in [(1, 1), (1, 9), (10, 1), (10, 4), (u64::MAX / 2, 3)] {
+            assert_eq!(etcd_version(life, row_version(life, etcd)), Some(etcd));
+        }
+        // Every version of an earlier life is below the later one's first:
+        // none is a version of that life, whatever etcd's own version.
+        for v in 1..10 {
+            assert_eq!(etcd_version(10, v), None, "{v}");
+        }
+        // Past etcd's range.
+        assert_eq!(etcd_version(1, u64::MAX), None);
+        let life = Life {
+            incarnation: 10,
+            created: 5,
+        };
+        assert_eq!(life.etcd_version(12), Some(3));
+        assert_eq!(life.etcd_version(9), None);
+    }
+}
