@@ -99,8 +99,7 @@ pub(super) enum RowHint {
     /// one transaction that compares that revision (and the epoch): no
     /// write since, nor a drop and re-create (whose `next` key etcd makes
     /// anew, its etcd version at 1 again), can leave the revision as it
-    /// was. A stale hint costs one
-    /// conflict, which returns the current row. Only a snapshot restore can
+    /// was. A stale hint costs one conflict, which returns the current row. Only a snapshot restore can
     /// bring the row back as it was after others moved it on: the write's
     /// revision, not above what this process had seen, tells, and its
     /// range is skipped, never handed out.
@@ -696,6 +695,11 @@ impl SequenceStore for EtcdStore {
             .read_row(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
+        // The spec below is this row's (its life's incarnation among it):
+        // written only over this very version, which no other life has.
+        if row.version != expected {
+            return Ok(Put::Conflict(row));
+        }
         let spec = SpecValue {
             max: change.max,
             block: change.block,
