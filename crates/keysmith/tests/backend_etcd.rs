@@ -808,3 +808,42 @@ async fn rows_from_before_lives_read_with_incarnation_zero() {
         .unwrap();
     assert_eq!((t.start, t.version, t.incarnation), (50, 1, 1));
 }
+
+/// A lease taken through one store (one server), the name dropped and
+/// created again below its values through another: its release through
+/// the first store, which remembers the earlier life, and through a store
+/// that never read the name, is refused as [`Error::Dropped`] and changes
+/// nothing; the new life's own lease goes back through either.
+#[tokio::test]
+async fn a_lease_released_through_another_store_after_a_drop_is_refused() {
+    use keysmith::sequence::{Strategy, lease};
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let (c, _) = two_stores_on(&a).await;
+    let (a, b, c): (Arc<dyn Store>, Arc<dyn Store>, Arc<dyn Store>) =
+        (Arc::new(a), Arc::new(b), Arc::new(c));
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let budget = std::time::Duration::from_secs(5);
+    let old = lease::lease(a.clone(), "s", 10, Strategy::Optimistic, budget)
+        .await
+        .unwrap();
+    b.drop_sequence("s").await.unwrap();
+    let below = SequenceSpec {
+        start_below_dropped: true,
+        ..SequenceSpec::new("s")
+    };
+    b.create_sequence(&below).await.unwrap();
+    let new = lease::lease(b.clone(), "s", 10, Strategy::Optimistic, budget)
+        .await
+        .unwrap();
+    assert!(new.incarnation > old.incarnation, "{new:?} {old:?}");
+    let before = b.read_sequence("s").await.unwrap().unwrap();
+    for store in [&a, &c] {
+        let e = lease::release(&**store, &old, old.start).await.unwrap_err();
+        assert!(matches!(e, Error::Dropped { held: "lease", .. }), "{e}");
+        assert_eq!(b.read_sequence("s").await.unwrap().unwrap(), before);
+    }
+    let back = lease::release(&*c, &new, new.start).await.unwrap();
+    assert_eq!(back, Some(new.start..new.end));
+}
