@@ -41,18 +41,18 @@
 //!
 //! | key | value |
 //! | --- | --- |
-//! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..}` |
-//! | `PREFIX/next/NAME` | its next free value, decimal; the key's etcd *version* is [`SequenceRow::version`] |
+//! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..,"incarnation":..}` (`incarnation`: [`SequenceRow::incarnation`], absent in sequences from before lives were recorded) |
+//! | `PREFIX/next/NAME` | its next free value and generation, `NEXT GENERATION`; [`SequenceRow::version`] is `incarnation - 1` plus the key's etcd *version*, its create revision names the life (see *Versions and lives*) |
 //! | `PREFIX/counts/NAME` | what clean closes and alterations reported, and the rate marks: JSON [`SequenceCounts`] |
 //! | `PREFIX/pool-marks/ENAME` | the pool's rate marks, JSON [`RateMarks`] |
-//! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..,"generation":..}`, with `"residue":{"increment":..,"offset":..}` for a pool in a residue class |
+//! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..,"generation":..,"incarnation":..}`, with `"residue":{"increment":..,"offset":..}` for a pool in a residue class (`incarnation`: [`PoolRow::incarnation`], absent in pools from before lives were recorded) |
 //! | `PREFIX/pool-members/ENAME/SSSSSSSSSSSSSSSSSSSS` | the member in slot `S` (20 decimal digits), decimal |
 //! | `PREFIX/pool-creating/ENAME` | claim held while a large pool is being written |
 //! | `PREFIX/locks/ENAME/...` | etcd lock keys of [`SequenceStore::reserve_locked`] |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/lease` | a worker id's lease (on an etcd lease), its fence |
 //! | `PREFIX/workers/EGROUP/WWWWWWWWWWWWWWWWWWWW/floor` | its fence and time floor, JSON; outlives leases |
 //! | `PREFIX/numbers/ENAME/...` | a numbered sequence's settings, current period, counters and tickets (`numbers.rs`) |
-//! | `PREFIX/tombstones/sequence/ENAME`, `PREFIX/tombstones/pool/ENAME` | what a drop of the name left, JSON [`keysmith_core::driver::Tombstone`]; a create compares it unchanged since it read it |
+//! | `PREFIX/tombstones/sequence/ENAME`, `PREFIX/tombstones/pool/ENAME` | what a drop of the name left, JSON [`keysmith_core::driver::Tombstone`] (its `version`: the largest row version, or pool incarnation, a dropped life reached); a drop writes its own kind's, a create of either kind reads both, starts above their [`Tombstone::max`] and compares both unchanged since it read them |
 //!
 //! `ENAME` is the name with `%` and `/` percent-encoded, so that no name's key
 //! range contains another's. A pool of size `N` has `N` slots, `0..N`; slot
@@ -60,14 +60,48 @@
 //! keeps the slot, so slot `s` always holds a member equal to `start + s`
 //! modulo `N`, and no two slots can hold the same member.
 //!
-//! # Versions
+//! # Versions and lives
 //!
-//! [`SequenceRow::version`] is the etcd version of the `next/NAME` key: etcd sets it to
-//! 1 when the key is created and adds 1 on every put, exactly the contract's
-//! "version 1 on create, bumped by every change of `next`". Every write of
-//! `next` is a transaction comparing that version, so a conditional put is a
-//! single round trip, and on a mismatch the same transaction returns the
-//! current row (no second read).
+//! etcd gives the `next/NAME` key version 1 when the key is created and adds
+//! 1 on every put, but a drop deletes the key and the next create makes it
+//! anew at version 1 again: etcd's own version repeats across the lives of
+//! a name, and a conditional write planned in one life (a handle's put, a
+//! lease's hand-back, an alteration) could match the next one. So the
+//! version keysmith reports is offset by the life:
+//!
+//! - a create reads the name's tombstones of both kinds and writes
+//!   `incarnation` = [`Tombstone::incarnation`] (one above every version an
+//!   earlier life reached) into the spec key; [`SequenceRow::version`] is
+//!   `incarnation - 1 + etcd version of next/NAME`, so a created row has
+//!   version = incarnation, every change adds 1, and no version repeats
+//!   across lives (a drop raises the tombstone's `version` to the row's);
+//! - every conditional write also pins the life, not only the version: a
+//!   write planned from a row this store read (the atomic and locked
+//!   reservations, the fence of a row of an older generation) compares the
+//!   mod revision its `next` key was read at; a write that has only the
+//!   caller's version ([`SequenceStore::put_if_version`],
+//!   [`SequenceStore::alter_if_version`]) compares the `next` key's create
+//!   revision with the life this store last read of the name (a guess,
+//!   remembered per name) and its etcd version with the caller's version in
+//!   that life. When the guess was wrong, the row read back names its life,
+//!   and the write is tried again in it only if the caller's version is the
+//!   row's. A version of an earlier life is below every version of the
+//!   current one, so it never matches: nothing planned before a drop writes
+//!   after it.
+//!
+//! Why not keep the `next` key across drops, so that etcd's version goes on
+//! by itself? A pool's life must also count (a sequence created under a
+//! dropped pool's name starts above the pool's incarnation, and the other
+//! way round), and pools have no `next` key; nor could a sequence's version
+//! be raised above a tombstone written elsewhere (by hand, or a restore)
+//! without one put per version. The offset serves both kinds.
+//!
+//! Every write of `next` is one transaction with its compares, so a
+//! conditional put is a single round trip when this store knows the
+//! sequence's life (it read or wrote the row before, as a handle always
+//! has), two otherwise; on a mismatch the same transaction returns the
+//! current row. A sequence created before lives were recorded has no
+//! `incarnation` (0): its version is the etcd version, as it always was.
 //!
 //! # Strategies
 //!
@@ -89,10 +123,10 @@
 //!   lock key, which releases the lock. A holder that dies blocks others for at
 //!   most the lease TTL.
 //!
-//! A sequence dropped and created again starts over at version 1, as in
-//! every store: a handle that still quotes a version from before the drop
-//! may match it. Dropping a sequence that handles still use is the caller's
-//! mistake in any backend.
+//! A sequence dropped and created again starts above every version of its
+//! earlier lives (*Versions and lives*): a handle, lease or hand-back that
+//! still quotes a version from before the drop never matches, and the core
+//! turns that into [`Error::Dropped`].
 //!
 //! # Pools
 //!
@@ -184,6 +218,10 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(3 * LOCK_TTL_SECS as u64);
 /// How many lost races [`SequenceStore::reserve_atomic`] takes before it gives up.
 pub const ATOMIC_ATTEMPTS: u32 = 64;
 
+/// The kinds of tombstone a name can have, in the order
+/// [`EtcdStore::read_tombstones`] reads them.
+const TOMBSTONE_KINDS: [&str; 2] = [SEQUENCE_KIND, POOL_KIND];
+
 /// The key prefix used when the URL names none.
 pub const DEFAULT_PREFIX: &str = "keysmith";
 
@@ -207,6 +245,9 @@ pub struct EtcdStore {
     /// The row each sequence had after this store's last atomic reservation
     /// of it: the next one compares it and writes at once (`sequences.rs`).
     row_hints: Arc<Remembered<sequences::RowHint>>,
+    /// The life of each sequence this store last read (`sequences.rs`,
+    /// `Life`): a guess that conditional writes check in etcd.
+    lives: Arc<Remembered<sequences::Life>>,
     /// The store's generation as this process knows it (`generation.rs`).
     generation: Arc<generation::Tracker>,
 }
@@ -309,6 +350,7 @@ impl EtcdStore {
             prefix: format!("{}/", url.prefix),
             pool_meta: Arc::new(Remembered::new()),
             row_hints: Arc::new(Remembered::new()),
+            lives: Arc::new(Remembered::new()),
             generation: Arc::default(),
         })
     }
@@ -381,21 +423,30 @@ impl EtcdStore {
         Ok(TxnOp::put(self.tombstone_key(kind, name), v, None))
     }
 
-    /// Reads the tombstone of `name` of `kind`, and its key-value to compare.
-    async fn read_tombstone(
-        &self,
-        kind: &str,
-        name: &str,
-    ) -> Result<(Tombstone, Option<KeyValue>)> {
-        let key = self.tombstone_key(kind, name);
-        let resp = self
-            .call("read a tombstone", |mut c| {
-                let key = key.clone();
-                async move { c.get(key, None).await }
-            })
-            .await?;
-        let kv = resp.kvs().first().cloned();
-        Ok((self.tombstone_of(kind, name, kv.as_ref())?, kv))
+    /// Reads the name's tombstones of both kinds in one snapshot: their
+    /// [`Tombstone::max`] (one name has one history, whatever its kind:
+    /// `store/tombstones.rs`), and their key-values, sequence's then
+    /// pool's, for [`Self::tombstones_unchanged`].
+    async fn read_tombstones(&self, name: &str) -> Result<(Tombstone, [Option<KeyValue>; 2])> {
+        let txn = Txn::new()
+            .and_then(TOMBSTONE_KINDS.map(|k| TxnOp::get(self.tombstone_key(k, name), None)));
+        let resp = self.txn("read a tombstone", txn).await?;
+        let ops = resp.op_responses();
+        let kvs = [first_kv(&ops, 0)?, first_kv(&ops, 1)?];
+        let mut t = Tombstone::default();
+        for (kind, kv) in TOMBSTONE_KINDS.iter().zip(&kvs) {
+            t = t.max(self.tombstone_of(kind, name, kv.as_ref())?);
+        }
+        Ok((t, kvs))
+    }
+
+    /// The compares that the tombstones [`Self::read_tombstones`] read are
+    /// still the ones stored.
+    fn tombstones_unchanged(&self, name: &str, kvs: &[Option<KeyValue>; 2]) -> [Compare; 2] {
+        [
+            self.tombstone_unchanged(TOMBSTONE_KINDS[0], name, kvs[0].as_ref()),
+            self.tombstone_unchanged(TOMBSTONE_KINDS[1], name, kvs[1].as_ref()),
+        ]
     }
 
     fn members_prefix(&self, name: &str) -> String {

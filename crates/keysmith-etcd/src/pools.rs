@@ -30,6 +30,8 @@ pub(super) struct PoolMeta {
     /// A hash of the generation the pool was created or fenced in (0: none
     /// recorded): the cache holds `Copy` values.
     generation: u64,
+    /// Kept to write it back with the generation (a fence).
+    incarnation: u64,
 }
 
 /// The hash [`PoolMeta`] keeps of a generation; 0 for none.
@@ -62,6 +64,15 @@ struct PoolValue {
     /// absent without one, and in pools from before classes were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     residue: Option<Residue>,
+    /// [`PoolRow::incarnation`]: the life of the name this pool is, above
+    /// every version an earlier life of the name (of either kind) reached;
+    /// absent (0) in pools from before lives were recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    incarnation: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl EtcdStore {
@@ -97,7 +108,7 @@ impl EtcdStore {
             size: v.size,
             generation: v.generation,
             residue: keysmith_core::driver::stored_residue(name, residue.0, residue.1)?,
-            incarnation: 0, // TODO(lives)
+            incarnation: v.incarnation,
         })
     }
 
@@ -110,6 +121,7 @@ impl EtcdStore {
             residue: row.residue,
             revision: kv.create_revision(),
             generation: generation_hash(row.generation.as_deref()),
+            incarnation: row.incarnation,
         };
         self.pool_meta.remember(name, meta);
         Ok(meta)
@@ -195,6 +207,7 @@ impl EtcdStore {
                     residue: row.residue,
                     revision: h.revision(),
                     generation: generation_hash(row.generation.as_deref()),
+                    incarnation: row.incarnation,
                 },
             );
         }
@@ -213,6 +226,7 @@ impl EtcdStore {
             size: meta.size,
             generation: Some(generation.to_owned()),
             residue: meta.residue,
+            incarnation: meta.incarnation,
         })
         .map_err(|e| Error::Corrupt(format!("cannot encode pool {name:?}: {e}")))?;
         let txn = Txn::new()
@@ -355,13 +369,15 @@ impl EtcdStore {
 }
 
 impl EtcdStore {
-    /// [`PoolStore::create_pool`] of `spec` raised above the tombstone read
-    /// as `tombstone`, which its first transaction compares unchanged:
-    /// [`Error::AlreadyExists`] also when it changed.
+    /// [`PoolStore::create_pool`] of `spec` raised above the name's
+    /// tombstones (of both kinds) read as `tombstones`, which its first
+    /// transaction compares unchanged ([`Error::AlreadyExists`] also when
+    /// one changed), as life `incarnation` of the name.
     async fn create_pool_at(
         &self,
         spec: &PoolSpec,
-        tombstone: Option<&KeyValue>,
+        tombstones: &[Option<KeyValue>; 2],
+        incarnation: u64,
     ) -> Result<PoolRow> {
         let (name, start, size) = (spec.name.as_str(), spec.start, spec.size);
 
@@ -380,12 +396,15 @@ impl EtcdStore {
             size,
             generation: Some(generation.clone()),
             residue: spec.residue,
+            incarnation,
         })
         .map_err(|e| Error::invalid(format!("cannot encode pool {name:?}: {e}")))?;
+        let [seq_tomb, pool_tomb] = self.tombstones_unchanged(name, tombstones);
         let absent = [
             Compare::version(self.pool_key(name), CompareOp::Equal, 0),
             Compare::version(self.creating_key(name), CompareOp::Equal, 0),
-            self.tombstone_unchanged(POOL_KIND, name, tombstone),
+            seq_tomb,
+            pool_tomb,
         ];
         let exists = || Error::AlreadyExists {
             kind: "pool",
@@ -397,7 +416,7 @@ impl EtcdStore {
             size,
             generation: Some(generation),
             residue: spec.residue,
-            incarnation: 0, // TODO(lives)
+            incarnation,
         };
         if size as usize <= POOL_BATCH {
             // Small pool: one transaction.
@@ -473,17 +492,16 @@ impl EtcdStore {
 impl PoolStore for EtcdStore {
     async fn create_pool(&self, spec: &PoolSpec) -> Result<PoolRow> {
         for _ in 0..META_ATTEMPTS * 4 {
-            let (tomb, kv) = self.read_tombstone(POOL_KIND, &spec.name).await?;
+            // Every kind's tombstone: a pool under a dropped sequence's name
+            // starts above its values, and its life above its versions.
+            let (tomb, kvs) = self.read_tombstones(&spec.name).await?;
             let raised = tomb.raise_pool(spec)?;
-            match self.create_pool_at(&raised, kv.as_ref()).await {
-                // A drop moved the tombstone since it was read: again.
+            let revisions =
+                |kvs: &[Option<KeyValue>; 2]| kvs.clone().map(|k| k.map(|k| k.mod_revision()));
+            match self.create_pool_at(&raised, &kvs, tomb.incarnation()).await {
+                // A drop moved a tombstone since it was read: again.
                 Err(Error::AlreadyExists { .. })
-                    if self
-                        .read_tombstone(POOL_KIND, &spec.name)
-                        .await?
-                        .1
-                        .map(|k| k.mod_revision())
-                        != kv.as_ref().map(KeyValue::mod_revision)
+                    if revisions(&self.read_tombstones(&spec.name).await?.1) != revisions(&kvs)
                         && self.read_pool(&spec.name).await?.is_none() => {}
                 other => return other,
             }
@@ -799,6 +817,7 @@ mod tests {
             residue: None,
             revision: 1,
             generation: 0,
+            incarnation: 1,
         };
         for slot in 0..5 {
             let v = -3 + slot;
@@ -812,6 +831,7 @@ mod tests {
             residue: None,
             revision: 1,
             generation: 0,
+            incarnation: 1,
         };
         assert!((0..7).contains(&far.slot_of(i64::MIN)));
         assert_eq!(far.slot_of(i64::MAX - 10), 0);

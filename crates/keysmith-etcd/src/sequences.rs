@@ -24,7 +24,68 @@ struct SpecValue {
     failover_skip_set: bool,
     #[serde(default)]
     failover_skipped: i64,
+    /// [`SequenceRow::incarnation`]: the life's first version; the row's
+    /// version is `incarnation - 1` plus the `next` key's etcd version
+    /// (see [`Life`]). 0 (absent) for a sequence created before keysmith
+    /// recorded lives: its version is the etcd version itself.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    incarnation: u64,
 }
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The life of a sequence as this store last read it: its incarnation and
+/// the create revision of its `next` key. Each create makes the `next` key
+/// anew (a drop deletes it), so the create revision names one life; etcd
+/// restarts the key's version at 1 then, and the incarnation is the offset
+/// that keeps the row's versions above every earlier life's.
+///
+/// A conditional write that has only a version to go by
+/// ([`SequenceStore::put_if_version`], [`SequenceStore::alter_if_version`],
+/// and with them the hand-backs of handles and leases) compares *both* the
+/// `next` key's create revision with a life and its etcd version with the
+/// caller's version less that life's offset. It can only succeed when the
+/// name is in that life and the row's version there is the caller's; as
+/// versions never repeat across the lives of a name, a version planned in
+/// another life never matches. The life compared is only a guess (the one
+/// this store last read): when it was wrong, the row read back says so and
+/// the write is tried once more in the row's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Life {
+    incarnation: u64,
+    created: i64,
+}
+
+impl Life {
+    /// The etcd version of the `next` key at which a row of this life has
+    /// version `version`; `None` when no row of this life has it (a
+    /// version of an earlier life, or out of etcd's range).
+    fn etcd_version(self, version: u64) -> Option<i64> {
+        etcd_version(self.incarnation, version)
+    }
+}
+
+/// The row version of a `next` key at etcd version `etcd` in the life of
+/// incarnation `incarnation` (0: a sequence from before lives were recorded).
+fn row_version(incarnation: u64, etcd: i64) -> u64 {
+    incarnation
+        .saturating_sub(1)
+        .saturating_add(etcd.max(0) as u64)
+}
+
+/// The inverse of [`row_version`]: `None` when `version` is below the life.
+fn etcd_version(incarnation: u64, version: u64) -> Option<i64> {
+    version
+        .checked_sub(incarnation.saturating_sub(1))
+        .filter(|v| *v >= 1)
+        .and_then(|v| i64::try_from(v).ok())
+}
+
+/// How many times a conditional write is tried in the life its row was
+/// found in after the life this store remembered proved wrong.
+const LIFE_ATTEMPTS: u32 = 3;
 
 fn default_failover_skip() -> i64 {
     keysmith_core::driver::FAILOVER_SKIP_FLOOR
@@ -36,9 +97,9 @@ pub(super) enum RowHint {
     /// The row as this store last wrote it, with the mod revision of its
     /// `next` key then. The next reservation plans from it and writes in
     /// one transaction that compares that revision (and the epoch): no
-    /// write since, nor a drop and re-create (whose versions start again at
-    /// 1), can leave the revision as it was. A stale hint costs one
-    /// conflict, which returns the current row. Only a snapshot restore can
+    /// write since, nor a drop and re-create (whose `next` key etcd makes
+    /// anew, its etcd version at 1 again), can leave the revision as it
+    /// was. A stale hint costs one conflict, which returns the current row. Only a snapshot restore can
     /// bring the row back as it was after others moved it on: the write's
     /// revision, not above what this process had seen, tells, and its
     /// range is skipped, never handed out.
@@ -90,6 +151,7 @@ impl SpecValue {
             failover_skip: row.failover_skip,
             failover_skip_set: row.failover_skip_set,
             failover_skipped: row.failover_skipped,
+            incarnation: row.incarnation,
         }
     }
 
@@ -187,9 +249,16 @@ impl EtcdStore {
     }
 
     /// The conditional write of a sequence: `puts` (which put the `next`
-    /// key, bumping its version) only if that version is still `expected`,
-    /// with the row read back in the same transaction; on a mismatch the
-    /// row the store holds.
+    /// key, bumping its version) only if the row's version is still
+    /// `expected` in the same life, with the row read back in the same
+    /// transaction; on a mismatch the row the store holds.
+    ///
+    /// The transaction compares the `next` key's create revision with the
+    /// life this store last read and its etcd version with `expected` in
+    /// that life ([`Life`]): a version of another life never matches. When
+    /// the life remembered was not the row's (or none was), the row read
+    /// back tells its life, and if `expected` is its version the write is
+    /// tried again in it.
     async fn write_if_version(
         &self,
         name: &str,
@@ -197,47 +266,57 @@ impl EtcdStore {
         puts: Vec<TxnOp>,
         op: &str,
     ) -> Result<Put> {
-        let gets = self.row_gets(name);
         let written = puts.len();
-        let epoch = self.epoch().await?;
-        let mut otherwise = gets.to_vec();
-        otherwise.push(self.epoch_get());
-        let txn = match i64::try_from(expected) {
-            Ok(expected) => Txn::new()
-                .when([
-                    Compare::version(self.next_key(name), CompareOp::Equal, expected),
-                    self.epoch_compare(&epoch),
-                ])
-                .and_then(puts.into_iter().chain(gets.clone()).collect::<Vec<_>>())
-                .or_else(otherwise),
-            // No etcd version is that large: a plain read, reported as a conflict.
-            Err(_) => Txn::new().and_then(gets),
-        };
-        let resp = self.txn(op, txn).await?;
-        let ops = resp.op_responses();
-        let (done, at) = if resp.succeeded() && ops.len() == written + 2 {
-            (true, written)
-        } else {
+        let mut life = self.lives.get(name);
+        let mut current = None;
+        for _ in 0..LIFE_ATTEMPTS {
+            let gets = self.row_gets(name);
+            let epoch = self.epoch().await?;
+            let mut otherwise = gets.to_vec();
+            otherwise.push(self.epoch_get());
+            let pinned = life.and_then(|l| Some((l.created, l.etcd_version(expected)?)));
+            let txn = match pinned {
+                Some((created, version)) => Txn::new()
+                    .when([
+                        Compare::create_revision(self.next_key(name), CompareOp::Equal, created),
+                        Compare::version(self.next_key(name), CompareOp::Equal, version),
+                        self.epoch_compare(&epoch),
+                    ])
+                    .and_then(puts.iter().cloned().chain(gets).collect::<Vec<_>>())
+                    .or_else(otherwise),
+                // No life known, or `expected` is no version of the one
+                // remembered: a plain read, which tells the row's life.
+                None => Txn::new().and_then(otherwise),
+            };
+            let resp = self.txn(op, txn).await?;
+            let ops = resp.op_responses();
+            if pinned.is_some() && resp.succeeded() && ops.len() == written + 2 {
+                let row = self
+                    .row_from(name, &ops, written)?
+                    .ok_or_else(|| Error::not_found("sequence", name))?;
+                return Ok(Put::Done(row));
+            }
             if ops.len() == 3 {
                 self.adopt_epoch_from(&resp, 2)?;
             }
-            (false, 0)
-        };
-        if !done {
-            // The row that beat us, fenced if it is of an older generation.
-            return match self.read_row(name).await? {
-                Some(row) => Ok(Put::Conflict(row)),
-                None => Err(Error::not_found("sequence", name)),
-            };
+            // The row that beat us, fenced if it is of an older generation
+            // (reading it remembers its life).
+            let row = self
+                .read_row(name)
+                .await?
+                .ok_or_else(|| Error::not_found("sequence", name))?;
+            let now = self.lives.get(name);
+            let retry = row.version == expected && now.is_some() && now != life;
+            current = Some(row);
+            if !retry {
+                break;
+            }
+            life = now;
         }
-        let row = self
-            .row_from(name, &ops, at)?
-            .ok_or_else(|| Error::not_found("sequence", name))?;
-        Ok(if done {
-            Put::Done(row)
-        } else {
-            Put::Conflict(row)
-        })
+        // Only reached with a row read.
+        current
+            .map(Put::Conflict)
+            .ok_or_else(|| Error::not_found("sequence", name))
     }
 
     /// The two gets that read a sequence's row, for the end of a transaction.
@@ -312,6 +391,13 @@ impl EtcdStore {
                 spec.start, spec.max, spec.block, next
             )));
         }
+        self.lives.remember(
+            name,
+            Life {
+                incarnation: spec.incarnation,
+                created: next_kv.create_revision(),
+            },
+        );
         Ok(Some(SequenceRow {
             name: name.to_owned(),
             next,
@@ -322,8 +408,8 @@ impl EtcdStore {
             failover_skip: spec.failover_skip,
             failover_skip_set: spec.failover_skip_set,
             failover_skipped: spec.failover_skipped,
-            version: next_kv.version() as u64,
-            incarnation: 0, // TODO(lives)
+            version: row_version(spec.incarnation, next_kv.version()),
+            incarnation: spec.incarnation,
         }))
     }
 
@@ -355,9 +441,12 @@ impl EtcdStore {
                 }));
             };
             let epoch = self.epoch().await?;
+            // The `next` key as read: its mod revision pins the life and the
+            // version both (a version alone may be another life's).
+            let read_at = first_kv(&ops, 1)?.map_or(0, |kv| kv.mod_revision());
             let txn = Txn::new()
                 .when([
-                    Compare::version(self.next_key(name), CompareOp::Equal, version_i64(&row)?),
+                    Compare::mod_revision(self.next_key(name), CompareOp::Equal, read_at),
                     self.epoch_compare(&epoch),
                 ])
                 .and_then([
@@ -400,13 +489,17 @@ impl EtcdStore {
         })
     }
 
-    /// One compare-and-put of `next` from `row`: `Ok(Ok(written))` on
-    /// success, `Ok(Err(lost))` on a conflict. `extra` compares are added
-    /// (the lock key, the hint's revision); `extra_gets` are read on failure
-    /// after the row.
+    /// One compare-and-put of `next` from `row`, read (or last written) when
+    /// its `next` key had mod revision `read_at`: `Ok(Ok(written))` on
+    /// success, `Ok(Err(lost))` on a conflict. The transaction compares
+    /// that mod revision, which pins the row's life and version both (a
+    /// version alone may be another life's, [`Life`]), and the version in
+    /// the row's life. `extra` compares are added (the lock key);
+    /// `extra_gets` are read on failure after the row.
     async fn try_reserve(
         &self,
         row: &SequenceRow,
+        read_at: i64,
         n: i64,
         extra: Option<Compare>,
         extra_gets: Vec<TxnOp>,
@@ -426,6 +519,7 @@ impl EtcdStore {
             }));
         }
         let mut when = vec![
+            Compare::mod_revision(self.next_key(&row.name), CompareOp::Equal, read_at),
             Compare::version(self.next_key(&row.name), CompareOp::Equal, expected),
             self.epoch_compare(&epoch),
         ];
@@ -492,7 +586,7 @@ impl EtcdStore {
         let Fresh {
             mut row,
             mut skipped,
-            ..
+            mut mod_revision,
         } = self
             .read_fenced(name)
             .await?
@@ -503,7 +597,7 @@ impl EtcdStore {
             let still_held = Compare::version(lock_key.to_vec(), CompareOp::Greater, 0);
             let lock_get = TxnOp::get(lock_key.to_vec(), Some(GetOptions::new().with_keys_only()));
             match self
-                .try_reserve(&row, n, Some(still_held), vec![lock_get])
+                .try_reserve(&row, mod_revision, n, Some(still_held), vec![lock_get])
                 .await?
             {
                 Ok(w) => {
@@ -516,13 +610,14 @@ impl EtcdStore {
                     current,
                     ops,
                     skipped: more,
-                    ..
+                    mod_revision: at,
                 }) => {
                     skipped += more;
                     if !ops.is_empty() && first_kv(&ops, 2)?.is_none() {
                         return Ok(None);
                     }
                     row = current.ok_or_else(|| Error::not_found("sequence", name))?;
+                    mod_revision = at.ok_or_else(|| Error::not_found("sequence", name))?;
                 }
             }
         }
@@ -600,6 +695,11 @@ impl SequenceStore for EtcdStore {
             .read_row(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
+        // The spec below is this row's (its life's incarnation among it):
+        // written only over this very version, which no other life has.
+        if row.version != expected {
+            return Ok(Put::Conflict(row));
+        }
         let spec = SpecValue {
             max: change.max,
             block: change.block,
@@ -880,14 +980,12 @@ impl EtcdStore {
         };
         let mut from_hint = hint.is_some();
         let (mut row, mut at, mut fenced) = match hint {
-            Some((row, rev)) => (row, Some(rev), 0),
+            Some((row, rev)) => (row, rev, 0),
             None => self.fresh(name).await?,
         };
         for _ in 0..ATOMIC_ATTEMPTS {
-            let check =
-                at.map(|rev| Compare::mod_revision(self.next_key(name), CompareOp::Equal, rev));
             let floor = self.generation.floor();
-            let lost = match self.try_reserve(&row, n, check, Vec::new()).await {
+            let lost = match self.try_reserve(&row, at, n, None, Vec::new()).await {
                 // Planned from a hint without a read: a snapshot restored
                 // under this process can bring back the very row it wrote
                 // (version, revision, epoch and all) after others moved it
@@ -943,7 +1041,7 @@ impl EtcdStore {
                 .ok_or_else(|| Error::not_found("sequence", name))?;
             let generation = self.current_generation().await?;
             (row, at) = match (current.fence(&generation), lost.mod_revision) {
-                (None, Some(rev)) => (current, Some(rev)),
+                (None, Some(rev)) => (current, rev),
                 // Of an older generation (or read fenced without its
                 // revision): fence it here, counting what that skips.
                 _ => {
@@ -961,12 +1059,12 @@ impl EtcdStore {
 
     /// [`Self::read_fenced`] of a sequence that must exist: the row, its
     /// `next` key's mod revision and the values the fence skipped.
-    async fn fresh(&self, name: &str) -> Result<(SequenceRow, Option<i64>, i64)> {
+    async fn fresh(&self, name: &str) -> Result<(SequenceRow, i64, i64)> {
         let f = self
             .read_fenced(name)
             .await?
             .ok_or_else(|| Error::not_found("sequence", name))?;
-        Ok((f.row, Some(f.mod_revision), f.skipped))
+        Ok((f.row, f.mod_revision, f.skipped))
     }
 
     /// Creates a sequence's keys, with `extra` in the same transaction (the
@@ -982,15 +1080,21 @@ impl EtcdStore {
     ) -> Result<SequenceRow> {
         let generation = self.current_generation().await?;
         for _ in 0..ATOMIC_ATTEMPTS {
-            let (tomb, tomb_kv) = self.read_tombstone(SEQUENCE_KIND, &spec.name).await?;
+            // Every kind's tombstone: the new life starts above all the
+            // name's earlier lives, and its values above theirs.
+            let (tomb, tomb_kvs) = self.read_tombstones(&spec.name).await?;
             let spec = &tomb.raise_sequence(spec, numbering)?;
-            let row = SequenceRow::created(spec, &generation);
+            let row = SequenceRow::created_after(spec, &generation, &tomb);
             let value = SpecValue::of(&row).encode(&spec.name)?;
+            let [seq_tomb, pool_tomb] = self.tombstones_unchanged(&spec.name, &tomb_kvs);
             let txn = Txn::new()
                 .when([
                     Compare::version(self.seq_key(&spec.name), CompareOp::Equal, 0),
+                    // Deleted by every drop: the put below makes it anew,
+                    // at etcd version 1 (row version `incarnation`).
                     Compare::version(self.next_key(&spec.name), CompareOp::Equal, 0),
-                    self.tombstone_unchanged(SEQUENCE_KIND, &spec.name, tomb_kv.as_ref()),
+                    seq_tomb,
+                    pool_tomb,
                 ])
                 .and_then([
                     TxnOp::put(self.seq_key(&spec.name), value, None),
@@ -1006,6 +1110,14 @@ impl EtcdStore {
                 .or_else(self.row_gets(&spec.name));
             let resp = self.txn("create a sequence", txn).await?;
             if resp.succeeded() {
+                // The `next` key's create revision names this life.
+                self.lives.remember(
+                    &spec.name,
+                    Life {
+                        incarnation: row.incarnation,
+                        created: revision_of(&resp),
+                    },
+                );
                 return Ok(row);
             }
             // Tells a half-written leftover (Corrupt) from a real sequence;
@@ -1027,11 +1139,12 @@ impl EtcdStore {
     }
 }
 
+/// The etcd version of `row`'s `next` key: its version in its life.
 fn version_i64(row: &SequenceRow) -> Result<i64> {
-    i64::try_from(row.version).map_err(|_| {
+    etcd_version(row.incarnation, row.version).ok_or_else(|| {
         Error::Corrupt(format!(
-            "sequence {:?}: version {} is out of etcd's range",
-            row.name, row.version
+            "sequence {:?}: version {} is not one of its life (incarnation {}) in etcd's range",
+            row.name, row.version, row.incarnation
         ))
     })
 }
@@ -1040,4 +1153,37 @@ fn version_i64(row: &SequenceRow) -> Result<i64> {
 /// mod revision of every key it put.
 fn revision_of(resp: &TxnResponse) -> i64 {
     resp.header().map_or(0, |h| h.revision())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_offset_by_the_life_and_back() {
+        // A row from before lives: the etcd version itself.
+        assert_eq!(row_version(0, 1), 1);
+        assert_eq!(etcd_version(0, 7), Some(7));
+        assert_eq!(etcd_version(0, 0), None);
+        // The first life, and a later one that starts at 10.
+        assert_eq!(row_version(1, 1), 1);
+        assert_eq!(row_version(10, 1), 10);
+        assert_eq!(row_version(10, 4), 13);
+        for (life, etcd) in [(1, 1), (1, 9), (10, 1), (10, 4), (u64::MAX / 2, 3)] {
+            assert_eq!(etcd_version(life, row_version(life, etcd)), Some(etcd));
+        }
+        // Every version of an earlier life is below the later one's first:
+        // none is a version of that life, whatever etcd's own version.
+        for v in 1..10 {
+            assert_eq!(etcd_version(10, v), None, "{v}");
+        }
+        // Past etcd's range.
+        assert_eq!(etcd_version(1, u64::MAX), None);
+        let life = Life {
+            incarnation: 10,
+            created: 5,
+        };
+        assert_eq!(life.etcd_version(12), Some(3));
+        assert_eq!(life.etcd_version(9), None);
+    }
 }

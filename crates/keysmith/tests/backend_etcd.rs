@@ -98,8 +98,9 @@ async fn a_second_client_sees_committed_reservations() {
 
 /// An atomic reservation plans from the row its store last wrote. Another
 /// process drops the sequence and creates it again higher up, then takes a
-/// block: the key's version is again what the remembered row says, but not
-/// its mod revision, so the reservation is planned from the new row and
+/// block: the `next` key's etcd version is again what it was under the
+/// remembered row (the row's version is above, offset by the new life), but
+/// not its mod revision, so the reservation is planned from the new row and
 /// never moves `next` back under values already handed out.
 #[tokio::test]
 async fn an_atomic_reservation_never_plans_from_a_sequence_dropped_and_created_again() {
@@ -116,9 +117,13 @@ async fn an_atomic_reservation_never_plans_from_a_sequence_dropped_and_created_a
     };
     b.create_sequence(&spec).await.unwrap();
     let theirs = b.reserve_atomic("s", 10).await.unwrap();
-    assert_eq!(theirs.version, first.version, "the same version again");
+    assert!(
+        theirs.incarnation > first.version && theirs.version > first.version,
+        "a later life's versions are above the earlier one's: {theirs:?} {first:?}"
+    );
     let mine = a.reserve_atomic("s", 10).await.unwrap();
     assert_eq!(mine.start, theirs.end, "planned from the row b left");
+    assert_eq!(mine.incarnation, theirs.incarnation);
     let row = b.read_sequence("s").await.unwrap().unwrap();
     assert_eq!(row.next, mine.end);
 }
@@ -672,4 +677,173 @@ async fn a_tombstone_is_seen_by_another_store() {
         return;
     };
     reopen::a_tombstone_survives_reopening(&etcd.url_with_prefix(&fresh_prefix())).await;
+}
+
+/// etcd restarts the `next` key's own version at 1 when a drop deleted it
+/// and a create makes it again: the row's version is offset by the life,
+/// and a put through a store that remembers the earlier life compares that
+/// life's create revision too. A version of the old life whose etcd version
+/// is the new life's conflicts; a version of the new life, sent through a
+/// store that remembers the old one, lands (tried again in the row's life).
+#[tokio::test]
+async fn a_put_through_a_store_that_remembers_an_earlier_life_is_pinned_to_the_life() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let first = a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    assert_eq!((first.version, first.incarnation), (1, 1));
+    a.reserve_locked("s", 10).await.unwrap();
+    let old = a.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(old.version, 2);
+    b.drop_sequence("s").await.unwrap();
+    let below = SequenceSpec {
+        start_below_dropped: true,
+        ..SequenceSpec::new("s")
+    };
+    let new = b.create_sequence(&below).await.unwrap();
+    assert_eq!((new.version, new.incarnation), (3, 3), "{new:?}");
+    // The new `next` key is at etcd version 2, as the old one was at `old`.
+    b.reserve_locked("s", 1).await.unwrap();
+    let now = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(now.version, 4);
+    // `a` still remembers the first life: the old version is refused.
+    match a.put_if_version("s", 1, old.version).await.unwrap() {
+        Put::Conflict(row) => assert_eq!(row, now),
+        Put::Done(row) => panic!("a put of the old life landed: {row:?}"),
+    }
+    let alter = keysmith::store::Alteration {
+        next: 1,
+        max: now.max,
+        block: now.block,
+        failover_skip: now.failover_skip,
+        failover_skip_set: now.failover_skip_set,
+    };
+    let altered = a.alter_if_version("s", &alter, old.version).await.unwrap();
+    assert!(matches!(altered, Put::Conflict(_)), "{altered:?}");
+    assert_eq!(b.read_sequence("s").await.unwrap().unwrap(), now);
+    // A store that never read the sequence, and one that remembers the old
+    // life, both put on the current version.
+    let (c, _) = two_stores_on(&a).await;
+    let Put::Done(done) = c
+        .put_if_version("s", now.next + 5, now.version)
+        .await
+        .unwrap()
+    else {
+        panic!("the current version must land through a fresh store");
+    };
+    assert_eq!((done.version, done.incarnation), (5, 3));
+    b.drop_sequence("s").await.unwrap();
+    let third = b.create_sequence(&below).await.unwrap();
+    assert_eq!(third.incarnation, 6);
+    let Put::Done(done) = c.put_if_version("s", 7, third.version).await.unwrap() else {
+        panic!("the current version must land through a store that remembers an earlier life");
+    };
+    assert_eq!((done.next, done.version), (7, 7));
+}
+
+/// Another store on `a`'s prefix, and a second one.
+async fn two_stores_on(a: &EtcdStore) -> (EtcdStore, EtcdStore) {
+    let etcd = TempEtcd::shared().unwrap();
+    let url = etcd.url_with_prefix(a.prefix().trim_end_matches('/'));
+    (
+        EtcdStore::connect(&url).await.unwrap(),
+        EtcdStore::connect(&url).await.unwrap(),
+    )
+}
+
+/// A sequence whose spec key has no `incarnation` (written before lives
+/// were recorded) reads as incarnation 0, its version the etcd version;
+/// a pool's meta without one, incarnation 0 too. A create over tombstones
+/// without `version` starts at incarnation 1.
+#[tokio::test]
+async fn rows_from_before_lives_read_with_incarnation_zero() {
+    let Some(etcd) = TempEtcd::shared() else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let store = EtcdStore::connect(&etcd.url_with_prefix(&prefix))
+        .await
+        .unwrap();
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None)
+        .await
+        .unwrap();
+    client
+        .put(
+            format!("{prefix}/seq/old"),
+            r#"{"start":1,"max":100,"block":10}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    client
+        .put(format!("{prefix}/next/old"), "1", None)
+        .await
+        .unwrap();
+    client
+        .put(format!("{prefix}/next/old"), "5", None)
+        .await
+        .unwrap();
+    let row = store.read_sequence("old").await.unwrap().unwrap();
+    assert_eq!((row.next, row.version, row.incarnation), (5, 2, 0));
+    let Put::Done(done) = store.put_if_version("old", 9, 2).await.unwrap() else {
+        panic!("the current version of an old row");
+    };
+    assert_eq!((done.version, done.incarnation), (3, 0));
+    client
+        .put(format!("{prefix}/pools/p"), r#"{"start":1,"size":3}"#, None)
+        .await
+        .unwrap();
+    assert_eq!(store.read_pool("p").await.unwrap().unwrap().incarnation, 0);
+    client
+        .put(
+            format!("{prefix}/tombstones/sequence/t"),
+            r#"{"high_water":50,"reversed_next":0}"#,
+            None,
+        )
+        .await
+        .unwrap();
+    let t = store
+        .create_sequence(&SequenceSpec::new("t"))
+        .await
+        .unwrap();
+    assert_eq!((t.start, t.version, t.incarnation), (50, 1, 1));
+}
+
+/// A lease taken through one store (one server), the name dropped and
+/// created again below its values through another: its release through
+/// the first store, which remembers the earlier life, and through a store
+/// that never read the name, is refused as [`Error::Dropped`] and changes
+/// nothing; the new life's own lease goes back through either.
+#[tokio::test]
+async fn a_lease_released_through_another_store_after_a_drop_is_refused() {
+    use keysmith::sequence::{Strategy, lease};
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let (c, _) = two_stores_on(&a).await;
+    let (a, b, c): (Arc<dyn Store>, Arc<dyn Store>, Arc<dyn Store>) =
+        (Arc::new(a), Arc::new(b), Arc::new(c));
+    a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
+    let budget = std::time::Duration::from_secs(5);
+    let old = lease::lease(a.clone(), "s", 10, Strategy::Optimistic, budget)
+        .await
+        .unwrap();
+    b.drop_sequence("s").await.unwrap();
+    let below = SequenceSpec {
+        start_below_dropped: true,
+        ..SequenceSpec::new("s")
+    };
+    b.create_sequence(&below).await.unwrap();
+    let new = lease::lease(b.clone(), "s", 10, Strategy::Optimistic, budget)
+        .await
+        .unwrap();
+    assert!(new.incarnation > old.incarnation, "{new:?} {old:?}");
+    let before = b.read_sequence("s").await.unwrap().unwrap();
+    for store in [&a, &c] {
+        let e = lease::release(&**store, &old, old.start).await.unwrap_err();
+        assert!(matches!(e, Error::Dropped { held: "lease", .. }), "{e}");
+        assert_eq!(b.read_sequence("s").await.unwrap().unwrap(), before);
+    }
+    let back = lease::release(&*c, &new, new.start).await.unwrap();
+    assert_eq!(back, Some(new.start..new.end));
 }
