@@ -238,3 +238,14 @@ fn cli_processes_survive_a_killed_and_restarted_member() {
         seen.len()
     );
 }
+
+/// A process holding a handle, paused while others drop the sequence and
+/// create it again: resumed, it fails saying so and writes nothing into the
+/// new life (`Processes::a_dropped_life_never_writes_into_the_next`).
+#[test]
+fn a_dropped_life_never_writes_into_the_next() {
+    let Some(etcd) = Etcd::shared() else {
+        return;
+    };
+    common::processes(&etcd).a_dropped_life_never_writes_into_the_next();
+}

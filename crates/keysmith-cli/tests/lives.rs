@@ -12,6 +12,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::server::{SERVER_DEADLINE, ServerProc, values};
+#[cfg(feature = "etcd")]
+use keysmith_testsupport::processes::Etcd;
 #[cfg(feature = "mysql")]
 use keysmith_testsupport::processes::MariaDb;
 use keysmith_testsupport::processes::{Postgres, ProcessBackend, Sqlite};
@@ -202,4 +204,13 @@ async fn mysql_two_servers_never_let_an_old_life_write() {
         return;
     };
     two_servers_and_a_drop(&my).await;
+}
+
+#[cfg(feature = "etcd")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_two_servers_never_let_an_old_life_write() {
+    let Some(etcd) = Etcd::shared() else {
+        return;
+    };
+    two_servers_and_a_drop(&etcd).await;
 }

@@ -581,6 +581,7 @@ impl EtcdStore {
         &self,
         name: &str,
         n: i64,
+        incarnation: u64,
         lock_key: &[u8],
     ) -> Result<Option<Reservation>> {
         let Fresh {
@@ -594,6 +595,9 @@ impl EtcdStore {
         // Other strategies may write between our read and our put: we keep the
         // lock and retry from the row the transaction returns.
         for _ in 0..ATOMIC_ATTEMPTS {
+            // The write compares the next key's mod revision of this row:
+            // it lands in this row's life or not at all.
+            row.check_life(incarnation, "handle")?;
             let still_held = Compare::version(lock_key.to_vec(), CompareOp::Greater, 0);
             let lock_get = TxnOp::get(lock_key.to_vec(), Some(GetOptions::new().with_keys_only()));
             match self
@@ -722,6 +726,10 @@ impl SequenceStore for EtcdStore {
     }
 
     async fn reserve_locked(&self, name: &str, n: i64) -> Result<Reservation> {
+        self.reserve_locked_in(name, n, 0).await
+    }
+
+    async fn reserve_locked_in(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
         for _ in 0..LOCK_ATTEMPTS {
             let granted = self
                 .call("grant a lease", |mut c| async move {
@@ -745,7 +753,10 @@ impl SequenceStore for EtcdStore {
                 })
                 .await;
             let outcome = match locked {
-                Ok(resp) => self.reserve_under_lock(name, n, resp.key()).await,
+                Ok(resp) => {
+                    self.reserve_under_lock(name, n, incarnation, resp.key())
+                        .await
+                }
                 Err(e) => Err(e),
             };
             self.release(&mut lease).await;
@@ -952,7 +963,16 @@ impl SequenceStore for EtcdStore {
 #[async_trait]
 impl AtomicReserve for EtcdStore {
     async fn reserve_one_step(&self, name: &str, n: i64) -> Result<Reservation> {
-        let outcome = self.reserve_from_hint(name, n).await;
+        self.reserve_one_step_in(name, n, 0).await
+    }
+
+    async fn reserve_one_step_in(
+        &self,
+        name: &str,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<Reservation> {
+        let outcome = self.reserve_from_hint(name, n, incarnation).await;
         if outcome.is_err() {
             self.row_hints.forget(name);
         }
@@ -969,10 +989,15 @@ impl EtcdStore {
     /// the row etcd returns. The hint never decides alone: the compare
     /// does, and a range is planned only from a row of the current
     /// generation.
-    async fn reserve_from_hint(&self, name: &str, n: i64) -> Result<Reservation> {
+    async fn reserve_from_hint(&self, name: &str, n: i64, incarnation: u64) -> Result<Reservation> {
         let generation = self.current_generation().await?;
         let (hint, mut reads) = match self.row_hints.get(name) {
-            Some(RowHint::Row { row, mod_revision }) if row.fence(&generation).is_none() => {
+            // A hint of another life (this process's, before a drop) is no
+            // hint for this caller: the row is read fresh, and tells.
+            Some(RowHint::Row { row, mod_revision })
+                if row.fence(&generation).is_none()
+                    && (incarnation == 0 || row.incarnation == incarnation) =>
+            {
                 (Some((row, mod_revision)), 0)
             }
             Some(RowHint::Contended { reads }) => (None, reads),
@@ -984,6 +1009,9 @@ impl EtcdStore {
             None => self.fresh(name).await?,
         };
         for _ in 0..ATOMIC_ATTEMPTS {
+            // Planned from this row, compared on its mod revision: the write
+            // lands in this row's life or not at all.
+            row.check_life(incarnation, "handle")?;
             let floor = self.generation.floor();
             let lost = match self.try_reserve(&row, at, n, None, Vec::new()).await {
                 // Planned from a hint without a read: a snapshot restored

@@ -264,7 +264,18 @@ impl PoolTx for InTx<'_, '_> {
 
 #[async_trait]
 impl PoolSwaps for MysqlStore {
-    async fn swap_once(&self, name: &str, take: i64, put: i64) -> Result<SwapSeen> {
+    async fn swap_once(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<SwapSeen> {
+        let life = i64::try_from(incarnation).map_err(|_| {
+            Error::Corrupt(format!(
+                "pool {name:?}: incarnation {incarnation} overflows"
+            ))
+        })?;
         with_conn(self, async |c| {
             // Only in the pool's generation (or a pool from before
             // generations); otherwise the caller acts on what comes back.
@@ -274,10 +285,11 @@ impl PoolSwaps for MysqlStore {
                         "UPDATE keysmith_pool_members m JOIN keysmith_pools p ON p.name = m.pool
                              SET m.value = ?
                              WHERE m.pool = ? AND m.value = ?
-                               AND (p.generation IS NULL OR p.generation = {})",
+                               AND (p.generation IS NULL OR p.generation = {})
+                               AND (? = 0 OR p.incarnation IN (0, ?))",
                         self.generation_expr()
                     ),
-                    (put, name, take),
+                    (put, name, take, life, life),
                 )
                 .await
             {
@@ -296,17 +308,26 @@ impl PoolSwaps for MysqlStore {
                     size: None,
                 });
             }
-            let state: Option<(Option<String>, String, i64)> = c
+            let state: Option<(Option<String>, String, i64, i64)> = c
                 .exec_first(
                     format!(
-                        "SELECT generation, {}, size FROM keysmith_pools WHERE name = ?",
+                        "SELECT generation, {}, size, incarnation FROM keysmith_pools WHERE name = ?",
                         self.generation_expr()
                     ),
                     (name,),
                 )
                 .await
                 .map_err(|e| self.my(&e))?;
-            let (recorded, current, size) = state.ok_or_else(|| Error::not_found("pool", name))?;
+            let (recorded, current, size, theirs) =
+                state.ok_or_else(|| Error::not_found("pool", name))?;
+            let theirs = u64::try_from(theirs).unwrap_or(0);
+            if incarnation != 0 && theirs != 0 && theirs != incarnation {
+                return Err(Error::Dropped {
+                    kind: "pool",
+                    name: name.to_owned(),
+                    held: "handle",
+                });
+            }
             Ok(SwapSeen {
                 swapped: false,
                 generations: Some((recorded, current)),
@@ -352,7 +373,17 @@ impl PoolStore for MysqlStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        swap_member_with(self, name, take, put).await
+        swap_member_with(self, name, 0, take, put).await
+    }
+
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
+        swap_member_with(self, name, incarnation, take, put).await
     }
 
     async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {

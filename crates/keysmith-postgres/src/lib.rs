@@ -548,14 +548,16 @@ impl Sql {
             // for the caller to act on (`PoolGeneration`).
             pool_swap: format!(
                 "WITH g AS (SELECT {s}.store_generation() AS gen),
-                      p AS (SELECT generation FROM {s}.pools WHERE name = $1),
+                      p AS (SELECT generation, incarnation FROM {s}.pools WHERE name = $1),
                       upd AS (
                      UPDATE {s}.pool_members SET value = $3 WHERE pool = $1 AND value = $2
                        AND ((SELECT generation FROM p) IS NULL
                             OR (SELECT generation FROM p) = (SELECT gen FROM g))
+                       AND ($4::bigint = 0 OR (SELECT incarnation FROM p) IN (0, $4::bigint))
                      RETURNING 1)
                  SELECT EXISTS (SELECT 1 FROM p), (SELECT count(*) FROM upd),
-                        (SELECT generation FROM p), (SELECT gen FROM g)"
+                        (SELECT generation FROM p), (SELECT gen FROM g),
+                        (SELECT incarnation FROM p)"
             ),
             // Claims the fence: records the store's generation if the pool
             // is still in `$2` (any, when NULL); the size and the residue

@@ -200,13 +200,20 @@ impl PoolTx for InTx<'_, '_> {
 
 #[async_trait]
 impl PoolSwaps for PostgresStore {
-    async fn swap_once(&self, name: &str, take: i64, put: i64) -> Result<SwapSeen> {
+    async fn swap_once(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<SwapSeen> {
+        let life = crate::version_param(name, incarnation)?;
         with_conn(self, async |c| {
             let st = c
                 .prepare_cached(&self.sql.pool_swap)
                 .await
                 .map_err(|e| self.pg(&e))?;
-            let r = match c.query_one(&st, &[&name, &take, &put]).await {
+            let r = match c.query_one(&st, &[&name, &take, &put, &life]).await {
                 Ok(r) => r,
                 Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                     return Err(Error::Corrupt(format!(
@@ -221,6 +228,17 @@ impl PoolSwaps for PostgresStore {
                 return Err(Error::not_found("pool", name));
             }
             let swapped: i64 = r.try_get(1).map_err(bad)?;
+            let theirs: Option<i64> = r.try_get(4).map_err(bad)?;
+            if swapped == 0 {
+                let row_life = crate::stored_version(theirs.unwrap_or(0));
+                if incarnation != 0 && row_life != 0 && row_life != incarnation {
+                    return Err(Error::Dropped {
+                        kind: "pool",
+                        name: name.to_owned(),
+                        held: "handle",
+                    });
+                }
+            }
             Ok(SwapSeen {
                 swapped: swapped == 1,
                 generations: Some((r.try_get(2).map_err(bad)?, r.try_get(3).map_err(bad)?)),
@@ -263,7 +281,17 @@ impl PoolStore for PostgresStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
-        swap_member_with(self, name, take, put).await
+        swap_member_with(self, name, 0, take, put).await
+    }
+
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
+        swap_member_with(self, name, incarnation, take, put).await
     }
 
     async fn fence_pool(&self, name: &str, rounds: i64) -> Result<()> {

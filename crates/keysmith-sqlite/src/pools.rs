@@ -87,9 +87,20 @@ impl PoolStore for SqliteStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        self.swap_member_in(name, 0, take, put).await
+    }
+
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let pool = require_pool(tx, &name)?;
+            pool.check_life(incarnation)?;
             match keysmith_core::driver::pool_generation(pool.generation.as_deref(), &generation) {
                 keysmith_core::driver::PoolGeneration::Current => {}
                 keysmith_core::driver::PoolGeneration::Record => {

@@ -441,7 +441,7 @@ async fn version_2_tables_get_the_pool_class_columns() {
     assert_eq!(b.list_members("old").await.unwrap(), [1, 2, 3]);
     let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
     assert_eq!(v.trim(), SCHEMA_VERSION.to_string());
-    assert_lives_columns(&db, name);
+    assert_lives_columns(db, name);
     // The columns only hold a class keysmith writes (not half of one):
     // `sql` panics on the refused statement.
     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -512,7 +512,7 @@ async fn version_4_tables_get_the_lives_columns() {
     let b = MysqlStore::open(&url).await.unwrap();
     let v = db.sql(&format!("SELECT schema_version FROM {name}.keysmith_meta"));
     assert_eq!(v.trim(), SCHEMA_VERSION.to_string());
-    assert_lives_columns(&db, name);
+    assert_lives_columns(db, name);
     let old = b.read_sequence("s").await.unwrap().unwrap();
     assert_eq!((old.version, old.incarnation), (5, 0), "{old:?}");
     assert_eq!(b.read_pool("q").await.unwrap().unwrap().incarnation, 0);

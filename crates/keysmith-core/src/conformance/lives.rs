@@ -238,3 +238,38 @@ pub async fn one_tombstone_per_name_across_kinds(store: Arc<dyn Store>) {
         "{again:?} {stored:?}"
     );
 }
+
+/// A pool handle of one life, after a drop and a create of another size:
+/// its next take fails with [`Error::Dropped`] and swaps nothing in the new
+/// pool (its members are as created), whatever it sampled; a handle of the
+/// new life takes as usual.
+pub async fn a_pool_handle_of_an_earlier_life_takes_nothing_from_the_next(store: Arc<dyn Store>) {
+    pool::create(&*store, &pool_spec("lives-pool", 1, 3))
+        .await
+        .unwrap();
+    let old = pool::ValuePool::builder()
+        .store(store.clone())
+        .name("lives-pool")
+        .build()
+        .await
+        .unwrap();
+    old.take().await.unwrap();
+    store.drop_pool("lives-pool").await.unwrap();
+    let again = crate::store::PoolSpec {
+        start_below_dropped: true,
+        ..pool_spec("lives-pool", 1, 5)
+    };
+    pool::create(&*store, &again).await.unwrap();
+    let before = pool::members(&*store, "lives-pool").await.unwrap();
+    let e = old.take().await.unwrap_err();
+    assert!(matches!(e, Error::Dropped { kind: "pool", .. }), "{e}");
+    assert_eq!(pool::members(&*store, "lives-pool").await.unwrap(), before);
+    let new = pool::ValuePool::builder()
+        .store(store.clone())
+        .name("lives-pool")
+        .build()
+        .await
+        .unwrap();
+    let v = new.take().await.unwrap();
+    assert!(before.contains(&v), "{v} {before:?}");
+}

@@ -263,12 +263,21 @@ pub struct SwapSeen {
 #[async_trait]
 pub trait PoolSwaps: PoolStore {
     /// In one statement: replaces member `take` of pool `name` by `put`, only
-    /// in the pool's generation (or a pool from before generations).
+    /// in the pool's generation (or a pool from before generations) and in
+    /// life `incarnation` of the name (0: any; a pool from before lives, 0,
+    /// in any).
     ///
     /// # Errors
-    /// [`Error::NotFound`] when there is no such pool; [`Error::Corrupt`]
+    /// [`Error::NotFound`] when there is no such pool; [`Error::Dropped`]
+    /// when the pool is of another life (nothing swapped); [`Error::Corrupt`]
     /// when the pool holds `put` already; [`Error::Unavailable`].
-    async fn swap_once(&self, name: &str, take: i64, put: i64) -> Result<SwapSeen>;
+    async fn swap_once(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<SwapSeen>;
 
     /// [`fence_pool_in`] in a transaction of its own, committed.
     ///
@@ -277,20 +286,22 @@ pub trait PoolSwaps: PoolStore {
     async fn fence_from(&self, name: &str, rounds: i64, from: Option<&str>) -> Result<()>;
 }
 
-/// [`PoolStore::swap_member`] over `store`: the swap, then what
-/// [`pool_generation`] says: a pool from before generations records the
-/// store's (keeping the swap), a pool of another generation is fenced by
-/// [`pool_fence_rounds`] and the swap reports `false`.
+/// [`PoolStore::swap_member_in`] over `store` (life `incarnation`, 0: any):
+/// the swap, then what [`pool_generation`] says: a pool from before
+/// generations records the store's (keeping the swap), a pool of another
+/// generation is fenced by [`pool_fence_rounds`] and the swap reports
+/// `false`.
 ///
 /// # Errors
 /// Those of [`PoolSwaps`] and, for a fence, [`PoolStore::read_pool`].
 pub async fn swap_member_with<S: PoolSwaps + ?Sized>(
     store: &S,
     name: &str,
+    incarnation: u64,
     take: i64,
     put: i64,
 ) -> Result<bool> {
-    let seen = store.swap_once(name, take, put).await?;
+    let seen = store.swap_once(name, incarnation, take, put).await?;
     let Some((recorded, current)) = seen.generations else {
         return Ok(seen.swapped);
     };

@@ -360,7 +360,12 @@ impl ValuePool {
             // cannot overflow.
             let swapped = inner
                 .store
-                .swap_member(&inner.stored.name, v, v + inner.stored.size)
+                .swap_member_in(
+                    &inner.stored.name,
+                    inner.stored.incarnation,
+                    v,
+                    v + inner.stored.size,
+                )
                 .await;
             if self.named(swapped).await? {
                 self.check_forward(v, floor)?;
@@ -479,7 +484,12 @@ impl ValuePool {
             // v <= highest_takeable, so v + size fits.
             let swapped = inner
                 .store
-                .swap_member(&inner.stored.name, v + inner.stored.size, v)
+                .swap_member_in(
+                    &inner.stored.name,
+                    inner.stored.incarnation,
+                    v + inner.stored.size,
+                    v,
+                )
                 .await;
             // Not handed out: not a take (a later take of a returned number
             // counts again).

@@ -338,9 +338,20 @@ impl PoolStore for MemoryStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        self.swap_member_in(name, 0, take, put).await
+    }
+
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
         self.with(|s| {
             let generation = s.generation();
             let (row, members) = s.pool(name)?;
+            row.check_life(incarnation)?;
             match super::pool_generation(row.generation.as_deref(), &generation) {
                 super::PoolGeneration::Current => {}
                 super::PoolGeneration::Record => row.generation = Some(generation),

@@ -273,6 +273,23 @@ pub struct PoolRow {
 }
 
 impl PoolRow {
+    /// `Ok` when this row is of life `incarnation` of the name (or either is
+    /// unknown: 0).
+    ///
+    /// # Errors
+    /// [`Error::Dropped`] (held: "handle") when the pool was dropped and
+    /// created again since.
+    pub fn check_life(&self, incarnation: u64) -> Result<()> {
+        if incarnation == 0 || self.incarnation == 0 || incarnation == self.incarnation {
+            return Ok(());
+        }
+        Err(Error::Dropped {
+            kind: "pool",
+            name: self.name.clone(),
+            held: "handle",
+        })
+    }
+
     /// The value of stored member `member` (itself without a class).
     pub fn value(&self, member: i64) -> i64 {
         value_of(self.residue.as_ref(), member)
@@ -413,6 +430,33 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::NotFound`] if the pool is gone.
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool>;
+
+    /// [`Self::swap_member`] in life `incarnation` of the pool only (0: any;
+    /// see [`PoolRow::incarnation`]): a pool of another life is
+    /// [`Error::Dropped`] and nothing is swapped. Handles swap through this,
+    /// so a handle of a dropped pool never takes from, or gives back into,
+    /// a pool created again under its name.
+    ///
+    /// The default reads the row, then swaps: a drop and create between the
+    /// two goes unseen. A backend that can compare the life in its swap
+    /// overrides it (the memory store, SQLite, PostgreSQL and MySQL do).
+    ///
+    /// # Errors
+    /// As [`Self::swap_member`], and [`Error::Dropped`].
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
+        if incarnation != 0
+            && let Some(row) = self.read_pool(name).await?
+        {
+            row.check_life(incarnation)?;
+        }
+        self.swap_member(name, take, put).await
+    }
 
     /// Moves every member forward by `rounds` times the pool's size (each
     /// keeps its slot) and records the store's current generation: what a
