@@ -25,7 +25,7 @@
 //! the next line written of a budget says how many were left out
 //! (`suppressed`).
 //!
-//! `--audit-log` is opened again by [`Audit::reopen`] (SIGHUP), so that
+//! `--audit-log` is opened again on SIGHUP ([`crate::AppState::reopen_audit_log`]), so that
 //! logrotate can rename it away and have a new file written at the path.
 //! A line that cannot be appended (a full disk, a file made unwritable) is
 //! counted in `keysmith_audit_write_errors_total` and warned about at most

@@ -1,7 +1,7 @@
 //! Strangers are bounded per client address, as nginx's `limit_conn` and
-//! `limit_req` do: connections held at once ([`Connections`], used by the
-//! accept loop in [`crate::conn`]) and failed authentications
-//! ([`FailedAuth`], used by [`crate::auth`]).
+//! `limit_req` do: connections held at once (`Connections`, used by the
+//! accept loop in `conn.rs`) and failed authentications
+//! (`FailedAuth`, used by `auth.rs`).
 //!
 //! An address is an IPv4 address, or an IPv6 address's /64 (one host, or
 //! one customer of a provider, usually holds a whole /64). An IPv4 address

@@ -860,7 +860,7 @@ public final class KeysmithClient implements AutoCloseable {
     return call(new Req<>("GET", "/v1/ids/" + id, null, null, DecodedId::from, true));
   }
 
-  /** {@code GET /healthz}: the store is reachable (no token needed). */
+  /** {@code GET /healthz}: the store is reachable (a principal only, when the server has tokens). */
   public JsonNode health() {
     return call(new Req<>("GET", "/healthz", null, null, j -> j, true));
   }
