@@ -75,13 +75,13 @@ fn content_length(head: &[u8]) -> Option<usize> {
 
 /// A request with no body.
 pub fn request(method: &str, path: &str) -> Vec<u8> {
-    format!("{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: 0\r\n\r\n").into_bytes()
+    format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n").into_bytes()
 }
 
 /// A request with a JSON body.
 pub fn json_request(method: &str, path: &str, body: &str) -> Vec<u8> {
     format!(
-        "{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
