@@ -295,8 +295,23 @@ async fn token_from_file_or_environment() {
             st(client.post(&url).bearer_auth(token).send().await.unwrap()),
             200
         );
+        // The store ping needs a principal on a server with tokens; the
+        // open probes do not.
         assert_eq!(
             st(client.get(srv.url("/healthz")).send().await.unwrap()),
+            401
+        );
+        assert_eq!(
+            st(client
+                .get(srv.url("/healthz"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()),
+            200
+        );
+        assert_eq!(
+            st(client.get(srv.url("/livez")).send().await.unwrap()),
             200
         );
     }
