@@ -310,10 +310,7 @@ async fn token_from_file_or_environment() {
                 .unwrap()),
             200
         );
-        assert_eq!(
-            st(client.get(srv.url("/livez")).send().await.unwrap()),
-            200
-        );
+        assert_eq!(st(client.get(srv.url("/livez")).send().await.unwrap()), 200);
     }
 }
 

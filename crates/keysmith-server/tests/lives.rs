@@ -106,18 +106,13 @@ async fn a_handle_cached_by_the_server_stops_at_a_drop_behind_its_back() {
     // goes to the store, finds the new life and is replaced.
     let got = srv.next("orders", 5).await;
     assert_eq!(got, (6..11).collect::<Vec<_>>());
+    // The new life's first block went to the fresh handle (had the old one
+    // reserved there, it would start at 11); the fresh handle may have
+    // prefetched its next block since, always whole blocks of 5.
     let now = store.read_sequence("orders").await.unwrap().unwrap();
-    assert_eq!(
-        (now.next, now.incarnation),
-        (11, row.incarnation),
-        "{now:?}"
-    );
-    assert_eq!(
-        now.version,
-        row.version + 1,
-        "one reservation in the new life: {now:?}"
-    );
-    // And it goes on from the fresh handle's block.
+    assert_eq!(now.incarnation, row.incarnation, "{now:?}");
+    assert!(now.next >= 11 && (now.next - 6) % 5 == 0, "{now:?}");
+    // And it goes on from the fresh handle's blocks.
     assert_eq!(srv.next("orders", 1).await, vec![11]);
     srv.stop().await;
 }
