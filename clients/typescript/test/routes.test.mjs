@@ -114,7 +114,7 @@ describe("a server with a token", () => {
   });
   after(() => server.stop());
 
-  test("401 without the token or with a wrong one; the right one works; health needs none", async () => {
+  test("401 without the token or with a wrong one; the right one works; health needs it too", async () => {
     const none = new Client({ url: server.url });
     const wrong = new Client({ url: server.url, token: "nope" });
     const right = new Client({ url: server.url, token: "s3cret-token" });
@@ -128,6 +128,8 @@ describe("a server with a token", () => {
     const seq = right.sequence("t");
     assert.ok((await seq.next()) > 2n);
     await seq.close();
-    assert.equal((await none.health()).status, "ok");
+    // /healthz pings the store: a principal only, on a server with tokens.
+    await assert.rejects(none.health(), fails("unauthorized", 401));
+    assert.equal((await right.health()).status, "ok");
   });
 });

@@ -157,7 +157,9 @@ class RoutesTest {
         KeysmithClient wrong = KeysmithClient.builder().urls(s.url).token("not-the-token-4711").build();
         KeysmithClient ok = KeysmithClient.builder().urls(s.url).token("s3cret").build()) {
       String name = KeysmithServer.name();
-      assertEquals("ok", anon.health().path("status").asText());
+      // /healthz pings the store: a principal only, on a server with tokens.
+      assertThrows(KeysmithException.Unauthorized.class, anon::health);
+      assertEquals("ok", ok.health().path("status").asText());
       for (KeysmithClient c : new KeysmithClient[] {anon, wrong}) {
         KeysmithException.Unauthorized e =
             assertThrows(KeysmithException.Unauthorized.class, () -> c.createSequence(name));
