@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::Result;
 use crate::numbers::{Formatted, Numbers};
-use crate::sequence::{LeaderOptions, LeaderSequence, Sequence, SequenceBuilder};
+use crate::sequence::{LeaderOptions, LeaderSequence, Opened, Sequence, SequenceBuilder};
 use crate::store::Store;
 
 /// An open sequence of either kind.
@@ -80,13 +80,19 @@ impl AnySequence {
             .build_or_numbering()
             .await?;
         match opened {
-            Ok(sequence) => Ok(AnySequence::Plain(sequence)),
-            Err((name, numbering)) if numbering.is_leader() => Ok(AnySequence::Leader(
+            Opened::Blocks(sequence) => Ok(AnySequence::Plain(sequence)),
+            Opened::Numbered {
+                name, numbering, ..
+            } if numbering.is_leader() => Ok(AnySequence::Leader(
                 LeaderSequence::open(store, &name, leader).await?,
             )),
-            Err((name, numbering)) => Ok(AnySequence::Numbered(Numbers::with_numbering(
-                store, &name, numbering,
-            )?)),
+            Opened::Numbered {
+                name,
+                numbering,
+                incarnation,
+            } => Ok(AnySequence::Numbered(
+                Numbers::with_numbering(store, &name, numbering)?.in_life(incarnation),
+            )),
         }
     }
 

@@ -339,10 +339,19 @@ impl NumberStore for EtcdStore {
         Ok(keysmith_core::driver::now_ms())
     }
 
-    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+    async fn reserve_numbers_in(
+        &self,
+        name: &str,
+        period: i64,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot(name, period, false).await?;
+            // The write compares the `seq` key's create revision read here:
+            // the life checked is the one written in.
+            snap.row.check_life(incarnation, "handle")?;
             if !self.numbers_current(name, &snap, false).await? {
                 continue;
             }
@@ -379,6 +388,7 @@ impl NumberStore for EtcdStore {
         let mut lease = 0;
         for _ in 0..ATTEMPTS {
             let snap = self.snapshot(name, period, true).await?;
+            snap.row.check_life(take.incarnation, "handle")?;
             if !self.numbers_current(name, &snap, true).await? {
                 continue;
             }

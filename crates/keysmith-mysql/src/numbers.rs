@@ -254,9 +254,15 @@ impl NumberStore for MysqlStore {
         .await
     }
 
-    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+    async fn reserve_numbers_in(
+        &self,
+        name: &str,
+        period: i64,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
-        self.in_tx(async |t| reserve_numbers_in(t, name, period, n).await)
+        self.in_tx(async |t| reserve_numbers_in(t, name, period, n, incarnation).await)
             .await
     }
 

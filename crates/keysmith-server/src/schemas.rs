@@ -110,8 +110,8 @@ path_params! {
     /// `{group}`: a group of worker ids.
     GroupParam => "group", "The group of worker ids (a name; percent-encoded).", name_schema();
     /// `{ticket}`: a ticket a take returned.
-    TicketParam => "ticket", "The ticket a take returned (PERIOD-VALUE-TOKEN).",
-        pattern("^[0-9]{1,19}-[0-9]{1,19}-[0-9a-f]{32}$");
+    TicketParam => "ticket", "The ticket a take returned, quoted exactly (PERIOD-VALUE-TOKEN, with -LIFE after it for a name dropped and created again).",
+        pattern("^[0-9]{1,19}-[0-9]{1,19}-[0-9a-f]{32}(-[0-9]{1,19})?$");
     /// `{token}`: a worker lease's token.
     TokenParam => "token", "The token the last lease or renewal returned.",
         pattern("^[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$");

@@ -144,3 +144,77 @@ async fn a_pool_under_a_dropped_sequences_name_starts_above_it() {
     );
     srv.stop().await;
 }
+
+/// A ticket of a gap-free sequence's dropped life, quoted after a drop and
+/// create: commit and release are 410 `dropped` (not "unknown ticket"), the
+/// new life's open number and counter are untouched, and a ticket of the
+/// new life names its life.
+#[tokio::test]
+async fn a_ticket_of_a_dropped_life_is_410_and_changes_nothing() {
+    let srv = TestServer::start().await;
+    let create = || async {
+        let (st, v) = srv
+            .call(
+                Method::POST,
+                "/v1/sequences",
+                Some(json!({"name": "inv", "gapless": true})),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+    };
+    create().await;
+    let (st, old) = srv
+        .call(Method::POST, "/v1/sequences/inv/tickets", None)
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{old}");
+    let old_ticket = old["ticket"].as_str().unwrap().to_owned();
+    let (st, v) = srv.call(Method::DELETE, "/v1/sequences/inv", None).await;
+    assert!(st.is_success(), "{st} {v}");
+    create().await;
+    let (st, new) = srv
+        .call(Method::POST, "/v1/sequences/inv/tickets", None)
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{new}");
+    let new_ticket = new["ticket"].as_str().unwrap().to_owned();
+    assert_eq!(new_ticket.split('-').count(), 4, "{new_ticket}");
+    let store = store_of(&srv).await;
+    let before = store.read_sequence("inv").await.unwrap().unwrap();
+
+    for how in ["commit", "release"] {
+        let (st, v) = srv
+            .call(
+                Method::POST,
+                &format!("/v1/sequences/inv/tickets/{old_ticket}/{how}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, StatusCode::GONE, "{how}: {v}");
+        assert_eq!(v["error"]["code"], "dropped", "{v}");
+        assert!(
+            !v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(&old_ticket[old_ticket.len() - 32..]),
+            "{v}"
+        );
+    }
+    assert_eq!(store.read_sequence("inv").await.unwrap().unwrap(), before);
+    // The new life's open number is still held by its own ticket: the next
+    // take gets the number after it, and the ticket commits.
+    let (_, next) = srv
+        .call(Method::POST, "/v1/sequences/inv/tickets", None)
+        .await;
+    assert_eq!(
+        next["n"].as_i64(),
+        new["n"].as_i64().map(|n| n + 1),
+        "{next}"
+    );
+    let (st, v) = srv
+        .call(
+            Method::POST,
+            &format!("/v1/sequences/inv/tickets/{new_ticket}/commit"),
+            None,
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}

@@ -240,18 +240,24 @@ impl NumberStore for SqliteStore {
         Ok(keysmith_core::driver::now_ms())
     }
 
-    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+    async fn reserve_numbers_in(
+        &self,
+        name: &str,
+        period: i64,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<PeriodRange> {
         keysmith_core::driver::check_count("count", n)?;
         let (name, generation) = (name.to_owned(), self.generation.clone());
         self.write(move |tx| {
             let mut t = InTx::new(tx, &generation);
-            run_ready(reserve_numbers_in(&mut t, &name, period, n))
+            run_ready(reserve_numbers_in(&mut t, &name, period, n, incarnation))
         })
         .await
     }
 
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
-        let (period, ttl) = (take.period, take.ttl);
+        let (period, ttl, incarnation) = (take.period, take.ttl, take.incarnation);
         let (name, token, generation) = (
             take.name.to_owned(),
             take.token.to_owned(),
@@ -263,6 +269,7 @@ impl NumberStore for SqliteStore {
                 period,
                 token: &token,
                 ttl,
+                incarnation,
             };
             run_ready(take_ticket_in(&mut InTx::new(tx, &generation), &take))
         })

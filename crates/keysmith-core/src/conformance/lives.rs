@@ -273,3 +273,92 @@ pub async fn a_pool_handle_of_an_earlier_life_takes_nothing_from_the_next(store:
     let v = new.take().await.unwrap();
     assert!(before.contains(&v), "{v} {before:?}");
 }
+
+/// A numbered sequence's handle of an earlier life reserves and takes
+/// nothing from the next, and its tickets are refused there as
+/// [`Error::Dropped`], by any handle: the next life's counters and open
+/// numbers are as its own calls left them.
+pub async fn numbered_handles_and_tickets_of_an_earlier_life_are_refused(store: Arc<dyn Store>) {
+    use crate::numbers::{self, Numbers};
+    use crate::store::Numbering;
+    let ttl = Duration::from_secs(300);
+    let gapless = Numbering {
+        gapless: true,
+        ..Numbering::default()
+    };
+    let counted = Numbering {
+        template: Some("N-{n}".into()),
+        ..Numbering::default()
+    };
+    for (name, numbering) in [("life-g", &gapless), ("life-c", &counted)] {
+        numbers::create(&*store, &spec(name, 1, 1_000_000), numbering)
+            .await
+            .unwrap();
+    }
+    let old_g = Numbers::open(store.clone(), "life-g").await.unwrap();
+    let old_c = Numbers::open(store.clone(), "life-c").await.unwrap();
+    let open_ticket = old_g.take(ttl).await.unwrap().ticket;
+    assert_eq!(open_ticket.life(), 1, "{open_ticket}");
+    let committed = old_g.take(ttl).await.unwrap().ticket;
+    old_g.commit_ticket(&committed).await.unwrap();
+    assert_eq!(old_c.next_n(5).await.unwrap().len(), 5);
+
+    for (name, numbering) in [("life-g", &gapless), ("life-c", &counted)] {
+        store.drop_sequence(name).await.unwrap();
+        numbers::create(&*store, &below(name), numbering)
+            .await
+            .unwrap();
+    }
+    let new_g = Numbers::open(store.clone(), "life-g").await.unwrap();
+    let new_c = Numbers::open(store.clone(), "life-c").await.unwrap();
+    let first = new_g.take(ttl).await.unwrap();
+    assert!(first.ticket.life() > 1, "{}", first.ticket);
+    let text = first.ticket.to_string();
+    assert_eq!(
+        text.parse::<crate::numbers::Ticket>().unwrap(),
+        first.ticket
+    );
+    assert!(
+        text.ends_with(&format!("-{}", first.ticket.life())),
+        "{text}"
+    );
+    let taken_c = new_c.next_n(2).await.unwrap();
+
+    let dropped = |r: crate::Result<_>, what: &str| match r {
+        Err(Error::Dropped { .. }) => {}
+        other => panic!("{what}: expected Dropped, got {other:?}"),
+    };
+    dropped(
+        old_g.take(ttl).await.map(|_| ()),
+        "a take by the old handle",
+    );
+    dropped(
+        old_c.next_n(3).await.map(|_| ()),
+        "next_n by the old handle",
+    );
+    dropped(
+        old_g.commit_ticket(&open_ticket).await.map(|_| ()),
+        "the old handle committing its open ticket",
+    );
+    dropped(
+        new_g.release_ticket(&open_ticket).await.map(|_| ()),
+        "the new handle releasing a ticket of the old life",
+    );
+    dropped(
+        new_g.commit_ticket(&committed).await.map(|_| ()),
+        "the new handle committing a ticket of the old life",
+    );
+
+    // The next life is as its own calls left it: its one open number is
+    // still held (taking again gives the next one), and its counted
+    // sequence continues right after what it handed out.
+    let second = new_g.take(ttl).await.unwrap();
+    assert_eq!(second.number.n, first.number.n + 1);
+    new_g.commit_ticket(&first.ticket).await.unwrap();
+    let after = new_c.next_n(1).await.unwrap();
+    assert_eq!(
+        after[0].number.n,
+        taken_c[1].number.n + 1,
+        "{taken_c:?} then {after:?}"
+    );
+}

@@ -50,7 +50,7 @@ use serde::Serialize;
 
 use crate::ids::Clock;
 use crate::sequence::SequenceInfo;
-use crate::store::{SequenceSpec, Store, TakenNumber, check_ttl};
+use crate::store::{SequenceSpec, Store, TakenNumber, TicketTake, check_ttl};
 use crate::{Error, Result, validate_name};
 
 pub use crate::numbering::{
@@ -221,7 +221,11 @@ pub struct Decoded {
 /// A ticket: what a gap-free number's holder quotes to commit or release
 /// it. Written `PERIOD-VALUE-TOKEN` (period `0` without one), the token 32
 /// random hex digits (128 bits), so no one commits another's number by
-/// guessing.
+/// guessing; a ticket of a name that was dropped and created again carries
+/// the life it was taken in: `PERIOD-VALUE-TOKEN-LIFE` (see
+/// [`SequenceRow::incarnation`](crate::store::SequenceRow::incarnation)), so
+/// quoting it in a later life is refused as [`Error::Dropped`], not only as
+/// an unknown ticket.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Ticket {
     /// The period key of the number (0 without a period).
@@ -229,14 +233,17 @@ pub struct Ticket {
     /// The number.
     pub value: i64,
     token: String,
+    /// The life of the name it was taken in (1: the first; 0: unknown).
+    life: u64,
 }
 
 impl Ticket {
-    fn new(taken: TakenNumber, token: String) -> Ticket {
+    fn new(taken: TakenNumber, token: String, life: u64) -> Ticket {
         Ticket {
             period: taken.period,
             value: taken.value,
             token,
+            life,
         }
     }
 
@@ -244,18 +251,29 @@ impl Ticket {
     pub fn token(&self) -> &str {
         &self.token
     }
+
+    /// The life of the name the ticket was taken in (1 for a name never
+    /// dropped; 0 when the store did not record lives).
+    pub fn life(&self) -> u64 {
+        self.life
+    }
 }
 
 impl fmt::Display for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}-{}", self.period, self.value, self.token)
+        write!(f, "{}-{}-{}", self.period, self.value, self.token)?;
+        if self.life > 1 {
+            write!(f, "-{}", self.life)?;
+        }
+        Ok(())
     }
 }
 
 impl std::str::FromStr for Ticket {
     type Err = Error;
 
-    /// `PERIOD-VALUE-TOKEN` as [`Ticket`] writes it.
+    /// `PERIOD-VALUE-TOKEN` or `PERIOD-VALUE-TOKEN-LIFE` as [`Ticket`]
+    /// writes it.
     fn from_str(s: &str) -> Result<Ticket> {
         let bad = || {
             Error::invalid(format!(
@@ -264,7 +282,9 @@ impl std::str::FromStr for Ticket {
             ))
         };
         let mut it = s.split('-');
-        let (Some(p), Some(v), Some(t), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        let (Some(p), Some(v), Some(t), l, None) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
             return Err(bad());
         };
         let num = |x: &str| {
@@ -278,10 +298,19 @@ impl std::str::FromStr for Ticket {
         if t.len() != 32 || !t.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(bad());
         }
+        // Without a life: the first (tickets of a later life always name it).
+        let life = match l {
+            None => 1,
+            Some(l) => match num(l) {
+                Some(l) if l > 1 => l as u64,
+                _ => return Err(bad()),
+            },
+        };
         Ok(Ticket {
             period,
             value,
             token: t.to_owned(),
+            life,
         })
     }
 }
@@ -316,6 +345,10 @@ pub struct Numbers {
     template: Option<Template>,
     opaque: Option<Box<OpaqueMap>>,
     clock: Option<Arc<dyn Clock>>,
+    /// The life of the name the settings were read in
+    /// ([`SequenceRow::incarnation`](crate::store::SequenceRow::incarnation);
+    /// 0: unknown). Every reservation and take is made in this life only.
+    incarnation: u64,
 }
 
 impl Numbers {
@@ -326,12 +359,17 @@ impl Numbers {
     /// [`Error::WrongKind`] for an ordinary one (create it with a
     /// numbering); [`Error::Corrupt`] for settings this keysmith cannot read.
     pub async fn open(store: Arc<dyn Store>, name: &str) -> Result<Numbers> {
-        let Some(numbering) = stored_numbering(&*store, name).await? else {
+        validate_name(name)?;
+        // The row first, then the settings: settings of a later life with
+        // this life's incarnation only make every write refused, never the
+        // other way round.
+        let row = crate::sequence::describe(&*store, name).await?;
+        let Some(numbering) = store.read_numbering(name).await? else {
             return Err(Error::WrongKind(format!(
                 "sequence {name:?} is an ordinary sequence, not gap-free, periodic, formatted or bit-reversed: take its values with next, or create a sequence with gapless, period, format or bit_reversed set"
             )));
         };
-        Numbers::with_numbering(store, name, numbering)
+        Ok(Numbers::with_numbering(store, name, numbering)?.in_life(row.incarnation))
     }
 
     /// A handle from settings already read (with
@@ -374,7 +412,17 @@ impl Numbers {
             template,
             opaque,
             clock: None,
+            incarnation: 0,
         })
+    }
+
+    /// The handle, bound to life `incarnation` of its name (the row's
+    /// [`SequenceRow::incarnation`](crate::store::SequenceRow::incarnation),
+    /// read before the settings): reservations and takes in another life
+    /// are refused as [`Error::Dropped`].
+    pub(crate) fn in_life(mut self, incarnation: u64) -> Numbers {
+        self.incarnation = incarnation;
+        self
     }
 
     /// Reads periods from `clock` instead of the store's clock: for tests
@@ -551,7 +599,10 @@ impl Numbers {
         if let Some(m) = &self.opaque {
             return self.next_opaque(m, period, n).await;
         }
-        let r = self.store.reserve_numbers(&self.name, period, n).await?;
+        let r = self
+            .store
+            .reserve_numbers_in(&self.name, period, n, self.incarnation)
+            .await?;
         if r.end - r.start < n {
             let max = crate::sequence::describe(&*self.store, &self.name)
                 .await
@@ -570,7 +621,10 @@ impl Numbers {
     /// the newest key. A counter past the key's range (a max raised by
     /// hand in the store) is refused as exhaustion: a gap, never a repeat.
     async fn next_opaque(&self, m: &OpaqueMap, period: i64, n: i64) -> Result<Vec<Formatted>> {
-        let r = self.store.reserve_numbers(&self.name, period, n).await?;
+        let r = self
+            .store
+            .reserve_numbers_in(&self.name, period, n, self.incarnation)
+            .await?;
         let exhausted = || Error::Exhausted {
             name: self.name.clone(),
             max: m.counter_max(),
@@ -595,7 +649,10 @@ impl Numbers {
         let mut out = Vec::with_capacity(n as usize);
         for _ in 0..MAX_ROUNDS {
             let need = n - out.len() as i64;
-            let got = self.store.reserve_numbers(&self.name, period, need).await?;
+            let got = self
+                .store
+                .reserve_numbers_in(&self.name, period, need, self.incarnation)
+                .await?;
             for v in (got.start..got.end).filter_map(|c| r.value_of(c)) {
                 out.push(self.formatted(got.period, v)?);
             }
@@ -652,15 +709,19 @@ impl Numbers {
         check_ttl(ttl)?;
         let period = self.period().await?;
         let token = hex(&rand::random::<[u8; 16]>());
-        let taken = self
-            .store
-            .take_ticket(&self.name, period, &token, ttl)
-            .await?;
+        let take = TicketTake {
+            name: &self.name,
+            period,
+            token: &token,
+            ttl,
+            incarnation: self.incarnation,
+        };
+        let taken = self.store.take_ticket_in(&take).await?;
         let number = self.number(taken.period, taken.value);
         Ok(Taken {
             text: self.format(&number),
             number,
-            ticket: Ticket::new(taken, token),
+            ticket: Ticket::new(taken, token, self.incarnation),
         })
     }
 
@@ -699,9 +760,12 @@ impl Numbers {
     /// As [`Self::commit`].
     pub async fn commit_ticket(&self, t: &Ticket) -> Result<Formatted> {
         self.has_tickets()?;
-        self.store
+        self.check_ticket_life(t)?;
+        let settled = self
+            .store
             .commit_ticket(&self.name, t.period, t.value, &t.token)
-            .await?;
+            .await;
+        self.settled(t, settled).await?;
         let number = self.number(t.period, t.value);
         Ok(Formatted {
             text: self.format(&number),
@@ -724,14 +788,54 @@ impl Numbers {
     /// As [`Self::commit`].
     pub async fn release_ticket(&self, t: &Ticket) -> Result<Formatted> {
         self.has_tickets()?;
-        self.store
+        self.check_ticket_life(t)?;
+        let settled = self
+            .store
             .release_ticket(&self.name, t.period, t.value, &t.token)
-            .await?;
+            .await;
+        self.settled(t, settled).await?;
         let number = self.number(t.period, t.value);
         Ok(Formatted {
             text: self.format(&number),
             number,
         })
+    }
+}
+
+impl Numbers {
+    fn dropped(&self) -> Error {
+        Error::Dropped {
+            kind: "sequence",
+            name: self.name.clone(),
+            held: "ticket",
+        }
+    }
+
+    /// A ticket of another life than this handle's is refused before the
+    /// store is asked: its number is not this life's.
+    fn check_ticket_life(&self, t: &Ticket) -> Result<()> {
+        if t.life != 0 && self.incarnation != 0 && t.life != self.incarnation {
+            return Err(self.dropped());
+        }
+        Ok(())
+    }
+
+    /// What a settlement answered, with a refusal explained: a ticket of a
+    /// life the name is no longer in (dropped and created again since this
+    /// handle was opened) is [`Error::Dropped`]. Nothing was changed either
+    /// way (the tickets of a dropped life went with it).
+    async fn settled(&self, t: &Ticket, settled: Result<()>) -> Result<()> {
+        match settled {
+            Err(Error::TicketRefused(why)) => {
+                match crate::sequence::describe(&*self.store, &self.name).await {
+                    Ok(row) if t.life != 0 && row.incarnation != 0 && row.incarnation != t.life => {
+                        Err(self.dropped())
+                    }
+                    _ => Err(Error::TicketRefused(why)),
+                }
+            }
+            other => other,
+        }
     }
 }
 
@@ -820,7 +924,15 @@ mod tests {
             t.to_string(),
             "20261123-42-0123456789abcdef0123456789abcdef"
         );
+        assert_eq!(t.life(), 1);
+        let later: Ticket = "0-42-0123456789abcdef0123456789abcdef-7".parse().unwrap();
+        assert_eq!((later.value, later.life()), (42, 7));
+        assert_eq!(later.to_string(), "0-42-0123456789abcdef0123456789abcdef-7");
         for bad in [
+            "0-42-0123456789abcdef0123456789abcdef-0",
+            "0-42-0123456789abcdef0123456789abcdef-x",
+            "0-42-0123456789abcdef0123456789abcdef-",
+            "0-42-0123456789abcdef0123456789abcdef-7-7",
             "",
             "42",
             "0-42-xyz",

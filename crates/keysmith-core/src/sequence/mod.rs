@@ -278,6 +278,21 @@ pub struct SequenceBuilder {
     high_water: Option<Arc<HighWater>>,
 }
 
+/// What [`SequenceBuilder::build_or_numbering`] opened: a handle on a
+/// sequence served in blocks, or what a numbered sequence's handle is made
+/// from.
+pub(crate) enum Opened {
+    /// A sequence served in blocks (plain, or a residue class).
+    Blocks(Sequence),
+    /// A numbered sequence: its name, its settings, and the life of the name
+    /// they were read in (the row read first).
+    Numbered {
+        name: String,
+        numbering: crate::store::Numbering,
+        incarnation: u64,
+    },
+}
+
 impl SequenceBuilder {
     /// The memory of reserved ranges to check every reservation against
     /// (see [`HighWater`]), to share it with other handles or leases of the
@@ -360,17 +375,17 @@ impl SequenceBuilder {
     /// exist; what the store fails with.
     pub async fn build(self) -> Result<Sequence> {
         match self.build_or_numbering().await? {
-            Ok(sequence) => Ok(sequence),
-            Err((name, numbering)) => Err(blocks_refused(&name, &numbering)),
+            Opened::Blocks(sequence) => Ok(sequence),
+            Opened::Numbered {
+                name, numbering, ..
+            } => Err(blocks_refused(&name, &numbering)),
         }
     }
 
-    /// [`Self::build`], but a numbered sequence is not an error: its name and
-    /// numbering come back instead, read in the same two store calls (the
-    /// row, the numbering) the handle needs anyway.
-    pub(crate) async fn build_or_numbering(
-        self,
-    ) -> Result<std::result::Result<Sequence, (String, crate::store::Numbering)>> {
+    /// [`Self::build`], but a numbered sequence is not an error: its name,
+    /// numbering and life come back instead, read in the same two store
+    /// calls (the row, the numbering) the handle needs anyway.
+    pub(crate) async fn build_or_numbering(self) -> Result<Opened> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             Error::invalid("Sequence::build needs a tokio runtime; use build_blocking without one")
         })?;
@@ -398,7 +413,13 @@ impl SequenceBuilder {
             None => None,
             Some(numbering) => match numbering.residue {
                 Some(r) => Some(r),
-                None => return Ok(Err((name, numbering))),
+                None => {
+                    return Ok(Opened::Numbered {
+                        name,
+                        numbering,
+                        incarnation: row.incarnation,
+                    });
+                }
             },
         };
         let mut block = self.block.unwrap_or(row.block);
@@ -411,7 +432,7 @@ impl SequenceBuilder {
             a.validate()?;
             block = block.clamp(a.min, a.max);
         }
-        Ok(Ok(Sequence {
+        Ok(Opened::Blocks(Sequence {
             inner: Arc::new(Inner {
                 alloc: Allocator::new(
                     store,

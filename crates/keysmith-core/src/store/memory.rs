@@ -581,8 +581,12 @@ impl State {
         name: &str,
         period: i64,
         gapless: bool,
+        incarnation: u64,
     ) -> Result<(i64, SequenceRow)> {
         let generation = self.generation();
+        // Before `current` moves the period: a row of another life is left
+        // as it is.
+        self.row(name)?.check_life(incarnation, "handle")?;
         let (period, row) = self.current(name, period)?;
         let rule = super::numbers::numbers_fence(&row, gapless, &generation);
         rule.check(name)?;
@@ -658,10 +662,16 @@ impl NumberStore for MemoryStore {
         self.with(|_| Ok(crate::clock::now_ms()))
     }
 
-    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+    async fn reserve_numbers_in(
+        &self,
+        name: &str,
+        period: i64,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<PeriodRange> {
         super::check_count("count", n)?;
         self.with(|s| {
-            let (period, row) = s.current_fenced(name, period, false)?;
+            let (period, row) = s.current_fenced(name, period, false, incarnation)?;
             let next = s
                 .counters
                 .entry((name.to_owned(), period))
@@ -679,7 +689,7 @@ impl NumberStore for MemoryStore {
     async fn take_ticket_checked(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
         let (name, period, token, ttl) = (take.name, take.period, take.token, take.ttl);
         self.with(|s| {
-            let (period, row) = s.current_fenced(name, period, true)?;
+            let (period, row) = s.current_fenced(name, period, true, take.incarnation)?;
             let now = crate::clock::now_ms();
             let expires = now.saturating_add(ticket_ttl_ms(ttl));
             let key = (name.to_owned(), period);

@@ -67,6 +67,11 @@ pub struct TicketTake<'a> {
     pub token: &'a str,
     /// How long the ticket holds the number, by the store's clock.
     pub ttl: Duration,
+    /// The life of the name the caller's handle was opened in
+    /// ([`SequenceRow::incarnation`]; 0: whatever life it is in). A backend
+    /// takes nothing from a row of another life: [`Error::Dropped`], checked
+    /// inside the take's own transaction.
+    pub incarnation: u64,
 }
 
 /// A number its ticket holds: the arguments of [`NumberStore::commit_ticket`]
@@ -214,7 +219,27 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::NotFound`] for a missing or unnumbered sequence,
     /// [`Error::Exhausted`] when the period's counter passed the maximum.
-    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange>;
+    async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> Result<PeriodRange> {
+        self.reserve_numbers_in(name, period, n, 0).await
+    }
+
+    /// [`Self::reserve_numbers`] in life `incarnation` of the name only (0:
+    /// whatever life it is in; see [`SequenceRow::incarnation`]): what a
+    /// handle opened before a drop and create reserves with, so it never
+    /// takes numbers of the next life with the settings of its own. Backends
+    /// implement this, not [`Self::reserve_numbers`], and compare the life in
+    /// the reservation's own transaction.
+    ///
+    /// # Errors
+    /// As [`Self::reserve_numbers`]; [`Error::Dropped`] (nothing reserved)
+    /// when the name is in another life.
+    async fn reserve_numbers_in(
+        &self,
+        name: &str,
+        period: i64,
+        n: i64,
+        incarnation: u64,
+    ) -> Result<PeriodRange>;
 
     /// Takes a number of a numbered sequence with ticket `token`, valid for
     /// `ttl` by the store's clock: in the later of `period` and the current
@@ -236,18 +261,33 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
         token: &str,
         ttl: Duration,
     ) -> Result<TakenNumber> {
-        check_ttl(ttl)?;
         let take = TicketTake {
             name,
             period,
             token,
             ttl,
+            incarnation: 0,
         };
-        self.take_ticket_checked(&take).await
+        self.take_ticket_in(&take).await
+    }
+
+    /// [`Self::take_ticket`] with every argument in `take`, the life of the
+    /// name included ([`TicketTake::incarnation`]): what a handle takes
+    /// with. Checks the TTL with [`check_ttl`], then calls
+    /// [`Self::take_ticket_checked`]: backends implement that, not this.
+    ///
+    /// # Errors
+    /// As [`Self::take_ticket`]; [`Error::Dropped`] (nothing taken) when the
+    /// name is in another life than `take.incarnation`.
+    async fn take_ticket_in(&self, take: &TicketTake<'_>) -> Result<TakenNumber> {
+        check_ttl(take.ttl)?;
+        self.take_ticket_checked(take).await
     }
 
     /// What a backend implements for [`Self::take_ticket`], with the same
-    /// guarantees; its TTL has passed [`check_ttl`].
+    /// guarantees; its TTL has passed [`check_ttl`]. Takes nothing from a
+    /// row of another life than `take.incarnation` (when not 0), checked in
+    /// the take's own transaction ([`SequenceRow::check_life`]).
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::Exhausted`] as [`Self::take_ticket`].

@@ -142,21 +142,26 @@ pub trait TicketRows {
 }
 
 /// In `tx`: the period a take or reservation of `name` uses (the later of
-/// `period` and the current one) and the sequence's row, after applying
+/// `period` and the current one) and the sequence's row, in life
+/// `incarnation` of the name only (0: any; [`SequenceRow::check_life`]),
+/// after applying
 /// [`numbers_fence`] for the store's generation: a counted sequence in a new
 /// generation skips its failover margin first, and the generation is
 /// recorded, in the same transaction.
 ///
 /// # Errors
 /// [`Error::FenceNeeded`] for a gap-free sequence in a new generation
+/// (nothing is written); [`Error::Dropped`] for a row of another life
 /// (nothing is written); those of [`NumbersTx`].
 pub async fn current_fenced<T: NumbersTx + ?Sized>(
     tx: &mut T,
     name: &str,
     period: i64,
     gapless: bool,
+    incarnation: u64,
 ) -> Result<(i64, SequenceRow)> {
     let (period, row, generation) = tx.current(name, period).await?;
+    row.check_life(incarnation, "handle")?;
     let rule = numbers_fence(&row, gapless, &generation);
     rule.check(name)?;
     let mut skipped = 0;
@@ -189,9 +194,10 @@ pub async fn fence_numbers_in<T: NumbersTx + ?Sized>(
     Ok((period, before, after))
 }
 
-/// In `tx`: [`super::NumberStore::reserve_numbers`] of a counted sequence:
-/// `n` numbers (checked by the caller) of the later of `period` and the
-/// current period, after [`current_fenced`].
+/// In `tx`: [`super::NumberStore::reserve_numbers_in`] of a counted
+/// sequence: `n` numbers (checked by the caller) of the later of `period`
+/// and the current period, in life `incarnation` of the name (0: any),
+/// after [`current_fenced`].
 ///
 /// # Errors
 /// [`Error::Exhausted`] when the period's counter passed the maximum; those
@@ -201,8 +207,9 @@ pub async fn reserve_numbers_in<T: NumbersTx + ?Sized>(
     name: &str,
     period: i64,
     n: i64,
+    incarnation: u64,
 ) -> Result<PeriodRange> {
-    let (period, row) = current_fenced(tx, name, period, false).await?;
+    let (period, row) = current_fenced(tx, name, period, false, incarnation).await?;
     let next = tx.next_of(name, period, row.start).await?;
     let r = SequenceRow { next, ..row }.plan(n)?;
     tx.set_counter(name, period, r.end).await?;
@@ -226,7 +233,7 @@ pub async fn take_ticket_in<T: NumbersTx + ?Sized>(
     tx: &mut T,
     take: &TicketTake<'_>,
 ) -> Result<TakenNumber> {
-    let (period, row) = current_fenced(tx, take.name, take.period, true).await?;
+    let (period, row) = current_fenced(tx, take.name, take.period, true, take.incarnation).await?;
     let take = TicketTake { period, ..*take };
     if let Some(value) = tx.retake_ticket(&take).await? {
         return Ok(TakenNumber { period, value });

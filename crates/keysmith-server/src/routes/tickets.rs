@@ -163,7 +163,8 @@ pub(crate) async fn take(
     params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number committed.", body = CommittedBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
-        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 410, description = "The ticket is of an earlier life of the name: it was dropped and created again since (`dropped`); nothing changed.", body = crate::error::ErrorBody)))]
 #[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/sequences/{name}/tickets/commit with it in the body"]
 pub(crate) async fn commit(
     State(state): State<AppState>,
@@ -178,7 +179,8 @@ pub(crate) async fn commit(
     params(crate::schemas::NameParam, crate::schemas::TicketParam),
     responses((status = 200, description = "The number released.", body = ReleasedNumberBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
-        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody)))]
+        (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 410, description = "The ticket is of an earlier life of the name: it was dropped and created again since (`dropped`); nothing changed.", body = crate::error::ErrorBody)))]
 #[deprecated = "the token or ticket in the URL reaches logs; use POST /v1/sequences/{name}/tickets/release with it in the body"]
 pub(crate) async fn release(
     State(state): State<AppState>,
@@ -234,6 +236,7 @@ pub(crate) struct TicketRef {
         (status = 400, description = "No ticket, or not a ticket.", body = crate::error::ErrorBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 410, description = "The ticket is of an earlier life of the name: it was dropped and created again since (`dropped`); nothing changed.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn commit_body(
     State(state): State<AppState>,
@@ -253,6 +256,7 @@ pub(crate) async fn commit_body(
         (status = 400, description = "No ticket, or not a ticket.", body = crate::error::ErrorBody),
         (status = 404, description = "No such sequence.", body = crate::error::ErrorBody),
         (status = 409, description = "The ticket does not hold the number, or the sequence is not gap-free (`wrong_kind`).", body = crate::error::ErrorBody),
+        (status = 410, description = "The ticket is of an earlier life of the name: it was dropped and created again since (`dropped`); nothing changed.", body = crate::error::ErrorBody),
         (status = 413, description = "Body over the limit.", body = crate::error::ErrorBody)))]
 pub(crate) async fn release_body(
     State(state): State<AppState>,

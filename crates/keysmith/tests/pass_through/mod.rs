@@ -66,8 +66,8 @@ macro_rules! pass_through {
             async fn clock_ms(&self) -> keysmith::Result<i64> {
                 self.inner.clock_ms().await
             }
-            async fn reserve_numbers(&self, name: &str, period: i64, n: i64) -> keysmith::Result<keysmith::store::PeriodRange> {
-                self.inner.reserve_numbers(name, period, n).await
+            async fn reserve_numbers_in(&self, name: &str, period: i64, n: i64, incarnation: u64) -> keysmith::Result<keysmith::store::PeriodRange> {
+                self.inner.reserve_numbers_in(name, period, n, incarnation).await
             }
             async fn take_ticket_checked(
                 &self,
