@@ -227,6 +227,7 @@ async fn move_forward(store: &dyn Store, mut row: SequenceRow, skip: i64) -> Res
             Put::Done(done) => {
                 let delta = CountsDelta {
                     skipped: done.next - row.next,
+                    incarnation: done.incarnation,
                     ..CountsDelta::default()
                 };
                 if let Err(e) = store

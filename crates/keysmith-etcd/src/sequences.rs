@@ -829,10 +829,13 @@ impl SequenceStore for EtcdStore {
             let row = self
                 .row_from(name, &ops, 0)?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
+            // The life the counts are checked against (`apply`) is the one
+            // written in: the `next` key's create revision is compared.
+            let created = first_kv(&ops, 1)?.map_or(0, |kv| kv.create_revision());
             let seen = first_kv(&ops, 2)?;
             let counts = self
                 .counts_of(name, seen.as_ref())?
-                .apply(&row, delta, now_ms);
+                .apply(&row, delta, now_ms)?;
             let value = serde_json::to_vec(&counts).map_err(|e| {
                 Error::Corrupt(format!("cannot encode the counts of {name:?}: {e}"))
             })?;
@@ -847,7 +850,7 @@ impl SequenceStore for EtcdStore {
             let write = Txn::new()
                 .when([
                     unchanged,
-                    Compare::version(self.next_key(name), CompareOp::Greater, 0),
+                    Compare::create_revision(self.next_key(name), CompareOp::Equal, created),
                 ])
                 .and_then([TxnOp::put(self.counts_key(name), value, None)]);
             if self

@@ -148,7 +148,7 @@ impl SequenceStore for PostgresStore {
                 .map_err(|e| self.pg(&e))?
                 .ok_or_else(|| Error::not_found("sequence", name))?;
             let row = self.row(&row, 0)?;
-            let c = counts.apply(&row, delta, now_ms);
+            let c = counts.apply(&row, delta, now_ms)?;
             let m = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
             let ((mark_at, mark_reserved), (prev_at, prev_reserved)) = (m(c.mark), m(c.prev_mark));
             tx.execute(

@@ -129,7 +129,7 @@ impl SequenceStore for SqliteStore {
         let (name, delta) = (name.to_owned(), *delta);
         self.write(move |tx| {
             let row = require_row(tx, &name)?;
-            let c = read_counts_on(tx, &name)?.apply(&row, &delta, now_ms);
+            let c = read_counts_on(tx, &name)?.apply(&row, &delta, now_ms)?;
             let mark = |m: Option<RateMark>| (m.map(|m| m.at_ms), m.map(|m| m.reserved));
             let ((mark_at, mark_reserved), (prev_at, prev_reserved)) = (mark(c.mark), mark(c.prev_mark));
             tx.execute(

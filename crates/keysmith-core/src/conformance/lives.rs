@@ -362,3 +362,37 @@ pub async fn numbered_handles_and_tickets_of_an_earlier_life_are_refused(store: 
         "{taken_c:?} then {after:?}"
     );
 }
+
+/// Counts of an earlier life (a close or a lease's hand-back that raced a
+/// drop and create) are refused and added to nothing: the next life's
+/// counts are only its own.
+pub async fn counts_of_an_earlier_life_are_not_added_to_the_next(store: Arc<dyn Store>) {
+    use crate::store::{CountsDelta, SequenceCounts};
+    let old = store
+        .create_sequence(&spec("life-n", 1, 1000))
+        .await
+        .unwrap();
+    store.reserve_locked("life-n", 10).await.unwrap();
+    store.drop_sequence("life-n").await.unwrap();
+    let new = store.create_sequence(&below("life-n")).await.unwrap();
+    assert_ne!(old.incarnation, new.incarnation);
+    let stale = CountsDelta {
+        handed_out: 7,
+        handed_back: 3,
+        incarnation: old.incarnation,
+        ..CountsDelta::default()
+    };
+    match store.record_counts("life-n", &stale, 1_000).await {
+        Err(Error::Dropped { .. }) => {}
+        other => panic!("counts of the earlier life: expected Dropped, got {other:?}"),
+    }
+    let (_, counts) = store.read_counts("life-n").await.unwrap();
+    assert_eq!(counts, SequenceCounts::default());
+    let own = CountsDelta {
+        incarnation: new.incarnation,
+        ..stale
+    };
+    store.record_counts("life-n", &own, 1_000).await.unwrap();
+    let (_, counts) = store.read_counts("life-n").await.unwrap();
+    assert_eq!((counts.handed_out, counts.handed_back), (7, 3));
+}

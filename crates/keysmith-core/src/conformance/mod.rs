@@ -115,6 +115,7 @@ macro_rules! conformance_tests {
             lives::one_tombstone_per_name_across_kinds,
             lives::a_pool_handle_of_an_earlier_life_takes_nothing_from_the_next,
             lives::numbered_handles_and_tickets_of_an_earlier_life_are_refused,
+            lives::counts_of_an_earlier_life_are_not_added_to_the_next,
             workers::workers_are_leased_lowest_first,
             workers::fence_workers_moves_every_floor,
             workers::all_worker_ids_taken_is_a_clear_error,

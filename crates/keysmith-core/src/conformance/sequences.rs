@@ -445,6 +445,7 @@ pub async fn counts_are_recorded_and_go_with_the_sequence(store: Arc<dyn Store>)
         handed_out: 50,
         abandoned: 7,
         skipped: 2,
+        incarnation: 0,
     };
     store.record_counts("c", &d, 1_000).await.unwrap();
     store.record_counts("c", &d, 2_000).await.unwrap();

@@ -265,6 +265,7 @@ pub async fn alter(store: &dyn Store, name: &str, spec: &AlterSpec) -> Result<Se
                 if skipped > 0 {
                     let delta = CountsDelta {
                         skipped,
+                        incarnation: done.incarnation,
                         ..CountsDelta::default()
                     };
                     // Best effort: unrecorded, the skipped values only show

@@ -113,6 +113,7 @@ pub async fn lease_guarded(
         name,
         CountsDelta {
             handed_out: r.len(),
+            incarnation: r.incarnation,
             ..CountsDelta::default()
         },
     );
@@ -190,6 +191,7 @@ pub async fn release_guarded(
             let delta = CountsDelta {
                 handed_back: back,
                 handed_out: -back,
+                incarnation: lease.incarnation,
                 ..CountsDelta::default()
             };
             record(store, &lease.name, delta).await;
@@ -208,6 +210,7 @@ pub async fn release_guarded(
             let delta = CountsDelta {
                 abandoned: gap,
                 handed_out: -gap,
+                incarnation: lease.incarnation,
                 ..CountsDelta::default()
             };
             record(store, &lease.name, delta).await;

@@ -918,6 +918,7 @@ impl Sequence {
             handed_out: c.values.load(Relaxed) - left,
             abandoned: left - handed_back_now,
             skipped: 0,
+            incarnation: self.inner.alloc.incarnation,
         };
         if let Err(e) = self
             .inner

@@ -257,7 +257,7 @@ impl SequenceStore for MemoryStore {
         self.with(|s| {
             let row = s.row(name)?.clone();
             let counts = s.counts.entry(name.to_owned()).or_default();
-            *counts = counts.apply(&row, delta, now_ms);
+            *counts = counts.apply(&row, delta, now_ms)?;
             Ok(())
         })
     }

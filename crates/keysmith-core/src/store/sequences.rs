@@ -441,6 +441,11 @@ pub struct CountsDelta {
     pub abandoned: i64,
     /// Values skipped by moving `next` forward (`alter`, `adopt`).
     pub skipped: i64,
+    /// The life of the name these counts are of
+    /// ([`SequenceRow::incarnation`]; 0: whatever life it is in): counts of
+    /// a handle or lease of an earlier life are refused
+    /// ([`SequenceCounts::apply`]), never added to the next life's.
+    pub incarnation: u64,
 }
 
 /// The count of a sequence or pool at one time, for its rate.
@@ -548,8 +553,19 @@ impl SequenceCounts {
 
     /// These counts after `delta`, at `now_ms`, for `row` as the store holds
     /// it: the one place the counts and rate marks are computed (backends
-    /// apply it in a transaction with the row).
-    pub fn apply(&self, row: &SequenceRow, delta: &CountsDelta, now_ms: i64) -> SequenceCounts {
+    /// apply it in a transaction with the row, or compare the row's life in
+    /// the write).
+    ///
+    /// # Errors
+    /// [`Error::Dropped`] when `row` is of another life than
+    /// `delta.incarnation`: the counts went with the life they were of.
+    pub fn apply(
+        &self,
+        row: &SequenceRow,
+        delta: &CountsDelta,
+        now_ms: i64,
+    ) -> Result<SequenceCounts> {
+        row.check_life(delta.incarnation, "handle")?;
         let mut c = SequenceCounts {
             handed_back: self.handed_back.saturating_add(delta.handed_back),
             handed_out: self.handed_out.saturating_add(delta.handed_out),
@@ -564,7 +580,7 @@ impl SequenceCounts {
         .advance(now_ms, c.reserved(row));
         c.mark = marks.mark;
         c.prev_mark = marks.prev_mark;
-        c
+        Ok(c)
     }
 
     /// The automatic failover margin these counts call for (the rate now,
@@ -850,16 +866,19 @@ mod counts_tests {
     #[test]
     fn counts_add_up_and_marks_move_once_a_minute() {
         let c = SequenceCounts::default();
-        let c = c.apply(
-            &row(101),
-            &CountsDelta {
-                handed_out: 60,
-                handed_back: 10,
-                abandoned: 5,
-                skipped: 20,
-            },
-            0,
-        );
+        let c = c
+            .apply(
+                &row(101),
+                &CountsDelta {
+                    handed_out: 60,
+                    handed_back: 10,
+                    abandoned: 5,
+                    skipped: 20,
+                    incarnation: 0,
+                },
+                0,
+            )
+            .unwrap();
         // next - start + handed back - skipped = 100 + 10 - 20.
         assert_eq!(c.reserved(&row(101)), 90);
         assert_eq!(c.unaccounted(&row(101)), 90 - 10 - 60 - 5);
@@ -870,9 +889,13 @@ mod counts_tests {
                 reserved: 90
             })
         );
-        let c = c.apply(&row(201), &CountsDelta::default(), MARK_INTERVAL_MS - 1);
+        let c = c
+            .apply(&row(201), &CountsDelta::default(), MARK_INTERVAL_MS - 1)
+            .unwrap();
         assert_eq!((c.mark.map(|m| m.at_ms), c.prev_mark), (Some(0), None));
-        let c = c.apply(&row(301), &CountsDelta::default(), MARK_INTERVAL_MS);
+        let c = c
+            .apply(&row(301), &CountsDelta::default(), MARK_INTERVAL_MS)
+            .unwrap();
         assert_eq!(
             c.prev_mark,
             Some(RateMark {
