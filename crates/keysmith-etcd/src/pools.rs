@@ -579,6 +579,20 @@ impl PoolStore for EtcdStore {
     }
 
     async fn swap_member(&self, name: &str, take: i64, put: i64) -> Result<bool> {
+        self.swap_member_in(name, 0, take, put).await
+    }
+
+    /// The swap in life `incarnation` of the name only (0: any): the life is
+    /// checked on the meta the transaction compares (`same_pool`: the meta
+    /// key's create revision), so a swap planned in one life never lands
+    /// in the next.
+    async fn swap_member_in(
+        &self,
+        name: &str,
+        incarnation: u64,
+        take: i64,
+        put: i64,
+    ) -> Result<bool> {
         let mut meta = self.pool_meta(name).await?;
         for _ in 0..META_ATTEMPTS {
             let generation = self.current_generation().await?;
@@ -596,6 +610,20 @@ impl PoolStore for EtcdStore {
                     self.fence_from(name, rounds, Some(meta.generation)).await?;
                     return Ok(false);
                 }
+            }
+            if incarnation != 0 && meta.incarnation != 0 && meta.incarnation != incarnation {
+                // The remembered meta may be of another life: decide on the
+                // pool as it is.
+                let now = self.fresh_meta(name).await?;
+                if now != meta {
+                    meta = now;
+                    continue;
+                }
+                return Err(Error::Dropped {
+                    kind: "pool",
+                    name: name.to_owned(),
+                    held: "handle",
+                });
             }
             let epoch = self.epoch().await?;
             let slot = meta.slot_of(take);
