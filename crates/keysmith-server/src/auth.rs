@@ -629,11 +629,66 @@ pub(crate) struct Authorized {
     generation: u64,
 }
 
+/// What a request was allowed, kept for the re-checks of [`still_granted`]
+/// while its handler runs.
+#[derive(Debug, Clone)]
+struct Granted {
+    auth: Authorized,
+    /// The principal it was allowed to.
+    principal: String,
+    /// The audit line of a refusal, but for its reason.
+    refusal: audit::Line,
+}
+
+tokio::task_local! {
+    /// The grant the running handler's request was allowed under (set by
+    /// [`regrant`] around the handler).
+    static GRANTED: Granted;
+}
+
+impl Granted {
+    /// Why the grant no longer holds under the access file as it is now
+    /// (reloaded since the request was allowed), if it does not.
+    fn revoked(&self, state: &AppState) -> Option<String> {
+        let access = state.shared().access.load();
+        if access.generation == self.auth.generation || self.principal == access::TOKEN_PRINCIPAL {
+            return None;
+        }
+        let file = access.file.as_ref()?;
+        let ids_group = &state.shared().ids_config.group;
+        let still = file
+            .by_name(&self.principal)
+            .is_some_and(|p| allowed(p, self.auth.need, &self.auth.object, ids_group));
+        (!still).then(|| {
+            format!(
+                "principal {:?} lost the `{}` grant on {} {}: the access file was reloaded while this request ran; nothing was changed",
+                self.principal,
+                self.auth.need.action,
+                self.auth.need.kind.as_str(),
+                self.auth
+                    .object
+                    .name()
+                    .map_or("names".to_owned(), |n| format!("{n:?}"))
+            )
+        })
+    }
+
+    /// The 403 of a revoked grant, audited.
+    fn refuse(&self, state: &AppState, why: String) -> ApiError {
+        let mut l = self.refusal.clone();
+        l.reason = Some(why.clone());
+        state.shared().audit.write(l);
+        ApiError::forbidden(why)
+    }
+}
+
 /// The innermost layer of every route: reads the request's body, then,
-/// right before the handler runs (and writes), checks that the grant the
-/// request was allowed under still holds. An access file reload since (a
-/// new generation) that revoked it, while the body arrived or the admin
-/// checks ran, makes the request a 403 that changes nothing.
+/// right before the handler runs, checks that the grant the request was
+/// allowed under still holds. An access file reload since (a new
+/// generation) that revoked it, while the body arrived or the admin checks
+/// ran, makes the request a 403 that changes nothing. The grant stays with
+/// the handler, which checks it again with [`still_granted`] after any step
+/// that can wait (opening a handle) and right before it takes or writes.
 pub(crate) async fn regrant(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Some(auth) = req.extensions().get::<Authorized>().cloned() else {
         return next.run(req).await;
@@ -644,42 +699,52 @@ pub(crate) async fn regrant(State(state): State<AppState>, req: Request, next: N
         Ok(b) => b,
         Err(e) => return crate::extract::read_error(e).into_response(),
     };
-    let access = state.shared().access.load_full();
-    if access.generation != auth.generation
-        && let (Some(Caller(was)), Some(file)) = (parts.extensions.get::<Caller>(), &access.file)
-        && was.name != access::TOKEN_PRINCIPAL
-    {
-        let ids_group = &state.shared().ids_config.group;
-        let still = file
-            .by_name(&was.name)
-            .is_some_and(|p| allowed(p, auth.need, &auth.object, ids_group));
-        if !still {
-            let why = format!(
-                "principal {:?} lost the `{}` grant on {} {}: the access file was reloaded while this request ran; nothing was changed",
-                was.name,
-                auth.need.action,
-                auth.need.kind.as_str(),
-                auth.object
-                    .name()
-                    .map_or("names".to_owned(), |n| format!("{n:?}"))
-            );
-            let mut l = audit::Line::new(audit::Event::Refused)
-                .of_request(&parts.method, &parts.extensions);
-            l.principal = Some(was.name.clone());
-            l.route = parts
-                .extensions
-                .get::<MatchedPath>()
-                .map(|m| m.as_str().to_owned());
-            l.action = Some(auth.need.action);
-            l.object = Some(audit::Object::new(auth.need.kind, auth.object.name()));
-            l.status = Some(403);
-            l.reason = Some(why.clone());
-            state.shared().audit.write(l);
-            return ApiError::forbidden(why).into_response();
-        }
+    let Some(Caller(was)) = parts.extensions.get::<Caller>() else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    let mut refusal =
+        audit::Line::new(audit::Event::Refused).of_request(&parts.method, &parts.extensions);
+    refusal.principal = Some(was.name.clone());
+    refusal.route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned());
+    refusal.action = Some(auth.need.action);
+    refusal.object = Some(audit::Object::new(auth.need.kind, auth.object.name()));
+    refusal.status = Some(403);
+    let granted = Granted {
+        principal: was.name.clone(),
+        auth,
+        refusal,
+    };
+    if let Some(why) = granted.revoked(&state) {
+        return granted.refuse(&state, why).into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
+    GRANTED
+        .scope(
+            granted,
+            next.run(Request::from_parts(parts, Body::from(bytes))),
+        )
         .await
+}
+
+/// Inside a handler: `Ok` while the grant its request was allowed under
+/// still holds (or the request needed none). A handler calls it after a
+/// step that can wait (opening a handle: a store round trip) and right
+/// before it takes values or writes, so a request whose grant an access
+/// file reload revoked meanwhile takes and changes nothing.
+///
+/// # Errors
+/// A 403 (audited) naming the grant lost.
+pub(crate) fn still_granted(state: &AppState) -> Result<(), ApiError> {
+    GRANTED
+        .try_with(|g| match g.revoked(state) {
+            Some(why) => Err(g.refuse(state, why)),
+            None => Ok(()),
+        })
+        .unwrap_or(Ok(()))
 }
 
 /// A request's body, within the body limit and the request timeout.

@@ -497,3 +497,108 @@ async fn a_grant_revoked_while_a_request_runs_refuses_it() {
         "{v}"
     );
 }
+
+/// A request past every check whose handler waits on the store (its handle
+/// opening, on a PostgreSQL table another session locked) while a reload
+/// revokes its grant is refused right before it takes values: a 403 that
+/// took nothing, read back from the store.
+#[tokio::test]
+async fn a_grant_revoked_while_the_handler_waits_on_the_store_refuses_it() {
+    let Some(pg) = keysmith_testsupport::postgres::TempPostgres::shared() else {
+        return;
+    };
+    let schema = format!("regrant_{}", std::process::id());
+    let store_url = format!("{}?schema={schema}", pg.url());
+    let with = |grant: &str| {
+        file(&format!(
+            "[[principal]]\nname = \"old\"\ntoken_sha256 = \"{}\"\ngrants = [ {{ names = \"{grant}\", actions = [\"use\"] }} ]\n",
+            d(OLD)
+        ))
+    };
+    let access = with("team-a/*");
+    let srv = TestServer::start_with(move |c, db| {
+        let path = db.parent().unwrap().join("access.toml");
+        std::fs::write(&path, &access).unwrap();
+        c.access_file = Some(path);
+        c.store_url = store_url;
+    })
+    .await;
+    let (st, v) = call(
+        &srv,
+        OPS,
+        Method::POST,
+        "/v1/sequences",
+        Some(json!({"name": "team-a/orders", "block": 10})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+
+    let (db, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let row_of = async |db: &tokio_postgres::Client| -> (i64, i64) {
+        let r = db
+            .query_one(
+                &format!("SELECT next, version FROM {schema}.sequences WHERE name = $1"),
+                &[&"team-a/orders"],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let before = row_of(&db).await;
+    db.batch_execute(&format!(
+        "BEGIN; LOCK TABLE {schema}.sequences IN ACCESS EXCLUSIVE MODE"
+    ))
+    .await
+    .unwrap();
+
+    let request = {
+        let (client, url) = (
+            srv.client.clone(),
+            srv.url("/v1/sequences/team-a%2Forders/next"),
+        );
+        tokio::spawn(async move {
+            json_of(client.post(url).bearer_auth(OLD).send().await.unwrap()).await
+        })
+    };
+    // Its handler is waiting on the lock: past authorization and the
+    // re-check before the handler.
+    let (watch, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let waiting: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%sequences%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the request never waited on the lock"
+        );
+        tokio::task::yield_now().await;
+    }
+    let path = srv.dir.path().join("access.toml");
+    std::fs::write(&path, with("team-b/*")).unwrap();
+    srv.state.reload().unwrap();
+    db.batch_execute("ROLLBACK").await.unwrap();
+
+    let (st, v) = request.await.unwrap();
+    assert_eq!(st, StatusCode::FORBIDDEN, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("was reloaded while this request ran"), "{msg}");
+    assert_eq!(row_of(&db).await, before, "it took nothing");
+    db.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}

@@ -63,6 +63,7 @@ pub(crate) async fn next(
         .get_or_try_init(|| open(s.options.counter.clone()))
         .await?
         .clone();
+    crate::auth::still_granted(&state)?;
     let names = tokio::task::spawn_blocking(move || counter.next_n(count as u64))
         .await
         .map_err(|e| keysmith::Error::Unavailable(format!("host counter task failed: {e}")))??;

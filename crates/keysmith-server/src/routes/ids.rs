@@ -84,7 +84,9 @@ pub(crate) async fn next(
     let format: IdFormat = q.format.as_deref().unwrap_or("integer").parse()?;
     format.check(&state.shared().ids_config.layout)?;
     let n = base.count(state.shared().options.max_count)?;
-    let ids = match generator(&state).await?.next_as(n, format).await? {
+    let generator = generator(&state).await?;
+    crate::auth::still_granted(&state)?;
+    let ids = match generator.next_as(n, format).await? {
         IdValues::Integers(v) => Json(IdsBody {
             ids: IdsOut::Integers(super::Ints {
                 values: &v,

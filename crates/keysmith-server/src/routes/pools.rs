@@ -272,6 +272,7 @@ pub(crate) async fn next(
     keysmith::validate_name(&name)?;
     let deadline = super::deadline(started, s.options.request_timeout);
     let entry = handle(&state, &name).await?;
+    crate::auth::still_granted(&state)?;
     let gone = Arc::new(AtomicBool::new(false));
     let _tell = SetOnDrop(gone.clone());
     let task = tokio::spawn({

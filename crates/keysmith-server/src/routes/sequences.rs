@@ -520,6 +520,7 @@ pub(crate) async fn next(
     let mut retried = false;
     loop {
         let entry = handle(&state, &name).await?;
+        crate::auth::still_granted(&state)?;
         let deadline = super::deadline(started, s.options.request_timeout);
         // The entry goes into the future and comes back with the values: no
         // second reference count to bump on the hot path.

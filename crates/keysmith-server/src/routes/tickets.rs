@@ -130,6 +130,7 @@ pub(crate) async fn take(
 ) -> ApiResult<Response> {
     let ttl = q.ttl()?;
     let h = open(&state, &name).await?;
+    crate::auth::still_granted(&state)?;
     let t = h.take(ttl).await?;
     // Counted in the principal's max_open_tickets (checked before the
     // handler: crate::quota::run_use).
@@ -201,6 +202,7 @@ enum Settle {
 async fn settle(state: &AppState, name: &str, ticket: &str, what: Settle) -> ApiResult<Response> {
     keysmith::validate_name(name)?;
     let h = open(state, name).await?;
+    crate::auth::still_granted(state)?;
     let res = match what {
         Settle::Commit => Json(CommittedBody {
             committed: Value::of(&h, h.commit(ticket).await?),
