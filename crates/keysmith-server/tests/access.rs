@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::{TestServer, enc, json_of, values};
+use common::{TestServer, call, enc, json_of, store_state, values};
 use keysmith_server::access::{Requirement, Target, requirement, token_digest_hex};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -70,20 +67,6 @@ async fn server(extra: &str) -> TestServer {
     .await
 }
 
-async fn call(
-    srv: &TestServer,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = srv.client.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        b = b.json(&body);
-    }
-    json_of(b.send().await.unwrap()).await
-}
-
 /// `POST path` with no body, as `token`.
 async fn post(srv: &TestServer, token: &str, path: &str) -> (StatusCode, Value) {
     call(srv, token, Method::POST, path, None).await
@@ -99,39 +82,6 @@ async fn create(srv: &TestServer, token: &str, name: &str) -> (StatusCode, Value
         Some(json!({ "name": name })),
     )
     .await
-}
-
-/// Every row of every table of the store, as text: what "changes nothing"
-/// is checked against.
-fn store_state(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = BTreeMap::new();
-    for t in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let cols = stmt.column_count();
-        let mut rows: Vec<String> = stmt
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..cols {
-                    let v: rusqlite::types::Value = r.get(i)?;
-                    line.push(format!("{v:?}"));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        rows.sort();
-        out.insert(t, rows);
-    }
-    out
 }
 
 /// Creates team-a's and team-b's sequences and pools, and takes values.

@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::{TestServer, json_of};
+use common::{TestServer, call, json_of, store_state};
 use keysmith_server::access::{AccessFile, token_digest_hex};
 use keysmith_server::{Config, TlsFiles, Token};
 use keysmith_testsupport::tls::{Certs, HttpsClient};
@@ -46,52 +43,6 @@ async fn server(access: String) -> TestServer {
         );
     })
     .await
-}
-
-async fn call(
-    srv: &TestServer,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = srv.client.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        b = b.json(&body);
-    }
-    json_of(b.send().await.unwrap()).await
-}
-
-/// Every row of every table of the store, as text.
-fn store_state(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = BTreeMap::new();
-    for t in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let cols = stmt.column_count();
-        let mut rows: Vec<String> = stmt
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..cols {
-                    let v: rusqlite::types::Value = r.get(i)?;
-                    line.push(format!("{v:?}"));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        rows.sort();
-        out.insert(t, rows);
-    }
-    out
 }
 
 fn shard_key() -> Value {

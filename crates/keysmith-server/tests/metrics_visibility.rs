@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{TestServer, enc, json_of};
+use common::{TestServer, call, enc};
 use keysmith_server::access::token_digest_hex;
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const OPS: &str = "ops-token-0123456789";
 const ALPHA: &str = "alpha-token-0123456789";
@@ -49,20 +49,6 @@ grants = [ {{ names = "beta-*", actions = ["use", "read", "admin"] }} ]
         c.max_open_handles = max_open_handles;
     })
     .await
-}
-
-async fn call(
-    srv: &TestServer,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = srv.client.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        b = b.json(&body);
-    }
-    json_of(b.send().await.unwrap()).await
 }
 
 /// Creates sequence `name` as `token` and takes a value of it.

@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::{TestServer, enc, json_of};
+use common::{TestServer, call, enc, store_state};
 use keysmith_server::access::token_digest_hex;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -50,50 +47,6 @@ grants = [ {{ names = "plain/*", actions = ["use", "read", "admin"] }} ]
         c.audit_log = Some(dir.join("audit.log"));
     })
     .await
-}
-
-async fn call(
-    srv: &TestServer,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut b = srv.client.request(method, srv.url(path)).bearer_auth(token);
-    if let Some(body) = body {
-        b = b.json(&body);
-    }
-    json_of(b.send().await.unwrap()).await
-}
-
-/// Every row of every table of the store, as text.
-fn store_state(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = BTreeMap::new();
-    for t in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let cols = stmt.column_count();
-        let mut rows: Vec<String> = stmt
-            .query_map([], |r| {
-                Ok((0..cols)
-                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
-                    .collect::<Vec<_>>()
-                    .join("|"))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        rows.sort();
-        out.insert(t, rows);
-    }
-    out
 }
 
 /// A 403 `quota_exceeded` whose message names `key` and says how to raise it.

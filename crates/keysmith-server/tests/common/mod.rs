@@ -167,3 +167,52 @@ pub fn enc(name: &str) -> String {
     }
     out
 }
+
+/// `method path` with `body` (JSON) as the holder of bearer `token`: the
+/// status and the JSON answer.
+pub async fn call(
+    srv: &TestServer,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut b = srv.client.request(method, srv.url(path)).bearer_auth(token);
+    if let Some(body) = body {
+        b = b.json(&body);
+    }
+    json_of(b.send().await.unwrap()).await
+}
+
+/// Every row of every table of the SQLite store at `db`, as text: what
+/// "a refused request changes nothing" is checked against.
+pub fn store_state(db: &std::path::Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut out = std::collections::BTreeMap::new();
+    for t in tables {
+        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let cols = stmt.column_count();
+        let mut rows: Vec<String> = stmt
+            .query_map([], |r| {
+                let mut line = Vec::new();
+                for i in 0..cols {
+                    let v: rusqlite::types::Value = r.get(i)?;
+                    line.push(format!("{v:?}"));
+                }
+                Ok(line.join("|"))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows.sort();
+        out.insert(t, rows);
+    }
+    out
+}

@@ -3,9 +3,6 @@
 //! server with an audit log, and the audit log's lines.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::common::TestServer;
@@ -13,37 +10,7 @@ use crate::common::TestServer;
 /// A token long enough to pass for one.
 pub const TOKEN: &str = "edge-token-0123456789abcdef";
 
-/// Every row of every table of the store, as text.
-pub fn store_state(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = BTreeMap::new();
-    for t in tables {
-        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let cols = stmt.column_count();
-        let mut rows: Vec<String> = stmt
-            .query_map([], |r| {
-                let mut line = Vec::new();
-                for i in 0..cols {
-                    let v: rusqlite::types::Value = r.get(i)?;
-                    line.push(format!("{v:?}"));
-                }
-                Ok(line.join("|"))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        rows.sort();
-        out.insert(t, rows);
-    }
-    out
-}
+pub use crate::common::store_state;
 
 /// A server with [`TOKEN`] and an audit log beside its database.
 pub async fn token_server(tweak: impl FnOnce(&mut keysmith_server::Config)) -> TestServer {
