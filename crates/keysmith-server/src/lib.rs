@@ -1111,6 +1111,15 @@ impl AppState {
             },
         );
         text.push_str(&s.audit.metrics_text());
+        // Server-wide: only for a caller that may read every name.
+        if let Some(tls) = &s.tls
+            && crate::access::visible("*")
+        {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            text.push_str(&tls.metrics_text(now));
+        }
         text
     }
 
