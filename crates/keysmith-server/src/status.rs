@@ -207,7 +207,8 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     let now = s.started.elapsed().as_secs_f64();
     let charts = sequences
         .iter()
-        .filter(|q: &&SeqStatus| q.block_of == "server")
+        // The names this server serves (a handle open now).
+        .filter(|q: &&SeqStatus| s.sequences.get(&q.name).is_some())
         .map(|q| {
             let h = s.history.series(&q.name);
             let last = |p: &[(f64, f64)]| p.last().map(|p| p.1);

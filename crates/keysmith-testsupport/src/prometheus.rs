@@ -144,12 +144,12 @@ impl TempPrometheus {
         self.dir.path()
     }
 
-    /// The end of its log (stdout and stderr), for failure messages.
+    /// The last 40 lines of its log (stdout and stderr), for failure messages.
     pub fn log(&self) -> String {
         let text =
             std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default();
-        let start = text.len().saturating_sub(4000);
-        text[text.floor_char_boundary(start)..].to_owned()
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
     /// `GET /api/v1/{path}` with the query parameters `params`: the `data`
