@@ -2,8 +2,8 @@
 # The alerting rules (packaging/prometheus): promtool checks them, runs their
 # unit tests, and this script checks that every alert has a unit test and that
 # every runbook link names a heading of the guide's "Monitoring and alerts"
-# page. About a second. The rules and the dashboard's queries are evaluated
-# against a live server and Prometheus by
+# page. A few seconds (5 s on a busy 2-core machine). The rules and the
+# dashboard's queries are evaluated against a live server and Prometheus by
 # crates/keysmith-cli/tests/prometheus_queries.rs (cargo test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
