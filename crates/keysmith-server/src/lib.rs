@@ -88,6 +88,7 @@ mod conn;
 mod error;
 mod extract;
 mod handles;
+mod history;
 mod metrics;
 pub mod openapi;
 pub mod origin;
@@ -587,6 +588,9 @@ pub(crate) struct Shared {
     /// alike): a store that hands them out again is refused.
     pub(crate) high_waters: keysmith::sequence::HighWaters,
     pub(crate) metrics: Metrics,
+    /// The status page's charts: each open sequence sampled every
+    /// [`history::SAMPLE_EVERY`] over the last hour.
+    pub(crate) history: history::History,
     pub(crate) started: Instant,
     pub(crate) ids_config: keysmith::ids::IdConfig,
     /// Leased on the first `POST /v1/ids/next`.
@@ -797,6 +801,7 @@ impl AppState {
                 lease_key: Swappable::new(Arc::new(lease_key)),
                 secret_files,
                 metrics: Metrics::new(config.max_metric_names),
+                history: history::History::default(),
                 started: Instant::now(),
                 ids_config: config.ids.clone(),
                 ids: tokio::sync::OnceCell::new(),
@@ -807,6 +812,7 @@ impl AppState {
         };
         state.start_sampler();
         state.start_idle_sweeper();
+        state.start_history_sampler();
         reload::watch(&state, state.watched_files(), |s| match s.reload() {
             Ok(()) => tracing::info!("a file changed: reloaded the TLS files and the access file"),
             Err(e) => tracing::error!("a file changed, but {e}; kept what was in use"),
@@ -1007,6 +1013,52 @@ impl AppState {
         });
     }
 
+    /// Samples every open plain sequence with series of its own (values the
+    /// server handed out, and its runway: a store read each, within
+    /// [`METRICS_STORE_BUDGET`] in all) every [`history::SAMPLE_EVERY`],
+    /// the first time at once, while the state lives (and a tokio runtime
+    /// runs). Names whose handles closed are forgotten.
+    fn start_history_sampler(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.shared);
+        rt.spawn(async move {
+            let mut tick = tokio::time::interval(history::SAMPLE_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                let Some(s) = weak.upgrade() else { return };
+                let open: Vec<_> = s
+                    .sequences
+                    .snapshot()
+                    .into_iter()
+                    .filter(|(_, e)| e.named && matches!(e.handle, keysmith::AnySequence::Plain(_)))
+                    .take(history::MAX_NAMES)
+                    .collect();
+                let at = s.started.elapsed().as_secs_f64();
+                let mut runways = std::collections::HashMap::new();
+                let _ = tokio::time::timeout(METRICS_STORE_BUDGET, async {
+                    for (name, _) in &open {
+                        if let Ok(info) = keysmith::sequence::show(&*s.store, name).await
+                            && let Some(r) = info.usage.and_then(|u| u.runway_seconds)
+                        {
+                            runways.insert(name.clone(), r);
+                        }
+                    }
+                })
+                .await;
+                for (name, e) in &open {
+                    let served = e.served.load(std::sync::atomic::Ordering::Relaxed);
+                    s.history
+                        .record(name, at, served, runways.get(name).copied());
+                }
+                s.history
+                    .retain(&open.into_iter().map(|(n, _)| n).collect());
+            }
+        });
+    }
+
     /// Marks the server as draining: `GET /readyz` answers 503 from now on.
     pub fn start_draining(&self) {
         self.shared
@@ -1111,6 +1163,15 @@ impl AppState {
             },
         );
         text.push_str(&s.audit.metrics_text());
+        // Server-wide: only for a caller that may read every name.
+        if let Some(tls) = &s.tls
+            && crate::access::visible("*")
+        {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            text.push_str(&tls.metrics_text(now));
+        }
         text
     }
 

@@ -55,6 +55,20 @@ pub(crate) struct Status {
     /// worker group (absent when the group's name is not visible).
     #[serde(skip_serializing_if = "Option::is_none")]
     ids_runway: Option<crate::runway::IdsRunway>,
+    /// The charts of the last hour, drawn on the server (the page only).
+    #[serde(skip)]
+    charts: Vec<Charts>,
+}
+
+/// One sequence's charts on the page: its rate and its runway over the last
+/// hour ([`crate::history`]), with the latest values in words.
+#[derive(Debug)]
+struct Charts {
+    name: String,
+    rate_svg: Option<String>,
+    rate_words: String,
+    runway_svg: Option<String>,
+    runway_words: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -127,7 +141,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
     // Read once, without making a mark for names that have none.
     let refused: std::collections::HashMap<String, u64> =
         s.high_waters.refused().into_iter().collect();
-    let sequences = rows
+    let sequences: Vec<SeqStatus> = rows
         .into_iter()
         .map(|(info, usage)| {
             let h = s
@@ -190,7 +204,58 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             }
         })
         .collect();
+    let now = s.started.elapsed().as_secs_f64();
+    let charts = sequences
+        .iter()
+        // The names this server serves (a handle open now).
+        .filter(|q: &&SeqStatus| s.sequences.get(&q.name).is_some())
+        .map(|q| {
+            let h = s.history.series(&q.name);
+            let last = |p: &[(f64, f64)]| p.last().map(|p| p.1);
+            let peak = |p: &[(f64, f64)]| {
+                p.iter()
+                    .map(|p| p.1)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            };
+            let low = |p: &[(f64, f64)]| {
+                p.iter()
+                    .map(|p| p.1)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
+            };
+            let rate_words = match (last(&h.rate), peak(&h.rate)) {
+                (Some(l), Some(p)) => format!("{} now, peak {}", rate(l), rate(p)),
+                _ => "collecting".to_owned(),
+            };
+            let runway_words = match (last(&h.runway), low(&h.runway)) {
+                (Some(l), Some(m)) => format!(
+                    "{} now, lowest {}",
+                    runway_words(Some(l)),
+                    runway_words(Some(m))
+                ),
+                _ => "–".to_owned(),
+            };
+            Charts {
+                rate_svg: crate::history::sparkline(
+                    &h.rate,
+                    now,
+                    &format!(
+                        "{}: values per second over the last hour, {rate_words}",
+                        q.name
+                    ),
+                ),
+                runway_svg: crate::history::sparkline(
+                    &h.runway,
+                    now,
+                    &format!("{}: runway over the last hour, {runway_words}", q.name),
+                ),
+                rate_words,
+                runway_words,
+                name: q.name.clone(),
+            }
+        })
+        .collect();
     Ok(Status {
+        charts,
         uptime_seconds: s.started.elapsed().as_secs(),
         refresh_ms: REFRESH_MS,
         sequences,
@@ -405,12 +470,30 @@ fn render(st: &Status) -> String {
             percent(p.conflict_rate),
         );
     }
+    let mut chart_rows = String::new();
+    for c in &st.charts {
+        let pending = format!(
+            "<span class=\"muted\">collecting: a point every {} s</span>",
+            crate::history::SAMPLE_EVERY.as_secs()
+        );
+        let _ = write!(
+            chart_rows,
+            "<tr><td class=\"name\">{}</td><td class=\"rate-chart\">{}<div class=\"muted\">{}</div></td>\
+             <td class=\"runway-chart\">{}<div class=\"muted\">{}</div></td></tr>",
+            escape(&c.name),
+            c.rate_svg.as_deref().unwrap_or(&pending),
+            escape(&c.rate_words),
+            c.runway_svg.as_deref().unwrap_or(&pending),
+            escape(&c.runway_words),
+        );
+    }
     let hidden = |empty: bool| if empty { "" } else { " hidden" };
     let page = PAGE
         .replace("{{uptime}}", &uptime(st.uptime_seconds))
         .replace("{{refresh_ms}}", &st.refresh_ms.to_string())
         .replace("{{seq_empty}}", hidden(st.sequences.is_empty()))
-        .replace("{{pool_empty}}", hidden(st.pools.is_empty()));
+        .replace("{{pool_empty}}", hidden(st.pools.is_empty()))
+        .replace("{{charts_empty}}", hidden(st.charts.is_empty()));
     // Rows last, each placeholder once: names are never scanned for placeholders.
     let (head, tail) = page.split_once("{{seq_rows}}").expect("placeholder");
     let head = head.replace(
@@ -418,8 +501,9 @@ fn render(st: &Status) -> String {
         &(ids_line(st.ids.as_ref()) + &ids_runway_line(st.ids_runway.as_ref())),
     );
     let head = head.as_str();
-    let (mid, tail) = tail.split_once("{{pool_rows}}").expect("placeholder");
-    [head, &rows, mid, &pool_rows, tail].concat()
+    let (mid, tail) = tail.split_once("{{chart_rows}}").expect("placeholder");
+    let (mid2, tail) = tail.split_once("{{pool_rows}}").expect("placeholder");
+    [head, &rows, mid, &chart_rows, mid2, &pool_rows, tail].concat()
 }
 
 const PAGE: &str = r##"<!doctype html>
@@ -443,6 +527,7 @@ const PAGE: &str = r##"<!doctype html>
   td.name { font-family: ui-monospace, "DejaVu Sans Mono", monospace; word-break: break-all; }
   p.empty { color: #68717d; }
   code { background: #eef0f2; padding: .1rem .3rem; border-radius: 3px; }
+  svg.chart { display: block; }
 </style>
 </head>
 <body>
@@ -465,6 +550,16 @@ const PAGE: &str = r##"<!doctype html>
   <tbody>{{seq_rows}}</tbody>
 </table>
 <p class="empty" id="sequences-empty"{{seq_empty}}>No sequences yet. Create one with <code>curl -d '{"name":"orders"}' http://HOST/v1/sequences</code>.</p>
+
+<h2>Last hour <span class="muted">(drawn by the server when the page loads, since the server started if that is less than an hour; reload for new points)</span></h2>
+<table id="charts">
+  <thead><tr>
+    <th>Name</th><th title="Values this server handed out per second, a point every 10 s">Rate</th>
+    <th title="Time to the maximum at the rate of the last minutes, all servers, a point every 10 s">Runway</th>
+  </tr></thead>
+  <tbody>{{chart_rows}}</tbody>
+</table>
+<p class="empty" id="charts-empty"{{charts_empty}}>No charts yet: a sequence gets them once this server serves it.</p>
 
 <h2>Pools</h2>
 <table id="pools">

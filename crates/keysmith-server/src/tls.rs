@@ -79,6 +79,9 @@ pub(crate) struct Tls {
     /// The subjects of the client CAs of `current`, if it asks for client
     /// certificates.
     cas: RwLock<Option<Vec<String>>>,
+    /// When the server's own certificate of `current` expires (its
+    /// `notAfter`, seconds since 1970).
+    not_after: RwLock<i64>,
 }
 
 impl Tls {
@@ -89,11 +92,36 @@ impl Tls {
     pub(crate) fn new(files: TlsFiles) -> Result<Tls, ServeError> {
         let config = load(&files)?;
         let cas = files.client_ca.as_deref().map(ca_subjects).transpose()?;
+        let not_after = not_after(&files.cert)?;
         Ok(Tls {
             files,
             current: RwLock::new(Arc::new(config)),
             cas: RwLock::new(cas),
+            not_after: RwLock::new(not_after),
         })
+    }
+
+    /// Seconds from `now_unix` (seconds since 1970) until the certificate
+    /// in use expires; negative once it has.
+    pub(crate) fn expires_in(&self, now_unix: f64) -> f64 {
+        *self.not_after.read().unwrap_or_else(|p| p.into_inner()) as f64 - now_unix
+    }
+
+    /// `keysmith_tls_cert_expiry_seconds` in the text exposition format:
+    /// seconds until the certificate in use expires, at `now_unix`.
+    pub(crate) fn metrics_text(&self, now_unix: f64) -> String {
+        use prometheus::Encoder;
+        let g = prometheus::Gauge::new(
+            "keysmith_tls_cert_expiry_seconds",
+            "Seconds until the server's TLS certificate in use expires (its notAfter); negative once it has.",
+        )
+        .expect("valid metric");
+        g.set(self.expires_in(now_unix));
+        let registry = prometheus::Registry::new();
+        registry.register(Box::new(g)).expect("unique metric");
+        let mut buf = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
     }
 
     /// The subjects of the client CAs in use (`None`: no client
@@ -129,8 +157,10 @@ impl Tls {
             .as_deref()
             .map(ca_subjects)
             .transpose()?;
+        let not_after = not_after(&self.files.cert)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = config;
         *self.cas.write().unwrap_or_else(|p| p.into_inner()) = cas;
+        *self.not_after.write().unwrap_or_else(|p| p.into_inner()) = not_after;
         Ok(())
     }
 
@@ -196,6 +226,24 @@ pub(crate) fn load(files: &TlsFiles) -> Result<ServerConfig, ServeError> {
     })?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// When the first certificate of the chain in `path` (the server's own)
+/// expires, in seconds since 1970.
+///
+/// # Errors
+/// [`ServeError::Config`] naming the file when it cannot be read or its
+/// first certificate cannot be parsed.
+fn not_after(path: &Path) -> Result<i64, ServeError> {
+    let chain = certificates(path, "TLS certificate")?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&chain[0]).map_err(|e| {
+        ServeError::Config(format!(
+            "cannot read the validity of the first certificate in the TLS certificate file {}: {e}; \
+             give a PEM chain with the server's own X.509 certificate first",
+            path.display()
+        ))
+    })?;
+    Ok(cert.validity().not_after.timestamp())
 }
 
 /// The certificates of the PEM file `path` (`what`, for messages), at least one.
@@ -573,5 +621,49 @@ mod tests {
         std::fs::copy(&certs.server_key, &key).unwrap();
         tls.reload().unwrap();
         assert_ne!(Arc::as_ptr(&tls.current.read().unwrap().clone()), before);
+    }
+
+    /// A self-signed certificate for 127.0.0.1 valid until `year`-01-01
+    /// 00:00 UTC, written to `cert` and `key`.
+    fn write_cert_until(year: i32, cert: &Path, key: &Path) {
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(year, 1, 1);
+        let c = params.self_signed(&pair).unwrap();
+        std::fs::write(cert, c.pem()).unwrap();
+        std::fs::write(key, pair.serialize_pem()).unwrap();
+    }
+
+    #[test]
+    fn the_expiry_gauge_counts_down_to_the_certificate_in_use_and_follows_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        write_cert_until(2030, &cert, &key);
+        let tls = Tls::new(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: None,
+        })
+        .unwrap();
+        // 2030-01-01T00:00:00Z is 1 893 456 000 s after 1970.
+        let now = 1_893_456_000.0 - 86_400.0 * 10.0;
+        assert_eq!(tls.expires_in(now), 86_400.0 * 10.0);
+        let text = tls.metrics_text(now);
+        assert!(
+            text.contains("# TYPE keysmith_tls_cert_expiry_seconds gauge")
+                && text.contains("\nkeysmith_tls_cert_expiry_seconds 864000\n"),
+            "{text}"
+        );
+        // Past it: negative.
+        assert_eq!(tls.expires_in(1_893_456_000.0 + 5.0), -5.0);
+
+        // Renewed until 2031: the gauge follows the reload ...
+        write_cert_until(2031, &cert, &key);
+        tls.reload().unwrap();
+        assert_eq!(tls.expires_in(now), 86_400.0 * (10.0 + 365.0));
+        // ... and a reload that fails keeps the expiry of the certificate in use.
+        std::fs::write(&cert, "not a certificate").unwrap();
+        assert!(tls.reload().is_err());
+        assert_eq!(tls.expires_in(now), 86_400.0 * (10.0 + 365.0));
     }
 }

@@ -223,3 +223,133 @@ async fn status_page_shows_what_the_server_does() {
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
 }
+
+/// The `<tr>` of `name` in the table `id` of `html`, as markup.
+fn row_markup<'a>(html: &'a str, id: &str, name: &str) -> Option<&'a str> {
+    let table = html.split(&format!("<table id=\"{id}\">")).nth(1)?;
+    let table = table.split("</table>").next()?;
+    table
+        .split("<tr>")
+        .find(|r| r.contains(&format!("<td class=\"name\">{name}</td>")))
+}
+
+/// How many points the `n`th chart of a row draws (0: none yet).
+fn chart_points(row: &str, n: usize) -> usize {
+    row.split("data-points=\"")
+        .nth(n + 1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_draws_each_names_rate_and_runway_of_the_last_hour_on_the_server() {
+    let Some(bin) = chromium() else { return };
+    let srv = TestServer::start().await;
+    let tricky = r#"<img/src=x/onerror=alert(1)>&"q'"#;
+    srv.create("orders", 50).await;
+    srv.create("users", 20).await;
+    srv.create(tricky, 10).await;
+    // Load until the server has sampled both charts of "orders" at least
+    // twice (a sample every 10 s; the runway needs a rate mark a second old).
+    let until = Instant::now() + Duration::from_secs(180);
+    let html = loop {
+        for _ in 0..20 {
+            srv.next("orders", 25).await;
+            srv.next("users", 3).await;
+        }
+        srv.next(&enc(tricky), 1).await;
+        let html = srv
+            .req(Method::GET, "/")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let ready = ["orders", "users"].iter().all(|n| {
+            row_markup(&html, "charts", n)
+                .is_some_and(|r| chart_points(r, 0) >= 2 && chart_points(r, 1) >= 2)
+        });
+        if ready {
+            break html;
+        }
+        assert!(
+            Instant::now() < until,
+            "no charts of two points within three minutes:\n{html}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Drawn by the server: the SVG is in the page as served.
+    let orders = row_markup(&html, "charts", "orders").unwrap();
+    assert_eq!(orders.matches("<svg").count(), 2, "{orders}");
+    assert!(orders.contains("<polyline"), "{orders}");
+    assert!(
+        orders.contains("values per second over the last hour"),
+        "{orders}"
+    );
+    assert!(orders.contains("runway over the last hour"), "{orders}");
+
+    // No script draws them: the page's one script never touches the charts.
+    let script = html.split("<script>").nth(1).unwrap();
+    assert!(
+        !script.contains("charts") && !script.contains("svg"),
+        "the page's script touches the charts"
+    );
+
+    // In Chromium, after the page's script refreshed the tables: the charts
+    // are there, and the name with markup in it stays text.
+    let url = srv.url("/");
+    let dom = tokio::task::spawn_blocking({
+        let (bin, url) = (bin.clone(), url.clone());
+        move || run_chromium(&bin, &url, &["--dump-dom".into()])
+    })
+    .await
+    .unwrap();
+    assert!(
+        dom.contains("data-refreshed=\"yes\""),
+        "the page's script did not refresh from /v1/status:\n{dom}"
+    );
+    assert!(!dom.contains("<img"), "a name became markup:\n{dom}");
+    let rows = table_rows(&dom, "charts");
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    let mut want = vec!["orders", "users", tricky];
+    want.sort();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, want);
+    let o = rows.iter().find(|r| r[0] == "orders").unwrap();
+    assert!(o[1].contains("/s now, peak"), "{o:?}");
+    assert!(o[2].contains(" now, lowest "), "{o:?}");
+    for n in ["orders", "users"] {
+        let r = row_markup(&dom, "charts", n).unwrap();
+        assert!(
+            r.matches("<svg").count() == 2 && r.contains("<polyline"),
+            "no charts of {n} in the browser's DOM:\n{r}"
+        );
+    }
+
+    // The guide's picture (KEYSMITH_CHARTS_SCREENSHOT=path keeps it:
+    // docs/book/src/operations/status-charts.png).
+    let shot = match std::env::var("KEYSMITH_CHARTS_SCREENSHOT") {
+        Ok(p) if !p.is_empty() => PathBuf::from(p),
+        _ => srv.dir.path().join("charts.png"),
+    };
+    tokio::task::spawn_blocking({
+        let shot = shot.clone();
+        move || {
+            run_chromium(
+                &bin,
+                &url,
+                &[
+                    format!("--screenshot={}", shot.display()),
+                    "--window-size=1280,820".into(),
+                ],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+}

@@ -1,4 +1,4 @@
-//! Test support for keysmith: throwaway PostgreSQL, MariaDB and etcd servers started
+//! Test support for keysmith: throwaway PostgreSQL, MariaDB, etcd and Prometheus servers started
 //! from the installed binaries, torn down on drop; and [`processes`], the
 //! process and crash scenarios every backend runs.
 //!
@@ -13,6 +13,7 @@ pub mod partitions;
 pub mod pg_replica;
 pub mod postgres;
 pub mod processes;
+pub mod prometheus;
 pub mod tls;
 
 /// Called when a backend's server binary is missing: returns normally (the
