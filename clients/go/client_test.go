@@ -434,14 +434,14 @@ func TestTLS(t *testing.T) {
 	}
 	// a CA that did not sign the server's certificate: refused
 	other := newClient(t, Options{CAFile: cs.path("other-ca.pem"), Deadline: time.Second}, https.URL)
-	if _, err := other.Health(bg); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
+	if _, err := other.Health(bg); !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("an untrusted server: %v", err)
 	}
 
 	// a server that requires a client certificate
 	mtls := startServer(t, "", "", append(tlsArgs, "--client-ca", cs.path("ca.pem"))...)
 	without := newClient(t, Options{CAFile: cs.path("ca.pem"), Deadline: time.Second}, mtls.URL)
-	if _, err := without.CreateSequence(bg, name, SequenceOptions{}); !errors.Is(err, ErrUnavailable) {
+	if _, err := without.CreateSequence(bg, name, SequenceOptions{}); !errors.Is(err, ErrSetup) {
 		t.Fatalf("no client certificate: %v", err)
 	}
 	with := newClient(t, Options{CAFile: cs.path("ca.pem"), CertFile: cs.path("client.pem"), KeyFile: cs.path("client-key.pem")}, mtls.URL)
