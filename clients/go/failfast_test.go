@@ -148,13 +148,16 @@ burst = 1
 	if !errors.Is(err, ErrGone) || !errors.As(err, &ke) || ke.Status != 410 {
 		t.Fatalf("releasing a lease of a dropped life: %v, want ErrGone", err)
 	}
-	// a worker lease's token, refused once released
+	// a worker lease's token, edited: refused
 	wl := must(c.LeaseWorker(bg, uniqueName("team"), time.Minute, 0))(t)
-	sec.words = append(sec.words, wl.Token)
-	must(c.ReleaseWorker(bg, wl.Group, wl.Token))(t)
-	err = sec.keep("renew a released worker lease", func() error { _, err := c.RenewWorker(bg, wl.Group, wl.Token, 0); return err }())
-	if !errors.Is(err, ErrConflict) && !errors.Is(err, ErrGone) {
-		t.Fatalf("renewing a released lease: %v", err)
+	edited := wl.Token[:len(wl.Token)-4] + "AAAA"
+	if edited == wl.Token {
+		edited = wl.Token[:len(wl.Token)-4] + "BBBB"
+	}
+	sec.words = append(sec.words, wl.Token, edited)
+	err = sec.keep("renew with an edited worker lease token", func() error { _, err := c.RenewWorker(bg, wl.Group, edited, 0); return err }())
+	if err == nil {
+		t.Fatal("an edited worker lease token was taken")
 	}
 
 	// 429 within the deadline: waited for and sent again. The team's rate is

@@ -249,12 +249,13 @@ func (s *Sequence) slowRange(ctx context.Context, n int64) (Range, error) {
 			continue
 		}
 		s.install(b.rest(i))
-		if fetches == 3 {
+		if n > 1 && fetches == 8 {
 			s.mu.Unlock()
 			return Range{}, fmt.Errorf("keysmith: sequence %q: %d leases in a row held no %d consecutive values; ask for fewer", s.name, fetches, n)
 		}
 		fetches++
-		f, err := s.fetchFor(n)
+		// a lease of at least n values: the need counts what is here already
+		f, err := s.fetchFor(n + s.available())
 		s.mu.Unlock()
 		if err != nil {
 			return Range{}, err
