@@ -160,6 +160,13 @@ burst = 1
 		t.Fatal("an edited worker lease token was taken")
 	}
 
+	// printing a lease or a worker lease never shows its token
+	for _, text := range []string{fmt.Sprintf("%v %+v %#v", lease, lease, lease), fmt.Sprintf("%v %+v %#v", wl, wl, wl)} {
+		if strings.Contains(text, lease.Token) || strings.Contains(text, wl.Token) || !strings.Contains(text, "***") {
+			t.Fatalf("a printed lease shows its token: %s", text)
+		}
+	}
+
 	// 429 within the deadline: waited for and sent again. The team's rate is
 	// 1/s: calls until the audit trail shows a 429, each of them answered.
 	for i := 0; ; i++ {
