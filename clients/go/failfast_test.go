@@ -213,6 +213,12 @@ burst = 1
 	} {
 		_, err := cl.CreateSequence(bg, uniqueName("tls"), SequenceOptions{})
 		sec.keep(what, err)
+		if what == "no client certificate" && errors.Is(err, ErrUnavailable) && strings.Contains(err.Error(), "not sent again") {
+			// TLS 1.3: the server refuses a missing certificate after the client's side of
+			// the handshake ended; when it closed before its alert was read the connection
+			// broke, and an unsafe call (a create) is not sent again either
+			continue
+		}
 		if !errors.Is(err, ErrSetup) {
 			t.Fatalf("%s: %v, want ErrSetup", what, err)
 		}

@@ -174,7 +174,19 @@ class FailFastTest {
           "an untrusted server certificate", () -> untrusted.createSequence(KeysmithServer.name()),
           "no client certificate", () -> noCert.createSequence(KeysmithServer.name()),
           "https to an http server", () -> wrongScheme.createSequence(KeysmithServer.name()));
-      calls.forEach((what, call) -> keep(what, KeysmithException.Setup.class, call::get));
+      calls.forEach((what, call) -> {
+        if (what.equals("no client certificate")) {
+          // TLS 1.3: the server refuses a missing certificate after the client's side of the
+          // handshake ended; the JDK reports its alert (Setup) or, when the server closed first,
+          // a reset connection: an unsafe call (a create) is then not sent again either
+          KeysmithException e = keep(what, KeysmithException.class, call::get);
+          assertTrue(e instanceof KeysmithException.Setup
+              || e instanceof KeysmithException.Unavailable && e.getMessage().contains("not sent again"),
+              e.toString());
+        } else {
+          keep(what, KeysmithException.Setup.class, call::get);
+        }
+      });
     }
 
     assertFalse(kept.isEmpty());
