@@ -29,9 +29,10 @@ type SequenceConfig struct {
 
 // Sequence hands out the values of one sequence from blocks leased from the
 // server (Reserve). The current block is read with one atomic add per value
-// (no lock): only the caller that finds the block used up takes the slow
-// path, under a lock, that installs the next block, which is normally here
-// already. Blocks are prefetched in the background in a chain: the next
+// (no lock, no other check): only the caller that finds the block used up
+// takes the slow path, under a lock, that installs the next block, which is
+// normally here already (the last safe-distance values of a lease are a
+// block of their own, whose installation starts the next lease). Blocks are prefetched in the background in a chain: the next
 // lease is asked for when the values left (in the current block and the
 // ones waiting behind it) fall to the "safe distance", a fifth of a lease,
 // which grows with the rate (the lease size doubles when leases are used up
@@ -67,13 +68,12 @@ type Sequence struct {
 // block is one leased range: the values start, start+step, ... (n of them);
 // taken counts the values claimed (it may run past n: those claims failed).
 type block struct {
-	taken      atomic.Int64
-	start      int64
-	step       int64
-	n          int64
-	lease      string
-	last       bool  // the lease's last range: only it can go back
-	prefetchAt int64 // the taker of this index starts the next lease (-1: none)
+	taken atomic.Int64
+	start int64
+	step  int64
+	n     int64
+	lease string
+	last  bool // the lease's last range: only it can go back
 }
 
 func (b *block) left() int64 {
@@ -94,7 +94,7 @@ func (b *block) freeze() int64 {
 
 // rest is a new block of b's values from index i on (b frozen at or before i).
 func (b *block) rest(i int64) *block {
-	return &block{start: b.start + i*b.step, step: b.step, n: b.n - i, lease: b.lease, last: b.last, prefetchAt: -1}
+	return &block{start: b.start + i*b.step, step: b.step, n: b.n - i, lease: b.lease, last: b.last}
 }
 
 // rangeOf: the k values of b from index i.
@@ -131,7 +131,7 @@ func (c *Client) Sequence(name string, cfg SequenceConfig) (*Sequence, error) {
 		return nil, fmt.Errorf("keysmith: SequenceConfig.Block and .TargetInterval must not be negative, got %d and %v", cfg.Block, cfg.TargetInterval)
 	}
 	s := &Sequence{name: name, c: c, cfg: cfg, ahead: 1}
-	s.cur.Store(&block{step: 1, prefetchAt: -1})
+	s.cur.Store(&block{step: 1})
 	if cfg.Block > 0 {
 		s.blockSize = s.clamp(cfg.Block)
 	}
@@ -189,9 +189,6 @@ func (s *Sequence) Released() *Range {
 func (s *Sequence) Next(ctx context.Context) (int64, error) {
 	b := s.cur.Load()
 	if i := b.taken.Add(1) - 1; i < b.n {
-		if i == b.prefetchAt {
-			s.prefetchNow()
-		}
 		return b.start + i*b.step, nil
 	}
 	r, err := s.slowRange(ctx, 1)
@@ -215,9 +212,6 @@ func (s *Sequence) NextRange(ctx context.Context, n int64) (Range, error) {
 			break
 		}
 		if b.taken.CompareAndSwap(t, t+n) {
-			if t <= b.prefetchAt && b.prefetchAt < t+n {
-				s.prefetchNow()
-			}
 			return rangeOf(b, t, n), nil
 		}
 	}
@@ -233,12 +227,11 @@ func (s *Sequence) slowRange(ctx context.Context, n int64) (Range, error) {
 			s.mu.Unlock()
 			return Range{}, s.closedError()
 		}
-		b := s.cur.Load()
-		i := b.freeze()
-		if b.n-i >= n {
-			s.install(b.rest(i + n))
+		b := s.merged()
+		if b.n >= n {
+			s.install(b.rest(n))
 			s.mu.Unlock()
-			return rangeOf(b, i, n), nil
+			return rangeOf(b, 0, n), nil
 		}
 		if len(s.queue) > 0 {
 			// fewer than n left here (none, for Next): they stay a gap
@@ -248,7 +241,7 @@ func (s *Sequence) slowRange(ctx context.Context, n int64) (Range, error) {
 			s.mu.Unlock()
 			continue
 		}
-		s.install(b.rest(i))
+		s.install(b)
 		if n > 1 && fetches == 8 {
 			s.mu.Unlock()
 			return Range{}, fmt.Errorf("keysmith: sequence %q: %d leases in a row held no %d consecutive values; ask for fewer", s.name, fetches, n)
@@ -264,6 +257,27 @@ func (s *Sequence) slowRange(ctx context.Context, n int64) (Range, error) {
 			return Range{}, err
 		}
 	}
+}
+
+// merged (lock held) takes the current block's values out of reach of the
+// fast path, with the queued blocks that continue them (the same lease,
+// the next values): one block, not installed.
+func (s *Sequence) merged() *block {
+	b := s.cur.Load()
+	r := b.rest(b.freeze())
+	for len(s.queue) > 0 {
+		q := s.queue[0]
+		if r.n > 0 && (q.lease != r.lease || q.step != r.step || r.start+r.n*r.step != q.start) {
+			break
+		}
+		if r.n == 0 {
+			r = q
+		} else {
+			r = &block{start: r.start, step: r.step, n: r.n + q.n, lease: r.lease, last: q.last}
+		}
+		s.queue = s.queue[1:]
+	}
+	return r
 }
 
 // NextN answers n increasing values (from one block or several); on failure
@@ -320,31 +334,24 @@ func (s *Sequence) NextN(ctx context.Context, n int) ([]int64, error) {
 	}
 }
 
-// install (lock held) makes b the current block, sets the index whose
-// taker starts the next lease, or starts it now.
+// install (lock held) makes b the current block. When b is the last block
+// here, its last safe-distance values are split off into a block of their
+// own behind it: the caller that installs that one (the slow path) starts
+// the next lease, so the fast path never checks for a prefetch.
 func (s *Sequence) install(b *block) {
-	b.prefetchAt = -1
-	if len(s.queue) == 0 && s.inflight == nil && !s.closed && s.leases > 0 {
-		at := b.n - s.distance()
-		if at <= 0 {
-			s.startFetch(0)
-		} else {
-			b.prefetchAt = at
+	if len(s.queue) == 0 && s.leases > 0 && !s.closed {
+		if d := s.distance(); d > 0 && b.n > d {
+			s.queue = append(s.queue, b.rest(b.n-d))
+			b = &block{start: b.start, step: b.step, n: b.n - d, lease: b.lease}
 		}
 	}
 	s.cur.Store(b)
+	s.maybePrefetch()
 }
 
 // distance (lock held): the safe distance, in values.
 func (s *Sequence) distance() int64 {
 	return int64(float64(s.leaseSize)*prefetchAt) * s.ahead
-}
-
-// prefetchNow: the caller took the value at its block's prefetch index.
-func (s *Sequence) prefetchNow() {
-	s.mu.Lock()
-	s.maybePrefetch()
-	s.mu.Unlock()
 }
 
 func (s *Sequence) closedError() error {
@@ -484,20 +491,30 @@ func (s *Sequence) Close(ctx context.Context) error {
 	s.mu.Lock()
 	b := s.cur.Load()
 	var tail *block
-	for _, r := range append([]*block{b.rest(b.freeze())}, s.queue...) {
+	var from int64
+	blocks := append([]*block{b.rest(b.freeze())}, s.queue...)
+	for k, r := range blocks {
 		if r.last && r.n > 0 {
-			tail = r
+			// from the first value of the unused run of this lease that ends here
+			tail, from = r, r.start
+			for j := k - 1; j >= 0; j-- {
+				p := blocks[j]
+				if p.n == 0 || p.lease != r.lease || p.start+p.n*p.step != from {
+					break
+				}
+				from = p.start
+			}
 		}
 	}
 	s.queue = nil
-	s.cur.Store(&block{step: 1, prefetchAt: -1})
+	s.cur.Store(&block{step: 1})
 	s.mu.Unlock()
 	if tail == nil {
 		return nil
 	}
-	r, err := s.c.release(ctx, s.name, tail.lease, tail.start, tail.step, 0)
+	r, err := s.c.release(ctx, s.name, tail.lease, from, tail.step, 0)
 	if err != nil {
-		return fmt.Errorf("keysmith: sequence %q: the unused tail from %d stays a gap (never handed out): %w", s.name, tail.start, err)
+		return fmt.Errorf("keysmith: sequence %q: the unused tail from %d stays a gap (never handed out): %w", s.name, from, err)
 	}
 	s.mu.Lock()
 	s.released = r
@@ -523,7 +540,7 @@ func (s *Sequence) add(l Lease) {
 		}
 		if start < r.End {
 			n := (r.End - start + l.Step - 1) / l.Step
-			s.queue = append(s.queue, &block{start: start, step: l.Step, n: n, lease: l.Token, last: k == len(ranges)-1, prefetchAt: -1})
+			s.queue = append(s.queue, &block{start: start, step: l.Step, n: n, lease: l.Token, last: k == len(ranges)-1})
 			s.high, s.hasHigh = start+(n-1)*l.Step, true
 		}
 	}
