@@ -19,7 +19,8 @@ import java.util.function.LongSupplier;
  * atomic add ({@link VarHandle#getAndAdd}), no lock and no request: only the caller that finds the
  * block used up takes the slow path, under a lock, that installs the next block, which is normally
  * here already. Blocks are prefetched by a background thread in a chain (the model is CosId's
- * segment chain): the next lease is asked for when the values left fall to the safe distance, a
+ * segment chain): the last safe-distance values of a lease are a block of their own, whose
+ * installation asks for the next lease (so the fast path checks nothing else); the safe distance is a
  * fifth of a lease, grown by a fifth (up to two leases) each time a caller had to wait for a lease. Lease
  * sizes double when leases last less than half the target interval and halve when they last more
  * than twice it, within {@code minBlock..maxBlock}. {@link #nextRange(long)} takes a batch in
@@ -86,16 +87,13 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
     final long n;
     final String lease;
     final boolean lastOfLease;
-    /** The taker of this index starts the next lease (-1: none). */
-    final long prefetchAt;
 
-    Block(long start, long step, long n, String lease, boolean lastOfLease, long prefetchAt) {
+    Block(long start, long step, long n, String lease, boolean lastOfLease) {
       this.start = start;
       this.step = step;
       this.n = n;
       this.lease = lease;
       this.lastOfLease = lastOfLease;
-      this.prefetchAt = prefetchAt;
     }
 
     long left() {
@@ -120,7 +118,7 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
     }
   }
 
-  private static final Block EMPTY = new Block(0, 1, 0, null, false, -1);
+  private static final Block EMPTY = new Block(0, 1, 0, null, false);
 
   private final KeysmithClient client;
   private final String name;
@@ -169,9 +167,6 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
     Block b = cur;
     long i = (long) TAKEN.getAndAdd(b, 1L);
     if (i < b.n) {
-      if (i == b.prefetchAt) {
-        prefetchNow();
-      }
       return b.start + i * b.step;
     }
     return slowRange(1).start();
@@ -199,9 +194,6 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
         break;
       }
       if (TAKEN.compareAndSet(b, t, t + n)) {
-        if (t <= b.prefetchAt && b.prefetchAt < t + n) {
-          prefetchNow();
-        }
         return rangeOf(b, t, n);
       }
     }
@@ -213,12 +205,24 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
     return new Range(first, first + (k - 1) * b.step + 1, b.step);
   }
 
-  /** The values of {@code b} from index {@code i} back into the buffer, in front. */
+  /**
+   * The values of {@code b} from index {@code i} back into the buffer, in front: joined to the
+   * front run when that one continues them (the same lease, split off by {@link #install()}).
+   */
   private void putBack(Block b, long i) {
-    if (i < b.n) {
-      buf.putFront(new BlockBuffer.Run(b.start + i * b.step, b.start + (b.n - 1) * b.step + 1,
-          b.step, b.lease, b.lastOfLease));
+    if (i >= b.n) {
+      return;
     }
+    long from = b.start + i * b.step;
+    long last = b.start + (b.n - 1) * b.step;
+    BlockBuffer.Run front = buf.runs.peekFirst();
+    if (front != null && front.left() > 0 && front.step == b.step && b.lease != null
+        && b.lease.equals(front.lease) && last + b.step == front.next) {
+      buf.available += b.n - i;
+      front.next = from;
+      return;
+    }
+    buf.putFront(new BlockBuffer.Run(from, last + 1, b.step, b.lease, b.lastOfLease));
   }
 
   /** {@code n} consecutive values under the lock, installing blocks or waiting for leases. */
@@ -230,17 +234,15 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
           throw new KeysmithException.Closed("keysmith: sequence " + name + ": this handle is closed");
         }
         Block b = cur;
-        long i = b.freeze();
-        if (b.n - i >= n) {
-          putBack(b, i + n);
-          install();
-          return rangeOf(b, i, n);
-        }
-        putBack(b, i);
+        putBack(b, b.freeze());
         if (buf.dropUntilRunHolds(n)) {
           // the runs in front held fewer than n (none, for next()): they stay a gap
+          BlockBuffer.Run r = buf.pollFirst();
+          Range out = new Range(r.next, r.next + (n - 1) * r.step + 1, r.step);
+          r.next = r.left() == n ? r.end : r.next + n * r.step;
+          buf.putFront(r);
           install();
-          continue;
+          return out;
         }
         if (n > 1 && fetched == 8) {
           install();
@@ -259,8 +261,9 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
   }
 
   /**
-   * (Lock held) Makes the buffer's first run the current block, or none; sets the index whose
-   * taker starts the next lease, or starts it now.
+   * (Lock held) Makes the buffer's first run the current block, or none. When it is the last run
+   * here, its last safe-distance values stay a run of their own behind it: the caller that installs
+   * that one (the slow path) starts the next lease, so the fast path never checks for a prefetch.
    */
   private void install() {
     BlockBuffer.Run r = buf.pollFirst();
@@ -270,15 +273,16 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
       return;
     }
     long n = r.left();
-    long at = -1;
-    if (buf.available == 0 && !buf.fetching && !closed && buf.leases > 0) {
-      at = n - distance();
-      if (at <= 0) {
-        at = -1;
-        startFetch(0);
-      }
+    long d = distance();
+    boolean lastRun = buf.available == 0;
+    if (lastRun && !closed && buf.leases > 0 && d > 0 && n > d) {
+      long cut = r.next + (n - d) * r.step;
+      buf.putFront(new BlockBuffer.Run(cut, r.end, r.step, r.lease, r.lastOfLease));
+      cur = new Block(r.next, r.step, n - d, r.lease, false);
+    } else {
+      cur = new Block(r.next, r.step, n, r.lease, r.lastOfLease);
     }
-    cur = new Block(r.next, r.step, n, r.lease, r.lastOfLease, at);
+    maybePrefetch();
   }
 
   /** (Lock held) The safe distance, in values. */
@@ -294,15 +298,6 @@ public final class KeysmithSequence implements LongSupplier, AutoCloseable {
   private void maybePrefetch() {
     if (!buf.fetching && !closed && buf.leases > 0 && here() <= distance()) {
       startFetch(0);
-    }
-  }
-
-  private void prefetchNow() {
-    lock.lock();
-    try {
-      maybePrefetch();
-    } finally {
-      lock.unlock();
     }
   }
 
