@@ -5,7 +5,8 @@
 //
 // NAME must exist. It prints only lines "<case>\t<per_second>" on stdout,
 // for the cases bare (atomic.AddInt64, one goroutine), bare_8 (--threads
-// goroutines on one counter), next (cached Sequence.Next, one goroutine),
+// goroutines on one counter), next (cached Sequence.Next, one goroutine,
+// leases of up to the server's --max-count unless --max-block says less),
 // next_8 (--threads goroutines on one Sequence), next_n100 (values/s
 // through NextRange(100)), worker_ids (ids/s over a worker lease), request
 // (one HTTP request per value, Client.Next) and livez (a keep-alive GET
@@ -14,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +34,7 @@ func main() {
 	name := flag.String("sequence", "", "an existing sequence")
 	seconds := flag.Float64("seconds", 2, "seconds per case")
 	threads := flag.Int("threads", 8, "goroutines of the _8 cases")
-	maxBlock := flag.Int64("max-block", 100_000, "the Sequence's largest lease (at most the server's --max-count)")
+	maxBlock := flag.Int64("max-block", 0, "the Sequence's largest lease (default: the server's --max-count, from /openapi.json)")
 	flag.Parse()
 	if *url == "" || *name == "" || *seconds <= 0 || *threads < 1 {
 		fmt.Fprintln(os.Stderr, "usage: bench --url URL --sequence NAME [--seconds S] [--threads N] [--max-block B]")
@@ -43,6 +45,10 @@ func main() {
 	c, err := keysmith.New([]string{*url}, keysmith.Options{})
 	check(err)
 	defer c.Close(ctx)
+
+	if *maxBlock == 0 {
+		*maxBlock = serverMaxCount(*url)
+	}
 
 	var counter int64
 	emit("bare", run(d, 1, func() { atomic.AddInt64(&counter, 1) }))
@@ -97,6 +103,35 @@ func main() {
 			check(fmt.Errorf("GET /livez: %s", resp.Status))
 		}
 	}))
+}
+
+// serverMaxCount answers the largest count the server's reserve route takes
+// (its --max-count, in /openapi.json), or 100000 when it says none.
+func serverMaxCount(base string) int64 {
+	resp, err := http.Get(strings.TrimRight(base, "/") + "/openapi.json")
+	if err != nil {
+		return 100_000
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name   string `json:"name"`
+				Schema struct {
+					Maximum int64 `json:"maximum"`
+				} `json:"schema"`
+			} `json:"parameters"`
+		} `json:"paths"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return 100_000
+	}
+	for _, p := range doc.Paths["/v1/sequences/{name}/reserve"]["post"].Parameters {
+		if p.Name == "count" && p.Schema.Maximum > 0 {
+			return p.Schema.Maximum
+		}
+	}
+	return 100_000
 }
 
 func emit(name string, perSecond float64) { fmt.Printf("%s\t%.0f\n", name, perSecond) }

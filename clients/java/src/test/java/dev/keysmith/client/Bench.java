@@ -11,7 +11,8 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The Java client against a running server without a token, beside the bare loop it is compared
  * with, in one run: {@code ./bench.sh --url URL --sequence NAME --seconds S --threads N
- * [--max-block B]} (NAME must exist). Prints only lines {@code <case>\t<per_second>}: bare ({@link
+ * [--max-block B]} (NAME must exist; leases of up to B values, by default the server's
+ * --max-count read from /openapi.json). Prints only lines {@code <case>\t<per_second>}: bare ({@link
  * AtomicLong#incrementAndGet}, one thread), bare_8 (N threads on one counter), next (cached {@link
  * KeysmithSequence#next()}, one thread), next_8 (N threads on one handle), next_n100 (values/s
  * through {@link KeysmithSequence#nextRange}(100)), worker_ids ({@link TimeIdGenerator#next()}
@@ -146,12 +147,34 @@ public final class Bench {
     return v;
   }
 
+  /**
+   * The largest count the server's reserve route takes (its --max-count, in /openapi.json), or
+   * 100 000 when it says none: the handle's largest lease.
+   */
+  static long serverMaxCount(String url) {
+    try {
+      HttpClient http = HttpClient.newHttpClient();
+      HttpResponse<byte[]> r = http.send(
+          HttpRequest.newBuilder(URI.create(url.replaceAll("/+$", "") + "/openapi.json")).build(),
+          HttpResponse.BodyHandlers.ofByteArray());
+      for (var p : Json.MAPPER.readTree(r.body()).path("paths").path("/v1/sequences/{name}/reserve")
+          .path("post").path("parameters")) {
+        if ("count".equals(p.path("name").asText()) && p.path("schema").path("maximum").asLong() > 0) {
+          return p.path("schema").path("maximum").asLong();
+        }
+      }
+    } catch (Exception e) {
+      // the default below
+    }
+    return 100_000;
+  }
+
   public static void main(String[] args) throws Exception {
     String url = null;
     String name = null;
     double seconds = 2;
     int threads = 8;
-    long maxBlock = 100_000;
+    long maxBlock = 0;
     for (int i = 0; i + 1 < args.length; i += 2) {
       switch (args[i]) {
         case "--url" -> url = args[i + 1];
@@ -168,6 +191,9 @@ public final class Bench {
     if (url == null || name == null || seconds <= 0 || threads < 1 || args.length % 2 != 0) {
       System.err.println("usage: bench.sh --url URL --sequence NAME [--seconds S] [--threads N] [--max-block B]");
       System.exit(2);
+    }
+    if (maxBlock == 0) {
+      maxBlock = serverMaxCount(url);
     }
     String seqName = name;
     AtomicLong counter = new AtomicLong();
