@@ -640,3 +640,25 @@ func (c *Client) Status(ctx context.Context) (map[string]interface{}, error) {
 	err := c.call(ctx, request{method: "GET", path: "/v1/status", safe: true}, 0, &out)
 	return out, err
 }
+
+// String says the lease without its token (a secret: it releases the
+// values); %v and %+v use it. Token is "***" there.
+func (l Lease) String() string {
+	return fmt.Sprintf("Lease{Sequence:%q Ranges:%v Step:%d Token:***}", l.Sequence, l.Ranges, l.Step)
+}
+
+// GoString is String, for %#v.
+func (l Lease) GoString() string { return l.String() }
+
+// String says the ticket without its ticket string (it commits or releases
+// the number); %v and %+v use it.
+func (t Ticket) String() string {
+	period := "nil"
+	if t.Period != nil {
+		period = fmt.Sprint(*t.Period)
+	}
+	return fmt.Sprintf("Ticket{Sequence:%q Value:%v Period:%s N:%d Ticket:***}", t.Sequence, t.Value, period, t.N)
+}
+
+// GoString is String, for %#v.
+func (t Ticket) GoString() string { return t.String() }

@@ -44,8 +44,15 @@ const (
 // Options configure a Client. The zero value is a client without token and
 // TLS settings, with DefaultTimeout and DefaultDeadline.
 type Options struct {
-	// Token is sent as "Authorization: Bearer TOKEN" (never in a URL).
+	// Token is sent as "Authorization: Bearer TOKEN" (never in a URL). One
+	// trailing newline ("\n" or "\r\n", as a file or `export X=$(cat f)`
+	// leaves it) is dropped; any other character outside printable ASCII
+	// makes New fail (the error never shows the token). os.Getenv
+	// ("KEYSMITH_TOKEN") may be given as it is.
 	Token string
+	// TokenFile is a file holding the token (instead of Token; not both),
+	// read once by New, its trailing newline dropped.
+	TokenFile string
 	// CAFile is the PEM file of the CA that signed the servers' certificates
 	// (https:// URLs); empty: the system's CAs.
 	CAFile string
@@ -129,10 +136,61 @@ func New(urls []string, o Options) (*Client, error) {
 		sequences: map[*Sequence]struct{}{},
 		leases:    map[*WorkerLease]struct{}{},
 	}
-	if o.Token != "" {
-		c.auth = "Bearer " + o.Token
+	token, err := clientToken(o)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		c.auth = "Bearer " + token
 	}
 	return c, nil
+}
+
+// clientToken answers the token of o (from Token or TokenFile) without its
+// trailing newline, or an error that names the option and never the token.
+func clientToken(o Options) (string, error) {
+	token, from := o.Token, "Options.Token"
+	if o.TokenFile != "" {
+		if o.Token != "" {
+			return "", errors.New("keysmith: give Options.Token or Options.TokenFile, not both")
+		}
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("keysmith: cannot read the token file Options.TokenFile=%q: %w", o.TokenFile, err)
+		}
+		token, from = string(b), fmt.Sprintf("the token file Options.TokenFile=%q", o.TokenFile)
+		if token == "" {
+			return "", fmt.Errorf("keysmith: %s is empty: put the server's token in it", from)
+		}
+	}
+	token = strings.TrimSuffix(strings.TrimSuffix(token, "\n"), "\r")
+	for i := 0; i < len(token); i++ {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("keysmith: %s holds a character that cannot be in a bearer token (byte %d of %d is %s): a token is printable ASCII without spaces; check the file or variable it came from (the token is not shown)", from, i+1, len(token), describeByte(c))
+		}
+	}
+	if o.TokenFile != "" && token == "" {
+		return "", fmt.Errorf("keysmith: %s holds only a newline: put the server's token in it", from)
+	}
+	return token, nil
+}
+
+// describeByte names a byte refused in a token without showing the token.
+func describeByte(c byte) string {
+	switch c {
+	case ' ':
+		return "a space"
+	case '\t':
+		return "a tab"
+	case '\n':
+		return "a newline"
+	case '\r':
+		return "a carriage return"
+	}
+	if c >= 0x80 {
+		return fmt.Sprintf("the non-ASCII byte 0x%02x", c)
+	}
+	return fmt.Sprintf("the control byte 0x%02x", c)
 }
 
 func tlsConfig(o Options) (*tls.Config, error) {
@@ -400,6 +458,10 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if why := setupError(err); why != "" {
+				// no other server or later try can help: the client's own settings are refused
+				return &Error{Message: fmt.Sprintf("%s: %s: %v", base, why, stripURL(err)), URL: base, kind: ErrSetup, cause: redactErr(err)}
+			}
 			c.servers.failed(i, 0)
 			e := unavailable(fmt.Sprintf("%s: %v", base, stripURL(err)), base, redactErr(err))
 			if !r.safe && !notSent(err) {
@@ -435,6 +497,30 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 			last = e
 			continue
 		}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			// refused before any handler ran: sending it again is safe
+			e := errorFromResponse(resp.StatusCode, data, base)
+			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+			wait := e.RetryAfter
+			if wait <= 0 {
+				wait = minBackoff
+			}
+			if time.Now().Add(wait).After(end) {
+				if e.RetryAfter > 0 {
+					e.Message += fmt.Sprintf(" (the server asks to retry after %v, beyond this call's deadline)", e.RetryAfter)
+				}
+				return e
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			tried[i] = false
+			continue
+		}
 		c.servers.succeeded(i)
 		if resp.StatusCode >= 400 {
 			return errorFromResponse(resp.StatusCode, data, base)
@@ -448,6 +534,37 @@ func (c *Client) call(ctx context.Context, r request, deadline time.Duration, ou
 		}
 		return nil
 	}
+}
+
+// setupError says why err shows the client's own TLS settings refused (""
+// when it does not): a certificate the CA does not vouch for, a name it
+// does not cover, a TLS alert from the server (its refusal of the client's
+// certificate, or of none), an http server called with https or the reverse.
+func setupError(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var record tls.RecordHeaderError
+	switch {
+	case errors.As(err, &unknown):
+		return "the server's certificate is not signed by the CA this client trusts (Options.CAFile)"
+	case errors.As(err, &invalid):
+		return "the server's certificate is not valid (Options.CAFile)"
+	case errors.As(err, &host):
+		return "the server's certificate does not name the host of the URL"
+	case errors.As(err, &record):
+		return "the server does not speak TLS: use an http:// URL for it"
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "remote error: tls:"):
+		return "the server refused the TLS handshake (a client certificate it does not accept, or none: Options.CertFile)"
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return "the server does not speak TLS: use an http:// URL for it"
+	case strings.Contains(msg, "malformed HTTP response") && strings.Contains(msg, "\\x15\\x03"):
+		return "the server speaks TLS: use an https:// URL for it"
+	}
+	return ""
 }
 
 // leaderOf answers the leader's address a 421 not_leader names (its

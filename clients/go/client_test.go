@@ -434,14 +434,16 @@ func TestTLS(t *testing.T) {
 	}
 	// a CA that did not sign the server's certificate: refused
 	other := newClient(t, Options{CAFile: cs.path("other-ca.pem"), Deadline: time.Second}, https.URL)
-	if _, err := other.Health(bg); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "certificate") {
+	if _, err := other.Health(bg); !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("an untrusted server: %v", err)
 	}
 
 	// a server that requires a client certificate
 	mtls := startServer(t, "", "", append(tlsArgs, "--client-ca", cs.path("ca.pem"))...)
+	// TLS 1.3: the server refuses a missing certificate after the client's side of the
+	// handshake ended: its alert (ErrSetup) or, when it closed first, a broken connection
 	without := newClient(t, Options{CAFile: cs.path("ca.pem"), Deadline: time.Second}, mtls.URL)
-	if _, err := without.CreateSequence(bg, name, SequenceOptions{}); !errors.Is(err, ErrUnavailable) {
+	if _, err := without.CreateSequence(bg, name, SequenceOptions{}); !errors.Is(err, ErrSetup) && !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("no client certificate: %v", err)
 	}
 	with := newClient(t, Options{CAFile: cs.path("ca.pem"), CertFile: cs.path("client.pem"), KeyFile: cs.path("client-key.pem")}, mtls.URL)
@@ -471,5 +473,41 @@ func TestTLS(t *testing.T) {
 	}
 	if _, err := os.Stat(cs.path("ca.pem")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// NextRange takes n consecutive values in one step; when the block holds
+// fewer, they stay a gap and the range comes from the next lease.
+func TestNextRange(t *testing.T) {
+	s := startServer(t, "", "")
+	c := newClient(t, Options{}, s.URL)
+	name := uniqueName("range")
+	must(c.CreateSequence(bg, name, SequenceOptions{Block: Int64(100)}))(t)
+	seq := must(c.Sequence(name, SequenceConfig{TargetInterval: time.Hour, MinBlock: 100, MaxBlock: 100}))(t)
+	if v := must(seq.Next(bg))(t); v != 1 {
+		t.Fatalf("first value %d", v)
+	}
+	if r := must(seq.NextRange(bg, 10))(t); r.Start != 2 || r.Len() != 10 || r.Step != 1 {
+		t.Fatalf("NextRange(10) = %+v, want 2..11", r)
+	}
+	// 89 left in the block: the range comes whole from the next lease
+	r := must(seq.NextRange(bg, 95))(t)
+	if r.Start <= 11 || r.Len() != 95 {
+		t.Fatalf("NextRange(95) = %+v (len %d), want 95 values above 11", r, r.Len())
+	}
+	last := r.Start + (r.Len()-1)*r.Step
+	if v := must(seq.Next(bg))(t); v <= last {
+		t.Fatalf("Next after the range: %d, want above %d", v, last)
+	}
+	for _, n := range []int64{0, -1, 101} {
+		if _, err := seq.NextRange(bg, n); err == nil || !strings.Contains(err.Error(), "MaxBlock") {
+			t.Fatalf("NextRange(%d): %v, want an error naming MaxBlock", n, err)
+		}
+	}
+	if err := seq.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seq.NextRange(bg, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NextRange after Close: %v, want ErrClosed", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Sentinel errors, for errors.Is: every error a call returns because a
@@ -18,6 +19,20 @@ var (
 	ErrTooLarge = errors.New("keysmith: too large")
 	// ErrUnauthorized: 401, no token or the wrong one.
 	ErrUnauthorized = errors.New("keysmith: unauthorized")
+	// ErrForbidden: 403, the token is known but lacks the grant the call needs; never retried.
+	ErrForbidden = errors.New("keysmith: forbidden")
+	// ErrRateLimited: 429, too many requests (or failed authentications) from this
+	// address; retried after Retry-After only when that fits in the call's
+	// deadline, else answered at once with Error.RetryAfter set.
+	ErrRateLimited = errors.New("keysmith: rate limited")
+	// ErrGone: 410, the lease, ticket or handle belongs to an earlier life of
+	// the name (it was dropped); nothing was written: take a new one.
+	ErrGone = errors.New("keysmith: gone")
+	// ErrSetup: the client's own settings are refused (a server certificate
+	// the CA file does not vouch for, a client certificate the server
+	// refuses, an https server called over http...): failed at once, never
+	// retried, since no retry can help.
+	ErrSetup = errors.New("keysmith: setup error")
 	// ErrNotFound: 404, no sequence, pool or route of that name.
 	ErrNotFound = errors.New("keysmith: not found")
 	// ErrConflict: 409, the request conflicts with what the store holds.
@@ -57,8 +72,10 @@ type Error struct {
 	Message string
 	Similar []string
 	URL     string
-	kind    error
-	cause   error
+	// RetryAfter is the wait a 429 or 503 asked for (0 when it said none).
+	RetryAfter time.Duration
+	kind       error
+	cause      error
 }
 
 // Error says the status, the code, the message and similar names; never a token.
@@ -99,6 +116,9 @@ var byCode = map[string]error{
 	"invalid_argument": ErrBadRequest,
 	"too_large":        ErrTooLarge,
 	"unauthorized":     ErrUnauthorized,
+	"forbidden":        ErrForbidden,
+	"rate_limited":     ErrRateLimited,
+	"dropped":          ErrGone,
 	"not_found":        ErrNotFound,
 	"no_route":         ErrNotFound,
 	"already_exists":   ErrAlreadyExists,
@@ -117,6 +137,9 @@ var byCode = map[string]error{
 var byStatus = map[int]error{
 	400: ErrBadRequest,
 	401: ErrUnauthorized,
+	403: ErrForbidden,
+	410: ErrGone,
+	429: ErrRateLimited,
 	404: ErrNotFound,
 	409: ErrConflict,
 	413: ErrTooLarge,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,26 +28,86 @@ type SequenceConfig struct {
 }
 
 // Sequence hands out the values of one sequence from blocks leased from the
-// server (Reserve), prefetching the next block in the background when a fifth
-// of the last one is left. Values from one Sequence increase, across all the
-// goroutines using it, and no value is ever handed out twice. Make it with
-// Client.Sequence; Close it to hand the unused tail back.
+// server (Reserve). The current block is read with one atomic add per value
+// (no lock, no other check): only the caller that finds the block used up
+// takes the slow path, under a lock, that installs the next block, which is
+// normally here already (the last safe-distance values of a lease are a
+// block of their own, whose installation starts the next lease). Blocks are prefetched in the background in a chain: the next
+// lease is asked for when the values left (in the current block and the
+// ones waiting behind it) fall to the "safe distance", a fifth of a lease,
+// which grows with the rate (the lease size doubles when leases are used up
+// within half of TargetInterval, and the distance grows by a fifth of a
+// lease, up to four, each time a caller had to wait for one). Values from
+// one Sequence increase, across all the goroutines using it, and no value is
+// ever handed out twice. Make it with Client.Sequence; Close it to hand the
+// unused tail back.
 type Sequence struct {
 	name string
 	c    *Client
 	cfg  SequenceConfig
 
+	// cur: the block values are taken from, lock-free; replaced under mu
+	cur atomic.Pointer[block]
+
 	mu       sync.Mutex
-	buf      buffer
+	queue    []*block // prefetched blocks, in increasing order, after cur
 	inflight *fetch
 	closed   bool
 	released *Range
+	// high: the largest value received; values of later leases at or below
+	// it are dropped (they stay gaps) so that values handed out increase
+	high      int64
+	hasHigh   bool
+	blockSize int64
+	leaseSize int64
+	lastFetch time.Time
+	leases    int
+	ahead     int64 // the safe distance, in fifths of a lease (1..4)
+}
+
+// block is one leased range: the values start, start+step, ... (n of them);
+// taken counts the values claimed (it may run past n: those claims failed).
+type block struct {
+	taken atomic.Int64
+	start int64
+	step  int64
+	n     int64
+	lease string
+	last  bool // the lease's last range: only it can go back
+}
+
+func (b *block) left() int64 {
+	if t := b.taken.Load(); t < b.n {
+		return b.n - t
+	}
+	return 0
+}
+
+// freeze claims every value left; answers the index of the first of them.
+// Takers on the fast path get nothing more from b.
+func (b *block) freeze() int64 {
+	if t := b.taken.Swap(b.n); t < b.n {
+		return t
+	}
+	return b.n
+}
+
+// rest is a new block of b's values from index i on (b frozen at or before i).
+func (b *block) rest(i int64) *block {
+	return &block{start: b.start + i*b.step, step: b.step, n: b.n - i, lease: b.lease, last: b.last}
+}
+
+// rangeOf: the k values of b from index i.
+func rangeOf(b *block, i, k int64) Range {
+	first := b.start + i*b.step
+	return Range{Start: first, End: first + (k-1)*b.step + 1, Step: b.step}
 }
 
 // fetch is one lease request in flight; done closes when it ended.
 type fetch struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	starved bool // a caller waited for it: the safe distance grew once
 }
 
 // Sequence answers a handle serving name's values from leased blocks. It
@@ -69,10 +130,10 @@ func (c *Client) Sequence(name string, cfg SequenceConfig) (*Sequence, error) {
 	if cfg.Block < 0 || cfg.TargetInterval < 0 {
 		return nil, fmt.Errorf("keysmith: SequenceConfig.Block and .TargetInterval must not be negative, got %d and %v", cfg.Block, cfg.TargetInterval)
 	}
-	s := &Sequence{name: name, c: c, cfg: cfg}
-	s.buf.step = 1
+	s := &Sequence{name: name, c: c, cfg: cfg, ahead: 1}
+	s.cur.Store(&block{step: 1})
 	if cfg.Block > 0 {
-		s.buf.block = s.clamp(cfg.Block)
+		s.blockSize = s.clamp(cfg.Block)
 	}
 	c.mu.Lock()
 	c.sequences[s] = struct{}{}
@@ -87,21 +148,30 @@ func (s *Sequence) Name() string { return s.name }
 func (s *Sequence) Leases() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.buf.leases
+	return s.leases
 }
 
 // Available answers how many leased values are here, not yet handed out.
 func (s *Sequence) Available() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.buf.available
+	return s.available()
+}
+
+// available (lock held): the values left in cur and the queue.
+func (s *Sequence) available() int64 {
+	n := s.cur.Load().left()
+	for _, b := range s.queue {
+		n += b.n
+	}
+	return n
 }
 
 // Block answers the current lease size (0 before the first lease).
 func (s *Sequence) Block() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.buf.block
+	return s.blockSize
 }
 
 // Released answers what Close handed back to the server (nil: nothing, the
@@ -112,29 +182,106 @@ func (s *Sequence) Released() *Range {
 	return s.released
 }
 
-// Next answers one value. It waits for a lease when none is here; it fails
-// with the lease's error (ErrExhausted, ErrUnavailable, ...), with ErrClosed
-// after Close, or with ctx's error, taking no value.
+// Next answers one value: one atomic add on the current block, without a
+// lock, unless the block is used up. It waits for a lease when none is
+// here; it fails with the lease's error (ErrExhausted, ErrUnavailable, ...),
+// with ErrClosed after Close, or with ctx's error, taking no value.
 func (s *Sequence) Next(ctx context.Context) (int64, error) {
+	b := s.cur.Load()
+	if i := b.taken.Add(1) - 1; i < b.n {
+		return b.start + i*b.step, nil
+	}
+	r, err := s.slowRange(ctx, 1)
+	return r.Start, err
+}
+
+// NextRange answers n consecutive values of one block as a Range (Start,
+// Start+Step, ..., n of them), in O(1): one compare-and-swap on the current
+// block when it holds n more values. When it holds fewer, they stay a gap
+// (never handed out) once the next block is here, so that values still
+// increase. It fails for n < 1 or n above SequenceConfig.MaxBlock (no lease
+// holds that many), and like Next, taking no value.
+func (s *Sequence) NextRange(ctx context.Context, n int64) (Range, error) {
+	if n < 1 || n > s.cfg.MaxBlock {
+		return Range{}, fmt.Errorf("keysmith: NextRange needs 1 <= n <= SequenceConfig.MaxBlock (%d), got n=%d", s.cfg.MaxBlock, n)
+	}
+	b := s.cur.Load()
 	for {
-		s.mu.Lock()
-		if v, ok := s.buf.take(); ok {
-			s.maybePrefetch()
-			s.mu.Unlock()
-			return v, nil
+		t := b.taken.Load()
+		if t+n > b.n {
+			break
 		}
-		f, err := s.fetchFor(1)
+		if b.taken.CompareAndSwap(t, t+n) {
+			return rangeOf(b, t, n), nil
+		}
+	}
+	return s.slowRange(ctx, n)
+}
+
+// slowRange: n consecutive values, under the lock, installing the next
+// block or waiting for a lease as needed.
+func (s *Sequence) slowRange(ctx context.Context, n int64) (Range, error) {
+	for fetches := 0; ; {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return Range{}, s.closedError()
+		}
+		b := s.merged()
+		if b.n >= n {
+			s.install(b.rest(n))
+			s.mu.Unlock()
+			return rangeOf(b, 0, n), nil
+		}
+		if len(s.queue) > 0 {
+			// fewer than n left here (none, for Next): they stay a gap
+			next := s.queue[0]
+			s.queue = s.queue[1:]
+			s.install(next)
+			s.mu.Unlock()
+			continue
+		}
+		s.install(b)
+		if n > 1 && fetches == 8 {
+			s.mu.Unlock()
+			return Range{}, fmt.Errorf("keysmith: sequence %q: %d leases in a row held no %d consecutive values; ask for fewer", s.name, fetches, n)
+		}
+		fetches++
+		// a lease of at least n values: the need counts what is here already
+		f, err := s.fetchFor(n + s.available())
 		s.mu.Unlock()
 		if err != nil {
-			return 0, err
+			return Range{}, err
 		}
 		if err := wait(ctx, f); err != nil {
-			return 0, err
+			return Range{}, err
 		}
 	}
 }
 
-// NextN answers n increasing values; on failure it takes none (they stay here).
+// merged (lock held) takes the current block's values out of reach of the
+// fast path, with the queued blocks that continue them (the same lease,
+// the next values): one block, not installed.
+func (s *Sequence) merged() *block {
+	b := s.cur.Load()
+	r := b.rest(b.freeze())
+	for len(s.queue) > 0 {
+		q := s.queue[0]
+		if r.n > 0 && (q.lease != r.lease || q.step != r.step || r.start+r.n*r.step != q.start) {
+			break
+		}
+		if r.n == 0 {
+			r = q
+		} else {
+			r = &block{start: r.start, step: r.step, n: r.n + q.n, lease: r.lease, last: q.last}
+		}
+		s.queue = s.queue[1:]
+	}
+	return r
+}
+
+// NextN answers n increasing values (from one block or several); on failure
+// it takes none (they stay here). NextRange answers a batch in O(1).
 func (s *Sequence) NextN(ctx context.Context, n int) ([]int64, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("keysmith: n must not be negative, got %d", n)
@@ -142,14 +289,41 @@ func (s *Sequence) NextN(ctx context.Context, n int) ([]int64, error) {
 	if n == 0 {
 		return []int64{}, nil
 	}
+	need := int64(n)
 	for {
 		s.mu.Lock()
-		if vs := s.buf.takeN(int64(n)); vs != nil {
-			s.maybePrefetch()
+		if s.closed {
 			s.mu.Unlock()
-			return vs, nil
+			return nil, s.closedError()
 		}
-		f, err := s.fetchFor(int64(n))
+		b := s.cur.Load()
+		rest := b.rest(b.freeze())
+		have := rest.n
+		for _, q := range s.queue {
+			have += q.n
+		}
+		if have >= need {
+			out := make([]int64, 0, need)
+			for {
+				k := rest.n
+				if k > need-int64(len(out)) {
+					k = need - int64(len(out))
+				}
+				for j := int64(0); j < k; j++ {
+					out = append(out, rest.start+j*rest.step)
+				}
+				if int64(len(out)) == need {
+					s.install(rest.rest(k))
+					break
+				}
+				rest = s.queue[0]
+				s.queue = s.queue[1:]
+			}
+			s.mu.Unlock()
+			return out, nil
+		}
+		s.install(rest)
+		f, err := s.fetchFor(need)
 		s.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -158,6 +332,30 @@ func (s *Sequence) NextN(ctx context.Context, n int) ([]int64, error) {
 			return nil, err
 		}
 	}
+}
+
+// install (lock held) makes b the current block. When b is the last block
+// here, its last safe-distance values are split off into a block of their
+// own behind it: the caller that installs that one (the slow path) starts
+// the next lease, so the fast path never checks for a prefetch.
+func (s *Sequence) install(b *block) {
+	if len(s.queue) == 0 && s.leases > 0 && !s.closed {
+		if d := s.distance(); d > 0 && b.n > d {
+			s.queue = append(s.queue, b.rest(b.n-d))
+			b = &block{start: b.start, step: b.step, n: b.n - d, lease: b.lease}
+		}
+	}
+	s.cur.Store(b)
+	s.maybePrefetch()
+}
+
+// distance (lock held): the safe distance, in values.
+func (s *Sequence) distance() int64 {
+	return int64(float64(s.leaseSize)*prefetchAt) * s.ahead
+}
+
+func (s *Sequence) closedError() error {
+	return &Error{Message: fmt.Sprintf("sequence %q: this Sequence is closed", s.name), kind: ErrClosed}
 }
 
 func wait(ctx context.Context, f *fetch) error {
@@ -169,19 +367,26 @@ func wait(ctx context.Context, f *fetch) error {
 	}
 }
 
-// fetchFor (lock held): the fetch in flight, or a new one for need values.
+// fetchFor (lock held): the fetch in flight, or a new one for need values;
+// a caller waits for it, so the safe distance grows (once per fetch).
 func (s *Sequence) fetchFor(need int64) (*fetch, error) {
 	if s.closed {
-		return nil, &Error{Message: fmt.Sprintf("sequence %q: this Sequence is closed", s.name), kind: ErrClosed}
+		return nil, s.closedError()
 	}
 	if s.inflight == nil {
 		s.startFetch(need)
+	}
+	if f := s.inflight; !f.starved && s.leases > 0 {
+		f.starved = true
+		if s.ahead < 4 {
+			s.ahead++
+		}
 	}
 	return s.inflight, nil
 }
 
 func (s *Sequence) maybePrefetch() {
-	if s.inflight == nil && !s.closed && float64(s.buf.available) <= float64(s.buf.leaseSize)*prefetchAt {
+	if s.inflight == nil && !s.closed && s.leases > 0 && s.available() <= s.distance() {
 		s.startFetch(0)
 	}
 }
@@ -196,10 +401,14 @@ func (s *Sequence) startFetch(need int64) {
 		lease, err := s.lease(need)
 		s.mu.Lock()
 		if err == nil {
-			s.buf.add(lease)
+			s.add(lease)
 		}
 		f.err = err
 		s.inflight = nil
+		if err == nil {
+			// the chain: another lease when the safe distance is not covered yet
+			s.maybePrefetch()
+		}
 		s.mu.Unlock()
 		close(f.done)
 	}()
@@ -208,7 +417,7 @@ func (s *Sequence) startFetch(need int64) {
 func (s *Sequence) lease(need int64) (Lease, error) {
 	ctx := context.Background()
 	s.mu.Lock()
-	known := s.buf.block != 0
+	known := s.blockSize != 0
 	s.mu.Unlock()
 	if !known {
 		info, err := s.c.GetSequence(ctx, s.name)
@@ -216,8 +425,8 @@ func (s *Sequence) lease(need int64) (Lease, error) {
 			return Lease{}, err
 		}
 		s.mu.Lock()
-		if s.buf.block == 0 {
-			s.buf.block = s.clamp(info.Block)
+		if s.blockSize == 0 {
+			s.blockSize = s.clamp(info.Block)
 		}
 		s.mu.Unlock()
 	}
@@ -239,22 +448,21 @@ func (s *Sequence) clamp(b int64) int64 {
 
 // count (lock held): how many values to reserve now; adapts the block to the rate.
 func (s *Sequence) count(need int64, now time.Time) int64 {
-	b := &s.buf
-	if !b.lastFetch.IsZero() {
-		dt := now.Sub(b.lastFetch)
+	if !s.lastFetch.IsZero() {
+		dt := now.Sub(s.lastFetch)
 		if dt < s.cfg.TargetInterval/2 {
-			b.block = s.clamp(b.block * 2)
+			s.blockSize = s.clamp(s.blockSize * 2)
 		} else if dt > s.cfg.TargetInterval*2 {
-			b.block = s.clamp(b.block / 2)
+			s.blockSize = s.clamp(s.blockSize / 2)
 		}
 	}
-	b.lastFetch = now
-	want := need - b.available
+	s.lastFetch = now
+	want := need - s.available()
 	if want > s.cfg.MaxBlock {
 		want = s.cfg.MaxBlock
 	}
-	if want < b.block {
-		want = b.block
+	if want < s.blockSize {
+		want = s.blockSize
 	}
 	return want
 }
@@ -281,13 +489,30 @@ func (s *Sequence) Close(ctx context.Context) error {
 	delete(s.c.sequences, s)
 	s.c.mu.Unlock()
 	s.mu.Lock()
-	token, from, ok := s.buf.tail()
-	step := s.buf.step
+	b := s.cur.Load()
+	var tail *block
+	var from int64
+	blocks := append([]*block{b.rest(b.freeze())}, s.queue...)
+	for k, r := range blocks {
+		if r.last && r.n > 0 {
+			// from the first value of the unused run of this lease that ends here
+			tail, from = r, r.start
+			for j := k - 1; j >= 0; j-- {
+				p := blocks[j]
+				if p.n == 0 || p.lease != r.lease || p.start+p.n*p.step != from {
+					break
+				}
+				from = p.start
+			}
+		}
+	}
+	s.queue = nil
+	s.cur.Store(&block{step: 1})
 	s.mu.Unlock()
-	if !ok {
+	if tail == nil {
 		return nil
 	}
-	r, err := s.c.release(ctx, s.name, token, from, step, 0)
+	r, err := s.c.release(ctx, s.name, tail.lease, from, tail.step, 0)
 	if err != nil {
 		return fmt.Errorf("keysmith: sequence %q: the unused tail from %d stays a gap (never handed out): %w", s.name, from, err)
 	}
@@ -297,77 +522,11 @@ func (s *Sequence) Close(ctx context.Context) error {
 	return nil
 }
 
-// run is the unused part of one leased range: next, next+step, ... below end.
-type run struct {
-	next, end, step int64
-	lease           string
-	lastOfLease     bool // only a lease's last range can go back
-}
-
-func (r *run) left() int64 {
-	if r.next >= r.end {
-		return 0
-	}
-	return (r.end - r.next + r.step - 1) / r.step
-}
-
-// buffer: values leased and not handed out, in increasing order.
-type buffer struct {
-	runs      []run
-	available int64
-	// high: the largest value received; values of later leases at or below
-	// it are dropped (they stay gaps) so that values handed out increase
-	high      int64
-	hasHigh   bool
-	step      int64
-	block     int64
-	leaseSize int64
-	lastFetch time.Time
-	leases    int
-}
-
-func (b *buffer) take() (int64, bool) {
-	for len(b.runs) > 0 {
-		r := &b.runs[0]
-		if r.next < r.end {
-			v := r.next
-			r.next += r.step
-			b.available--
-			return v, true
-		}
-		b.runs = b.runs[1:]
-	}
-	return 0, false
-}
-
-// takeN answers n values, or nil (taking nothing) when fewer are here.
-func (b *buffer) takeN(n int64) []int64 {
-	if b.available < n {
-		return nil
-	}
-	out := make([]int64, 0, n)
-	for int64(len(out)) < n {
-		r := &b.runs[0]
-		k := r.left()
-		if rest := n - int64(len(out)); k > rest {
-			k = rest
-		}
-		for i := int64(0); i < k; i++ {
-			out = append(out, r.next)
-			r.next += r.step
-		}
-		b.available -= k
-		if r.next >= r.end {
-			b.runs = b.runs[1:]
-		}
-	}
-	return out
-}
-
-func (b *buffer) add(l Lease) {
-	b.leases++
-	b.leaseSize = l.Len()
-	b.step = l.Step
+// add (lock held) queues a lease's ranges as blocks, dropping values at or
+// below the highest received (they stay gaps) so that values increase.
+func (s *Sequence) add(l Lease) {
+	s.leases++
+	s.leaseSize = l.Len()
 	var ranges []Range
 	for _, r := range l.Ranges {
 		if r.End > r.Start {
@@ -376,31 +535,13 @@ func (b *buffer) add(l Lease) {
 	}
 	for k, r := range ranges {
 		start := r.Start
-		if b.hasHigh && start <= b.high {
-			start += (b.high-r.Start)/l.Step*l.Step + l.Step
+		if s.hasHigh && start <= s.high {
+			start += (s.high-r.Start)/l.Step*l.Step + l.Step
 		}
 		if start < r.End {
-			ru := run{start, r.End, l.Step, l.Token, k == len(ranges)-1}
-			n := ru.left()
-			b.runs = append(b.runs, ru)
-			b.available += n
-			b.high, b.hasHigh = start+(n-1)*l.Step, true
+			n := (r.End - start + l.Step - 1) / l.Step
+			s.queue = append(s.queue, &block{start: start, step: l.Step, n: n, lease: l.Token, last: k == len(ranges)-1})
+			s.high, s.hasHigh = start+(n-1)*l.Step, true
 		}
 	}
-}
-
-// tail answers the newest lease whose last range has values left, and the
-// next of them; empties the buffer.
-func (b *buffer) tail() (string, int64, bool) {
-	var token string
-	var from int64
-	ok := false
-	for _, r := range b.runs {
-		if r.lastOfLease && r.next < r.end {
-			token, from, ok = r.lease, r.next, true
-		}
-	}
-	b.runs = nil
-	b.available = 0
-	return token, from, ok
 }

@@ -462,3 +462,13 @@ func (l *WorkerLease) NextID(ctx context.Context) (int64, error) {
 type tokenBody struct {
 	Token string `json:"token"`
 }
+
+// String says the lease without its token (a secret: it renews and
+// releases the lease); %v and %+v use it.
+func (i WorkerLeaseInfo) String() string {
+	return fmt.Sprintf("WorkerLeaseInfo{Group:%q Worker:%d Fence:%d Max:%d NotBeforeMs:%d UntilMs:%d ExpiresMs:%d TTLMs:%d Token:***}",
+		i.Group, i.Worker, i.Fence, i.Max, i.NotBeforeMs, i.UntilMs, i.ExpiresMs, i.TTLMs)
+}
+
+// GoString is String, for %#v.
+func (i WorkerLeaseInfo) GoString() string { return i.String() }

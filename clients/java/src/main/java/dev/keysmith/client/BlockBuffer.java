@@ -113,6 +113,49 @@ final class BlockBuffer {
     return out;
   }
 
+  /** Puts a run (the rest of the current block) back in front. */
+  void putFront(Run r) {
+    long n = r.left();
+    if (n > 0) {
+      runs.addFirst(r);
+      available += n;
+    }
+  }
+
+  /** Takes the first run with values left, or null. */
+  Run pollFirst() {
+    Run r;
+    while ((r = runs.pollFirst()) != null) {
+      long n = r.left();
+      if (n > 0) {
+        available -= n;
+        return r;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Whether a run holds {@code n} values; when one does, the runs before it are dropped (their values
+   * stay a gap, never handed out). Drops nothing otherwise.
+   */
+  boolean dropUntilRunHolds(long n) {
+    boolean found = false;
+    for (Run r : runs) {
+      if (r.left() >= n) {
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return false;
+    }
+    while (runs.peekFirst().left() < n) {
+      available -= runs.pollFirst().left();
+    }
+    return true;
+  }
+
   boolean wantsPrefetch() {
     return !fetching && available <= leaseSize * PREFETCH_AT;
   }

@@ -109,12 +109,9 @@ public final class KeysmithClient implements AutoCloseable {
       }
       urls.add(u.replaceAll("/+$", ""));
     }
-    if (b.token != null && (b.token.isEmpty() || b.token.chars().anyMatch(c -> c < 0x21 || c > 0x7e))) {
-      throw new IllegalArgumentException(
-          "keysmith: token must be printable ASCII without spaces (the server's bearer token)");
-    }
+    String token = checkToken(b.token, b.tokenFrom);
     this.servers = new Servers(urls);
-    this.authorization = b.token == null ? null : "Bearer " + b.token;
+    this.authorization = token == null ? null : "Bearer " + token;
     this.deadline = b.deadline;
     this.requestTimeout = b.requestTimeout;
     HttpClient.Builder hb =
@@ -131,6 +128,36 @@ public final class KeysmithClient implements AutoCloseable {
     ScheduledThreadPoolExecutor s = new ScheduledThreadPoolExecutor(2, daemons("keysmith-renew"));
     s.setRemoveOnCancelPolicy(true);
     this.scheduler = s;
+  }
+
+  /**
+   * {@code token} without one trailing newline ({@code \n} or {@code \r\n}, as a file or {@code
+   * $(cat file)} leaves it), or an error naming {@code from} and the refused character, never the
+   * token.
+   */
+  static String checkToken(String token, String from) {
+    if (token == null) {
+      return null;
+    }
+    String t = token.endsWith("\n") ? token.substring(0, token.length() - 1) : token;
+    t = t.endsWith("\r") ? t.substring(0, t.length() - 1) : t;
+    if (t.isEmpty()) {
+      throw new IllegalArgumentException(
+          "keysmith: " + from + " is empty: give the server's token (a string of printable ASCII)");
+    }
+    for (int i = 0; i < t.length(); i++) {
+      char c = t.charAt(i);
+      if (c < 0x21 || c > 0x7e) {
+        String what =
+            c == ' ' ? "a space" : c == '\n' ? "a newline" : c == '\r' ? "a carriage return"
+                : c == '\t' ? "a tab" : c > 0x7e ? "a non-ASCII character" : "a control character";
+        throw new IllegalArgumentException(
+            "keysmith: " + from + " holds " + what + " at character " + (i + 1) + " of " + t.length()
+                + ": a bearer token is printable ASCII without spaces; check where it came from"
+                + " (the token is not shown)");
+      }
+    }
+    return t;
   }
 
   private static ThreadFactory daemons(String prefix) {
@@ -156,6 +183,7 @@ public final class KeysmithClient implements AutoCloseable {
   public static final class Builder {
     private final List<String> urls = new ArrayList<>();
     private String token;
+    private String tokenFrom = "token";
     private Path caFile;
     private KeyStore clientKeys;
     private char[] keyPassword;
@@ -179,9 +207,31 @@ public final class KeysmithClient implements AutoCloseable {
       return this;
     }
 
-    /** The bearer token of a server started with one (sent in a header, never in a URL). */
+    /**
+     * The bearer token of a server started with one (sent in a header, never in a URL). One
+     * trailing newline is dropped ({@code System.getenv("KEYSMITH_TOKEN")} may be given as it is);
+     * any other character outside printable ASCII makes {@link #build()} fail, without showing the
+     * token.
+     */
     public Builder token(String token) {
       this.token = token;
+      this.tokenFrom = "token";
+      return this;
+    }
+
+    /**
+     * Reads the bearer token from a file (its trailing newline dropped), now.
+     *
+     * @throws IllegalArgumentException naming the file when it cannot be read
+     */
+    public Builder tokenFile(Path file) {
+      try {
+        this.token = java.nio.file.Files.readString(file, StandardCharsets.UTF_8);
+      } catch (IOException | RuntimeException e) {
+        throw new IllegalArgumentException(
+            "keysmith: cannot read the token file tokenFile=" + file + ": " + e.getClass().getSimpleName(), e);
+      }
+      this.tokenFrom = "the token file tokenFile=" + file;
       return this;
     }
 
@@ -357,6 +407,15 @@ public final class KeysmithClient implements AutoCloseable {
         Thread.currentThread().interrupt();
         throw KeysmithException.unreachable(url + ": interrupted", url, e);
       } catch (IOException e) {
+        String setup = setupError(e);
+        if (setup != null) {
+          // no other server or later try can help: the client's own settings are refused
+          throw new KeysmithException.Setup(
+              url + ": " + setup + " (" + e.getClass().getSimpleName()
+                  + (e.getMessage() == null ? "" : ": " + redact(e.getMessage())) + ")",
+              url,
+              e);
+        }
         servers.failed(i, -1);
         boolean notSent = notSent(e);
         String what = e.getClass().getSimpleName() + (e.getMessage() == null ? "" : ": " + redact(e.getMessage()));
@@ -380,6 +439,26 @@ public final class KeysmithClient implements AutoCloseable {
               503, err.code(), List.of(), url, err);
         }
         last = err;
+        continue;
+      }
+      if (status == 429) {
+        // refused before any handler ran: sending it again is safe
+        long wait = retryAfterNanos(resp);
+        KeysmithException err = KeysmithException.fromResponse(429, body, url);
+        Duration asked = Duration.ofNanos(Math.max(0, wait));
+        long sleep = wait > 0 ? wait : 50_000_000L;
+        if (System.nanoTime() + sleep - deadlineAt > 0) {
+          throw new KeysmithException.RateLimited(
+              err.getMessage()
+                  + (wait > 0 ? " (the server asks to retry after " + asked.toMillis() + " ms, beyond this call's deadline)" : ""),
+              429, err.code(), List.of(), url, asked);
+        }
+        LockSupport.parkNanos(sleep);
+        if (Thread.interrupted()) {
+          Thread.currentThread().interrupt();
+          throw err;
+        }
+        tried[i] = false;
         continue;
       }
       servers.succeeded(i);
@@ -426,6 +505,28 @@ public final class KeysmithClient implements AutoCloseable {
       return null;
     }
     return header.replaceAll("/+$", "");
+  }
+
+  /**
+   * Why {@code e} shows the client's own TLS settings refused, or null: a handshake that failed (a
+   * server certificate the CA does not vouch for, a client certificate refused or missing) or TLS
+   * spoken to a server that does not speak it.
+   */
+  static String setupError(IOException e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof javax.net.ssl.SSLHandshakeException) {
+        return "the TLS handshake failed: a server certificate the CA file (caFile) does not vouch for,"
+            + " or a client certificate (clientCertificate) the server refuses or needs";
+      }
+      if (t instanceof javax.net.ssl.SSLException) {
+        String m = String.valueOf(t.getMessage());
+        if (m.contains("plaintext") || m.contains("Unsupported or unrecognized SSL message")) {
+          return "the server does not speak TLS: use an http:// URL for it";
+        }
+        return "TLS failed: check caFile and clientCertificate";
+      }
+    }
+    return null;
   }
 
   private static boolean notSent(IOException e) {

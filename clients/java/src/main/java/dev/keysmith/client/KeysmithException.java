@@ -110,6 +110,51 @@ public class KeysmithException extends RuntimeException {
     }
   }
 
+  /**
+   * 429: too many requests (or failed authentications) from this caller. The client waits for
+   * {@link #retryAfter()} and sends the request again only when that fits in the call's deadline;
+   * otherwise this is thrown at once.
+   */
+  public static class RateLimited extends KeysmithException {
+    private static final long serialVersionUID = 1L;
+    private final java.time.Duration retryAfter;
+
+    RateLimited(String m, int s, String c, List<String> sim, String u, java.time.Duration retryAfter) {
+      super(m, s, c, sim, u, null);
+      this.retryAfter = retryAfter;
+    }
+
+    /** The wait the server asked for ({@code Retry-After}); zero when it named none. */
+    public java.time.Duration retryAfter() {
+      return retryAfter;
+    }
+  }
+
+  /**
+   * 410: the lease, ticket or handle belongs to an earlier life of the name (it was dropped and
+   * made again); nothing was written. Take a new one.
+   */
+  public static class Gone extends KeysmithException {
+    private static final long serialVersionUID = 1L;
+
+    Gone(String m, int s, String c, List<String> sim, String u) {
+      super(m, s, c, sim, u, null);
+    }
+  }
+
+  /**
+   * The client's own settings are refused: a server certificate the CA file does not vouch for, a
+   * client certificate the server refuses (or none), an https URL of an http server. Thrown at once,
+   * never retried: no retry can help.
+   */
+  public static class Setup extends KeysmithException {
+    private static final long serialVersionUID = 1L;
+
+    Setup(String m, String u, Throwable cause) {
+      super(m, 0, null, List.of(), u, cause);
+    }
+  }
+
   /** 404: no sequence or pool of that name (or no such route on that server). */
   public static class NotFound extends KeysmithException {
     private static final long serialVersionUID = 1L;
@@ -250,6 +295,10 @@ public class KeysmithException extends RuntimeException {
         return new Unauthorized(message, status, code, similar, url);
       case "forbidden":
         return new Forbidden(message, status, code, similar, url);
+      case "rate_limited":
+        return new RateLimited(message, status, code, similar, url, java.time.Duration.ZERO);
+      case "dropped":
+        return new Gone(message, status, code, similar, url);
       case "not_found":
       case "no_route":
         return new NotFound(message, status, code, similar, url);
@@ -284,6 +333,10 @@ public class KeysmithException extends RuntimeException {
         return new NotFound(message, status, code, similar, url);
       case 409:
         return new Conflict(message, status, code, similar, url);
+      case 410:
+        return new Gone(message, status, code, similar, url);
+      case 429:
+        return new RateLimited(message, status, code, similar, url, java.time.Duration.ZERO);
       case 413:
         return new TooLarge(message, status, code, similar, url);
       case 501:

@@ -14,6 +14,12 @@ import java.util.List;
  * @param step the distance between two values (1 but for a residue class)
  */
 public record Lease(String sequence, List<Range> ranges, String token, long step) {
+  /** The lease without its token (a secret: it releases the values). */
+  @Override
+  public String toString() {
+    return "Lease[sequence=" + sequence + ", ranges=" + ranges + ", step=" + step + ", token=***]";
+  }
+
   /** How many values the lease holds. */
   public long size() {
     long n = 0;

@@ -12,6 +12,13 @@ import com.fasterxml.jackson.databind.JsonNode;
  * @param n the counter within the period
  */
 public record Ticket(String sequence, String value, String ticket, Long period, long n) {
+  /** The ticket without its ticket string (it commits or releases the number). */
+  @Override
+  public String toString() {
+    return "Ticket[sequence=" + sequence + ", value=" + value + ", period=" + period + ", n=" + n
+        + ", ticket=***]";
+  }
+
   static Ticket from(String sequence, JsonNode j) {
     return new Ticket(
         sequence,

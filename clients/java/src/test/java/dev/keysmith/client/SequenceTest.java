@@ -186,4 +186,27 @@ class SequenceTest {
       assertEquals(404, e.status());
     }
   }
+
+  /** nextRange takes n consecutive values at once; when the block holds fewer they stay a gap. */
+  @Test
+  void nextRangeTakesConsecutiveValuesFromOneBlock() {
+    String name = KeysmithServer.name();
+    client.createSequence(name, new KeysmithClient.CreateOptions().block(100));
+    try (KeysmithSequence seq = client.sequence(name, new KeysmithSequence.Options().fixed(100)
+        .target(java.time.Duration.ofHours(1)))) {
+      assertEquals(1, seq.next());
+      assertEquals(new Range(2, 12, 1), seq.nextRange(10));
+      // 89 left in the block: the range comes whole from the next lease
+      Range r = seq.nextRange(95);
+      assertEquals(95, r.size());
+      assertTrue(r.start() > 11, r.toString());
+      assertTrue(seq.next() > r.end() - 1, "next() after the range is above it");
+      for (long n : new long[] {0, -1, 101}) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> seq.nextRange(n));
+        assertTrue(e.getMessage().contains("maxBlock"), e.getMessage());
+      }
+      seq.close();
+      assertThrows(KeysmithException.Closed.class, () -> seq.nextRange(1));
+    }
+  }
 }
