@@ -53,7 +53,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(counter.fetch_add(1, Ordering::Relaxed)))
     });
     g.bench_function("keysmith_client::Sequence::next (cached)", |b| {
-        b.to_async(&rt).iter(|| async { black_box(seq.next().await.unwrap()) })
+        b.to_async(&rt)
+            .iter(|| async { black_box(seq.next().await.unwrap()) })
     });
     g.finish();
     rt.block_on(seq.close()).unwrap();

@@ -170,7 +170,10 @@ async fn setup_errors_fail_at_construction_or_at_once() {
         .ca_file("/nonexistent/ca.pem")
         .build()
         .unwrap_err();
-    assert!(matches!(missing, Error::Setup(ref m) if m.contains("ca_file")), "{missing:?}");
+    assert!(
+        matches!(missing, Error::Setup(ref m) if m.contains("ca_file")),
+        "{missing:?}"
+    );
     let not_pem = Client::builder()
         .url("https://127.0.0.1:1")
         .ca_file(&certs.server_key)
@@ -200,7 +203,10 @@ async fn typed_errors_and_no_secret_in_any_message() {
         .create_sequence(serde_json::json!({ "name": "team-a/x" }))
         .await
         .unwrap_err();
-    assert!(matches!(&e, Error::Conflict { code, .. } if code == "already_exists"), "{e:?}");
+    assert!(
+        matches!(&e, Error::Conflict { code, .. } if code == "already_exists"),
+        "{e:?}"
+    );
     errors.push(e);
     let e = c.show_sequence("team-a/nope").await.unwrap_err();
     assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
@@ -230,7 +236,10 @@ async fn typed_errors_and_no_secret_in_any_message() {
     errors.push(e);
     // A worker lease: renewed with a token from another group.
     let w = c.lease_worker("team-a/w", None, Some(4)).await.unwrap();
-    let e = c.renew_worker("team-a/v", &w.token, None).await.unwrap_err();
+    let e = c
+        .renew_worker("team-a/v", &w.token, None)
+        .await
+        .unwrap_err();
     errors.push(e);
     // A gap-free ticket committed twice.
     c.create_sequence(serde_json::json!({ "name": "team-a/inv", "gapless": true }))
@@ -246,6 +255,20 @@ async fn typed_errors_and_no_secret_in_any_message() {
     let e = b.next_ids(1, true).await.unwrap_err();
     assert!(matches!(e, Error::Forbidden(_)), "{e:?}");
     errors.push(e);
+
+    // A name with `/` written as it is: the 404 says to write %2F.
+    let e = c
+        .request(
+            keysmith_client::Method::POST,
+            "/v1/sequences/team-a/x/next",
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::NotFound { message, .. } if message.contains("/v1/sequences/team-a%2Fx/next")),
+        "{e:?}"
+    );
 
     let secrets = [
         TOKEN.to_owned(),
