@@ -138,12 +138,15 @@ impl Sequence {
             .cur
             .as_ref()
             .is_none_or(|b| b.left() * 5 <= self.inner.block);
-        if low && st.spare.is_none() && !st.prefetching && !out.is_empty() {
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                st.prefetching = true;
-                let me = self.clone();
-                rt.spawn(async move { me.prefetch().await });
-            }
+        if low
+            && st.spare.is_none()
+            && !st.prefetching
+            && !out.is_empty()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            st.prefetching = true;
+            let me = self.clone();
+            rt.spawn(async move { me.prefetch().await });
         }
         Ok(())
     }
