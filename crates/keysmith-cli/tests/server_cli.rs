@@ -259,6 +259,22 @@ async fn every_server_command_prints_what_the_store_prints() {
     assert_eq!(released(false, &lt), released(true, &rt));
     t.same(&["show", "team-a/inv"]);
 
+    // Pools.
+    t.same(&[
+        "pool", "create", "team-a/p", "--size", "4", "--start", "100",
+    ]);
+    t.same(&["pool", "show", "team-a/p"]);
+    // A take samples members at random: a value of the pool, each store its own.
+    let taken = t.remote(TOKEN, &["pool", "take", "team-a/p", "--count", "1"]);
+    assert!(taken.status.success(), "{taken:?}");
+    let taken = String::from_utf8(taken.stdout).unwrap();
+    assert!(
+        (100..104).contains(&taken.trim().parse::<i64>().unwrap()),
+        "{taken}"
+    );
+    t.same(&["pool", "list"]);
+    t.same(&["pool", "drop", "team-a/p"]);
+
     // Time ids from the server's generator (its worker lease, group `ids`).
     let ids = t.remote(TOKEN, &["ids", "next", "--count", "3"]);
     assert!(ids.status.success(), "{ids:?}");
