@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
 use keysmith_core::numbers::Numbering;
 use keysmith_core::sequence::SequenceInfo;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -90,31 +91,39 @@ impl ClientBuilder {
         }
         let mut urls = Vec::new();
         for u in &self.urls {
-            let parsed = reqwest::Url::parse(u.trim_end_matches('/')).map_err(|e| {
+            let t = u.trim_end_matches('/');
+            let uri: http::Uri = t.parse().map_err(|e| {
                 Error::Setup(format!(
                     "url {u:?} is not a URL ({e}); write it as https://HOST:PORT"
                 ))
             })?;
-            if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
                 return Err(Error::Setup(format!(
                     "url {u:?} is not an http:// or https:// server URL; write it as https://HOST:PORT"
                 )));
             }
-            if !parsed.username().is_empty() || parsed.password().is_some() {
+            if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
                 return Err(Error::Setup(format!(
                     "url {:?} holds credentials; give the token with token (a file or $KEYSMITH_TOKEN), never in a URL",
-                    parsed.host_str().unwrap_or_default()
+                    uri.host().unwrap_or_default()
                 )));
             }
-            urls.push(u.trim_end_matches('/').to_owned());
+            urls.push(t.to_owned());
         }
         let tls = self.tls_config()?;
-        let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .connect_timeout(Duration::from_secs(3))
-            .no_proxy()
-            .build()
-            .map_err(|e| Error::Setup(format!("cannot set up the HTTP client: {e}")))?;
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.enforce_http(false);
+        connector.set_connect_timeout(Some(Duration::from_secs(3)));
+        connector.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(connector);
+        let http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(https);
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
@@ -143,7 +152,7 @@ impl ClientBuilder {
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Setup(format!("cannot set up TLS: {e}")))?
             .with_root_certificates(roots);
-        let mut config = match (&self.cert_file, &self.key_file) {
+        let config = match (&self.cert_file, &self.key_file) {
             (Some(c), Some(k)) => {
                 let certs = credentials::certificates(c, "cert_file").map_err(setup)?;
                 let key = credentials::private_key(k, "key_file").map_err(setup)?;
@@ -157,13 +166,18 @@ impl ClientBuilder {
             }
             _ => builder.with_no_client_auth(),
         };
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        // ALPN (h2, http/1.1) is set by the connector.
         Ok(config)
     }
 }
 
+type Http = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<bytes::Bytes>,
+>;
+
 struct Inner {
-    http: reqwest::Client,
+    http: Http,
     urls: Vec<String>,
     /// The server that answered last: calls start there.
     preferred: AtomicUsize,
@@ -332,53 +346,77 @@ impl Client {
     }
 
     async fn attempt(&self, base: &str, call: &Call<'_>, deadline: Instant) -> Attempt {
-        let url = format!("{base}{}", call.path);
-        let mut req = self
-            .inner
-            .http
-            .request(call.method.clone(), &url)
-            .timeout(deadline.saturating_duration_since(Instant::now()));
+        let mut url = format!("{base}{}", call.path);
         if !call.query.is_empty() {
-            req = req.query(&call.query);
-        }
-        if let Some(t) = &self.inner.token {
-            let mut v = reqwest::header::HeaderValue::from_str(&t.bearer())
-                .expect("a Token holds visible ASCII only");
-            v.set_sensitive(true);
-            req = req.header(reqwest::header::AUTHORIZATION, v);
-        }
-        if let Some(b) = &call.body {
-            req = req.json(b);
+            let q: String = form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(call.query.iter().map(|(k, v)| (*k, v.as_str())))
+                .finish();
+            url.push(if url.contains('?') { '&' } else { '?' });
+            url.push_str(&q);
         }
         let scrub = |s: String| scrub(s, &call.secrets, self.inner.token.as_ref());
-        let resp = match req.send().await {
+        let mut req = http::Request::builder()
+            .method(call.method.clone())
+            .uri(&url);
+        if let Some(t) = &self.inner.token {
+            let mut v =
+                http::HeaderValue::from_str(&t.bearer()).expect("a Token holds visible ASCII only");
+            v.set_sensitive(true);
+            req = req.header(http::header::AUTHORIZATION, v);
+        }
+        let body = match &call.body {
+            Some(b) => {
+                req = req.header(http::header::CONTENT_TYPE, "application/json");
+                bytes::Bytes::from(b.to_string())
+            }
+            None => bytes::Bytes::new(),
+        };
+        let req = match req.body(Full::new(body)) {
             Ok(r) => r,
             Err(e) => {
-                if let Some(tls) = tls_cause(&e) {
+                return Attempt::Fail(Error::Setup(scrub(format!(
+                    "cannot make a request to {base}{}: {e}",
+                    call.path
+                ))));
+            }
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let exchange = async {
+            let resp = self.inner.http.request(req).await?;
+            let (parts, body) = resp.into_parts();
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?
+                .to_bytes();
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((parts, bytes))
+        };
+        let (parts, bytes) = match tokio::time::timeout(left, exchange).await {
+            Err(_) => return Attempt::Next(format!("{base}: no answer before the deadline")),
+            Ok(Err(e)) => {
+                if let Some(tls) = tls_cause(&*e) {
                     return Attempt::Fail(Error::Setup(scrub(format!(
                         "TLS with {base} failed: {tls}; check ca_file (the CA that signed the server's certificate) \
                          and, if the server asks for one, the client certificate"
                     ))));
                 }
-                return Attempt::Next(scrub(format!("{base}: {}", chain(&e))));
+                return Attempt::Next(scrub(format!("{base}: {}", chain(&*e))));
             }
+            Ok(Ok(r)) => r,
         };
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
+        let status = parts.status;
+        let retry_after = parts
+            .headers
+            .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let leader_header = resp
-            .headers()
+        let leader_header = parts
+            .headers
             .get("keysmith-leader")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let text = match resp.text().await {
-            Ok(t) => t,
-            Err(e) => return Attempt::Next(scrub(format!("{base}: reading the answer: {e}"))),
-        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
         if status.is_success() {
             return match serde_json::from_str(&text) {
                 Ok(v) => Attempt::Done(v),
@@ -940,8 +978,9 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The TLS failure behind a request error, if that is what it was.
-fn tls_cause(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+fn tls_cause(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<String> {
+    let mut src: Option<&(dyn std::error::Error + 'static)> =
+        Some(e as &(dyn std::error::Error + 'static));
     while let Some(c) = src {
         if let Some(t) = c.downcast_ref::<rustls::Error>() {
             return Some(t.to_string());

@@ -39,6 +39,6 @@ pub use client::{
     encode_segment,
 };
 pub use error::{Error, Result};
-pub use reqwest::Method;
+pub use http::Method;
 pub use sequence::{DEFAULT_BLOCK, Sequence};
 pub use token::Token;
