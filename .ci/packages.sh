@@ -52,7 +52,7 @@ timed() { # timed NAME FUNCTION: runs it, records its seconds
 
 # --- 1. crates ---------------------------------------------------------------
 publishable=(keysmith-core keysmith-sqlite keysmith-postgres keysmith-mysql keysmith-etcd
-  keysmith keysmith-cli keysmith-server)
+  keysmith keysmith-client keysmith-cli keysmith-server)
 unpublished=(keysmith-bench keysmith-testsupport)
 
 crates() {

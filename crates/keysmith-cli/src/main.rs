@@ -31,7 +31,32 @@ pub struct Global {
     /// Print structured output as JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// A keysmith server to use instead of a store (https://HOST:PORT);
+    /// several (repeated, or comma-separated) fail over in order. Default:
+    /// $KEYSMITH_SERVER unless --store is given. Not with --store.
+    #[arg(long, global = true, value_name = "URL", value_delimiter = ',')]
+    server: Vec<String>,
+    /// With --server: a file holding the bearer token (default:
+    /// $KEYSMITH_TOKEN). A trailing newline is ignored.
+    #[arg(long, global = true, value_name = "PATH")]
+    token_file: Option<std::path::PathBuf>,
+    /// With --server: the CA certificate (PEM) that signed the server's
+    /// certificate (default: the system's CAs).
+    #[arg(long, global = true, value_name = "PEM")]
+    ca_file: Option<std::path::PathBuf>,
+    /// With --server: a client certificate (PEM), for servers that ask for
+    /// one; with --key-file.
+    #[arg(long, global = true, value_name = "PEM", requires = "key_file")]
+    cert_file: Option<std::path::PathBuf>,
+    /// With --cert-file: its private key (PEM).
+    #[arg(long, global = true, value_name = "PEM", requires = "cert_file")]
+    key_file: Option<std::path::PathBuf>,
 }
+
+/// The environment variable naming the server(s) of `--server`.
+pub const SERVER_ENV: &str = "KEYSMITH_SERVER";
+/// The environment variable holding the token of `--server`.
+pub const TOKEN_ENV: &str = "KEYSMITH_TOKEN";
 
 impl Global {
     /// The store URL to use.
@@ -41,9 +66,119 @@ impl Global {
             .unwrap_or_else(keysmith::store::default_url)
     }
 
-    /// Opens the store.
-    pub async fn open(&self) -> keysmith::Result<std::sync::Arc<dyn keysmith::store::Store>> {
-        keysmith::store::open(&self.store_url()).await
+    /// The servers to use: `--server`, else `$KEYSMITH_SERVER` when no
+    /// `--store` is given; empty for a store.
+    fn servers(&self) -> Result<Vec<String>, cmd::UsageError> {
+        if !self.server.is_empty() {
+            if self.store.is_some() {
+                return Err(cmd::UsageError(
+                    "--server and --store name two different places to take keys from; give one"
+                        .into(),
+                ));
+            }
+            return Ok(self.server.clone());
+        }
+        if self.store.is_some() {
+            return Ok(Vec::new());
+        }
+        Ok(std::env::var(SERVER_ENV)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// The client of the server(s) to use, `None` for a store.
+    ///
+    /// # Errors
+    /// A [`cmd::UsageError`] for `--server` with `--store`; the client's
+    /// setup errors (a bad token, token file, CA file or certificate).
+    pub fn client(&self) -> anyhow::Result<Option<keysmith_client::Client>> {
+        let servers = self.servers()?;
+        if servers.is_empty() {
+            return Ok(None);
+        }
+        let token = match &self.token_file {
+            Some(p) => Some(keysmith_client::Token::from_file(p)?),
+            None => keysmith_client::Token::from_env(TOKEN_ENV)?,
+        };
+        let mut b = keysmith_client::Client::builder();
+        for s in servers {
+            b = b.url(s);
+        }
+        if let Some(t) = token {
+            b = b.token(t);
+        }
+        if let Some(ca) = &self.ca_file {
+            b = b.ca_file(ca);
+        }
+        if let (Some(c), Some(k)) = (&self.cert_file, &self.key_file) {
+            b = b.client_cert(c, k);
+        }
+        Ok(Some(b.build()?))
+    }
+
+    /// Opens the store, creating an SQLite file that is not there.
+    ///
+    /// # Errors
+    /// When a server is meant (`--server`, `$KEYSMITH_SERVER`, or
+    /// `$KEYSMITH_TOKEN` with no `--store`): a command that does not work
+    /// against a server says so and opens nothing. Else the store's errors.
+    pub async fn open(&self) -> anyhow::Result<std::sync::Arc<dyn keysmith::store::Store>> {
+        self.refuse_server()?;
+        Ok(keysmith::store::open(&self.store_url()).await?)
+    }
+
+    /// Opens the store for a command that only reads or takes: an SQLite
+    /// file that is not there is an error (a fresh file has nothing to read
+    /// and would hand out values another store hands out too).
+    ///
+    /// # Errors
+    /// As [`Global::open`]; a missing SQLite file.
+    pub async fn open_existing(
+        &self,
+    ) -> anyhow::Result<std::sync::Arc<dyn keysmith::store::Store>> {
+        self.refuse_server()?;
+        let url = self.store_url();
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            let path = path.split('?').next().unwrap_or_default();
+            if !path.is_empty() && path != ":memory:" && !std::path::Path::new(path).exists() {
+                anyhow::bail!(
+                    "there is no store at {path} (store {url}); nothing was created. To use a shared keysmith \
+                     service give --server URL (or $KEYSMITH_SERVER); for a local store, make it with \
+                     `keysmith create NAME` or name it with --store"
+                );
+            }
+        }
+        Ok(keysmith::store::open(&url).await?)
+    }
+
+    /// An error when a server is meant and this command runs on a store.
+    fn refuse_server(&self) -> anyhow::Result<()> {
+        let servers = self.servers()?;
+        if !servers.is_empty() {
+            anyhow::bail!(
+                "this command works on a store, not against a keysmith server (--server or ${SERVER_ENV} is set); \
+                 give --store URL to run it on a store"
+            );
+        }
+        if self.store.is_none() && std::env::var_os("KEYSMITH_STORE").is_none() {
+            if std::env::var_os(TOKEN_ENV).is_some() {
+                anyhow::bail!(
+                    "${TOKEN_ENV} is set but no server is named: give --server URL (or ${SERVER_ENV}) to use \
+                     the shared keysmith service, or --store URL to use a store; no local store was opened"
+                );
+            }
+            if self.token_file.is_some() || self.ca_file.is_some() || self.cert_file.is_some() {
+                return Err(cmd::UsageError(
+                    "--token-file, --ca-file and --cert-file go with --server URL".into(),
+                )
+                .into());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -302,7 +302,8 @@ fn every_flag_of_a_keysmith_command_in_the_guide_is_in_that_commands_help() {
                 let mut rest: &[String] = &cmd;
                 while let Some(first) = rest.first() {
                     match first.as_str() {
-                        "--store" => rest = rest.get(2..).unwrap_or(&[]),
+                        "--store" | "--server" | "--token-file" | "--ca-file" | "--cert-file"
+                        | "--key-file" => rest = rest.get(2..).unwrap_or(&[]),
                         "--json" => rest = &rest[1..],
                         _ => break,
                     }

@@ -14,6 +14,24 @@ pub const RETRY_AFTER_SECS: u32 = 1;
 /// in the body's `error.leader`): send the same request there.
 pub const LEADER_HEADER: &str = "keysmith-leader";
 
+/// The hint of a 404 `no_route` for a path that names a sequence, pool or
+/// worker group with a `/` in it: the name is one path segment.
+fn slash_hint(path: &str) -> String {
+    let Some((kind, rest)) = ["/v1/sequences/", "/v1/pools/", "/v1/workers/"]
+        .iter()
+        .find_map(|p| path.strip_prefix(p).map(|rest| (*p, rest)))
+    else {
+        return String::new();
+    };
+    match rest.split_once('/') {
+        Some((first, more)) if !first.is_empty() && !more.is_empty() => format!(
+            "a name with `/` in it is one path segment, written with %2F: {kind}{first}%2F{more} \
+             (the clients and `keysmith --server` encode names); "
+        ),
+        _ => String::new(),
+    }
+}
+
 /// An error response: a status, a stable machine-readable code, a message
 /// that says what was wrong and what to do, and for unknown names the
 /// existing names that look alike.
@@ -105,7 +123,10 @@ impl ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "no_route",
-            format!("no route {path:?}; GET /openapi.json lists the routes"),
+            format!(
+                "no route {path:?}; {}GET /openapi.json lists the routes",
+                slash_hint(path)
+            ),
         )
     }
 

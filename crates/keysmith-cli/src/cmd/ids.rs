@@ -129,6 +129,18 @@ pub struct RunArgs {
 
 /// Runs an ids command.
 pub async fn run(cmd: IdsCommand, global: &Global) -> anyhow::Result<()> {
+    let served = matches!(
+        cmd,
+        IdsCommand::Next { .. }
+            | IdsCommand::Bounds { .. }
+            | IdsCommand::Decode {
+                format: IdFormat::Integer,
+                ..
+            }
+    );
+    if served && let Some(client) = global.client()? {
+        return remote(cmd, &client, global.json).await;
+    }
     match cmd {
         IdsCommand::Next {
             count,
@@ -322,4 +334,80 @@ fn with_flag_hint(
     } else {
         e.into()
     }
+}
+
+/// `ids next`, `ids decode` (integers) and `ids bounds` against a keysmith
+/// server: its layout and worker lease; the same output as on a store.
+async fn remote(
+    cmd: IdsCommand,
+    client: &keysmith_client::Client,
+    json: bool,
+) -> anyhow::Result<()> {
+    let field = |v: &serde_json::Value, k: &str| -> String {
+        match v.get(k) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        }
+    };
+    match cmd {
+        IdsCommand::Next { count, format, .. } => {
+            if count < 1 {
+                anyhow::bail!("--count must be 1 or more, got {count}");
+            }
+            let uuid = matches!(format, IdFormat::Uuidv7);
+            let mut out = std::io::stdout().lock();
+            if json {
+                write!(out, "{{\"ids\":[")?;
+            }
+            let (mut left, mut first) = (count, true);
+            while left > 0 {
+                let n = left.min(1000);
+                let ids = client.next_ids(n, uuid).await?;
+                for id in &ids {
+                    if json {
+                        write!(out, "{}{id}", if first { "" } else { "," })?;
+                    } else {
+                        match id {
+                            serde_json::Value::String(s) => writeln!(out, "{s}")?,
+                            other => writeln!(out, "{other}")?,
+                        }
+                    }
+                    first = false;
+                }
+                out.flush()?;
+                left -= (ids.len() as i64).max(1);
+            }
+            if json {
+                writeln!(out, "]}}")?;
+            }
+        }
+        IdsCommand::Decode { id, .. } => {
+            let d = client.decode_id(id.trim()).await?;
+            if json {
+                println!("{d}");
+            } else {
+                println!(
+                    "time:     {} ({} ms)",
+                    field(&d, "time"),
+                    field(&d, "time_ms")
+                );
+                println!("worker:   {}", field(&d, "worker"));
+                println!("sequence: {}", field(&d, "sequence"));
+            }
+        }
+        IdsCommand::Bounds { from, to, .. } => {
+            let b = client.id_bounds(&from, &to).await?;
+            if json {
+                println!("{b}");
+            } else {
+                println!("from:  {} ({} ms)", field(&b, "from"), field(&b, "from_ms"));
+                println!("to:    {} ({} ms)", field(&b, "to"), field(&b, "to_ms"));
+                println!("min:   {}", field(&b, "min_id"));
+                println!("max:   {}", field(&b, "max_id"));
+            }
+        }
+        IdsCommand::Layout { .. } => unreachable!("layout runs locally"),
+    }
+    Ok(())
 }

@@ -98,7 +98,13 @@ pub async fn run(cmd: PoolCommand, global: &Global) -> anyhow::Result<()> {
     {
         create_spec(name, *size, *start, class, *start_below_dropped)?;
     }
-    let store = global.open().await?;
+    if let Some(client) = global.client()? {
+        return remote(cmd, &client, global.json).await;
+    }
+    let store = match &cmd {
+        PoolCommand::Create { .. } => global.open().await?,
+        _ => global.open_existing().await?,
+    };
     match cmd {
         PoolCommand::Create {
             name,
@@ -264,4 +270,94 @@ fn print_info(info: &PoolInfo, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A pool command against a keysmith server: the same output.
+async fn remote(
+    cmd: PoolCommand,
+    client: &keysmith_client::Client,
+    json: bool,
+) -> anyhow::Result<()> {
+    use keysmith_client::{Method, encode_segment};
+    let path = |name: &str| format!("/v1/pools/{}", encode_segment(name));
+    let show = async |name: &str| -> anyhow::Result<PoolInfo> {
+        let v = client.request(Method::GET, &path(name), None).await?;
+        Ok(serde_json::from_value(v)?)
+    };
+    match cmd {
+        PoolCommand::Create {
+            name,
+            size,
+            start,
+            class,
+            start_below_dropped,
+        } => {
+            let mut body = serde_json::json!({
+                "name": name, "size": size, "start": start,
+                "start_below_dropped": start_below_dropped,
+            });
+            if let Some(r) = class.residue()? {
+                body["increment"] = r.increment.into();
+                body["offset"] = r.offset.into();
+            }
+            let created = client
+                .request(Method::POST, "/v1/pools", Some(body))
+                .await?;
+            if let Some(first) = created
+                .get("continued_above_dropped")
+                .and_then(serde_json::Value::as_i64)
+            {
+                eprintln!("{}", super::continued_note("pool", &name, first));
+            }
+            print_info(&show(&name).await?, json)
+        }
+        PoolCommand::Take { name, count, .. } => {
+            let v = client
+                .request(
+                    Method::POST,
+                    &format!("{}/next?count={count}", path(&name)),
+                    None,
+                )
+                .await?;
+            let values = v.get("values").cloned().unwrap_or_default();
+            if json {
+                println!("{}", serde_json::json!({ "values": values }));
+            } else {
+                for v in values.as_array().into_iter().flatten() {
+                    println!("{v}");
+                }
+            }
+            Ok(())
+        }
+        PoolCommand::Show { name } => print_info(&show(&name).await?, json),
+        PoolCommand::Members { .. } => anyhow::bail!(
+            "`pool members` reads the store; against a server use `pool show`, or give --store URL"
+        ),
+        PoolCommand::List => {
+            let v = client.request(Method::GET, "/v1/pools", None).await?;
+            let all: Vec<keysmith::store::PoolRow> =
+                serde_json::from_value(v.get("pools").cloned().unwrap_or_default())?;
+            if json {
+                println!("{}", serde_json::to_string(&all)?);
+            } else {
+                for p in &all {
+                    match &p.residue {
+                        None => println!("{}\tstart={}\tsize={}", p.name, p.start, p.size),
+                        Some(r) => println!(
+                            "{}\tstart={}\tsize={}\tincrement={}\toffset={}",
+                            p.name, p.start, p.size, r.increment, r.offset
+                        ),
+                    }
+                }
+            }
+            Ok(())
+        }
+        PoolCommand::Drop { name } => {
+            client.request(Method::DELETE, &path(&name), None).await?;
+            if json {
+                println!("{}", serde_json::json!({ "dropped": name }));
+            }
+            Ok(())
+        }
+    }
 }

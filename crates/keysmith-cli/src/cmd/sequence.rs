@@ -257,7 +257,15 @@ pub async fn run(cmd: SequenceCommand, global: &Global) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let store = global.open().await?;
+    if let Some(client) = global.client()? {
+        return remote(cmd, numbering, &client, global).await;
+    }
+    let store = match &cmd {
+        SequenceCommand::Create { .. }
+        | SequenceCommand::Adopt { create: true, .. }
+        | SequenceCommand::Fence { .. } => global.open().await?,
+        _ => global.open_existing().await?,
+    };
     match cmd {
         SequenceCommand::Create {
             name,
@@ -726,4 +734,200 @@ fn print_info(
         }
     }
     Ok(())
+}
+
+/// A sequence command against a keysmith server (`--server`): the same
+/// output as against a store.
+async fn remote(
+    cmd: SequenceCommand,
+    numbering: Option<Numbering>,
+    client: &keysmith_client::Client,
+    global: &Global,
+) -> anyhow::Result<()> {
+    match cmd {
+        SequenceCommand::Create {
+            name,
+            start,
+            max,
+            js_safe,
+            block,
+            failover_skip,
+            start_below_dropped,
+            ..
+        } => {
+            let mut body = serde_json::json!({
+                "name": name, "start": start, "block": block, "js_safe": js_safe,
+                "start_below_dropped": start_below_dropped,
+            });
+            let obj = body.as_object_mut().expect("an object");
+            if let Some(m) = max {
+                obj.insert("max".into(), m.into());
+            }
+            if let Some(f) = failover_skip {
+                obj.insert("failover_skip".into(), f.into());
+            }
+            if let Some(n) = &numbering {
+                obj.insert("gapless".into(), n.gapless.into());
+                obj.insert("opaque".into(), n.opaque.is_some().into());
+                obj.insert("bit_reversed".into(), n.bit_reversed.is_some().into());
+                if let Some(p) = n.period {
+                    obj.insert("period".into(), p.as_str().into());
+                }
+                if let Some(t) = &n.template {
+                    obj.insert("format".into(), t.clone().into());
+                }
+                if let Some(s) = n.bit_reversed.as_ref().and_then(|b| b.skip.as_ref()) {
+                    obj.insert("skip_range".into(), serde_json::to_value(s)?);
+                }
+                if let Some(r) = &n.residue {
+                    obj.insert("increment".into(), r.increment.into());
+                    obj.insert("offset".into(), r.offset.into());
+                }
+                if let Some(e) = &n.encoding {
+                    obj.insert("encoding".into(), e.alphabet.to_string().into());
+                    if let Some(p) = &e.prefix {
+                        obj.insert("prefix".into(), p.clone().into());
+                    }
+                }
+                if n.is_leader() {
+                    obj.insert("order".into(), "leader".into());
+                }
+            }
+            let v = client.create_sequence(body).await?;
+            if let Some(first) = v.info.continued_above_dropped {
+                eprintln!("{}", super::continued_note("sequence", &name, first));
+            }
+            print_info(&v.info, v.numbering.as_ref(), global.json)
+        }
+        SequenceCommand::Decode { name, value } => {
+            let arg = match value.trim().parse::<i64>() {
+                Ok(n) => serde_json::Value::from(n),
+                Err(_) => serde_json::Value::from(value),
+            };
+            let d = client.decode(&name, arg).await?;
+            if global.json {
+                println!("{d}");
+            } else {
+                println!("{}", d.get("counter").cloned().unwrap_or_default());
+            }
+            Ok(())
+        }
+        SequenceCommand::Next { name, count, .. } => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let mut left = count;
+            let mut first = true;
+            if global.json {
+                write!(out, "{{\"values\":[")?;
+            }
+            while left > 0 {
+                let n = left.min(MAX_BATCH);
+                let values = client.next_values(&name, n).await?;
+                let mut buf = String::new();
+                for v in &values {
+                    if global.json {
+                        if !first {
+                            buf.push(',');
+                        }
+                        first = false;
+                        buf.push_str(&v.to_string());
+                    } else {
+                        match v {
+                            serde_json::Value::String(s) => buf.push_str(s),
+                            other => buf.push_str(&other.to_string()),
+                        }
+                        buf.push('\n');
+                    }
+                }
+                out.write_all(buf.as_bytes())?;
+                out.flush()?;
+                left -= (values.len() as i64).max(1);
+            }
+            if global.json {
+                writeln!(out, "]}}")?;
+            }
+            Ok(())
+        }
+        SequenceCommand::Alter {
+            name,
+            next,
+            max,
+            block,
+            failover_skip,
+            rotate_key,
+        } => {
+            if rotate_key {
+                client.rotate_key(&name).await?;
+                let v = client.show_sequence(&name).await?;
+                return print_info(&v.info, v.numbering.as_ref(), global.json);
+            }
+            let mut change = serde_json::Map::new();
+            for (k, v) in [
+                ("next", next),
+                ("max", max),
+                ("block", block),
+                ("failover_skip", failover_skip),
+            ] {
+                if let Some(v) = v {
+                    change.insert(k.into(), v.into());
+                }
+            }
+            let v = client.alter_sequence(&name, change.into()).await?;
+            print_info(&v.info, None, global.json)
+        }
+        SequenceCommand::Show { name } => {
+            let v = client.show_sequence(&name).await?;
+            print_info(&v.info, v.numbering.as_ref(), global.json)
+        }
+        SequenceCommand::List => {
+            let all = client.list_sequences().await?;
+            if global.json {
+                let infos: Vec<&SequenceInfo> = all.iter().map(|v| &v.info).collect();
+                println!("{}", serde_json::to_string(&infos)?);
+            } else {
+                for v in &all {
+                    let i = &v.info;
+                    println!(
+                        "{}\tnext={}\tmax={}\tblock={}",
+                        i.row.name, i.row.next, i.row.max, i.row.block
+                    );
+                }
+            }
+            Ok(())
+        }
+        SequenceCommand::Drop { name } => {
+            client.drop_sequence(&name).await?;
+            if global.json {
+                println!("{}", serde_json::json!({ "dropped": name }));
+            }
+            Ok(())
+        }
+        SequenceCommand::Parse { name, text } => {
+            let v = client
+                .request(
+                    keysmith_client::Method::POST,
+                    &format!(
+                        "/v1/sequences/{}/parse",
+                        keysmith_client::encode_segment(&name)
+                    ),
+                    Some(serde_json::json!({ "value": text })),
+                )
+                .await?;
+            if global.json {
+                println!("{v}");
+            } else {
+                match v.get("period").filter(|p| !p.is_null()) {
+                    Some(p) => println!("period={p} n={}", v.get("n").cloned().unwrap_or_default()),
+                    None => println!("n={}", v.get("n").cloned().unwrap_or_default()),
+                }
+            }
+            Ok(())
+        }
+        SequenceCommand::DecodeReversed { .. }
+        | SequenceCommand::Fence { .. }
+        | SequenceCommand::Adopt { .. } => anyhow::bail!(
+            "this command works on a store, not against a keysmith server; give --store URL \
+             (decode-reversed: use `keysmith decode`, which the server answers)"
+        ),
+    }
 }

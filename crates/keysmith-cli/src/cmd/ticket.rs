@@ -56,7 +56,10 @@ fn json_value(h: &Numbers, f: &Formatted) -> serde_json::Value {
 
 /// Runs a ticket command.
 pub async fn run(cmd: TicketCommand, global: &Global) -> anyhow::Result<()> {
-    let store = global.open().await?;
+    if let Some(client) = global.client()? {
+        return remote(cmd, &client, global.json).await;
+    }
+    let store = global.open_existing().await?;
     match cmd {
         TicketCommand::Take { name, ttl } => {
             let h = Numbers::open(store, &name).await?;
@@ -95,6 +98,59 @@ pub async fn run(cmd: TicketCommand, global: &Global) -> anyhow::Result<()> {
                 println!("{}", serde_json::json!({ "released": json_value(&h, &f) }));
             } else {
                 println!("{}", f.text);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A number as `ticket` prints it: a formatted number's text, else the integer.
+fn text_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A ticket command against a keysmith server: the same output.
+async fn remote(
+    cmd: TicketCommand,
+    client: &keysmith_client::Client,
+    json: bool,
+) -> anyhow::Result<()> {
+    match cmd {
+        TicketCommand::Take { name, ttl } => {
+            let t = client.take_ticket(&name, Some(ttl)).await?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "value": t.value,
+                        "ticket": t.ticket,
+                        "period": t.period,
+                        "n": t.n,
+                    })
+                );
+            } else {
+                println!("{} {}", text_of(&t.value), t.ticket);
+            }
+        }
+        TicketCommand::Commit { name, ticket } => {
+            let v = client.commit_ticket(&name, &ticket).await?;
+            let n = v.get("committed").cloned().unwrap_or_default();
+            if json {
+                println!("{}", serde_json::json!({ "committed": n }));
+            } else {
+                println!("{}", text_of(&n));
+            }
+        }
+        TicketCommand::Release { name, ticket } => {
+            let v = client.release_ticket(&name, &ticket).await?;
+            let n = v.get("released").cloned().unwrap_or_default();
+            if json {
+                println!("{}", serde_json::json!({ "released": n }));
+            } else {
+                println!("{}", text_of(&n));
             }
         }
     }

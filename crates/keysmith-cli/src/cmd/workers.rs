@@ -144,6 +144,9 @@ fn print_list(l: &WorkerList, max: i64, json: bool) -> anyhow::Result<()> {
 
 /// Runs a workers command.
 pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
+    if let Some(client) = global.client()? {
+        return remote(cmd, &client, global.json).await;
+    }
     // Check the input (and the lease key, but a listing signs nothing)
     // before touching the store.
     match cmd {
@@ -197,6 +200,61 @@ pub async fn run(cmd: WorkersCommand, global: &Global) -> anyhow::Result<()> {
                 max,
                 global.json,
             )
+        }
+    }
+}
+
+/// A workers command against a keysmith server: the same output. The
+/// server signs the leases with its own key.
+async fn remote(
+    cmd: WorkersCommand,
+    client: &keysmith_client::Client,
+    json: bool,
+) -> anyhow::Result<()> {
+    let held = |l: keysmith_client::WorkerLease| -> anyhow::Result<HeldWorker> {
+        let mut v = l.json;
+        v["lease"] = l.token.expose().into();
+        Ok(serde_json::from_value(v)?)
+    };
+    match cmd {
+        WorkersCommand::Lease { group, ttl_ms, max } => {
+            let ttl = ttl(ttl_ms)?;
+            let l = client
+                .lease_worker(&group, Some(ttl.as_millis() as u64), Some(max as u64))
+                .await?;
+            print(&held(l)?, json)
+        }
+        WorkersCommand::Renew {
+            group,
+            token,
+            ttl_ms,
+        } => {
+            let ttl = ttl_ms.map(ttl).transpose()?;
+            let token = keysmith_client::LeaseToken::from_text(token);
+            let l = client
+                .renew_worker(&group, &token, ttl.map(|t| t.as_millis() as u64))
+                .await?;
+            print(&held(l)?, json)
+        }
+        WorkersCommand::Release { group, token } => {
+            let token = keysmith_client::LeaseToken::from_text(token);
+            let v = client.release_worker(&group, &token).await?;
+            let released = v.get("released").and_then(serde_json::Value::as_bool) == Some(true);
+            if json {
+                println!("{}", serde_json::json!({ "released": released }));
+            } else if released {
+                println!("released");
+            } else {
+                println!(
+                    "not released: the lease was lost already (another holder leased the worker id)"
+                );
+            }
+            Ok(())
+        }
+        WorkersCommand::List { group, max } => {
+            let v = client.list_workers(&group).await?;
+            let list: WorkerList = serde_json::from_value(v)?;
+            print_list(&list, max, json)
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sequence::lease::LeaseKey;
 use crate::store::{MAX_WORKERS, Store, WorkerClaim, check_times};
@@ -25,7 +25,7 @@ pub const DEFAULT_GROUP_SIZE: i64 = 1024;
 
 /// A worker id held: what [`WorkerLeases::lease`] and
 /// [`WorkerLeases::renew`] return.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldWorker {
     /// The group.
     pub group: String,
@@ -284,7 +284,7 @@ impl WorkerLeases {
 
 /// One worker id of a group, as [`list_workers`] found it in the store. No
 /// lease token: the store keeps none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedWorker {
     /// The worker id.
     pub worker: i64,
@@ -312,7 +312,7 @@ pub struct ListedWorker {
 }
 
 /// The worker ids of a group: what [`list_workers`] returns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerList {
     /// The group.
     pub group: String,

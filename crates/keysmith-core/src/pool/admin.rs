@@ -5,7 +5,7 @@
 //! its spec turned into stored members on the way in ([`PoolSpec::stored`])
 //! and its rows and members turned into values on the way out.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::store::{PoolRow, PoolSpec, PoolStore, RateMarks};
 use crate::{Error, Result, closest_names, validate_name};
@@ -61,7 +61,7 @@ pub struct CreatedPool {
 }
 
 /// The state of a pool as [`describe`] sees it, in values.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolInfo {
     /// The row: name, start (its first value), size, generation, and the
     /// residue class (`increment` and `offset` in JSON) of a pool in one.

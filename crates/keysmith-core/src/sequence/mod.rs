@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::store::{
     CountsDelta, MARK_INTERVAL_MS, Put, Reservation, Residue, SequenceRow, SequenceStore, Store,
@@ -966,7 +966,9 @@ async fn follow_rate_with_failover_skip(store: &dyn SequenceStore, name: &str) {
 pub use crate::clock::now_ms;
 
 /// The row of a sequence as a caller sees it, for `show` and `list`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Deserializable too: the HTTP API's sequence objects (`keysmith-client`)
+/// read back into this type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SequenceInfo {
     /// The stored row.
     #[serde(flatten)]
@@ -988,7 +990,7 @@ pub struct SequenceInfo {
     /// values it handed out; see [`crate::store::Tombstone`]): the first
     /// value (for a bit-reversed sequence, the first counter) it starts
     /// at. `None` when it starts where asked.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_above_dropped: Option<i64>,
 }
 
@@ -1084,7 +1086,7 @@ impl std::fmt::Display for RangeWarning {
 
 /// How fast a sequence is used and where its values went, from the counts
 /// the store keeps (see [`SequenceCounts`](crate::store::SequenceCounts)).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SequenceUsage {
     /// Values ever reserved.
     pub reserved: i64,

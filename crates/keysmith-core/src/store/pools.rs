@@ -22,7 +22,7 @@
 //! values.
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Residue;
 use crate::{Error, Result};
@@ -248,7 +248,7 @@ fn check_size(size: i64) -> Result<()> {
 /// [`crate::pool::create`], [`crate::pool::list`], [`crate::pool::describe`]
 /// and [`crate::pool::ValuePool::row`] give it, the first value. The two
 /// differ only for a pool in a residue class.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolRow {
     /// The pool's name.
     pub name: String,

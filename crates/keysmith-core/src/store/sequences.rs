@@ -185,7 +185,7 @@ impl SequenceSpec {
 }
 
 /// A sequence as the store holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SequenceRow {
     /// The sequence's name.
     pub name: String,
