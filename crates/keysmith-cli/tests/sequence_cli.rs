@@ -267,9 +267,10 @@ fn adopt_a_table() {
         v.extend_from_slice(extra);
         v
     };
+    // No store yet: adopting without --create makes none.
     let (code, err) = db.fails(&args(&[]));
     assert_ne!(code, 0);
-    assert!(err.contains("does not exist"), "{err}");
+    assert!(err.contains("there is no store at"), "{err}");
     let out = db.ok(&args(&["--create", "--dry-run"]));
     assert!(out.contains("would create it starting at 42"), "{out}");
     assert!(
