@@ -8,7 +8,7 @@
 use std::sync::LazyLock;
 
 use keysmith::names::RowName;
-use keysmith::numbering::{
+use keysmith::numbers::{
     Alphabet, Encoding, KeySecret, MIN_OPAQUE_MAX, Opaque, OpaqueKey, OpaqueMap, Period, Template,
 };
 use keysmith::sequence::lease::{Lease, LeaseKey};
@@ -172,7 +172,7 @@ pub fn template_parse(data: &[u8]) {
     if let Ok(n) = template.parse_number(number) {
         let _ = template.format(&n);
     }
-    let n = keysmith::numbering::Number {
+    let n = keysmith::numbers::Number {
         period: period.map(|p| match p {
             Period::Day => 20261123,
             Period::Month => 202611,
@@ -192,7 +192,11 @@ static OPAQUE: LazyLock<OpaqueMap> = LazyLock::new(|| {
     let secret = KeySecret::from_bytes(*b"fuzzing secret!!");
     let opaque = Opaque {
         value_max: MIN_OPAQUE_MAX.max(1_000_000),
-        keys: vec![OpaqueKey::with_secret(1, 0, secret)],
+        // Two keys: a rotation at counter 1000.
+        keys: vec![
+            OpaqueKey::with_secret(0, 0, secret),
+            OpaqueKey::with_secret(1, 1000, KeySecret::from_bytes(*b"rotated secret!!")),
+        ],
     };
     OpaqueMap::new(&opaque).expect("a valid opaque setting")
 });
@@ -207,11 +211,20 @@ pub fn opaque_decode(data: &[u8]) {
     let v = i64::from_le_bytes(bytes);
     let map = &*OPAQUE;
     if let Ok(c) = map.counter_of(v) {
-        assert_eq!(map.value_of(c).expect("a counter it made"), v);
+        assert!((0..=map.counter_max()).contains(&c), "{v} -> counter {c}");
+        // A value of the newest key's slot is what `value_of` makes of it.
+        if (v - 1) / (map.value_max() / keysmith::numbers::KEY_SLOTS) == 1 {
+            assert_eq!(map.value_of(c).expect("a counter it made"), v);
+        }
     }
-    // And the other way for the input as a counter.
+    // And the other way for the input as a counter of the newest key
+    // (whose first counter is 1000).
     if let Ok(value) = map.value_of(v) {
-        assert_eq!(map.counter_of(value).expect("a value it made"), v);
+        if v >= 1000 {
+            assert_eq!(map.counter_of(value).expect("a value it made"), v);
+        } else {
+            assert!(map.counter_of(value).is_err(), "{v} is before the key's first counter");
+        }
     }
 }
 
