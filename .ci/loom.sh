@@ -5,6 +5,7 @@
 # build, and must not invalidate the normal one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+# Each test sets its preemption bound (2; 1 with three takers);
+# LOOM_MAX_PREEMPTIONS overrides them all.
 RUSTFLAGS="--cfg keysmith_loom" CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
   cargo test -p keysmith-core --lib --release loom -- --test-threads 1

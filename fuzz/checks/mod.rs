@@ -223,7 +223,10 @@ pub fn opaque_decode(data: &[u8]) {
         if v >= 1000 {
             assert_eq!(map.counter_of(value).expect("a value it made"), v);
         } else {
-            assert!(map.counter_of(value).is_err(), "{v} is before the key's first counter");
+            assert!(
+                map.counter_of(value).is_err(),
+                "{v} is before the key's first counter"
+            );
         }
     }
 }
