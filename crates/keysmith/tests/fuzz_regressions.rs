@@ -6,9 +6,12 @@
 #[path = "../../../fuzz/checks/mod.rs"]
 mod checks;
 
+/// A fuzz target's name and its check.
+type Target = (&'static str, fn(&[u8]));
+
 #[test]
 fn fuzz_regressions_replay() {
-    let targets: [(&str, fn(&[u8])); 6] = [
+    let targets: [Target; 6] = [
         ("row_name_parse", checks::row_name_parse),
         ("secret_keys_parse", checks::secret_keys_parse),
         ("shard_key_decode", checks::shard_key_decode),
