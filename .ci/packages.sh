@@ -53,7 +53,7 @@ timed() { # timed NAME FUNCTION: runs it, records its seconds
 # --- 1. crates ---------------------------------------------------------------
 publishable=(keysmith-core keysmith-sqlite keysmith-postgres keysmith-mysql keysmith-etcd
   keysmith keysmith-client keysmith-cli keysmith-server)
-unpublished=(keysmith-bench keysmith-testsupport)
+unpublished=(keysmith-bench keysmith-testsupport keysmith-model)
 
 crates() {
   log "cargo package (${publishable[*]})"

@@ -8,6 +8,9 @@
 use std::sync::LazyLock;
 
 use keysmith::names::RowName;
+use keysmith::numbers::{
+    Alphabet, Encoding, KeySecret, MIN_OPAQUE_MAX, Opaque, OpaqueKey, OpaqueMap, Period, Template,
+};
 use keysmith::sequence::lease::{Lease, LeaseKey};
 use keysmith::shard_key::{ShardKey, ShardKeyCodec, ShardKeySecret};
 
@@ -105,4 +108,151 @@ pub fn secret_keys_parse(data: &[u8]) {
             .expect("own string decodes"),
         key
     );
+}
+
+/// The encodings' decoder, check character included: any input gets a value
+/// or an error, never a panic; a decoded value encodes to a string that
+/// decodes to it again.
+///
+/// The first input byte picks the alphabet (base32 with its mod-37 check
+/// symbol, base62 with its Luhn mod 62 character), whether there is a
+/// prefix, and the maximum; the rest is the string.
+pub fn encoding_decode(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let alphabet = if mode & 1 == 0 {
+        Alphabet::Base32
+    } else {
+        Alphabet::Base62
+    };
+    let prefix = (mode & 2 != 0).then_some("ord_");
+    let Ok(mut encoding) = Encoding::new(alphabet, prefix) else {
+        return;
+    };
+    if mode & 4 != 0 {
+        encoding = encoding.with_max(999_999);
+    }
+    let text = String::from_utf8_lossy(rest);
+    let _ = encoding.looks_encoded(&text);
+    let Ok(v) = encoding.decode(&text) else {
+        return;
+    };
+    let again = encoding
+        .encode(v)
+        .unwrap_or_else(|e| panic!("{text:?} decodes to {v}, which does not encode: {e}"));
+    assert_eq!(
+        encoding.decode(&again).expect("own output decodes"),
+        v,
+        "{text:?}"
+    );
+}
+
+/// The number template parser and the parser of the numbers it formats:
+/// never a panic; a template that parses formats a number it reads back.
+///
+/// The first byte picks the period (none, day, month, year); the rest is
+/// the template, a newline, and a formatted number to read.
+pub fn template_parse(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let period = match mode % 4 {
+        0 => None,
+        1 => Some(Period::Day),
+        2 => Some(Period::Month),
+        _ => Some(Period::Year),
+    };
+    let text = String::from_utf8_lossy(rest);
+    let (source, number) = text.split_once('\n').unwrap_or((&text, ""));
+    let Ok(template) = Template::parse(source, period) else {
+        return;
+    };
+    let _ = template.as_str();
+    if let Ok(n) = template.parse_number(number) {
+        let _ = template.format(&n);
+    }
+    let n = keysmith::numbers::Number {
+        period: period.map(|p| match p {
+            Period::Day => 20261123,
+            Period::Month => 202611,
+            Period::Year => 2026,
+        }),
+        n: 42,
+    };
+    let formatted = template.format(&n);
+    assert_eq!(
+        template.parse_number(&formatted).ok(),
+        Some(n),
+        "{source:?} formats {n:?} as {formatted:?}, which does not read back"
+    );
+}
+
+static OPAQUE: LazyLock<OpaqueMap> = LazyLock::new(|| {
+    let secret = KeySecret::from_bytes(*b"fuzzing secret!!");
+    let opaque = Opaque {
+        value_max: MIN_OPAQUE_MAX.max(1_000_000),
+        // Two keys: a rotation at counter 1000.
+        keys: vec![
+            OpaqueKey::with_secret(0, 0, secret),
+            OpaqueKey::with_secret(1, 1000, KeySecret::from_bytes(*b"rotated secret!!")),
+        ],
+    };
+    OpaqueMap::new(&opaque).expect("a valid opaque setting")
+});
+
+/// Opaque decode (a value back to its counter): any value gets a counter or
+/// an error, never a panic, and a counter maps back to the same value.
+/// The input is read as a little-endian `i64`.
+pub fn opaque_decode(data: &[u8]) {
+    let mut bytes = [0u8; 8];
+    let n = data.len().min(8);
+    bytes[..n].copy_from_slice(&data[..n]);
+    let v = i64::from_le_bytes(bytes);
+    let map = &*OPAQUE;
+    if let Ok(c) = map.counter_of(v) {
+        assert!((0..=map.counter_max()).contains(&c), "{v} -> counter {c}");
+        // A value of the newest key's slot is what `value_of` makes of it.
+        if (v - 1) / (map.value_max() / keysmith::numbers::KEY_SLOTS) == 1 {
+            assert_eq!(map.value_of(c).expect("a counter it made"), v);
+        }
+    }
+    // And the other way for the input as a counter of the newest key
+    // (whose first counter is 1000).
+    if let Ok(value) = map.value_of(v) {
+        if v >= 1000 {
+            assert_eq!(map.counter_of(value).expect("a value it made"), v);
+        } else {
+            assert!(
+                map.counter_of(value).is_err(),
+                "{v} is before the key's first counter"
+            );
+        }
+    }
+}
+
+/// Replays every input in `fuzz/regressions/TARGET/` (crashes found by a
+/// fuzz run, kept) through `check`: an ordinary test of each target calls
+/// this. Returns how many it replayed.
+pub fn replay(target: &str, check: fn(&[u8])) -> usize {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions")
+        .join(target);
+    replay_dir(&dir, check)
+}
+
+/// [`replay`] of the inputs in `dir` (none if it does not exist).
+pub fn replay_dir(dir: &std::path::Path, check: fn(&[u8])) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries {
+        let path = entry.expect("a regression input").path();
+        let data = std::fs::read(&path).expect("a readable regression input");
+        eprintln!("replaying {}", path.display());
+        check(&data);
+        n += 1;
+    }
+    n
 }

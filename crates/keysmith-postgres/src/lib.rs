@@ -86,7 +86,7 @@ pub(crate) use tls::PgTls;
 pub const DEFAULT_SCHEMA: &str = "keysmith";
 
 /// The schema version this build of keysmith writes (`keysmith_meta`).
-pub const SCHEMA_VERSION: i32 = 11;
+pub const SCHEMA_VERSION: i32 = 12;
 
 const _: () = assert!(MIGRATIONS.len() == SCHEMA_VERSION as usize);
 

@@ -592,4 +592,27 @@ pub(super) const MIGRATIONS: &[&str] = &[
     END
     $fn$;
     "#,
+    // 12: the fence raises a row's version by 2^32 (`FENCE_VERSION_STEP`,
+    // `SequenceRow::fence`), not by one: the fenced version is then above
+    // every version the writes this copy lost can have reached, so a put
+    // planned on a lost write (a hand-back after a failover) conflicts. The
+    // body is the first `fence`'s otherwise.
+    r#"
+    CREATE OR REPLACE FUNCTION {s}.fence(seq text, g text) RETURNS bigint
+    LANGUAGE plpgsql AS $fn$
+    DECLARE
+        skipped bigint;
+    BEGIN
+        UPDATE {s}.sequences
+        SET last_start = next,
+            next = next + LEAST(failover_skip, max_value + 1 - next),
+            failover_skipped = failover_skipped + LEAST(failover_skip, max_value + 1 - next),
+            generation = g,
+            version = version + 4294967296
+        WHERE name = seq AND generation IS NOT NULL AND generation <> g
+        RETURNING next - last_start INTO skipped;
+        RETURN COALESCE(skipped, 0);
+    END
+    $fn$;
+    "#,
 ];

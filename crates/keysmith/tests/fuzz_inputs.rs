@@ -90,4 +90,29 @@ proptest! {
     fn secret_keys_parse_on_secret_file_like_text(s in secret_file_like()) {
         checks::secret_keys_parse(s.as_bytes());
     }
+
+    #[test]
+    fn encoding_decode_on_random_bytes(data in proptest::collection::vec(any::<u8>(), 0..40)) {
+        checks::encoding_decode(&data);
+    }
+
+    #[test]
+    fn encoding_decode_on_encoding_like_text(mode in any::<u8>(), s in "(ord_)?[0-9A-Za-z*~$=]{0,16}") {
+        let mut data = vec![mode];
+        data.extend(s.as_bytes());
+        checks::encoding_decode(&data);
+    }
+
+    #[test]
+    fn template_parse_on_template_like_text(mode in any::<u8>(), s in "[ -~]{0,4}(\\{[a-z]{0,6}(:[0-9]{0,2})?\\}[ -~]{0,3}){0,3}\n[ -~]{0,16}") {
+        let mut data = vec![mode];
+        data.extend(s.as_bytes());
+        checks::template_parse(&data);
+    }
+
+    #[test]
+    fn opaque_decode_on_random_values(v in any::<i64>(), small in 0i64..2_000_000) {
+        checks::opaque_decode(&v.to_le_bytes());
+        checks::opaque_decode(&small.to_le_bytes());
+    }
 }

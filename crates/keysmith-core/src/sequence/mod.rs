@@ -38,6 +38,7 @@ mod numbered;
 mod source;
 mod strategy;
 mod strict;
+mod sync;
 
 pub use admin::{
     AlterSpec, alter, create, create_in_class, create_leader, create_or_get, describe, list,

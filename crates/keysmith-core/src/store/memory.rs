@@ -765,3 +765,42 @@ impl Store for MemoryStore {
         self.with(|s| Ok(s.generation()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the store protocol model (`crates/keysmith-model`): two
+    /// handles reserve, the store fails over to a replica that missed both
+    /// reservations, and the first handle closes. Its hand-back is a put on
+    /// the version its lost reservation left; the fence of that same call
+    /// must make it conflict, even though the fenced row's version (the
+    /// replica's plus one) is the lost reservation's.
+    #[tokio::test]
+    async fn a_hand_back_planned_on_a_lost_write_conflicts_after_a_failover() {
+        let store = MemoryStore::new();
+        let spec = SequenceSpec {
+            block: 2,
+            failover_skip: Some(100),
+            ..SequenceSpec::new("s")
+        };
+        store.create_sequence(&spec).await.unwrap();
+        let replica = store.snapshot();
+        let a = store.reserve_locked_in("s", 2, 1).await.unwrap();
+        let b = store.reserve_locked_in("s", 2, 1).await.unwrap();
+        assert_eq!(a.end, b.start);
+        // Failover: the replica, a new generation; `a` handed out 0 and
+        // hands back the rest, `b` handed out 2.
+        store.restore(&replica, false);
+        match store
+            .put_if_version("s", a.start + 1, a.version)
+            .await
+            .unwrap()
+        {
+            Put::Conflict(row) => assert_eq!(row.next, a.start + 100, "fenced"),
+            Put::Done(row) => panic!("a put planned on a lost write was applied: {row:?}"),
+        }
+        let c = store.reserve_locked_in("s", 2, 1).await.unwrap();
+        assert!(c.start >= b.end, "{c:?} hands out values of {b:?} again");
+    }
+}

@@ -65,9 +65,10 @@ pub use sequences::check_count;
 pub use sequences::check_failover_skip;
 pub use sequences::{
     Alteration, AtomicReserve, CountsDelta, DEFAULT_BLOCK, DEFAULT_START,
-    FAILOVER_LAG_ALLOWANCE_SECS, FAILOVER_SKIP_FLOOR, JS_SAFE_MAX, MARK_INTERVAL_MS,
-    MAX_RESERVATION, Put, RateMark, RateMarks, Reservation, SequenceCounts, SequenceRow,
-    SequenceSpec, SequenceStore, auto_failover_skip, check_reservation_life, js_safe_max,
+    FAILOVER_LAG_ALLOWANCE_SECS, FAILOVER_SKIP_FLOOR, FENCE_VERSION_STEP, JS_SAFE_MAX,
+    MARK_INTERVAL_MS, MAX_RESERVATION, Put, RateMark, RateMarks, Reservation, SequenceCounts,
+    SequenceRow, SequenceSpec, SequenceStore, auto_failover_skip, check_reservation_life,
+    js_safe_max,
 };
 #[doc(hidden)]
 pub use tombstones::{POOL_KIND, SEQUENCE_KIND};
@@ -206,7 +207,7 @@ mod tests {
         let r = row(5, 100_000);
         assert_eq!(r.fence("g1"), None, "same generation: nothing");
         let f = r.fence("g2").unwrap();
-        assert_eq!((f.next, f.version), (1005, 8));
+        assert_eq!((f.next, f.version), (1005, 7 + FENCE_VERSION_STEP));
         assert_eq!(f.generation.as_deref(), Some("g2"));
         assert_eq!(f.failover_skipped, 1000);
         assert_eq!(f.fence("g2"), None, "fenced rows are current");

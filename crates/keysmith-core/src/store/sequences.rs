@@ -224,6 +224,15 @@ pub struct SequenceRow {
     pub failover_skipped: i64,
 }
 
+/// How far [`SequenceRow::fence`] raises a row's version: above every
+/// version the writes a store copy lost can have reached (fewer than 2^32
+/// of them), so that no conditional write planned on a lost write matches
+/// the fenced row. Without it the fenced version (the old one plus one) is
+/// the version the first lost write left, and a handle that reserved in it
+/// hands its block's rest back into the new generation (found by the model
+/// in `crates/keysmith-model`). PostgreSQL's SQL `fence` raises by the same.
+pub const FENCE_VERSION_STEP: u64 = 1 << 32;
+
 impl SequenceRow {
     /// The row `create_sequence` writes for `spec` in store generation
     /// `generation` for a name never dropped: `next = start`, version and
@@ -265,9 +274,12 @@ impl SequenceRow {
     /// restore): the fenced row, which every backend writes before anything
     /// else in the same transaction, has `next` moved forward by
     /// [`Self::failover_skip`] (clamped at `max + 1`), the new generation,
-    /// the version bumped and the skip added to [`Self::failover_skipped`].
-    /// A conditional put that was planned on the old row then conflicts, and
-    /// its caller plans again from the fenced row.
+    /// the version raised by [`FENCE_VERSION_STEP`] and the skip added to
+    /// [`Self::failover_skipped`]. A conditional put that was planned on the
+    /// old row then conflicts, and its caller plans again from the fenced
+    /// row: also a put planned on a write this copy lost (a hand-back of a
+    /// block reserved just before a failover), whose version is above the
+    /// old row's but far below the fenced one's.
     pub fn fence(&self, current: &str) -> Option<SequenceRow> {
         let old = self.generation.as_deref()?;
         if old == current {
@@ -276,7 +288,7 @@ impl SequenceRow {
         let skip = self.failover_skip.clamp(0, self.remaining().max(0));
         Some(SequenceRow {
             next: self.next + skip,
-            version: self.version + 1,
+            version: self.version.saturating_add(FENCE_VERSION_STEP),
             generation: Some(current.to_owned()),
             failover_skipped: self.failover_skipped.saturating_add(skip),
             ..self.clone()
