@@ -331,11 +331,15 @@ impl<H: Handle> Handles<H> {
         }
         let gone: Vec<_> = {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-            names
-                .into_iter()
-                .filter(|n| map.get(n).is_some_and(idle))
-                .filter_map(|n| map.remove_entry(&n))
-                .collect()
+            let mut gone = Vec::with_capacity(names.len());
+            for n in names {
+                if map.get(&n).is_some_and(idle)
+                    && let Some(kv) = map.remove_entry(&n)
+                {
+                    gone.push(kv);
+                }
+            }
+            gone
         };
         for (n, e) in &gone {
             tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a handle idle for {} ms", idle_ms);
