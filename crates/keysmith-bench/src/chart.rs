@@ -240,7 +240,7 @@ pub fn names_svg(rows: &[super::names::Row]) -> anyhow::Result<String> {
                     stroke_width: if si == 0 { 2 } else { 1 },
                 };
                 chart
-                    .draw_series(LineSeries::new(points.clone(), style))
+                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
                     .map_err(err)?
                     .label(format!(
                         "{label}, {}",

@@ -76,7 +76,7 @@ pub enum BenchCommand {
         #[arg(long)]
         large: bool,
         /// Stores (comma-separated); postgres starts a throwaway PostgreSQL.
-        #[arg(long = "stores", value_delimiter = ',', default_values_t = [crate::names::StoreKind::Sqlite, crate::names::StoreKind::Postgres])]
+        #[arg(long = "stores", value_delimiter = ',', default_values = ["sqlite", "postgres"])]
         stores: Vec<crate::names::StoreKind>,
         /// The keysmith binary (a release build); default: the one beside
         /// keysmith-bench.
