@@ -15,8 +15,10 @@ use keysmith::{AnySequence, Error, HINT_CANDIDATES, Result, sequence::Sequence};
 
 mod pass_through;
 
-/// How many sequences the store holds before the calls are counted.
+/// How many sequences the store holds before the calls are counted: more
+/// than a hint reads.
 const NAMES: usize = 2_000;
+const _: () = assert!(HINT_CANDIDATES < NAMES);
 
 /// A real store, with the sequence calls that could read every name
 /// counted.
@@ -202,10 +204,6 @@ async fn a_miss_among_many_names_reads_a_bounded_neighbourhood_for_its_hint() {
     assert_eq!(store.lists.load(SeqCst), 0, "a miss listed every name");
     assert_eq!(store.near.load(SeqCst), 2, "one bounded look-up per miss");
     assert_eq!(store.near_limit.load(SeqCst), HINT_CANDIDATES as u64);
-    assert!(
-        HINT_CANDIDATES < NAMES,
-        "the store holds more names than a hint reads"
-    );
     store.reset();
     // The listing itself still lists (it is asked to).
     assert_eq!(
