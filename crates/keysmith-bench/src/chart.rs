@@ -184,3 +184,82 @@ pub fn latency_svg(r: &Report) -> anyhow::Result<Option<String>> {
 fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing the chart: {e}")
 }
+
+/// `keysmith-bench names`: per store, the create rate, the first-use rate
+/// (each against the same store's run with the fewest names) and the hot
+/// sequence's `next` (against the server with one name), over the name
+/// count on a log scale. Flat at 1.0 is the goal.
+pub fn names_svg(rows: &[super::names::Row]) -> anyhow::Result<String> {
+    use super::names::StoreKind;
+    let max_n = rows.iter().map(|r| r.names).max().unwrap_or(10).max(10) as f64;
+    let min_n = rows.iter().map(|r| r.names).min().unwrap_or(1).max(1) as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "rate with N names / rate with the fewest names (hot next: / one name); 1.0 is flat",
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(50)
+            .build_cartesian_2d((min_n / 2.0..max_n * 2.0).log_scale(), 0f64..1.6f64)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("names")
+            .x_label_formatter(&|x| human(*x))
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        let stores = [StoreKind::Sqlite, StoreKind::Postgres];
+        type Measure = fn(&super::names::Row, &super::names::Row) -> f64;
+        let measures: [(&str, Measure); 3] = [
+            ("creates", |r, l| r.create_per_sec / l.create_per_sec),
+            ("first uses", |r, l| {
+                r.first_use_per_sec / l.first_use_per_sec
+            }),
+            ("hot next", |r, _| r.hot_per_sec / r.hot_one_name_per_sec),
+        ];
+        let colors = [DURABLE, NOT_DURABLE, RGBColor(44, 160, 44)];
+        for (si, store) in stores.iter().enumerate() {
+            let mut of: Vec<&super::names::Row> =
+                rows.iter().filter(|r| r.store == *store).collect();
+            of.sort_by_key(|r| r.names);
+            let Some(least) = of.first().copied() else {
+                continue;
+            };
+            for (mi, (label, f)) in measures.iter().enumerate() {
+                let points: Vec<(f64, f64)> =
+                    of.iter().map(|r| (r.names as f64, f(r, least))).collect();
+                let style = ShapeStyle {
+                    color: colors[mi].to_rgba(),
+                    filled: si == 0,
+                    stroke_width: if si == 0 { 2 } else { 1 },
+                };
+                chart
+                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
+                    .map_err(err)?
+                    .label(format!(
+                        "{label}, {}",
+                        if si == 0 { "SQLite" } else { "PostgreSQL" }
+                    ))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart
+                    .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
+                    .map_err(err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerLeft)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}

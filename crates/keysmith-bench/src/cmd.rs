@@ -62,6 +62,39 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_values_t = [1, 2])]
         threads: Vec<usize>,
     },
+    /// Many sequences on one release `keysmith serve` (issue 50): creates N
+    /// over HTTP, uses each once, and prints the create rate, the
+    /// first-use rate, the hot sequence's next against a server with one
+    /// name (alternating slices), the cost of a 404 against the same, and
+    /// RSS before, at peak and after idle eviction. A Markdown table; with
+    /// --out also names.md, names.json and names.svg there.
+    Names {
+        /// Name counts, each on fresh stores (comma-separated).
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000, 10_000])]
+        count: Vec<usize>,
+        /// Adds a run with 1 000 000 names.
+        #[arg(long)]
+        large: bool,
+        /// Stores (comma-separated); postgres starts a throwaway PostgreSQL.
+        #[arg(long = "stores", value_delimiter = ',', default_values = ["sqlite", "postgres"])]
+        stores: Vec<crate::names::StoreKind>,
+        /// The keysmith binary (a release build); default: the one beside
+        /// keysmith-bench.
+        #[arg(long, value_name = "PATH")]
+        keysmith: Option<PathBuf>,
+        /// Seconds of hot next per server.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// The servers' --handle-idle-secs.
+        #[arg(long, default_value_t = 2)]
+        idle_secs: u64,
+        /// 404s per server.
+        #[arg(long, default_value_t = 3_000)]
+        misses: usize,
+        /// Directory for names.md, names.json and names.svg.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Latency of POST next (count=1) at a fixed request rate beside GET
     /// /livez at the same rate, in alternating rows, on an in-process server
     /// over a fresh SQLite file: a sequence that refills during the run, one
@@ -295,6 +328,44 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 print!("{}", limit::markdown(&report));
+            }
+            Ok(())
+        }
+        BenchCommand::Names {
+            mut count,
+            large,
+            stores,
+            keysmith,
+            seconds,
+            idle_secs,
+            misses,
+            out,
+        } => {
+            if large {
+                count.push(1_000_000);
+            }
+            let keysmith =
+                crate::partitions::keysmith_binary(keysmith).map_err(|e| anyhow::anyhow!(e))?;
+            let rows = crate::names::run(&crate::names::Options {
+                counts: count,
+                stores,
+                keysmith,
+                seconds,
+                idle_secs,
+                misses,
+            })
+            .await?;
+            let table = crate::names::markdown(&rows);
+            if global.json {
+                println!("{}", serde_json::to_string(&rows)?);
+            } else {
+                print!("{table}");
+            }
+            if let Some(dir) = out {
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("names.md"), &table)?;
+                std::fs::write(dir.join("names.json"), serde_json::to_string_pretty(&rows)?)?;
+                std::fs::write(dir.join("names.svg"), crate::chart::names_svg(&rows)?)?;
             }
             Ok(())
         }

@@ -18,6 +18,7 @@ mod http;
 mod latency;
 mod leader;
 mod limit;
+mod names;
 mod partitions;
 mod rate;
 mod redis;

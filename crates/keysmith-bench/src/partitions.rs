@@ -36,7 +36,7 @@ pub fn seconds(s: &str) -> Result<f64, String> {
 /// The `keysmith` binary whose `create` and `serve` the scenario runs:
 /// `given`, else `keysmith` beside this binary. `Err` says why there is none
 /// that runs.
-fn keysmith_binary(given: Option<PathBuf>) -> Result<PathBuf, String> {
+pub(crate) fn keysmith_binary(given: Option<PathBuf>) -> Result<PathBuf, String> {
     let path = match given {
         Some(p) => p,
         None => std::env::current_exe()

@@ -278,7 +278,12 @@ impl fmt::Display for Suggest<'_> {
     }
 }
 
-/// Existing names that look like `wanted`, closest first, at most three.
+/// How many existing names a "did you mean" hint scores at most: those next
+/// to the missing name in name order
+/// ([`crate::store::SequenceStore::sequence_names_near`]), so that a miss
+/// costs the same with ten names as with a million.
+pub const HINT_CANDIDATES: usize = 256;
+
 /// An error and the errors it wraps, in one line (a TLS failure is often
 /// only visible deep in the chain), each text once.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
@@ -295,6 +300,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Existing names that look like `wanted`, closest first, at most three.
 pub(crate) fn closest_names<'a>(
     wanted: &str,
     existing: impl IntoIterator<Item = &'a str>,

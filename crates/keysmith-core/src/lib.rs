@@ -79,5 +79,5 @@ pub mod verify;
 pub use any_sequence::{AnySequence, Values};
 pub use backoff::DEFAULT_RETRY_BUDGET;
 pub(crate) use error::closest_names;
-pub use error::{Error, FenceAdvice, Result};
+pub use error::{Error, FenceAdvice, HINT_CANDIDATES, Result};
 pub use name::{MAX_NAME_BYTES, validate_name};

@@ -745,6 +745,10 @@ impl PoolStore for EtcdStore {
         self.marks_of(name, first_kv(&ops, 1)?.as_ref())
     }
 
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near("pools/", "pool", name, limit).await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         let prefix = format!("{}pools/", self.prefix);
         let resp = self

@@ -819,6 +819,10 @@ impl SequenceStore for EtcdStore {
         Ok(rows)
     }
 
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near("seq/", "sequence", name, limit).await
+    }
+
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         // Compare-and-swap on the counts key alone: reservations go on.
         for _ in 0..COUNTS_ATTEMPTS {
@@ -984,6 +988,76 @@ impl AtomicReserve for EtcdStore {
 }
 
 impl EtcdStore {
+    /// `sequence_names_near` and `pool_names_near`: the names of the keys
+    /// under `under` (which ends in '/') next to `name`, in one transaction
+    /// of two bounded, sorted range reads; `kind` names them in messages.
+    pub(crate) async fn names_near(
+        &self,
+        under: &str,
+        kind: &str,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        use etcd_client::{SortOrder, SortTarget};
+        // etcd reads "no limit" in a limit of 0: a side that wants none
+        // is not asked.
+        let (before, after) = (limit / 2, limit - limit / 2);
+        let seq = format!("{}{under}", self.prefix);
+        // Just past every key under `seq` (its last byte, '/', plus one).
+        let end = format!("{}{}0", self.prefix, under.trim_end_matches('/'));
+        let key = format!("{seq}{name}");
+        let side = |from: &str, to: &str, n: usize, order: SortOrder| {
+            TxnOp::get(
+                from.to_owned(),
+                Some(
+                    GetOptions::new()
+                        .with_range(to.to_owned())
+                        .with_keys_only()
+                        .with_sort(SortTarget::Key, order)
+                        .with_limit(i64::try_from(n).unwrap_or(i64::MAX)),
+                ),
+            )
+        };
+        let mut ops = Vec::new();
+        if before > 0 {
+            ops.push(side(&seq, &key, before, SortOrder::Descend));
+        }
+        if after > 0 {
+            ops.push(side(&key, &end, after, SortOrder::Ascend));
+        }
+        if ops.is_empty() {
+            return Ok(Vec::new());
+        }
+        let resp = self
+            .txn("read the names near a name", Txn::new().and_then(ops))
+            .await?;
+        let ops = resp.op_responses();
+        let name_of = |kv: &KeyValue| {
+            std::str::from_utf8(&kv.key()[seq.len()..])
+                .map(str::to_owned)
+                .map_err(|_| {
+                    Error::Corrupt(format!(
+                        "etcd key {:?} is not a keysmith {kind} name",
+                        String::from_utf8_lossy(kv.key())
+                    ))
+                })
+        };
+        let mut out = Vec::with_capacity(limit);
+        let mut i = 0;
+        if before > 0 {
+            for kv in kvs(&ops, i)?.iter().rev() {
+                out.push(name_of(kv)?);
+            }
+            i += 1;
+        }
+        if after > 0 {
+            for kv in &kvs(&ops, i)? {
+                out.push(name_of(kv)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// [`AtomicReserve::reserve_one_step`]: one transaction that compares the
     /// row's version and its `next` key's mod revision, planned from the
     /// row this store last wrote ([`RowHint::Row`]), or read fresh when it

@@ -464,6 +464,10 @@ impl PoolStore for MysqlStore {
         .await
     }
 
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near("keysmith_pools", name, limit).await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         with_conn(self, async |c| {
             let rows: Vec<Row> = c

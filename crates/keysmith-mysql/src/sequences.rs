@@ -318,6 +318,10 @@ impl SequenceStore for MysqlStore {
         .await
     }
 
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near("keysmith_sequences", name, limit).await
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
@@ -379,6 +383,45 @@ const CCOLS_C: &str = "c.handed_back, c.handed_out, c.abandoned, c.skipped, \
     c.mark_at, c.mark_reserved, c.prev_at, c.prev_reserved";
 
 impl MysqlStore {
+    /// `sequence_names_near` and `pool_names_near` over `table`'s primary
+    /// key: two index range reads.
+    pub(crate) async fn names_near(
+        &self,
+        table: &str,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let before = u64::try_from(limit / 2).unwrap_or(u64::MAX);
+        let after = u64::try_from(limit - limit / 2).unwrap_or(u64::MAX);
+        with_conn(self, async |c| {
+            let bad = |e: mysql_async::Error| self.my(&e);
+            let names = |rows: Vec<Row>| {
+                rows.iter()
+                    .map(|r| self.col::<String>(r, 0))
+                    .collect::<Result<Vec<_>>>()
+            };
+            let mut out = names(
+                c.exec(
+                    format!("SELECT name FROM {table} WHERE name < ? ORDER BY name DESC LIMIT ?"),
+                    (name, before),
+                )
+                .await
+                .map_err(bad)?,
+            )?;
+            out.reverse();
+            out.extend(names(
+                c.exec(
+                    format!("SELECT name FROM {table} WHERE name >= ? ORDER BY name LIMIT ?"),
+                    (name, after),
+                )
+                .await
+                .map_err(bad)?,
+            )?);
+            Ok(out)
+        })
+        .await
+    }
+
     /// The counts in the eight columns from `at` (NULL counts are zero: a
     /// sequence never recorded).
     fn counts_from(&self, r: &Row, at: usize) -> Result<SequenceCounts> {

@@ -407,6 +407,12 @@ struct Sql {
     write_next: String,
     reserve_atomic: String,
     list: String,
+    /// `sequence_names_near`: the closest names before `$1`, then from it on.
+    near_before: String,
+    near_after: String,
+    /// `pool_names_near`: the same over pools.
+    pool_near_before: String,
+    pool_near_after: String,
     drop: String,
     pool_create: String,
     pool_read: String,
@@ -446,6 +452,18 @@ impl Sql {
                                             incarnation)
                  VALUES ($1, $2, $2, $3, $4, $7, {s}.store_generation(), $5, $6, $7)
                  RETURNING {COLS}"
+            ),
+            near_before: format!(
+                "SELECT name FROM {s}.sequences WHERE name < $1 ORDER BY name DESC LIMIT $2"
+            ),
+            near_after: format!(
+                "SELECT name FROM {s}.sequences WHERE name >= $1 ORDER BY name LIMIT $2"
+            ),
+            pool_near_before: format!(
+                "SELECT name FROM {s}.pools WHERE name < $1 ORDER BY name DESC LIMIT $2"
+            ),
+            pool_near_after: format!(
+                "SELECT name FROM {s}.pools WHERE name >= $1 ORDER BY name LIMIT $2"
             ),
             read: format!("SELECT {COLS} FROM {s}.sequences WHERE name = $1"),
             // One round trip. `upd` writes when the version matches. When it

@@ -354,6 +354,16 @@ impl PoolStore for PostgresStore {
         .await
     }
 
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near(
+            &self.sql.pool_near_before,
+            &self.sql.pool_near_after,
+            name,
+            limit,
+        )
+        .await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         with_conn(self, async |c| {
             let rows = c

@@ -240,6 +240,11 @@ impl SequenceStore for PostgresStore {
         .await
     }
 
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.names_near(&self.sql.near_before, &self.sql.near_after, name, limit)
+            .await
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let s = quote_ident(&self.schema);
         with_conn(self, async |c| {
@@ -408,5 +413,35 @@ fn counts_from(r: &tokio_postgres::Row, at: usize) -> SequenceCounts {
         skipped: n(3),
         mark: mark(4),
         prev_mark: mark(6),
+    }
+}
+
+impl PostgresStore {
+    /// `sequence_names_near` and `pool_names_near`: the statements
+    /// `before_sql` and `after_sql` (name, limit), two index range reads.
+    pub(crate) async fn names_near(
+        &self,
+        before_sql: &str,
+        after_sql: &str,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let before = i64::try_from(limit / 2).unwrap_or(i64::MAX);
+        let after = i64::try_from(limit - limit / 2).unwrap_or(i64::MAX);
+        with_conn(self, async |c| {
+            let bad = |e: tokio_postgres::Error| self.pg(&e);
+            let names = |rows: Vec<tokio_postgres::Row>| {
+                rows.iter()
+                    .map(|r| r.try_get::<_, String>(0).map_err(bad))
+                    .collect::<Result<Vec<_>>>()
+            };
+            let mut out = names(c.query(before_sql, &[&name, &before]).await.map_err(bad)?)?;
+            out.reverse();
+            out.extend(names(
+                c.query(after_sql, &[&name, &after]).await.map_err(bad)?,
+            )?);
+            Ok(out)
+        })
+        .await
     }
 }

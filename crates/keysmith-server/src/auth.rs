@@ -810,13 +810,17 @@ async fn snapshot_now(
     };
     let store = &*state.shared().store;
     match kind {
-        ObjectKind::Sequence => keysmith::sequence::show(store, name)
+        // Not `show`: a missing name (every create's before) needs no
+        // "did you mean".
+        ObjectKind::Sequence => keysmith::sequence::show_if_exists(store, name)
             .await
             .ok()
+            .flatten()
             .and_then(|i| serde_json::to_value(i).ok()),
-        ObjectKind::Pool => keysmith::pool::describe(store, name)
+        ObjectKind::Pool => keysmith::pool::describe_if_exists(store, name)
             .await
             .ok()
+            .flatten()
             .and_then(|i| serde_json::to_value(i).ok()),
         _ => None,
     }

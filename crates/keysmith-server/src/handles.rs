@@ -257,28 +257,31 @@ impl<H: Handle> Handles<H> {
         let (entry, loser, pushed_out) = {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
             if self.closing.load(Relaxed) {
-                (None, Some(fresh), None)
+                (None, Some(fresh), Vec::new())
             } else if let Some(e) = map.get(name) {
                 self.touch(e);
-                (Some(e.clone()), Some(fresh), None)
+                (Some(e.clone()), Some(fresh), Vec::new())
             } else {
-                let pushed_out = if map.len() >= self.limits.max_open {
-                    least_recently_used(&map).and_then(|n| map.remove_entry(&n))
+                let pushed_out: Vec<_> = if map.len() >= self.limits.max_open {
+                    least_recently_used(&map, eviction_batch(self.limits.max_open))
+                        .into_iter()
+                        .filter_map(|n| map.remove_entry(&n))
+                        .collect()
                 } else {
-                    None
+                    Vec::new()
                 };
                 if map.len() >= self.limits.max_open {
                     full = true;
-                    (None, Some(fresh), None)
+                    (None, Some(fresh), pushed_out)
                 } else {
                     map.insert(name.to_owned(), fresh.clone());
                     (Some(fresh), None, pushed_out)
                 }
             }
         };
-        if let Some((n, e)) = pushed_out {
-            tracing::debug!(kind = self.kind.as_str(), name = %n, "closing the least recently used handle to open another");
-            self.close_entry(&n, &e, metrics).await;
+        for (n, e) in &pushed_out {
+            tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a least recently used handle to open another");
+            self.close_entry(n, e, metrics).await;
         }
         if let Some(l) = loser {
             // Beside a winner its series are the winner's (same labels): kept.
@@ -309,20 +312,34 @@ impl<H: Handle> Handles<H> {
     pub(crate) async fn close_idle(&self, metrics: &Metrics) -> usize {
         let idle_ms = u64::try_from(self.limits.idle.as_millis()).unwrap_or(u64::MAX);
         let now = self.now_ms();
+        let idle = |e: &Arc<Entry<H>>| {
+            Arc::strong_count(e) == 1 && now.saturating_sub(e.last_used.load(Relaxed)) >= idle_ms
+        };
+        // Found under the read lock (requests go on), taken out under the
+        // write lock only if still idle: the write lock is held for the
+        // idle handles, not for every open one.
+        let names: Vec<String> = self
+            .map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, e)| idle(e))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if names.is_empty() {
+            return 0;
+        }
         let gone: Vec<_> = {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
-            let names: Vec<String> = map
-                .iter()
-                .filter(|(_, e)| {
-                    Arc::strong_count(e) == 1
-                        && now.saturating_sub(e.last_used.load(Relaxed)) >= idle_ms
-                })
-                .map(|(n, _)| n.clone())
-                .collect();
-            names
-                .into_iter()
-                .filter_map(|n| map.remove_entry(&n))
-                .collect()
+            let mut gone = Vec::with_capacity(names.len());
+            for n in names {
+                if map.get(&n).is_some_and(idle)
+                    && let Some(kv) = map.remove_entry(&n)
+                {
+                    gone.push(kv);
+                }
+            }
+            gone
         };
         for (n, e) in &gone {
             tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a handle idle for {} ms", idle_ms);
@@ -371,9 +388,10 @@ impl<H: Handle> Handles<H> {
         v
     }
 
-    /// Takes a rate sample of every handle.
+    /// Takes a rate sample of every handle (under the read lock: no copy
+    /// of the map, no sort).
     pub(crate) fn sample_all(&self, now: Instant) {
-        for (_, e) in self.snapshot() {
+        for e in self.map.read().unwrap_or_else(|p| p.into_inner()).values() {
             e.sample(now);
         }
     }
@@ -393,25 +411,40 @@ impl<H: Handle> Handles<H> {
     }
 }
 
-/// The handle to close to open another: of the principals holding handles
-/// no request holds, the one that opened the most handles (so that one
-/// principal's many names push out its own handles, not another's), and of
-/// its idle handles the one used longest ago; `None` when every handle is
-/// in use.
-fn least_recently_used<H>(map: &HashMap<String, Arc<Entry<H>>>) -> Option<String> {
+/// How many handles one open at the cap closes: a 64th of the cap (at
+/// least one), so that the scan that picks them ([`least_recently_used`],
+/// O(open handles)) runs once per that many opens, and an open at the cap
+/// costs O(64) map work on average, whatever the cap.
+fn eviction_batch(max_open: usize) -> usize {
+    (max_open / 64).max(1)
+}
+
+/// The (at most `k`) handles to close to open another: of the principals
+/// holding handles no request holds, the one that opened the most handles
+/// first (so that one principal's many names push out its own handles, not
+/// another's), and of its idle handles the ones used longest ago; none when
+/// every handle is in use. One pass over the map and a partial sort.
+fn least_recently_used<H>(map: &HashMap<String, Arc<Entry<H>>>, k: usize) -> Vec<String> {
     let mut held: HashMap<&str, usize> = HashMap::new();
     for e in map.values() {
         *held.entry(e.owner.as_str()).or_default() += 1;
     }
-    map.iter()
+    let mut idle: Vec<_> = map
+        .iter()
         .filter(|(_, e)| Arc::strong_count(e) == 1)
-        .min_by_key(|(_, e)| {
-            (
+        .map(|(n, e)| {
+            let key = (
                 std::cmp::Reverse(held.get(e.owner.as_str()).copied().unwrap_or(0)),
                 e.last_use.load(Relaxed),
-            )
+            );
+            (key, n)
         })
-        .map(|(n, _)| n.clone())
+        .collect();
+    if k < idle.len() {
+        idle.select_nth_unstable_by_key(k, |(key, _)| *key);
+        idle.truncate(k);
+    }
+    idle.into_iter().map(|(_, n)| n.clone()).collect()
 }
 
 #[cfg(test)]
@@ -476,6 +509,35 @@ mod tests {
         assert_eq!(handles.len(), 1);
         assert!(handles.get("a").is_none());
         assert!(Arc::ptr_eq(&handles.get("b").unwrap(), &b));
+    }
+
+    /// An open at the cap closes a batch of the least recently used idle
+    /// handles ([`eviction_batch`]), so the next opens find room without
+    /// another scan; a handle in use is never among them.
+    #[tokio::test]
+    async fn an_open_at_the_cap_closes_the_least_recently_used_batch() {
+        let names: Vec<String> = (0..129).map(|i| format!("p{i:03}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let store = pools(&refs).await;
+        let metrics = Metrics::new(1000);
+        let handles = Handles::new(
+            ObjectKind::Pool,
+            HandleLimits {
+                max_open: 128,
+                idle: Duration::from_secs(3600),
+            },
+        );
+        assert_eq!(eviction_batch(128), 2);
+        let held = open(&handles, &store, &metrics, "p000").await.unwrap();
+        for n in &names[1..128] {
+            drop(open(&handles, &store, &metrics, n).await.unwrap());
+        }
+        assert_eq!(handles.len(), 128);
+        drop(open(&handles, &store, &metrics, "p128").await.unwrap());
+        assert_eq!(handles.len(), 127, "two closed, one opened");
+        assert!(handles.get("p001").is_none() && handles.get("p002").is_none());
+        assert!(Arc::ptr_eq(&handles.get("p000").unwrap(), &held), "in use");
+        assert!(handles.get("p003").is_some() && handles.get("p128").is_some());
     }
 
     /// Only handles no request holds are closed when idle.

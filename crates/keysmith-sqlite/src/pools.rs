@@ -183,6 +183,12 @@ impl PoolStore for SqliteStore {
         .await
     }
 
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        let name = name.to_owned();
+        self.run(move |conn| super::sequences::names_near(conn, "keysmith_pools", &name, limit))
+            .await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.run(|conn| {
             let mut s = conn

@@ -125,6 +125,12 @@ impl SequenceStore for SqliteStore {
         .await
     }
 
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        let name = name.to_owned();
+        self.run(move |conn| names_near(conn, "keysmith_sequences", &name, limit))
+            .await
+    }
+
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         let (name, delta) = (name.to_owned(), *delta);
         self.write(move |tx| {
@@ -342,4 +348,31 @@ fn read_counts_on(conn: &Connection, name: &str) -> Result<SequenceCounts> {
     .optional()
     .map(Option::unwrap_or_default)
     .map_err(db_err)
+}
+
+/// [`keysmith_core::store::SequenceStore::sequence_names_near`] over `table`'s
+/// primary key: two bounded index range reads.
+pub(super) fn names_near(
+    conn: &Connection,
+    table: &str,
+    name: &str,
+    limit: usize,
+) -> Result<Vec<String>> {
+    let side = |sql: &str, n: usize| -> Result<Vec<String>> {
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let mut s = conn.prepare_cached(sql).map_err(db_err)?;
+        s.query_map(params![name, n], |r| r.get::<_, String>(0))
+            .and_then(|it| it.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(db_err)
+    };
+    let mut out = side(
+        &format!("SELECT name FROM {table} WHERE name < ?1 ORDER BY name DESC LIMIT ?2"),
+        limit / 2,
+    )?;
+    out.reverse();
+    out.extend(side(
+        &format!("SELECT name FROM {table} WHERE name >= ?1 ORDER BY name LIMIT ?2"),
+        limit - limit / 2,
+    )?);
+    Ok(out)
 }

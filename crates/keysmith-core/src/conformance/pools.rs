@@ -120,6 +120,24 @@ pub async fn concurrent_pool_swaps_of_one_member_have_one_winner(store: Arc<dyn 
     assert_eq!(store.list_members("p").await.unwrap(), vec![1, 2, 4, 7]);
 }
 
+/// `pool_names_near`: as `sequence_names_near`, over pools only.
+pub async fn pool_names_near_are_the_neighbours_in_name_order(store: Arc<dyn Store>) {
+    for c in 'a'..='f' {
+        let name = format!("p{c}");
+        store.create_pool(&pool_spec(&name, 1, 2)).await.unwrap();
+    }
+    store
+        .create_sequence(&super::spec("pcc", 1, 100))
+        .await
+        .unwrap();
+    let near = store.pool_names_near("pcc", 4).await.unwrap();
+    assert_eq!(near, ["pb", "pc", "pd", "pe"], "a sequence is no pool");
+    store.drop_pool("pd").await.unwrap();
+    let near = store.pool_names_near("pz", 4).await.unwrap();
+    assert_eq!(near, ["pe", "pf"]);
+    assert_eq!(store.pool_names_near("pa", 2).await.unwrap(), ["pa"]);
+}
+
 /// `list_pools` is ordered by name; a dropped pool is gone with its members,
 /// and a pool created again under its name starts full.
 pub async fn pool_list_and_drop(store: Arc<dyn Store>) {

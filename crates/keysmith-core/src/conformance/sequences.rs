@@ -66,6 +66,34 @@ pub async fn put_if_version_conflict_returns_current_row(store: Arc<dyn Store>) 
     );
 }
 
+/// `sequence_names_near`: the `limit / 2` names just before the name and
+/// the rest from it on, ascending, whether or not the name exists; a
+/// dropped name is gone from them. (Names of one case and length, so that
+/// every backend's order is the same.)
+pub async fn names_near_are_the_neighbours_in_name_order(store: Arc<dyn Store>) {
+    assert!(store.sequence_names_near("m", 4).await.unwrap().is_empty());
+    for c in 'a'..='j' {
+        let name = format!("n{c}");
+        store.create_sequence(&spec(&name, 1, 100)).await.unwrap();
+    }
+    let near = |name: &'static str, limit: usize| {
+        let store = store.clone();
+        async move { store.sequence_names_near(name, limit).await.unwrap() }
+    };
+    assert_eq!(near("nd", 4).await, ["nb", "nc", "nd", "ne"]);
+    assert_eq!(
+        near("nda", 4).await,
+        ["nc", "nd", "ne", "nf"],
+        "a missing name"
+    );
+    assert_eq!(near("na", 3).await, ["na", "nb"], "nothing sorts before it");
+    assert_eq!(near("nz", 4).await, ["ni", "nj"], "nothing sorts after it");
+    assert_eq!(near("nd", 100).await.len(), 10, "fewer than the limit");
+    assert!(near("nd", 0).await.is_empty());
+    store.drop_sequence("ne").await.unwrap();
+    assert_eq!(near("nd", 4).await, ["nb", "nc", "nd", "nf"]);
+}
+
 /// Every sequence operation on a missing name is `NotFound` (or `None` for a
 /// read).
 pub async fn missing_sequence_is_not_found(store: Arc<dyn Store>) {

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::{PoolRow, PoolSpec, PoolStore, RateMarks};
-use crate::{Error, Result, closest_names, validate_name};
+use crate::{Error, HINT_CANDIDATES, Result, closest_names, validate_name};
 
 /// Creates a pool holding the `spec.size` numbers `spec.start..spec.start + spec.size`,
 /// or, with a residue class (`spec.residue`), the `spec.size` values of the
@@ -133,8 +133,23 @@ pub async fn runway(store: &dyn PoolStore, row: &PoolRow) -> Result<Option<f64>>
 /// [`Error::Corrupt`] when the members break the pool's invariant; what the
 /// store fails with.
 pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
+    match describe_if_exists(store, name).await? {
+        Some(info) => Ok(info),
+        None => Err(not_found(store, name).await),
+    }
+}
+
+/// [`describe`], but a missing pool is `None`, found without looking for
+/// similar names: what a caller that only records the state (an audit
+/// trail) asks.
+///
+/// # Errors
+/// As [`describe`], but never [`Error::NotFound`].
+pub async fn describe_if_exists(store: &dyn PoolStore, name: &str) -> Result<Option<PoolInfo>> {
     validate_name(name)?;
-    let row = read(store, name).await?;
+    let Some(row) = store.read_pool(name).await? else {
+        return Ok(None);
+    };
     let members = store.list_members(name).await?;
     let mut info = info(row, &members)?;
     // The rate since the older mark, then the marks move: best effort, a
@@ -153,7 +168,7 @@ pub async fn describe(store: &dyn PoolStore, name: &str) -> Result<PoolInfo> {
     if let Err(e) = store.record_pool_mark(name, now, info.taken).await {
         tracing::debug!(pool = %name, "rate mark not recorded: {e}");
     }
-    Ok(info)
+    Ok(Some(info))
 }
 
 /// Checks the stored members against the stored row and sums up the pool,
@@ -260,9 +275,11 @@ pub(super) async fn read(store: &dyn PoolStore, name: &str) -> Result<PoolRow> {
     }
 }
 
+/// The `NotFound` of a missing pool, with the similar names among the
+/// [`HINT_CANDIDATES`] next to it in name order.
 pub(super) async fn not_found(store: &dyn PoolStore, name: &str) -> Error {
-    let similar = match store.list_pools().await {
-        Ok(rows) => closest_names(name, rows.iter().map(|r| r.name.as_str())),
+    let similar = match store.pool_names_near(name, HINT_CANDIDATES).await {
+        Ok(names) => closest_names(name, names.iter().map(String::as_str)),
         Err(_) => Vec::new(),
     };
     Error::NotFound {

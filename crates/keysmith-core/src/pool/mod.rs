@@ -66,7 +66,8 @@ use crate::{Error, Result, validate_name};
 mod admin;
 
 pub use admin::{
-    CreatedPool, PoolInfo, create, describe, list, members, remove, runway, runway_from_marks,
+    CreatedPool, PoolInfo, create, describe, describe_if_exists, list, members, remove, runway,
+    runway_from_marks,
 };
 
 pub use crate::store::{MAX_POOL_SIZE, PoolSpec};

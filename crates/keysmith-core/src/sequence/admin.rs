@@ -8,7 +8,7 @@ use crate::store::{
     Alteration, CountsDelta, MAX_VALUE, Numbering, Put, Residue, SequenceRow, SequenceSpec,
     SequenceStore, Store, check_count,
 };
-use crate::{Error, Result, closest_names, validate_name};
+use crate::{Error, HINT_CANDIDATES, Result, closest_names, validate_name};
 
 use super::SequenceInfo;
 
@@ -108,9 +108,22 @@ pub async fn describe(store: &dyn SequenceStore, name: &str) -> Result<SequenceR
 /// # Errors
 /// As [`describe`].
 pub async fn show(store: &dyn Store, name: &str) -> Result<SequenceInfo> {
+    match show_if_exists(store, name).await? {
+        Some(info) => Ok(info),
+        None => Err(not_found(store, name).await),
+    }
+}
+
+/// [`show`], but a missing sequence is `None`, found without looking for
+/// similar names: what a caller that only records the state (an audit
+/// trail) asks, at the cost of one store read whatever the store holds.
+///
+/// # Errors
+/// As [`show`], but never [`Error::NotFound`].
+pub async fn show_if_exists(store: &dyn Store, name: &str) -> Result<Option<SequenceInfo>> {
     validate_name(name)?;
     let (row, counts) = match store.read_counts(name).await {
-        Err(Error::NotFound { .. }) => return Err(not_found(store, name).await),
+        Err(Error::NotFound { .. }) => return Ok(None),
         other => other?,
     };
     let residue = residue_of(store, name).await?;
@@ -125,10 +138,10 @@ pub async fn show(store: &dyn Store, name: &str) -> Result<SequenceInfo> {
         rate_per_second: counts.rate(&row, now),
         runway_seconds: counts.runway_seconds(&row, now),
     };
-    Ok(SequenceInfo {
+    Ok(Some(SequenceInfo {
         usage: Some(usage),
         ..SequenceInfo::of(row, residue)
-    })
+    }))
 }
 
 /// The residue class of a sequence whose values are one (any other
@@ -305,9 +318,12 @@ pub async fn remove(store: &dyn SequenceStore, name: &str) -> Result<()> {
     }
 }
 
+/// The `NotFound` of a missing sequence, with the similar names among the
+/// [`HINT_CANDIDATES`] next to it in name order (a bounded read, whatever
+/// the store holds).
 async fn not_found(store: &dyn SequenceStore, name: &str) -> Error {
-    let similar = match store.list_sequences().await {
-        Ok(rows) => closest_names(name, rows.iter().map(|r| r.name.as_str())),
+    let similar = match store.sequence_names_near(name, HINT_CANDIDATES).await {
+        Ok(names) => closest_names(name, names.iter().map(String::as_str)),
         Err(_) => Vec::new(),
     };
     Error::NotFound {

@@ -42,7 +42,7 @@ mod sync;
 
 pub use admin::{
     AlterSpec, alter, create, create_in_class, create_leader, create_or_get, describe, list,
-    remove, show,
+    remove, show, show_if_exists,
 };
 pub use adopt::{AdoptAction, AdoptReport, AdoptSource, adopt_from, quote_ident};
 pub use blocking::BlockingSequence;

@@ -120,6 +120,26 @@ impl MemoryStore {
     }
 }
 
+/// The keys of `map` next to `name`, as
+/// [`SequenceStore::sequence_names_near`] defines them: two range reads of
+/// the ordered map.
+fn keys_near<V>(map: &BTreeMap<String, V>, name: &str, limit: usize) -> Vec<String> {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let mut out: Vec<String> = map
+        .range::<str, _>((Unbounded, Excluded(name)))
+        .rev()
+        .take(limit / 2)
+        .map(|(n, _)| n.clone())
+        .collect();
+    out.reverse();
+    out.extend(
+        map.range::<str, _>((Included(name), Unbounded))
+            .take(limit - limit / 2)
+            .map(|(n, _)| n.clone()),
+    );
+    out
+}
+
 impl State {
     /// Every member of a pool moved forward by `rounds`, the generation
     /// recorded; nothing changes when a member would not fit.
@@ -273,6 +293,10 @@ impl SequenceStore for MemoryStore {
         self.with(|s| Ok(s.sequences.values().cloned().collect()))
     }
 
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.with(|s| Ok(keys_near(&s.sequences, name, limit)))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.with(|s| {
             let row = s
@@ -399,6 +423,10 @@ impl PoolStore for MemoryStore {
             s.pool(name)?;
             Ok(s.pool_marks.get(name).copied().unwrap_or_default())
         })
+    }
+
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.with(|s| Ok(keys_near(&s.pools, name, limit)))
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {

@@ -492,6 +492,24 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
     /// Every pool, ordered by name.
     async fn list_pools(&self) -> Result<Vec<PoolRow>>;
 
+    /// The names of at most `limit` existing pools next to `name` in name
+    /// order, as [`super::SequenceStore::sequence_names_near`] is for
+    /// sequences: what a "did you mean" hint scores. The default lists
+    /// every pool; a backend with an index on names overrides it with two
+    /// bounded range reads.
+    ///
+    /// # Errors
+    /// What the store fails with.
+    async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        let names = self
+            .list_pools()
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        Ok(super::sequences::names_near(names, name, limit))
+    }
+
     /// Removes a pool and its members, and in the same transaction raises
     /// the name's tombstone to the value of its largest member
     /// ([`super::Tombstone::after_pool_drop`]), above every value it handed

@@ -10,6 +10,19 @@ use serde::{Deserialize, Serialize};
 use super::MAX_VALUE;
 use crate::{Error, Result};
 
+/// The names of `names` next to `name` as [`SequenceStore::sequence_names_near`]
+/// defines them, computed from every name (the contract's default, and a
+/// backend's that keeps all names in memory).
+pub(super) fn names_near(mut names: Vec<String>, name: &str, limit: usize) -> Vec<String> {
+    names.sort_unstable();
+    let at = names.partition_point(|n| n.as_str() < name);
+    let from = at.saturating_sub(limit / 2);
+    let to = at.saturating_add(limit - limit / 2).min(names.len());
+    names.truncate(to);
+    names.drain(..from);
+    names
+}
+
 /// The largest number of values one reservation may ask for.
 pub const MAX_RESERVATION: i64 = 1 << 40;
 
@@ -778,6 +791,31 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
 
     /// Every sequence, ordered by name.
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>>;
+
+    /// The names of at most `limit` existing sequences next to `name` in
+    /// name order, ascending: the `limit / 2` closest that sort before it
+    /// and the `limit - limit / 2` closest that sort at or after it (fewer
+    /// where a side has fewer). These are the names sharing the longest
+    /// prefix with `name`: what a "did you mean" hint scores, so that a
+    /// miss costs the same however many sequences exist. `name` need not
+    /// exist.
+    ///
+    /// The default lists every sequence (a backend with an index on names
+    /// overrides it with two bounded range reads: O(log n), whatever the
+    /// store holds). A backend's own name order (a database collation) may
+    /// differ from Rust's byte order; the names are still neighbours in it.
+    ///
+    /// # Errors
+    /// What the store fails with.
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        let names = self
+            .list_sequences()
+            .await?
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        Ok(names_near(names, name, limit))
+    }
 
     /// Removes a sequence, and in the same transaction raises the name's
     /// tombstone above every value it handed out

@@ -122,6 +122,9 @@ impl SequenceStore for Faulty {
     async fn list_sequences(&self) -> Result<Vec<SequenceRow>> {
         self.inner.list_sequences().await
     }
+    async fn sequence_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
+        self.inner.sequence_names_near(name, limit).await
+    }
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.inner.drop_sequence(name).await
     }

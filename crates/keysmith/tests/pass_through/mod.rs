@@ -42,6 +42,9 @@ macro_rules! pass_through {
             async fn list_pools(&self) -> keysmith::Result<Vec<keysmith::store::PoolRow>> {
                 self.inner.list_pools().await
             }
+            async fn pool_names_near(&self, name: &str, limit: usize) -> keysmith::Result<Vec<String>> {
+                self.inner.pool_names_near(name, limit).await
+            }
             async fn drop_pool(&self, name: &str) -> keysmith::Result<()> {
                 self.inner.drop_pool(name).await
             }
