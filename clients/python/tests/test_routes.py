@@ -118,7 +118,7 @@ def test_a_token_protected_server(keysmith_bin: str, tmp_path: Path, name: str) 
                     c.sequence(name, block=5).next()
             ok.create_sequence(name)
             with ok.sequence(name, block=5) as seq:
-                assert seq.next_n(3) == [1, 2, 3]
+                assert list(seq.next_n(3)) == [1, 2, 3]
     finally:
         s.stop()
 
