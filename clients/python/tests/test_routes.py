@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator, List
@@ -185,3 +186,30 @@ def test_a_503_fails_over_and_retry_after_is_honoured(busy: str, server: Server,
             c.next(name)
         assert e.value.status == 503 and e.value.code == "contention" and e.value.message == "busy"
     assert isinstance(e.value, KeysmithError)
+
+
+def test_a_name_with_a_slash_is_one_path_segment_in_every_route(client: Client) -> None:
+    """Issue #49 item 5: `/` goes as `%2F`, so `a/b` is never the route of `a` (or a 404)."""
+    base = f"slash{uuid.uuid4().hex[:6]}"
+    name = f"{base}/x/y"
+    client.create_sequence(base)  # a sequence named like the first segment: must stay untouched
+    client.create_sequence(name, start=100)
+    assert client.get_sequence(name).name == name
+    assert client.next(name, 2) == [100, 101]
+    lease = client.reserve(name, 3)
+    assert lease.values() == [102, 103, 104]
+    assert client.release(lease, 103) is not None
+    with client.sequence(name) as seq:
+        assert seq.next() == 103
+    assert client.next_numbers(name, 1)
+    assert client.get_sequence(base).next == 1  # nothing above was taken from `base`
+    client.drop_sequence(name)
+    with pytest.raises(NotFound):
+        client.get_sequence(name)
+    client.create_pool(name, 5)
+    assert client.pool_next(name, 2) == [1, 2]
+    assert client.get_pool(name).name == name
+    client.drop_pool(name)
+    info = client.lease_worker(name)
+    assert info.group == name and [w.worker for w in client.list_workers(name)] == [info.worker]
+    assert client.release_worker(name, info.token)

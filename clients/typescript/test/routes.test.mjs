@@ -50,6 +50,32 @@ describe("routes", () => {
     await assert.rejects(client.getSequence("team/orders"), fails("not_found", 404));
   });
 
+  test("a name with / is one path segment in every route (%2F), never the route of its first segment", async () => {
+    const base = `slash${process.pid}`;
+    const name = `${base}/x/y`;
+    await client.createSequence(base); // named like the first segment: must stay untouched
+    await client.createSequence(name, { start: 100 });
+    assert.equal((await client.getSequence(name)).name, name);
+    assert.deepEqual(await client.next(name, 2), [100n, 101n]);
+    const lease = await client.reserve(name, 3);
+    assert.deepEqual(lease.ranges, [{ start: 102n, end: 105n }]);
+    assert.notEqual(await client.release(name, lease.lease, 103n), null);
+    const seq = client.sequence(name);
+    assert.equal(await seq.next(), 103n);
+    await seq.close();
+    assert.equal((await client.nextNumbers(name, 1)).length, 1);
+    assert.equal((await client.getSequence(base)).next, 1n); // nothing above was taken from `base`
+    await client.dropSequence(name);
+    await client.createPool(name, { size: 5 });
+    assert.deepEqual(await client.poolNext(name, 2), [1n, 2n]);
+    assert.equal((await client.getPool(name)).name, name);
+    await client.dropPool(name);
+    const info = await client.leaseWorker(name);
+    assert.equal(info.group, name);
+    assert.deepEqual((await client.listWorkers(name)).map((w) => w.worker), [info.worker]);
+    assert.equal(await client.releaseWorker(name, info.token), true);
+  });
+
   test("pools: create, next, get, list, drop", async () => {
     const row = await client.createPool("tickets", { size: 10, start: 100 });
     assert.equal(row.name, "tickets");
