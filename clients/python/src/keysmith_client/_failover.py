@@ -41,16 +41,29 @@ def seg(name: str) -> str:
     return quote(name, safe="")
 
 
+#: What OpenSSL says when the TLS setup itself is wrong (not a server going away mid-handshake).
+_TLS_REFUSALS = (
+    "CERTIFICATE_VERIFY_FAILED",
+    "CERTIFICATE_REQUIRED",
+    "certificate required",
+    "BAD_CERTIFICATE",
+    "UNKNOWN_CA",
+    "WRONG_VERSION_NUMBER",
+    "CERTIFICATE_UNKNOWN",
+)
+
+
 def _is_tls_refusal(exc: BaseException) -> bool:
     """Whether a failed connection is a TLS refusal (the server's certificate not
-    trusted, a client certificate refused): a setup mistake that retrying cannot fix."""
+    trusted, a client certificate refused, TLS to a plain port): a setup mistake
+    that retrying cannot fix. A connection that breaks off is not one."""
     seen = 0
     e: Optional[BaseException] = exc
     while e is not None and seen < 8:
-        if isinstance(e, ssl.SSLError):
+        if isinstance(e, ssl.SSLCertVerificationError):
             return True
         text = str(e)
-        if "CERTIFICATE_VERIFY_FAILED" in text or "certificate required" in text.lower() or "[SSL" in text:
+        if any(t in text for t in _TLS_REFUSALS):
             return True
         e = e.__cause__ or e.__context__
         seen += 1
