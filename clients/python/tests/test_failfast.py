@@ -53,8 +53,7 @@ def secured(keysmith_bin: str, tmp_path: Path, certs: Certs) -> Iterator[Server]
 [[principal]]
 name = "team"
 token_sha256 = "{_digest(TOKEN)}"
-grants = [ {{ names = "team/*", actions = ["use", "read", "admin"] }},
-           {{ names = "ids", actions = ["use"] }} ]
+grants = [ {{ names = "team/*", actions = ["use", "read", "admin"] }} ]
 
 [[principal]]
 name = "slow"
@@ -194,12 +193,14 @@ def test_each_status_has_its_exception_and_no_message_holds_a_secret(
         seq.close()
         c.drop_sequence(name)
         expect(KeysmithError, lambda: c.release(lease, lease.ranges[0].start))
-        info = c.lease_worker("ids")
+        info = c.lease_worker("team/w")
         secrets.append(info.token)
         shown += [repr(info), str(info)]
-        assert c.release_worker("ids", info.token)
-        expect(KeysmithError, lambda: c.renew_worker("ids", info.token))
-        wl = c.worker_lease("ids")
+        assert c.release_worker("team/w", info.token)
+        forged = info.token[::-1]  # a lease token that is not one: refused without being shown
+        secrets.append(forged)
+        expect(KeysmithError, lambda: c.renew_worker("team/w", forged))
+        wl = c.worker_lease("team/w2")
         wl.next_id()
         shown.append(repr(wl))
         wl.close()
