@@ -564,8 +564,10 @@ class Sequence:
         if n == 0:
             return []
         with self._cond:
-            self._drain_segment()
             while True:
+                # again after every wait: another thread may have taken a segment meanwhile,
+                # whose values come before the block's
+                self._drain_segment()
                 vs = self._buf.take_n(n)
                 if vs is not None:
                     if self._buf.wants_prefetch() and not self._closed:
