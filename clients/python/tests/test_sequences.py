@@ -208,3 +208,24 @@ def test_a_sequence_serves_exact_values_up_to_the_i64_maximum(server: Server, na
             assert seq.next() == top
             with pytest.raises(Exhausted):
                 seq.next()
+
+
+def test_the_locked_path_of_free_threaded_builds_keeps_the_guarantees(server: Server, name: str) -> None:
+    """A free-threaded build (3.13t) takes every value under the lock: the same threads,
+    mixing it with next_n, get unique values that increase per thread."""
+    with Client(server.url) as c:
+        c.create_sequence(name, block=10)
+        seq = c.sequence(name, max_block=40)
+
+        def work(i: int) -> List[int]:
+            got: List[int] = []
+            for k in range(800):
+                if k % 50 == 0:
+                    got.extend(seq.next_n(3))
+                else:
+                    got.append(seq._next_locked())
+            return got
+
+        every = assert_unique_and_increasing(run_threads(6, work))
+        assert len(every) == 6 * (784 + 16 * 3)
+        seq.close()

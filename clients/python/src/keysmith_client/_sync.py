@@ -501,28 +501,28 @@ class Sequence:
         """How many leases this Sequence has received."""
         return self._buf.leases
 
-    if _GIL:
+    def _next_lock_free(self) -> int:
+        """The next value: from the current segment of the local block, lock-free
+        (``next()`` on a C ``range`` iterator is atomic under the GIL); the lock is
+        taken only at a segment's end, to take the next one."""
+        v = next(self._it, None)
+        if v is not None:
+            return v
+        with self._cond:
+            return self._refill()
 
-        def next(self) -> int:
-            """The next value: from the current segment of the local block, lock-free
-            (``next()`` on a C ``range`` iterator is atomic under the GIL); the lock is
-            taken only at a segment's end, to take the next one."""
+    def _next_locked(self) -> int:
+        """The next value, under the lock (a free-threaded build: a ``range``
+        iterator is not atomic there)."""
+        with self._cond:
             v = next(self._it, None)
             if v is not None:
                 return v
-            with self._cond:
-                return self._refill()
+            return self._refill()
 
-    else:
-
-        def next(self) -> int:
-            """The next value (a free-threaded build: a ``range`` iterator is not
-            atomic there, so every value is taken under the lock)."""
-            with self._cond:
-                v = next(self._it, None)
-                if v is not None:
-                    return v
-                return self._refill()
+    #: The next value; values of one Sequence increase across all threads using it,
+    #: and no value is handed out twice. Lock-free under the GIL (see the class).
+    next = _next_lock_free if _GIL else _next_locked
 
     def _refill(self) -> int:
         """With the lock held: the next value, taking a new segment (and starting
