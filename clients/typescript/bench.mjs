@@ -59,7 +59,7 @@ out("bare_8", bare);
 
 const client = new Client({ url: opts.url });
 const name = opts.sequence;
-const seq = client.sequence(name, { block: 100_000 });
+const seq = client.sequence(name, { block: 100_000 }); // the largest lease the server gives by default
 await seq.next(); // the first lease
 let last = 0n;
 out(
