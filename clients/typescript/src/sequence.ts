@@ -101,6 +101,8 @@ export class Sequence {
   private cur = 0n;
   private end = 0n;
   private step = 1n;
+  /** Values left in the head range (`cur` up to `end`), as a number: the hot path compares no bigint. */
+  private left = 0;
   /** The step of the newest lease (values given back by failed calls are grouped by it). */
   private lastStep = 1n;
   /** Values here, in all leases. */
@@ -182,11 +184,11 @@ export class Sequence {
    * `next()`: `seq.tryNext() ?? (await seq.next())` is the fastest loop.
    */
   tryNext(): bigint | undefined {
+    if (this.left <= 0 || this.head !== this.waiters.length || this.closed) return undefined;
     const v = this.cur;
-    if (v >= this.end || this.head !== this.waiters.length || this.closed) return undefined;
     this.cur = v + this.step;
+    if (--this.left === 0) this.advance();
     if (--this.available <= this.prefetchBelow) this.maybePrefetch();
-    if (this.cur >= this.end) this.advance();
     return v;
   }
 
@@ -211,6 +213,7 @@ export class Sequence {
         if (this.cur >= this.end) this.advance();
       }
       this.available -= n;
+      this.syncLeft();
       this.maybePrefetch();
       return out;
     }
@@ -281,6 +284,7 @@ export class Sequence {
     }
     this.leases = [];
     this.cur = this.end = 0n;
+    this.left = 0;
     this.step = 1n;
     this.available = 0;
     return released;
@@ -311,7 +315,13 @@ export class Sequence {
       if (this.cur >= this.end) this.advance();
     }
     this.available -= taken;
+    this.syncLeft();
     return taken;
+  }
+
+  /** Sets `left` from `cur`, `end` and `step` (after any change of them but tryNext's). */
+  private syncLeft(): void {
+    this.left = Number(valuesIn(this.cur, this.end, this.step));
   }
 
   /** The head range is used up: moves to the next range, or the next lease. */
@@ -320,6 +330,7 @@ export class Sequence {
       const l = this.leases[0];
       if (l === undefined) {
         this.cur = this.end = 0n;
+        this.left = 0;
         return;
       }
       l.ri++;
@@ -328,6 +339,7 @@ export class Sequence {
         this.cur = r.start;
         this.end = r.end;
         this.step = l.step;
+        this.syncLeft();
         return;
       }
       this.leases.shift();
@@ -437,6 +449,7 @@ export class Sequence {
       this.cur = r.start;
       this.end = r.end;
       this.step = l.step;
+      this.syncLeft();
     }
   }
 
