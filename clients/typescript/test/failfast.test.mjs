@@ -99,6 +99,12 @@ burst = 1
 
   test("setup errors throw at once and are never retried", async () => {
     assert.throws(() => new Client({ url: server.url, caFile: join(tempDir(), "missing.pem") }), /cannot read caFile .*missing\.pem/);
+    // a CA file that is not a certificate: a SetupError on the first call, one attempt
+    const garbage = join(tempDir(), "garbage.pem");
+    writeFileSync(garbage, "not a certificate\n");
+    const bad = new Client({ url: server.url, token: TOKEN, caFile: garbage, deadlineMs: 60_000 });
+    await assert.rejects(bad.health(), (e) => e instanceof SetupError && !texts(e).some((t) => t.includes(TOKEN)));
+    assert.equal(bad.stats.attempts, 1);
     // a server certificate the CA file refuses: one attempt, a SetupError, however long the deadline
     const refused = new Client({ url: server.url, token: TOKEN, caFile: certs.otherCa, deadlineMs: 60_000 });
     await assert.rejects(refused.health(), (e) => e instanceof SetupError && e.code === "tls" && !texts(e).some((t) => t.includes(TOKEN)));
