@@ -1,96 +1,123 @@
-// Values per second from a local `keysmith serve` (SQLite store in a
-// temporary directory), in one run: the client's cached Sequence.next()
-// against one HTTP request per value (POST /v1/sequences/{name}/next?count=1).
+// TypeScript client benchmark, in the shape every client's benchmark has
+// (issue #51). Against a running `keysmith serve` without a token, where the
+// sequence NAME exists, measures each case for --seconds and prints only lines
+// `<case>\t<per_second>` on stdout (`keysmith-bench clients` reads them):
 //
-//   npm run build && node bench.mjs [--seconds S] [--callers C]
+//   bare        the bare counter: `counter += 1n` in a loop (one thread)
+//   bare_8      the same: Node runs JavaScript in one thread
+//   next        cached `seq.tryNext() ?? await seq.next()`, one caller
+//   next_8      --threads concurrent async callers of `await seq.next()` on one Sequence
+//   next_n100   values per second through `seq.nextRanges(100)`
+//   worker_ids  `WorkerLease.nextId()` (ids made locally over a worker lease)
+//   request     one HTTP request per value: `await client.next(name, 1)`
+//   livez       a keep-alive loop of `GET /livez` over the same fetch
 //
-// Uses $KEYSMITH_BIN, else target/release/keysmith, else target/debug/keysmith
-// of this workspace. Prints a markdown table.
+//   npm run build && node bench.mjs --url http://127.0.0.1:7878 --sequence bench --seconds 3 --threads 8
 
-import { existsSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 import { Client } from "@keysmith/client";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-if (process.env.KEYSMITH_BIN === undefined) {
-  for (const profile of ["release", "debug"]) {
-    const bin = join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), profile, "keysmith");
-    if (existsSync(bin)) {
-      process.env.KEYSMITH_BIN = bin;
-      break;
-    }
-  }
-}
-const { startServer } = await import("./test/support.mjs");
-
 const { values: opts } = parseArgs({
   options: {
+    url: { type: "string" },
+    sequence: { type: "string" },
     seconds: { type: "string", default: "3" },
-    callers: { type: "string", default: "16" },
+    threads: { type: "string", default: "8" },
   },
 });
 const seconds = Number(opts.seconds);
-const callers = Number(opts.callers);
+const threads = Number(opts.threads);
+if (opts.url === undefined || opts.sequence === undefined || !(seconds > 0) || !(Number.isInteger(threads) && threads >= 1)) {
+  console.error("usage: node bench.mjs --url URL --sequence NAME [--seconds S (> 0)] [--threads N (>= 1)]");
+  process.exit(2);
+}
+const out = (name, rate) => console.log(`${name}\t${Math.round(rate)}`);
+const BATCH = 4096;
 
-/**
- * Runs `nCallers` loops of `one()` for `seconds`; answers values per second.
- * (Uniqueness is what the tests prove; here each caller only checks that its
- * values increase, which costs a comparison.)
- */
-async function measure(one, nCallers) {
-  const stopAt = performance.now() + seconds * 1000;
+/** Calls `body(batch)` (which does `batch` operations) until `seconds` have passed; operations per second. */
+async function measure(body, batch = BATCH) {
+  const t0 = performance.now();
+  const stopAt = t0 + seconds * 1000;
   let n = 0;
-  const loop = async () => {
-    let last = -1n;
+  for (;;) {
+    await body(batch);
+    n += batch;
+    const now = performance.now();
+    if (now >= stopAt) return n / ((now - t0) / 1000);
+  }
+}
+
+// The bare counter, in the same loop shape as `next`.
+let counter = 0n;
+const bare = await measure((b) => {
+  for (let i = 0; i < b; i++) counter += 1n;
+});
+if (counter < 0n) throw new Error("unreachable");
+out("bare", bare);
+out("bare_8", bare);
+
+const client = new Client({ url: opts.url });
+const name = opts.sequence;
+const seq = client.sequence(name, { block: 100_000 }); // the largest lease the server gives by default
+await seq.next(); // the first lease
+let last = 0n;
+out(
+  "next",
+  await measure(async (b) => {
+    for (let i = 0; i < b; i++) {
+      let v = seq.tryNext();
+      if (v === undefined) v = await seq.next();
+      last = v;
+    }
+  }),
+);
+{
+  const t0 = performance.now();
+  const stopAt = t0 + seconds * 1000;
+  let n = 0;
+  const caller = async () => {
     while (performance.now() < stopAt) {
-      for (let i = 0; i < 64; i++) {
-        const v = await one();
-        if (v <= last) throw new Error(`values went back: ${v} after ${last}`);
-        last = v;
-      }
-      n += 64;
+      for (let i = 0; i < 256; i++) last = await seq.next();
+      n += 256;
     }
   };
-  const t0 = performance.now();
-  await Promise.all(Array.from({ length: nCallers }, loop));
-  return n / ((performance.now() - t0) / 1000);
+  await Promise.all(Array.from({ length: threads }, caller));
+  out("next_8", n / ((performance.now() - t0) / 1000));
 }
+out(
+  "next_n100",
+  100 *
+    (await measure(async (b) => {
+      for (let i = 0; i < b; i++) await seq.nextRanges(100);
+    }, 64)),
+);
+await seq.close();
 
-const server = await startServer();
-try {
-  const client = new Client({ url: server.url });
-  const rows = [];
-  for (const c of [1, callers]) {
-    const name = `bench-cached-${c}`;
-    await client.createSequence(name);
-    const seq = client.sequence(name);
-    await seq.next(); // the first lease
-    rows.push([`Sequence.next() (cached block)`, c, await measure(() => seq.next(), c), `${seq.reservations} leases, last block ${seq.block}`]);
-    await seq.close();
+const lease = await client.workerLease(`bench-typescript-${process.pid}`);
+out(
+  "worker_ids",
+  await measure((b) => {
+    for (let i = 0; i < b; i++) last = lease.nextId();
+  }),
+);
+await lease.close();
 
-    const plain = `bench-plain-${c}`;
-    await client.createSequence(plain);
-    rows.push([`POST /next?count=1 per value`, c, await measure(async () => (await client.next(plain, 1))[0], c), ""]);
-  }
-  // Over a worker lease: time-ordered ids made locally under a leased worker id.
-  const lease = client.processWorkerLease(`bench-${process.pid}`);
-  await lease.nextId(); // takes the lease
-  rows.push([`ProcessWorkerLease.nextId() (local ids over a worker lease)`, 1, await measure(() => lease.nextId(), 1), ""]);
-  await lease.close();
-  // The language's own floor: a bare bigint counter, no client at all.
-  let counter = 0n;
-  rows.push([`bare loop: counter += 1n`, 1, await measure(() => (counter += 1n), 1), ""]);
-  const f = (x) => Math.round(x).toLocaleString("en-US");
-  console.log(`keysmith TypeScript client, node ${process.version}, ${cpus().length} cores, ${seconds} s each, server ${process.env.KEYSMITH_BIN} (SQLite)\n`);
-  console.log("| how | concurrent callers | values/s | note |");
-  console.log("| --- | ---: | ---: | --- |");
-  for (const [how, c, rate, note] of rows) console.log(`| ${how} | ${c} | ${f(rate)} | ${note} |`);
-  const speedup = rows[0][2] / rows[1][2];
-  console.log(`\ncached next() is ${speedup.toFixed(0)}x one request per value (1 caller)`);
-} finally {
-  await server.stop();
-}
+out(
+  "request",
+  await measure(async (b) => {
+    for (let i = 0; i < b; i++) last = (await client.next(name, 1))[0];
+  }, 16),
+);
+const livez = `${opts.url.replace(/\/+$/, "")}/livez`;
+out(
+  "livez",
+  await measure(async (b) => {
+    for (let i = 0; i < b; i++) {
+      const r = await fetch(livez);
+      if (!r.ok) throw new Error(`GET /livez answered ${r.status}`);
+      await r.arrayBuffer();
+    }
+  }, 16),
+);
+if (last < 0n) throw new Error("unreachable");

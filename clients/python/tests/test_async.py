@@ -50,13 +50,13 @@ def test_async_calls_errors_and_close(server: Server, name: str) -> None:
                 await c.sequence(name).next()
             await c.create_sequence(name, max=12, block=10)
             async with c.sequence(name) as seq:
-                assert await seq.next_n(3) == [1, 2, 3]
+                assert list(await seq.next_n(3)) == [1, 2, 3]
             assert seq.released is not None and seq.released.start == 4
             with pytest.raises(Closed):
                 await seq.next()
             assert (await c.reserve(name, 5)).ranges[0].start == 4
             seq2 = c.sequence(name)
-            assert await seq2.next_n(3) == [9, 10, 11]
+            assert list(await seq2.next_n(3)) == [9, 10, 11]
             assert await seq2.next() == 12
             with pytest.raises(Exhausted):
                 await seq2.next()

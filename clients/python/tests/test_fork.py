@@ -32,7 +32,7 @@ def _child(lease: WorkerLease, seq: Sequence, w: int, go: int) -> None:
         out["taken_before_use"] = lease.taken
         out["ids"] = [lease.next_id() for _ in range(IDS_PER_CHILD)]
         out["worker"] = lease.worker
-        out["values"] = seq.next_n(VALUES_PER_CHILD)
+        out["values"] = list(seq.next_n(VALUES_PER_CHILD))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         out["error"] = f"{type(e).__name__}: {e}"
     os.write(w, json.dumps(out).encode())
@@ -52,7 +52,7 @@ def test_forked_children_never_reuse_the_parents_worker_id_or_values(server: Ser
         seq = client.sequence(name)
         # the parent holds a lease, has made ids with it, and holds a local block
         parent_ids = [lease.next_id() for _ in range(100)]
-        parent_values = seq.next_n(10)
+        parent_values = list(seq.next_n(10))
         assert seq.block is not None and seq.block > 10
         parent_worker = lease.worker
 

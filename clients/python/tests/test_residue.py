@@ -37,7 +37,7 @@ def test_a_cached_sequence_hands_out_only_values_of_the_class(server: Server, na
     with Client(server.url) as c:
         c.create_sequence(name, increment=3, offset=2, block=4)
         seq = c.sequence(name, min_block=4, max_block=4)
-        got = [seq.next() for _ in range(5)] + seq.next_n(7) + [seq.next() for _ in range(6)]
+        got = [seq.next() for _ in range(5)] + list(seq.next_n(7)) + [seq.next() for _ in range(6)]
         assert got[:4] == [2, 5, 8, 11]
         assert len(got) == 18 and seq.leases >= 4  # a few refills
         assert_in_class(got, 3, 2)
@@ -96,8 +96,8 @@ def test_two_classes_of_increment_two_never_share_a_value(server: Server, name: 
         c.create_sequence(name + "-even", increment=2, offset=0, block=3)
         c.create_sequence(name + "-odd", increment=2, offset=1, block=5)
         even, odd = c.sequence(name + "-even", max_block=8), c.sequence(name + "-odd", max_block=8)
-        evens = [even.next() for _ in range(40)] + even.next_n(9) + c.next(name + "-even", 3)
-        odds = odd.next_n(11) + [odd.next() for _ in range(40)] + c.next(name + "-odd", 3)
+        evens = [even.next() for _ in range(40)] + list(even.next_n(9)) + c.next(name + "-even", 3)
+        odds = list(odd.next_n(11)) + [odd.next() for _ in range(40)] + c.next(name + "-odd", 3)
         even.close()
         odd.close()
         assert_in_class(evens[:49], 2, 0)
@@ -113,7 +113,7 @@ def test_a_plain_sequence_still_steps_by_one(server: Server, name: str) -> None:
         lease = c.reserve(name, 3)
         assert lease.step == 1 and lease.values() == [1, 2, 3]
         with c.sequence(name, 5, min_block=5, max_block=5) as seq:
-            assert seq.next_n(7) == list(range(4, 11))
+            assert list(seq.next_n(7)) == list(range(4, 11))
         assert seq.released is not None and seq.released.step == 1 and seq.released.start == 11
 
 
@@ -123,7 +123,7 @@ def test_an_async_sequence_of_a_class(server: Server, name: str) -> None:
             info = await c.create_sequence(name, increment=5, offset=3, block=3)
             assert (info.increment, info.offset) == (5, 3)
             seq = c.sequence(name, min_block=3, max_block=3)
-            got = [await seq.next() for _ in range(4)] + await seq.next_n(5)
+            got = [await seq.next() for _ in range(4)] + list(await seq.next_n(5))
             assert got[:3] == [3, 8, 13]
             assert_in_class(got, 5, 3)
             await seq.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator, List
@@ -118,7 +119,7 @@ def test_a_token_protected_server(keysmith_bin: str, tmp_path: Path, name: str) 
                     c.sequence(name, block=5).next()
             ok.create_sequence(name)
             with ok.sequence(name, block=5) as seq:
-                assert seq.next_n(3) == [1, 2, 3]
+                assert list(seq.next_n(3)) == [1, 2, 3]
     finally:
         s.stop()
 
@@ -185,3 +186,34 @@ def test_a_503_fails_over_and_retry_after_is_honoured(busy: str, server: Server,
             c.next(name)
         assert e.value.status == 503 and e.value.code == "contention" and e.value.message == "busy"
     assert isinstance(e.value, KeysmithError)
+
+
+def test_a_name_with_a_slash_is_one_path_segment_in_every_route(client: Client) -> None:
+    """Issue #49 item 5: `/` goes as `%2F`, so `a/b` is never the route of `a` (or a 404)."""
+    base = f"slash{uuid.uuid4().hex[:6]}"
+    name = f"{base}/x/y"
+    client.create_sequence(base)  # a sequence named like the first segment: must stay untouched
+    client.create_sequence(name, start=100)
+    assert client.get_sequence(name).name == name
+    assert client.next(name, 2) == [100, 101]
+    lease = client.reserve(name, 3)
+    v = lease.values()
+    assert v == list(range(v[0], v[0] + 3)) and v[0] >= 102
+    back = client.release(lease, v[1])
+    assert back is not None and back.start == v[1]
+    with client.sequence(name) as seq:
+        assert seq.next() == v[1]  # the tail that went back is the next reserved
+    assert client.next_numbers(name, 1)
+    assert client.get_sequence(base).next == 1  # nothing above was taken from `base`
+    client.drop_sequence(name)
+    with pytest.raises(NotFound):
+        client.get_sequence(name)
+    pool = f"{base}/pool/z"
+    client.create_pool(pool, 5)
+    got = client.pool_next(pool, 2)
+    assert len(set(got)) == 2 and all(1 <= g <= 5 for g in got)
+    assert client.get_pool(pool).name == pool
+    client.drop_pool(pool)
+    info = client.lease_worker(name)
+    assert info.group == name and [w.worker for w in client.list_workers(name)] == [info.worker]
+    assert client.release_worker(name, info.token)

@@ -10,7 +10,7 @@ from typing import Iterator, List
 
 import pytest
 
-from keysmith_client import AsyncClient, Client, Unavailable
+from keysmith_client import AsyncClient, Client, SetupError
 
 from .conftest import Certs, Server
 
@@ -42,18 +42,18 @@ def test_https_with_the_ca_file(https: Server, certs: Certs, name: str) -> None:
     assert https.url.startswith("https://127.0.0.1:")
     with Client(https.url, ca_file=certs.ca) as c:
         c.create_sequence(name, start=10)
-        assert c.sequence(name).next_n(3) == [10, 11, 12]
+        assert list(c.sequence(name).next_n(3)) == [10, 11, 12]
 
 
 def test_a_server_whose_ca_is_not_trusted_is_refused(https: Server, certs: Certs) -> None:
     with Client(https.url, ca_file=certs.other_ca, deadline=1.0) as c:
-        with pytest.raises(Unavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(SetupError, match="CERTIFICATE_VERIFY_FAILED"):
             c.health()
 
 
 def test_client_certificate_required_by_the_server(mtls: Server, certs: Certs, name: str) -> None:
     with Client(mtls.url, ca_file=certs.ca, deadline=1.0) as c:
-        with pytest.raises(Unavailable, match="(?i)certificate required"):
+        with pytest.raises(SetupError, match="(?i)certificate required"):
             c.create_sequence(name)
     with Client(mtls.url, ca_file=str(certs.ca), cert_file=str(certs.client_cert), key_file=str(certs.client_key)) as c:
         c.create_sequence(name)
@@ -63,7 +63,7 @@ def test_client_certificate_required_by_the_server(mtls: Server, certs: Certs, n
 async def _async_next(url: str, certs: Certs, name: str) -> List[int]:
     async with AsyncClient(url, ca_file=certs.ca, cert_file=certs.client_cert, key_file=certs.client_key) as c:
         await c.create_sequence(name)
-        return await c.sequence(name).next_n(2)
+        return list(await c.sequence(name).next_n(2))
 
 
 def test_async_client_with_a_client_certificate(mtls: Server, certs: Certs, name: str) -> None:

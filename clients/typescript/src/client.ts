@@ -1,4 +1,4 @@
-import { KeysmithError } from "./errors.js";
+import { KeysmithError, checkToken } from "./errors.js";
 import {
   leaseWorker,
   listWorkers,
@@ -12,15 +12,22 @@ import {
 } from "./workers.js";
 import { type Json, parse, stringify } from "./json.js";
 import { type Lease, type LeaseSource, type Range, Sequence, type SequenceOptions } from "./sequence.js";
-import { tlsFetch } from "./tls.js";
+import { readText, tlsFetch } from "./tls.js";
 import { Transport, redactPath, type TransportStats } from "./transport.js";
 
 /** Options of `new Client`. */
 export interface ClientOptions {
   /** A base URL (`http://127.0.0.1:7878`), or several: calls fail over to the next one. */
   url: string | readonly string[];
-  /** The server's bearer token, when it has one. */
+  /**
+   * The server's bearer token, when it has one. One trailing newline is
+   * stripped (as a file or an environment variable may leave it); any other
+   * character that is not printable ASCII throws a TypeError when the client
+   * is made, without showing the token.
+   */
   token?: string | undefined;
+  /** A file holding the token (Node.js; read when the client is made), instead of `token`. */
+  tokenFile?: string | undefined;
   /** The most one attempt on one server may take, in ms (default 15000). */
   timeoutMs?: number;
   /**
@@ -333,9 +340,16 @@ export class Client implements LeaseSource {
     if (tls && options.fetch !== undefined) {
       throw new TypeError("keysmith: give either fetch or caFile/certFile/keyFile, not both");
     }
+    if (options.token !== undefined && options.tokenFile !== undefined) {
+      throw new TypeError("keysmith: give token or tokenFile, not both");
+    }
+    const token =
+      options.tokenFile !== undefined
+        ? checkToken(readText(options.tokenFile, "tokenFile"), `the token in tokenFile ${JSON.stringify(options.tokenFile)}`)
+        : checkToken(options.token);
     this.t = new Transport({
       urls,
-      token: options.token,
+      token,
       timeoutMs: options.timeoutMs ?? 15_000,
       deadlineMs: options.deadlineMs ?? 30_000,
       fetch: tls ? tlsFetch({ caFile, certFile, keyFile }) : options.fetch,

@@ -21,8 +21,18 @@ export {
   type ShardKeyView,
   type Ticket,
 } from "./client.js";
-export { KeysmithError } from "./errors.js";
+export {
+  ConflictError,
+  ForbiddenError,
+  GoneError,
+  KeysmithError,
+  NotFoundError,
+  RateLimitedError,
+  SetupError,
+  UnauthorizedError,
+  UnavailableError,
+} from "./errors.js";
 export type { TransportStats } from "./transport.js";
 export { type Json, parse as parseJson, stringify as stringifyJson } from "./json.js";
-export { type Lease, type Range, Sequence, type SequenceOptions } from "./sequence.js";
+export { type Lease, type Range, Sequence, type SequenceOptions, type ValueRange } from "./sequence.js";
 export { ID_EPOCH_MS, ProcessWorkerLease, WorkerLease, type WorkerInfo, type WorkerLeaseInfo, type WorkerLeaseOptions } from "./workers.js";

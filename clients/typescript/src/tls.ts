@@ -118,3 +118,19 @@ function concat(chunks: Uint8Array[]): Uint8Array<ArrayBuffer> {
   }
   return out;
 }
+
+/**
+ * A file's text (Node.js), for `tokenFile`. Throws an Error naming `option`
+ * and the file when it cannot be read, a TypeError outside Node.js.
+ */
+export function readText(path: string, option: string): string {
+  const node = nodeModules();
+  if (node === undefined) throw new TypeError(`keysmith: ${option} needs Node.js 20.16 or later (node:fs)`);
+  let bytes: Uint8Array;
+  try {
+    bytes = node.fs.readFileSync(path);
+  } catch (e) {
+    throw new Error(`keysmith: cannot read ${option} ${path}: ${(e as Error).message}`, { cause: e });
+  }
+  return new TextDecoder().decode(bytes);
+}

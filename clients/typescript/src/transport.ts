@@ -3,7 +3,7 @@
 // balancer says a server is down), honouring Retry-After, until a total
 // deadline runs out.
 
-import { KeysmithError } from "./errors.js";
+import { KeysmithError, SetupError, UnavailableError, errorClassOf } from "./errors.js";
 
 /** What `Transport` needs to know. */
 export interface TransportOptions {
@@ -71,12 +71,15 @@ export function errorOf(status: number, text: string, url: string, retryAfter?: 
   } catch {
     // not JSON: keep the text
   }
-  return new KeysmithError(code, message || `HTTP ${status} from ${url}`, status, { retryAfter, url });
+  const Cls = errorClassOf(status);
+  return new Cls(code, message || `HTTP ${status} from ${url}`, status, { retryAfter, url });
 }
 
 export class Transport {
   readonly urls: readonly string[];
-  private readonly token: string | undefined;
+  /** The headers of a request without and with a JSON body, built once (private: `inspect` never shows the token). */
+  readonly #plain: Record<string, string>;
+  readonly #json: Record<string, string>;
   private readonly timeoutMs: number;
   private readonly deadlineMs: number;
   private readonly fetchFn: typeof fetch;
@@ -94,7 +97,9 @@ export class Transport {
       const parsed = new URL(u); // throws on a bad URL, early
       return parsed.href.replace(/\/+$/, "");
     });
-    this.token = o.token;
+    this.#plain = { accept: "application/json" };
+    if (o.token !== undefined) this.#plain.authorization = `Bearer ${o.token}`;
+    this.#json = { ...this.#plain, "content-type": "application/json" };
     this.timeoutMs = o.timeoutMs;
     this.deadlineMs = o.deadlineMs;
     this.fetchFn = o.fetch ?? globalThis.fetch.bind(globalThis);
@@ -120,9 +125,7 @@ export class Transport {
   ): Promise<Answer> {
     const started = Date.now();
     const deadline = started + (options.deadlineMs ?? this.deadlineMs);
-    const headers: Record<string, string> = { accept: "application/json" };
-    if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
+    const headers = body === undefined ? this.#plain : this.#json;
     const n = this.urls.length;
     let last: KeysmithError | undefined;
     let attempts = 0;
@@ -180,17 +183,26 @@ export class Transport {
         // (A request whose answer was lost only leaves a gap: the values it
         // may have taken are never handed out again.)
         this.stats.unreachable++;
+        if (tlsRefusal(e)) {
+          // a setup mistake (caFile, client certificate): no other try can succeed
+          throw new SetupError(
+            "tls",
+            `${base}: the TLS connection was refused (${describe(e)}); check caFile (the CA that signed the server's certificate) and certFile/keyFile`,
+            0,
+            { url: base, cause: e },
+          );
+        }
         const f = (this.failures[pick] = (this.failures[pick] ?? 0) + 1);
         this.notBefore[pick] = Date.now() + Math.min(25 * 2 ** Math.min(f, 10), 1000);
         if (options.once && !notSent(e)) {
-          throw new KeysmithError(
+          throw new UnavailableError(
             "unreachable",
             `${base}${redactPath(path)}: ${describe(e)}; the request may or may not have taken effect, so it was not sent again`,
             0,
             { url: base, cause: e },
           );
         }
-        last = new KeysmithError("unreachable", `cannot reach ${base}: ${describe(e)}`, 0, { url: base, cause: e });
+        last = new UnavailableError("unreachable", `cannot reach ${base}: ${describe(e)}`, 0, { url: base, cause: e });
         continue;
       }
 
@@ -201,11 +213,20 @@ export class Transport {
         last = errorOf(res.status, text, base, ra);
         if (options.once && (res.status !== 503 || last.code === "timeout")) {
           // the server gave up waiting (or a balancer gave up on it), but the store may still carry the change out
-          throw new KeysmithError(last.code, `${last.message}; the request may still take effect, so it was not sent again`, last.status, {
+          throw new (errorClassOf(last.status))(last.code, `${last.message}; the request may still take effect, so it was not sent again`, last.status, {
             retryAfter: ra,
             url: base,
           });
         }
+        continue;
+      }
+      if (res.status === 429) {
+        // not taken: sent again after Retry-After when that fits in the deadline
+        const ra = parseRetryAfter(res.headers.get("retry-after"));
+        const limited = errorOf(429, text, base, ra);
+        if (ra === undefined || Date.now() + ra * 1000 > deadline) throw limited;
+        last = limited;
+        this.notBefore[pick] = Date.now() + ra * 1000;
         continue;
       }
       this.failures[pick] = 0;
@@ -218,7 +239,7 @@ export class Transport {
 
   private gaveUp(last: KeysmithError, started: number, attempts: number): KeysmithError {
     const n = this.urls.length;
-    return new KeysmithError(
+    return new (errorClassOf(last.status))(
       last.code,
       `${last.message} (no server answered in ${Date.now() - started} ms: ${attempts} attempt${attempts === 1 ? "" : "s"} on ${n} server${n === 1 ? "" : "s"})`,
       last.status,
@@ -236,6 +257,22 @@ function leaderOf(header: string | null, base: string): string | undefined {
   if (header === null || !/^https?:\/\//.test(header)) return undefined;
   if (base.startsWith("https://") && !header.startsWith("https://")) return undefined;
   return header.replace(/\/+$/, "");
+}
+
+/** TLS error codes of Node.js (its own and OpenSSL's) that say the connection can never be made secure as set up. */
+const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|UNABLE_TO_|SELF_SIGNED_CERT|DEPTH_ZERO_SELF_SIGNED_CERT|CERT_|ERR_OSSL_)/;
+
+/** Whether a failed fetch is a TLS refusal (the server's certificate not trusted, the client certificate refused). */
+function tlsRefusal(e: unknown): boolean {
+  let cur: unknown = e;
+  for (let depth = 0; depth < 6 && cur !== null && typeof cur === "object"; depth++) {
+    const code = (cur as { code?: unknown }).code;
+    if (typeof code === "string" && TLS_CODES.test(code)) return true;
+    const message = (cur as { message?: unknown }).message;
+    if (typeof message === "string" && /certificate required|alert (bad|unknown) certificate|SSL routines/i.test(message)) return true;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** Whether a failed fetch surely never reached the server (the connection was refused or never made). */

@@ -182,7 +182,13 @@ export class WorkerLease extends EventTarget {
     return new WorkerLease(api, first, o.onLost);
   }
 
-  /** The lease as last renewed. */
+  /** What `util.inspect` and `console.log` show: never the lease token. */
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    const c = this.current;
+    return `WorkerLease { group: ${JSON.stringify(c.group)}, worker: ${c.worker}, fence: ${c.fence}, lost: ${this.lost}, closed: ${this.closed} }`;
+  }
+
+  /** The lease as last renewed (its `token` is a credential: keep it out of logs). */
   get info(): WorkerLeaseInfo {
     return this.current;
   }

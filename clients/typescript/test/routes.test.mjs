@@ -50,6 +50,36 @@ describe("routes", () => {
     await assert.rejects(client.getSequence("team/orders"), fails("not_found", 404));
   });
 
+  test("a name with / is one path segment in every route (%2F), never the route of its first segment", async () => {
+    const base = `slash${process.pid}`;
+    const name = `${base}/x/y`;
+    await client.createSequence(base); // named like the first segment: must stay untouched
+    await client.createSequence(name, { start: 100 });
+    assert.equal((await client.getSequence(name)).name, name);
+    assert.deepEqual(await client.next(name, 2), [100n, 101n]);
+    const lease = await client.reserve(name, 3);
+    const first = lease.ranges[0].start;
+    assert.deepEqual(lease.ranges, [{ start: first, end: first + 3n }]);
+    assert.ok(first >= 102n);
+    assert.equal((await client.release(name, lease.lease, first + 1n)).start, first + 1n);
+    const seq = client.sequence(name);
+    assert.equal(await seq.next(), first + 1n); // the tail that went back is the next reserved
+    await seq.close();
+    assert.equal((await client.nextNumbers(name, 1)).length, 1);
+    assert.equal((await client.getSequence(base)).next, 1n); // nothing above was taken from `base`
+    await client.dropSequence(name);
+    const pool = `${base}/pool/z`;
+    await client.createPool(pool, { size: 5 });
+    const got = await client.poolNext(pool, 2);
+    assert.ok(got.length === 2 && got[0] !== got[1] && got.every((g) => g >= 1n && g <= 5n), String(got));
+    assert.equal((await client.getPool(pool)).name, pool);
+    await client.dropPool(pool);
+    const info = await client.leaseWorker(name);
+    assert.equal(info.group, name);
+    assert.deepEqual((await client.listWorkers(name)).map((w) => w.worker), [info.worker]);
+    assert.equal(await client.releaseWorker(name, info.token), true);
+  });
+
   test("pools: create, next, get, list, drop", async () => {
     const row = await client.createPool("tickets", { size: 10, start: 100 });
     assert.equal(row.name, "tickets");

@@ -4,16 +4,16 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { Client, KeysmithError } from "@keysmith/client";
+import { Client, KeysmithError, SetupError } from "@keysmith/client";
 import { makeCerts, startServer } from "./support.mjs";
 
 const certs = makeCerts();
 const tlsArgs = ["--tls-cert", certs.serverCert, "--tls-key", certs.serverKey];
 
-/** A predicate for assert.rejects: an unreachable server, for a reason matching `why`. */
-const unreachable = (why) => (e) => {
-  assert.ok(e instanceof KeysmithError, `not a KeysmithError: ${e}`);
-  assert.equal(e.code, "unreachable", e.message);
+/** A predicate for assert.rejects: a TLS refusal, thrown at once as a SetupError, for a reason matching `why`. */
+const refused = (why) => (e) => {
+  assert.ok(e instanceof SetupError, `not a SetupError: ${e}`);
+  assert.equal(e.code, "tls", e.message);
   assert.match(e.message, why);
   return true;
 };
@@ -34,7 +34,7 @@ describe("https", () => {
 
   test("a server whose CA is not trusted is refused", async () => {
     const client = new Client({ url: server.url, caFile: certs.otherCa, deadlineMs: 1000 });
-    await assert.rejects(client.health(), unreachable(/unable to verify the first certificate/));
+    await assert.rejects(client.health(), refused(/unable to verify the first certificate/));
   });
 });
 
@@ -47,7 +47,7 @@ describe("https with client certificates", () => {
 
   test("a client without a certificate is refused", async () => {
     const client = new Client({ url: server.url, caFile: certs.ca, deadlineMs: 1000 });
-    await assert.rejects(client.health(), unreachable(/certificate required/));
+    await assert.rejects(client.health(), refused(/certificate required/));
   });
 
   test("a client with one signed by the CA gets values", async () => {

@@ -101,6 +101,41 @@ class FakeSource {
 }
 
 describe("Sequence (in-memory lease source)", () => {
+  test("tryNext answers values without a Promise while the block has them, undefined when a wait is needed", async () => {
+    const src = new FakeSource();
+    const seq = new Sequence(src, "s", { block: 10, adaptive: false });
+    assert.equal(seq.tryNext(), undefined); // nothing leased yet
+    assert.equal(await seq.next(), 1n);
+    const got = [];
+    for (let v = seq.tryNext(); v !== undefined; v = seq.tryNext()) got.push(v);
+    // the prefetch started at 2 left, but its answer comes in a later task: the block ends at 10
+    assert.deepEqual(got, [2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n, 10n]);
+    assert.equal(await seq.next(), 11n);
+    assert.equal(seq.tryNext(), 12n);
+    await seq.close();
+    assert.equal(seq.tryNext(), undefined); // closed
+  });
+
+  test("nextRanges answers n values as ranges, across leases, in order with next()", async () => {
+    const src = new FakeSource();
+    const seq = new Sequence(src, "s", { block: 10, adaptive: false });
+    assert.equal(await seq.next(), 1n);
+    assert.deepEqual(await seq.nextRanges(4), [{ start: 2n, end: 6n, step: 1n }]); // from the block, not listed
+    const more = await seq.nextRanges(12); // 6..10 here, the rest from the next lease(s)
+    const values = more.flatMap((r) => {
+      const out = [];
+      for (let v = r.start; v < r.end; v += r.step) out.push(v);
+      return out;
+    });
+    assert.equal(values.length, 12);
+    assert.equal(values[0], 6n);
+    assert.equal(notIncreasing(values), "");
+    assert.ok((await seq.next()) > values[11]);
+    assert.deepEqual(await seq.nextRanges(0), []);
+    await assert.rejects(seq.nextRanges(-1), RangeError);
+    await seq.close();
+  });
+
   test("concurrent calls get unique values that increase in call order", async () => {
     const src = new FakeSource();
     const seq = new Sequence(src, "s", { block: 10, adaptive: false });

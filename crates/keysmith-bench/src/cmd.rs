@@ -20,6 +20,30 @@ use crate::Global;
 /// Benchmarks.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
+    /// Every client's benchmark entry point (clients/python/bench.py, node
+    /// clients/typescript/bench.mjs, clients/java/bench.sh, clients/go/bench.sh)
+    /// against one release `keysmith serve` on a temporary SQLite store: the
+    /// bare loop, cached next() on 1 and N threads, next_n(100), worker-lease
+    /// ids, one request per value and a /livez loop. Builds nothing; a client
+    /// whose toolchain is missing is skipped. Prints `client\tcase\tper_second`
+    /// and writes clients.tsv and clients.svg to --out.
+    Clients {
+        /// Seconds per case.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Threads (or concurrent callers) of the bare_8 and next_8 cases.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// Only these clients (repeat or comma-separate).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::clients::Lang>,
+        /// The keysmith binary to serve with (default: target/release/keysmith).
+        #[arg(long, value_name = "PATH")]
+        keysmith_bin: Option<PathBuf>,
+        /// Where to write clients.tsv and clients.svg (default: docs/bench of this checkout).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Durable allocation rate: clients calling next() for a while.
     Rate {
         /// Block sizes to measure (comma-separated).
@@ -203,6 +227,25 @@ pub enum BenchCommand {
 /// Bad options, or a store or server that fails mid-run.
 pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
     match cmd {
+        BenchCommand::Clients {
+            seconds,
+            threads,
+            only,
+            keysmith_bin,
+            out,
+        } => {
+            // the checkout this binary was built from: the entry points live there
+            let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+            let o = crate::clients::Options {
+                seconds,
+                threads,
+                only,
+                keysmith_bin: keysmith_bin.unwrap_or_else(|| root.join("target/release/keysmith")),
+                out: out.unwrap_or_else(|| root.join("docs/bench")),
+                root,
+            };
+            crate::clients::run(&o).await
+        }
         BenchCommand::Partitions { seconds, keysmith } => {
             partitions::run(seconds, keysmith, global.json).await
         }

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod chart;
+mod clients;
 mod cmd;
 mod compare;
 mod http;

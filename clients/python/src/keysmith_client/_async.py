@@ -15,6 +15,7 @@ from . import _api, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
+from ._token import bearer_token
 from ._failover import Attempt, Servers, leader_of
 from ._models import (
     CounterNames,
@@ -50,7 +51,9 @@ class AsyncClient:
         ca_file: Optional[PathLike] = None,
         cert_file: Optional[PathLike] = None,
         key_file: Optional[PathLike] = None,
+        token_file: Optional[PathLike] = None,
     ) -> None:
+        token = bearer_token(token, token_file)
         self._servers = Servers(_urls(url_or_urls))
         self._deadline = deadline
         self._http = httpx.AsyncClient(
@@ -353,8 +356,9 @@ class AsyncSequence:
                 return v
             await self._wait_for_values(1)
 
-    async def next_n(self, n: int) -> List[int]:
-        """``n`` increasing values; on failure none is taken."""
+    async def next_n(self, n: int) -> Union[range, List[int]]:
+        """``n`` increasing values: a ``range`` (made in O(1)) when they lie in one run
+        of the block, else a list; on failure none is taken."""
         if n < 0:
             raise ValueError(f"n must not be negative, got {n}")
         if n == 0:

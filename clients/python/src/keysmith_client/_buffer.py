@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Deque, List, Optional, Tuple
+from typing import Deque, List, Optional, Tuple, Union
 
 from ._models import Lease
 
@@ -90,12 +90,24 @@ class Buffer:
             runs.popleft()
         return None
 
-    def take_n(self, n: int) -> Optional[List[int]]:
-        """``n`` values, or ``None`` (taking nothing) when fewer are here."""
+    def take_n(self, n: int) -> Optional[Union[range, List[int]]]:
+        """``n`` values, or ``None`` (taking nothing) when fewer are here.
+
+        A ``range`` (made in O(1)) when the first run holds them all, else a list."""
         if self.available < n:
             return None
-        out: List[int] = []
         runs = self.runs
+        while runs and runs[0].next >= runs[0].end:
+            runs.popleft()
+        head = runs[0]
+        if head.left() >= n:
+            first = head.next
+            head.next = first + n * head.step
+            self.available -= n
+            if head.next >= head.end:
+                runs.popleft()
+            return range(first, first + n * head.step, head.step)
+        out: List[int] = []
         while len(out) < n:
             r = runs[0]
             k = min(n - len(out), r.left())
@@ -105,6 +117,44 @@ class Buffer:
             if r.next >= r.end:
                 runs.popleft()
         return out
+
+    def take_segment(self) -> Optional[Tuple[range, str, bool]]:
+        """The next values to hand out lock-free, as a ``range`` taken off the buffer:
+        up to where the next lease should be prefetched (or the rest of the run once
+        it is on its way). With the lease it belongs to, and whether it ends the last
+        run of that lease (for :meth:`untake`). ``None`` when nothing is here."""
+        runs = self.runs
+        while runs:
+            r = runs[0]
+            left = r.left()
+            if left <= 0:
+                runs.popleft()
+                continue
+            k = left
+            if not self.fetching:
+                above = self.available - int(self.lease_size * PREFETCH_AT)
+                if above > 0:
+                    k = min(k, above)
+            first = r.next
+            r.next = first + k * r.step
+            self.available -= k
+            ends = r.next >= r.end
+            if ends:
+                runs.popleft()
+            return range(first, r.next, r.step), r.lease, ends and r.last_of_lease
+        return None
+
+    def untake(self, rest: List[int], seg: range, lease: str, last_of_lease: bool) -> None:
+        """Puts the values of a segment not handed out (``rest``, its tail) back in front."""
+        if not rest:
+            return
+        first = rest[0]
+        head = self.runs[0] if self.runs else None
+        if head is not None and head.lease == lease and head.next == seg.stop:
+            head.next = first
+        else:
+            self.runs.appendleft(_Run(first, seg.stop, seg.step, lease, last_of_lease))
+        self.available += len(rest)
 
     def wants_prefetch(self) -> bool:
         return not self.fetching and self.available <= self.lease_size * PREFETCH_AT

@@ -44,7 +44,31 @@ class TooLarge(BadRequest):
 
 
 class Unauthorized(KeysmithError):
-    """401: no token, or the wrong one."""
+    """401: no token, or the wrong one. Raised at once, never retried."""
+
+
+class Forbidden(KeysmithError):
+    """403: the token is known but lacks the grant the call needs (or is over a
+    quota, ``quota_exceeded``). Raised at once, never retried."""
+
+
+class Gone(KeysmithError):
+    """410: the sequence was dropped while this server had it open."""
+
+
+class RateLimited(KeysmithError):
+    """429: over the principal's rate. The client waits out ``Retry-After`` and sends
+    the call again when that fits in the call's deadline; otherwise this is raised,
+    with :attr:`retry_after` (seconds, ``None`` when the server sent none)."""
+
+    retry_after: Optional[float] = None
+
+
+class SetupError(KeysmithError):
+    """A local mistake in how the client was set up, found on the first call: the
+    server's certificate is refused by ``ca_file`` (or the server refused the
+    client certificate), or the connection cannot be made secure. Raised at once,
+    never retried: retrying cannot fix it."""
 
 
 class NotFound(KeysmithError):
@@ -101,6 +125,10 @@ _BY_CODE: Dict[str, Type[KeysmithError]] = {
     "invalid_argument": BadRequest,
     "too_large": TooLarge,
     "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "quota_exceeded": Forbidden,
+    "rate_limited": RateLimited,
+    "dropped": Gone,
     "not_found": NotFound,
     "no_route": NotFound,
     "already_exists": AlreadyExists,
@@ -119,9 +147,12 @@ _BY_CODE: Dict[str, Type[KeysmithError]] = {
 _BY_STATUS: Dict[int, Type[KeysmithError]] = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
     413: TooLarge,
+    429: RateLimited,
     501: NotImplementedByServer,
     503: Unavailable,
 }

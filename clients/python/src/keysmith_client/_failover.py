@@ -15,6 +15,7 @@ deadline the last error is raised.
 from __future__ import annotations
 
 import email.utils
+import ssl
 import threading
 import time
 from typing import Any, List, Optional, Union
@@ -22,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ._errors import KeysmithError, Unavailable, error_from_response
+from ._errors import KeysmithError, RateLimited, SetupError, Unavailable, error_from_response
 
 #: The first pause after a connection error, in seconds.
 MIN_BACKOFF = 0.05
@@ -38,6 +39,35 @@ NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 def seg(name: str) -> str:
     """A name as one path segment (``/`` becomes ``%2F``)."""
     return quote(name, safe="")
+
+
+#: What OpenSSL says when the TLS setup itself is wrong (not a server going away mid-handshake).
+_TLS_REFUSALS = (
+    "CERTIFICATE_VERIFY_FAILED",
+    "CERTIFICATE_REQUIRED",
+    "certificate required",
+    "BAD_CERTIFICATE",
+    "UNKNOWN_CA",
+    "WRONG_VERSION_NUMBER",
+    "CERTIFICATE_UNKNOWN",
+)
+
+
+def _is_tls_refusal(exc: BaseException) -> bool:
+    """Whether a failed connection is a TLS refusal (the server's certificate not
+    trusted, a client certificate refused, TLS to a plain port): a setup mistake
+    that retrying cannot fix. A connection that breaks off is not one."""
+    seen = 0
+    e: Optional[BaseException] = exc
+    while e is not None and seen < 8:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return True
+        text = str(e)
+        if any(t in text for t in _TLS_REFUSALS):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
 
 
 def retry_after(resp: httpx.Response) -> Optional[float]:
@@ -177,6 +207,15 @@ class Attempt:
     def transport_error(self, i: int, exc: httpx.TransportError) -> None:
         """A request to server ``i`` failed without an answer: fail over, or raise."""
         url = self.servers.urls[i]
+        if _is_tls_refusal(exc):
+            # a setup mistake (ca_file, client certificate): no other try can succeed
+            tls = SetupError(
+                f"{url}: the TLS connection was refused ({type(exc).__name__}: {exc}); "
+                "check ca_file (the CA that signed the server's certificate) and cert_file/key_file",
+                url=url,
+            )
+            tls.__cause__ = exc
+            raise tls
         self.servers.failed(i, None)
         err = Unavailable(f"{url}: {type(exc).__name__}: {exc}", url=url)
         err.__cause__ = exc
@@ -201,6 +240,17 @@ class Attempt:
                 err.args = (err.message,)
                 raise err
             self.last = err
+            return None
+        if resp.status_code == 429:
+            # not taken: sent again after Retry-After when that fits in the deadline
+            wait = retry_after(resp)
+            limited = error_from_response(429, decode(resp), url)
+            if isinstance(limited, RateLimited):
+                limited.retry_after = wait
+            if wait is None or time.monotonic() + wait > self.deadline:
+                raise limited
+            self.servers.failed(i, wait)
+            self.last = limited
             return None
         self.servers.succeeded(i)
         if resp.is_error:

@@ -78,7 +78,8 @@ class Lease:
 
     sequence: str
     ranges: Tuple[Range, ...]
-    token: str
+    #: The lease token that hands an unused tail back: a credential, never in a repr.
+    token: str = field(repr=False)
     step: int = 1
 
     def __len__(self) -> int:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import sys
 import threading
 import time
 import uuid
 import weakref
 from types import TracebackType
-from typing import Callable, Dict, Iterable, List, Optional, Type, TypeVar, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import httpx
 
@@ -18,6 +19,7 @@ from . import _api, _fork, _workers
 from ._api import Req, ShardId
 from ._buffer import Adaptive, Buffer
 from ._errors import Closed, KeysmithError
+from ._token import bearer_token
 from ._failover import Attempt, Servers, leader_of
 from ._models import (
     CounterNames,
@@ -36,6 +38,8 @@ from ._models import (
 from ._workers import WorkerInfo, WorkerLease, WorkerLeaseInfo
 
 T = TypeVar("T")
+#: Whether the GIL makes ``next()`` on a C iterator atomic (False on a free-threaded build).
+_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 _log = logging.getLogger("keysmith_client")
 
 #: Per request: 3 s to connect, 15 s for the rest (above the server's 10 s request timeout).
@@ -102,6 +106,15 @@ class Client:
     ``cert_file`` and ``key_file`` are a client certificate and its key (PEM)
     for a server that requires one (``keysmith serve --client-ca``);
     ``cert_file`` may hold the key too.
+
+    ``token`` (or ``token_file``, a file holding it) is the server's bearer token:
+    one trailing newline is stripped; any other character that is not printable
+    ASCII raises ``ValueError`` here, without showing the token. Setup mistakes
+    raise at once and are never retried: a CA or certificate file that cannot be
+    read (here), a TLS refusal (:class:`SetupError`), a wrong token
+    (:class:`Unauthorized`), a missing grant (:class:`Forbidden`). A 429
+    (:class:`RateLimited`) is sent again after its ``Retry-After`` when that
+    fits in ``deadline``. No message or repr of the client shows a token.
     """
 
     def __init__(
@@ -115,7 +128,9 @@ class Client:
         ca_file: Optional[PathLike] = None,
         cert_file: Optional[PathLike] = None,
         key_file: Optional[PathLike] = None,
+        token_file: Optional[PathLike] = None,
     ) -> None:
+        token = bearer_token(token, token_file)
         self._servers = Servers(_urls(url_or_urls))
         self._deadline = deadline
         verify = _verify(ca_file, cert_file, key_file)
@@ -438,9 +453,11 @@ class Client:
 class Sequence:
     """Values of one sequence, served from a local block leased from the server.
 
-    ``next()`` and ``next_n()`` take from the local block under a lock; when
-    a fifth of the last lease is left a background thread reserves the next
-    one. Values from one Sequence increase, across all threads using it.
+    ``next()`` takes from the current segment of the local block without a
+    lock (a C-level ``range`` iterator; under the lock in a free-threaded
+    build); only the caller that finds the segment used up takes the lock to
+    take the next one. When a fifth of the last lease is left a background
+    thread reserves the next lease, so it is usually here before it is needed. Values from one Sequence increase, across all threads using it.
     Make it with :meth:`Client.sequence`.
     """
 
@@ -449,6 +466,9 @@ class Sequence:
         self._client = client
         self._cond = threading.Condition(threading.Lock())
         self._buf = Buffer(block, adaptive)
+        # the segment handed out lock-free: its iterator, and (range, lease, last_of_lease)
+        self._it: Iterator[int] = iter(())
+        self._seg: Optional[Tuple[range, str, bool]] = None
         self._closed = False
         self._fetches = 0  # fetches started
         self._failed: Dict[int, BaseException] = {}  # fetch number -> its error, for those waiting on it
@@ -462,6 +482,8 @@ class Sequence:
         The child leases blocks of its own; the parent's values are never
         handed out here, and its lease in flight is the parent's."""
         self._cond = threading.Condition(threading.Lock())
+        self._it = iter(())
+        self._seg = None
         buf = self._buf
         buf.runs.clear()
         buf.available = 0
@@ -479,24 +501,73 @@ class Sequence:
         """How many leases this Sequence has received."""
         return self._buf.leases
 
-    def next(self) -> int:
+    def _next_lock_free(self) -> int:
+        """The next value: from the current segment of the local block, lock-free
+        (``next()`` on a C ``range`` iterator is atomic under the GIL); the lock is
+        taken only at a segment's end, to take the next one."""
+        v = next(self._it, None)
+        if v is not None:
+            return v
         with self._cond:
-            while True:
-                v = self._buf.take()
-                if v is not None:
-                    if self._buf.wants_prefetch() and not self._closed:
-                        self._start_fetch(0)
-                    return v
-                self._wait_for_values(1)
+            return self._refill()
 
-    def next_n(self, n: int) -> List[int]:
-        """``n`` increasing values; on failure none is taken (all stay in the local block)."""
+    def _next_locked(self) -> int:
+        """The next value, under the lock (a free-threaded build: a ``range``
+        iterator is not atomic there)."""
+        with self._cond:
+            v = next(self._it, None)
+            if v is not None:
+                return v
+            return self._refill()
+
+    #: The next value; values of one Sequence increase across all threads using it,
+    #: and no value is handed out twice. Lock-free under the GIL (see the class).
+    next = _next_lock_free if _GIL else _next_locked
+
+    def _refill(self) -> int:
+        """With the lock held: the next value, taking a new segment (and starting
+        the prefetch when the block is down to its last fifth)."""
+        while True:
+            v = next(self._it, None)  # another thread may have taken a segment meanwhile
+            if v is not None:
+                return v
+            if self._closed:
+                raise Closed(f"sequence {self.name!r}: this Sequence is closed")
+            buf = self._buf
+            if buf.wants_prefetch():
+                self._start_fetch(0)
+            seg = buf.take_segment()
+            if seg is not None:
+                self._seg = seg
+                it = iter(seg[0])
+                v = next(it)
+                self._it = it
+                return v
+            self._wait_for_values(1)
+
+    def _drain_segment(self) -> None:
+        """With the lock held: puts the current segment's unused values back in the block.
+
+        ``list()`` of a ``range`` iterator runs in C without releasing the GIL, so no
+        other thread takes a value of it meanwhile."""
+        rest = list(self._it)
+        self._it = iter(())
+        if self._seg is not None:
+            self._buf.untake(rest, *self._seg)
+            self._seg = None
+
+    def next_n(self, n: int) -> Union[range, List[int]]:
+        """``n`` increasing values: a ``range`` (made in O(1)) when they lie in one run
+        of the block, else a list. On failure none is taken (all stay in the local block)."""
         if n < 0:
             raise ValueError(f"n must not be negative, got {n}")
         if n == 0:
             return []
         with self._cond:
             while True:
+                # again after every wait: another thread may have taken a segment meanwhile,
+                # whose values come before the block's
+                self._drain_segment()
                 vs = self._buf.take_n(n)
                 if vs is not None:
                     if self._buf.wants_prefetch() and not self._closed:
@@ -557,6 +628,7 @@ class Sequence:
             if self._closed:
                 return
             self._closed = True
+            self._drain_segment()
             while self._buf.fetching:
                 self._cond.wait()
             tails = self._buf.tails()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from ._api import Req
@@ -52,8 +52,9 @@ class WorkerLeaseInfo:
     until_ms: int
     expires_ms: int
     ttl_ms: int
-    token: str
-    raw: Json
+    #: A credential: never in a repr (nor is ``raw``, which holds it too).
+    token: str = field(repr=False)
+    raw: Json = field(repr=False)
 
     @classmethod
     def from_json(cls, j: Json) -> WorkerLeaseInfo:
