@@ -32,6 +32,7 @@ root=$PWD
 CARGO_DEB_VERSION=3.8.0
 TYPESCRIPT_VERSION=5.9.3
 BUILD_VERSION=1.6.1
+TWINE_VERSION=7.0.0
 
 log() { printf '\n=== packages: %s\n' "$*"; }
 die() { printf '\npackages: %s\n' "$*" >&2; exit 1; }
@@ -133,11 +134,21 @@ python_packages() {
   fi
   local pip=(--quiet --disable-pip-version-check)
   python3 -m venv "$work/build-venv"
-  "$work/build-venv/bin/pip" install "${pip[@]}" "build==$BUILD_VERSION"
-  # From a copy: the build sees what git tracks, not a developer's .venv.
+  "$work/build-venv/bin/pip" install "${pip[@]}" "build==$BUILD_VERSION" "twine==$TWINE_VERSION"
+  # The licence texts are files of their own, the same as the repository's:
+  # a symlink out of the package breaks the wheel built from the sdist
+  # (LinkOutsideDestinationError), as PyPI users and packagers build it.
+  for f in LICENSE-MIT LICENSE-APACHE; do
+    [ -f "clients/python/$f" ] && [ ! -L "clients/python/$f" ] || die "clients/python/$f must be a file, not a symlink"
+    cmp -s "$f" "clients/python/$f" || die "clients/python/$f differs from $f: copy it again"
+  done
+  # From a copy: the build sees what git tracks, not a developer's .venv;
+  # symlinks are copied as symlinks (-P), as an sdist would carry them.
   mkdir -p "$work/py-src"
-  git ls-files -z clients/python | (cd "$root" && xargs -0 cp --parents -t "$work/py-src")
+  git ls-files -z clients/python | (cd "$root" && xargs -0 cp -P --parents -t "$work/py-src")
+  # The ordinary build: the sdist, then the wheel from the sdist.
   "$work/build-venv/bin/python" -m build --outdir "$work/dist" "$work/py-src/clients/python" >/dev/null
+  "$work/build-venv/bin/twine" check --strict "$work"/dist/*
   local sdist wheel
   sdist=$(ls "$work"/dist/keysmith_client-*.tar.gz)
   wheel=$(ls "$work"/dist/keysmith_client-*.whl)
