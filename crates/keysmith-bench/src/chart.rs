@@ -4,9 +4,9 @@ use plotters::prelude::*;
 
 use super::rows::{Report, human};
 
-const DURABLE: RGBColor = RGBColor(31, 119, 180);
-const NOT_DURABLE: RGBColor = RGBColor(255, 127, 14);
-const LIMIT: RGBColor = RGBColor(120, 120, 120);
+pub(crate) const DURABLE: RGBColor = RGBColor(31, 119, 180);
+pub(crate) const NOT_DURABLE: RGBColor = RGBColor(255, 127, 14);
+pub(crate) const LIMIT: RGBColor = RGBColor(120, 120, 120);
 
 /// A horizontal bar per row: values per second on a log scale, coloured by
 /// whether the value is durable before it is returned. Skipped rows keep
@@ -105,82 +105,6 @@ pub fn throughput_svg(r: &Report) -> anyhow::Result<String> {
     Ok(svg)
 }
 
-/// `keysmith-bench clients`: a horizontal bar per client and case, operations
-/// per second on a log scale; the bare loops and `/livez` (the baselines) grey.
-pub fn clients_svg(
-    rows: &[crate::clients::Row],
-    seconds: f64,
-    threads: usize,
-) -> anyhow::Result<String> {
-    use crate::clients::Case;
-    let n = rows.len().max(1);
-    let height = 80 + 22 * n as u32;
-    let max = rows.iter().map(|r| r.per_second).fold(10.0f64, f64::max);
-    let top = 10f64.powf(max.log10().ceil() + 0.3);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "keysmith clients: operations per second, log scale ({seconds} s per case, {threads} threads in the _8 cases, one run); grey: baselines (bare loop, /livez)"
-                ),
-                ("sans-serif", 15),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(200)
-            .build_cartesian_2d((1f64..top).log_scale(), 0f64..n as f64)
-            .map_err(err)?;
-        let names: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{}: {}", r.client, r.case.name()))
-            .collect();
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(n * 2 + 1)
-            .y_label_formatter(&|y| {
-                let i = (n as f64 - y - 0.5).round();
-                if (n as f64 - y - 0.5 - i).abs() < 0.01 && i >= 0.0 && (i as usize) < n {
-                    names[i as usize].clone()
-                } else {
-                    String::new()
-                }
-            })
-            .x_label_formatter(&|x| human(*x))
-            .label_style(("sans-serif", 12))
-            .draw()
-            .map_err(err)?;
-        for (i, row) in rows.iter().enumerate() {
-            let y0 = (n - 1 - i) as f64 + 0.15;
-            let y1 = y0 + 0.7;
-            let v = row.per_second.max(1.0);
-            let color = match row.case {
-                Case::Bare | Case::Bare8 | Case::Livez => LIMIT,
-                Case::Request => NOT_DURABLE,
-                _ => DURABLE,
-            };
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(1.0, y0), (v, y1)],
-                    color.filled(),
-                )))
-                .map_err(err)?;
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    human(v),
-                    (v * 1.08, y0 + 0.55),
-                    ("sans-serif", 11),
-                )))
-                .map_err(err)?;
-        }
-        root.present().map_err(err)?;
-    }
-    Ok(svg)
-}
-
 /// Latency percentiles at a fixed request rate, one group of bars per route.
 pub fn latency_svg(r: &Report) -> anyhow::Result<Option<String>> {
     if r.latency.is_empty() {
@@ -257,7 +181,7 @@ pub fn latency_svg(r: &Report) -> anyhow::Result<Option<String>> {
     Ok(Some(svg))
 }
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing the chart: {e}")
 }
 

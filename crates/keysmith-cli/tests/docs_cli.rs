@@ -35,6 +35,27 @@ fn man_pages_for_the_command_and_each_subcommand() {
     assert!(top.status.success());
     let page = String::from_utf8(top.stdout).unwrap();
     assert!(page.contains(".TH keysmith 1"), "{page}");
+    // The title line's date parses (YYYY-MM-DD) and its source names the
+    // version: `.TH keysmith 1 2026-12-02 "keysmith 0.1.0"`.
+    let th = page.lines().find(|l| l.starts_with(".TH ")).unwrap();
+    let date = th
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or_default()
+        .trim_matches('"');
+    assert!(
+        date.len() == 10
+            && date.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }),
+        "{th}"
+    );
+    assert!(
+        th.contains(concat!("\"keysmith ", env!("CARGO_PKG_VERSION"), "\"")),
+        "{th}"
+    );
     assert!(page.contains("serve"));
 
     let serve = keysmith(&["man", "serve"]);

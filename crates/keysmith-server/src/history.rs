@@ -140,7 +140,7 @@ pub(crate) fn sparkline(points: &[(f64, f64)], now: f64, label: &str) -> Option<
             y(*v)
         );
     }
-    let label = crate::status::escape(label);
+    let label = crate::html::escape(label);
     Some(format!(
         "<svg class=\"chart\" role=\"img\" aria-label=\"{label}\" width=\"{W}\" height=\"{H}\" \
          viewBox=\"0 0 {W} {H}\" xmlns=\"http://www.w3.org/2000/svg\" data-points=\"{n}\">\

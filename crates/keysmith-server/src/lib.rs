@@ -89,6 +89,7 @@ mod error;
 mod extract;
 mod handles;
 mod history;
+mod html;
 mod metrics;
 pub mod openapi;
 pub mod origin;

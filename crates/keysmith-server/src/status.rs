@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::AppState;
 use crate::error::ApiResult;
+use crate::html::escape;
 use crate::routes::pools::PoolHandleView;
 use crate::routes::sequences::HandleView;
 
@@ -290,22 +291,6 @@ pub(crate) async fn page(State(state): State<AppState>) -> ApiResult<Response> {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
-}
-
-/// Escapes text for HTML element content and quoted attribute values.
-pub(crate) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Digits in groups of three, separated by thin spaces, for large counts.
@@ -663,11 +648,6 @@ mod tests {
     }
 
     use super::*;
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(escape(r#"a<b>&"c'"#), "a&lt;b&gt;&amp;&quot;c&#39;");
-    }
 
     #[test]
     fn groups_digits() {

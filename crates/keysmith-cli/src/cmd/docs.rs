@@ -10,6 +10,11 @@ use clap_complete::Shell;
 ///
 /// # Errors
 /// Writing to stdout failed.
+/// The date in the man pages' `.TH` line (`YYYY-MM-DD`, what man readers
+/// and `mandoc -T lint` parse): the day this version's pages were last
+/// changed. A fixed date, not the build's, so the pages build reproducibly.
+const MAN_DATE: &str = "2026-12-02";
+
 pub fn completions(shell: Shell) -> anyhow::Result<()> {
     let mut cmd = crate::Cli::command();
     // Into memory first: the generator panics on a failed write (a closed pipe).
@@ -52,7 +57,10 @@ pub fn man(subcommand: Option<&str>) -> anyhow::Result<()> {
         }
     };
     let mut out = std::io::stdout().lock();
-    clap_mangen::Man::new(page).render(&mut out)?;
+    clap_mangen::Man::new(page)
+        .date(MAN_DATE)
+        .source(concat!("keysmith ", env!("CARGO_PKG_VERSION")))
+        .render(&mut out)?;
     out.flush()?;
     Ok(())
 }
