@@ -207,7 +207,10 @@ async fn an_optimistic_put_planned_before_a_new_generation_conflicts_and_replans
     {
         Put::Conflict(now) => {
             assert_eq!(now.next, stale.next + 500);
-            assert_eq!(now.version, stale.version + keysmith::store::FENCE_VERSION_STEP);
+            assert_eq!(
+                now.version,
+                stale.version + keysmith::store::FENCE_VERSION_STEP
+            );
         }
         other => panic!("{other:?}"),
     }
