@@ -186,8 +186,8 @@ fn racing_processes_get_gap_free_unique_revisions() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("k.db");
     // Create the database file first so the processes race on the sequence,
-    // not on the schema.
-    ok(keysmith(&db, &["list"]));
+    // not on the schema (a command that only reads makes no store).
+    ok(keysmith(&db, &["create", "schema-first"]));
     let children: Vec<_> = (0..N)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_keysmith"))

@@ -35,6 +35,10 @@ const LEFT_OUT: &[(&str, &str)] = &[
     ("record_counts", "counters, no values"),
     ("read_counts", "counters, no values"),
     ("list_sequences", "reads only"),
+    (
+        "sequence_names_near",
+        "reads names for a not-found hint only",
+    ),
 ];
 
 fn store_dir() -> std::path::PathBuf {
