@@ -5,9 +5,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use common::server::ServerProc;
 use common::{Db, KEYSMITH};
@@ -22,22 +21,10 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// The digest an access file lists for `token` (what `keysmith access hash`
+/// prints: the same library function).
 fn sha256(token: &str) -> String {
-    let mut child = Command::new(KEYSMITH)
-        .args(["access", "hash"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(token.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    keysmith_server::access::token_digest_hex(token.as_bytes())
 }
 
 /// A TLS server with an access file, its CA, and a local store to compare with.
