@@ -18,11 +18,13 @@
 #                unit; `dpkg -i` installs it (no running systemd needed), then
 #                `keysmith --version` from /usr/bin, the completions and man
 #                pages are checked, the shipped config is parsed by the
-#                installed binary, and the package is purged again.
+#                installed binary, and the package is purged again. Before
+#                that, `lintian --fail-on error` on the .deb and
+#                `mandoc -T lint -W warning` on every man page.
 #
 # Takes the binary from $KEYSMITH_BIN (else builds `cargo build -p keysmith-cli`).
 # Installs when missing: cargo-deb (cargo install --locked, pinned, into the
-# target dir), python3-venv, systemd, man-db, dpkg-dev (apt, as root); pip installs `build` into a venv
+# target dir), python3-venv, systemd, man-db, dpkg-dev, lintian, mandoc (apt, as root); pip installs `build` into a venv
 # and npm installs typescript (pinned) into the scratch project; nothing global.
 # Prints the seconds each part took.
 set -euo pipefail
@@ -199,9 +201,10 @@ debian_package() {
   log "cargo deb (keysmith-cli): unit, config, completions, man pages; dpkg -i"
   # Debian packages: systemd (systemd-analyze; the container need not run
   # it), man-db (man, which systemd-analyze verify uses for Documentation=),
-  # dpkg-dev (dpkg-shlibdeps, for the package's Depends).
+  # dpkg-dev (dpkg-shlibdeps, for the package's Depends), lintian (Debian's
+  # own package checks), mandoc (its man page lint).
   local need=() entry
-  for entry in systemd:systemd-analyze man-db:man dpkg-dev:dpkg-shlibdeps; do
+  for entry in systemd:systemd-analyze man-db:man dpkg-dev:dpkg-shlibdeps lintian:lintian mandoc:mandoc; do
     command -v "${entry#*:}" >/dev/null || need+=("${entry%%:*}")
   done
   if [ ${#need[@]} -gt 0 ]; then
@@ -214,16 +217,26 @@ debian_package() {
     cargo install --quiet --locked cargo-deb --version "$CARGO_DEB_VERSION" --root "$tools"
   # The binary the tests built (dev profile): the check is of the packaging,
   # and a release build would double CI's compile time. A release is
-  # `cargo deb -p keysmith-cli` (release profile, stripped).
+  # `cargo deb -p keysmith-cli` (release profile). cargo-deb strips the
+  # copy it packages, as a release would (lintian refuses an unstripped
+  # binary); the test binary itself is left as it is.
   local profile_dir="$target/debug"
   [ "$(realpath "$KEYSMITH_BIN")" = "$(realpath "$profile_dir/keysmith")" ] ||
     die "the Debian package takes the binary from $profile_dir; KEYSMITH_BIN is $KEYSMITH_BIN"
   bash packaging/debian/gen-assets.sh "$KEYSMITH_BIN" "$profile_dir/pkg-assets"
   rm -rf "$work/deb"
-  "$tools/bin/cargo-deb" -p keysmith-cli --profile dev --no-build --no-strip --fast -q -o "$work/deb/"
+  "$tools/bin/cargo-deb" -p keysmith-cli --profile dev --no-build --fast -q -o "$work/deb/"
   local deb
   deb=$(ls "$work"/deb/keysmith_*.deb)
   dpkg-deb --info "$deb" | sed -n '/Package:/,/Description:/p'
+  # Debian's checks: no error (warnings and notes are printed; a package
+  # not uploaded to Debian closes no ITP bug, so that warning is left out).
+  lintian --fail-on error --tag-display-limit 0 --suppress-tags initial-upload-closes-no-bugs "$deb" || die "lintian found errors in $deb"
+  local page
+  for page in "$profile_dir"/pkg-assets/man/*.1.gz; do
+    zcat "$page" | mandoc -T lint -W warning ||
+      die "mandoc -T lint warns on $(basename "$page"): zcat $page | mandoc -T lint -W warning"
+  done
   rm -rf "$work/unit"
   dpkg-deb -x "$deb" "$work/unit"
   local unit="$work/unit/usr/lib/systemd/system/keysmith.service"

@@ -66,9 +66,23 @@ impl Global {
             .unwrap_or_else(keysmith::store::default_url)
     }
 
-    /// The servers to use: `--server`, else `$KEYSMITH_SERVER` when no
-    /// `--store` is given; empty for a store.
-    fn servers(&self) -> Result<Vec<String>, cmd::UsageError> {
+    /// The client config file ([`cmd::client_config`]), unless `--store`
+    /// is given (a store needs none of it).
+    fn config(&self) -> Result<Option<cmd::client_config::ClientConfig>, cmd::UsageError> {
+        if self.store.is_some() {
+            return Ok(None);
+        }
+        cmd::client_config::load()
+    }
+
+    /// The servers to use and where they were named: `--server`, else
+    /// `$KEYSMITH_SERVER` when no `--store` is given, else the config file's
+    /// `server` when `$KEYSMITH_STORE` is not set either (the environment
+    /// wins over the file); empty for a store.
+    fn servers(
+        &self,
+        config: Option<&cmd::client_config::ClientConfig>,
+    ) -> Result<(Vec<String>, String), cmd::UsageError> {
         if !self.server.is_empty() {
             if self.store.is_some() {
                 return Err(cmd::UsageError(
@@ -76,33 +90,57 @@ impl Global {
                         .into(),
                 ));
             }
-            return Ok(self.server.clone());
+            return Ok((self.server.clone(), "--server".into()));
         }
         if self.store.is_some() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), String::new()));
         }
-        Ok(std::env::var(SERVER_ENV)
+        let from_env: Vec<String> = std::env::var(SERVER_ENV)
             .unwrap_or_default()
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-            .collect())
+            .collect();
+        if !from_env.is_empty() {
+            return Ok((from_env, format!("${SERVER_ENV}")));
+        }
+        if std::env::var_os("KEYSMITH_STORE").is_some() {
+            return Ok((Vec::new(), String::new()));
+        }
+        Ok(match config {
+            Some(c) if !c.servers.is_empty() => (
+                c.servers.clone(),
+                format!("the config file {}", c.path.display()),
+            ),
+            _ => (Vec::new(), String::new()),
+        })
     }
 
-    /// The client of the server(s) to use, `None` for a store.
+    /// The client of the server(s) to use, `None` for a store. Each setting
+    /// comes from its flag, else the environment, else the config file.
     ///
     /// # Errors
-    /// A [`cmd::UsageError`] for `--server` with `--store`; the client's
-    /// setup errors (a bad token, token file, CA file or certificate).
+    /// A [`cmd::UsageError`] for `--server` with `--store` or a bad config
+    /// file; the client's setup errors (a bad token, token file, CA file or
+    /// certificate).
     pub fn client(&self) -> anyhow::Result<Option<keysmith_client::Client>> {
-        let servers = self.servers()?;
+        let config = self.config()?;
+        let (servers, _) = self.servers(config.as_ref())?;
         if servers.is_empty() {
             return Ok(None);
         }
+        let file = config.unwrap_or_default();
         let token = match &self.token_file {
             Some(p) => Some(keysmith_client::Token::from_file(p)?),
-            None => keysmith_client::Token::from_env(TOKEN_ENV)?,
+            None => match keysmith_client::Token::from_env(TOKEN_ENV)? {
+                Some(t) => Some(t),
+                None => file
+                    .token_file
+                    .as_ref()
+                    .map(|p| keysmith_client::Token::from_file(p.as_path()))
+                    .transpose()?,
+            },
         };
         let mut b = keysmith_client::Client::builder();
         for s in servers {
@@ -111,10 +149,14 @@ impl Global {
         if let Some(t) = token {
             b = b.token(t);
         }
-        if let Some(ca) = &self.ca_file {
+        if let Some(ca) = self.ca_file.as_ref().or(file.ca_file.as_ref()) {
             b = b.ca_file(ca);
         }
-        if let (Some(c), Some(k)) = (&self.cert_file, &self.key_file) {
+        let pair = match (&self.cert_file, &self.key_file) {
+            (Some(c), Some(k)) => Some((c, k)),
+            _ => file.cert_file.as_ref().zip(file.key_file.as_ref()),
+        };
+        if let Some((c, k)) = pair {
             b = b.client_cert(c, k);
         }
         Ok(Some(b.build()?))
@@ -157,10 +199,11 @@ impl Global {
 
     /// An error when a server is meant and this command runs on a store.
     fn refuse_server(&self) -> anyhow::Result<()> {
-        let servers = self.servers()?;
+        let config = self.config()?;
+        let (servers, named_by) = self.servers(config.as_ref())?;
         if !servers.is_empty() {
             anyhow::bail!(
-                "this command works on a store, not against a keysmith server (--server or ${SERVER_ENV} is set); \
+                "this command works on a store, not against a keysmith server (named by {named_by}); \
                  give --store URL to run it on a store"
             );
         }
@@ -217,12 +260,32 @@ enum Command {
     /// ticket, then commit or release it.
     #[command(subcommand)]
     Ticket(cmd::ticket::TicketCommand),
+    /// Prints the state of the store, or with --server of the server: per
+    /// sequence and pool, what exists, its runway and rate.
+    ///
+    /// One line per sequence (next, remaining, max, the rate every process
+    /// reserves at by the store's rate marks, the runway to max at that
+    /// rate, values no clean close accounted for) and per pool (start,
+    /// size, runway). Rates and runways need a second of history ("-" and
+    /// "–" before); they are read for the first 100 sequences and pools.
+    /// With --server the lines are those the server's GET /v1/status gives
+    /// (the names the token may read), each followed by what that server's
+    /// own handle served and at what rate over its last ten seconds, which
+    /// a store does not record; a sequence a server holds a block of shows
+    /// that block as reserved (next is past it).
+    Status(cmd::status::StatusArgs),
     /// Moves from Meituan Leaf or Didi Tinyid.
     ///
     /// Makes one sequence per row of their MySQL table, starting above its
     /// max_id. Needs a keysmith built with MySQL support (cargo feature
     /// `mysql`).
     Import(cmd::import::ImportArgs),
+    /// A live view of the busiest names: rates, runways, leader leases.
+    ///
+    /// Redrawn every second; the keys r, n and w sort by rate, name and
+    /// runway, q quits. On a store (--store) or a server (--server);
+    /// --once prints one snapshot as text.
+    Top(cmd::top::TopArgs),
     /// Runs the HTTP service (default 127.0.0.1:7878) until SIGTERM or ctrl-c.
     Serve(Box<cmd::serve::ServeArgs>),
     /// Access files of `serve --access-file`: hash a token, check a file.
@@ -376,6 +439,8 @@ fn main() -> ExitCode {
             Command::Ticket(c) => cmd::ticket::run(c, &cli.global).await,
             Command::Workers(c) => cmd::workers::run(c, &cli.global).await,
             Command::Import(a) => cmd::import::run(a, &cli.global).await,
+            Command::Top(a) => cmd::top::run(a, &cli.global).await,
+            Command::Status(a) => cmd::status::run(a, &cli.global).await,
             Command::Serve(a) => cmd::serve::run(*a, &cli.global).await,
             Command::Access(c) => cmd::access::run(c, &cli.global).await,
             Command::Verify(a) => cmd::verify::run(a, &cli.global).await,

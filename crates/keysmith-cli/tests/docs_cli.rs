@@ -66,6 +66,10 @@ fn man_pages_for_the_command_and_each_subcommand() {
         page.contains("access\\-file"),
         "serve's options are on its page"
     );
+    // Its options with possible values come with a paragraph space, not the
+    // `.br`, blank line, `.br` that `mandoc -T lint` warns of.
+    assert!(page.contains("Possible values"), "{page}");
+    assert!(!page.contains("\n.br\n\n.br\n"), "{page}");
 
     let none = keysmith(&["man", "nope"]);
     assert_eq!(none.status.code(), Some(2));

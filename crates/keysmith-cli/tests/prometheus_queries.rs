@@ -1,8 +1,9 @@
 //! The alert rules (`packaging/prometheus/keysmith-rules.yml`) and the
 //! Grafana dashboard (`packaging/grafana/keysmith.json`) against a real
 //! Prometheus scraping real `keysmith serve` processes under load: one over
-//! plain HTTP with an audit log, taking sequence, pool and id requests (and
-//! some that fail), one over HTTPS (for the certificate's expiry gauge).
+//! plain HTTP with an audit log, taking sequence (one leader-ordered), pool
+//! and id requests (and some that fail), one over HTTPS (for the
+//! certificate's expiry gauge).
 //! Prometheus loads the rules file itself (it refuses to start on a rule that
 //! does not parse) and evaluates every rule; then every rule's expression and
 //! every dashboard query (Grafana's variables filled in) is evaluated through
@@ -139,6 +140,7 @@ async fn load(base: String, stop: Arc<AtomicBool>) -> u64 {
         for path in [
             "/v1/sequences/orders/next?count=50",
             "/v1/sequences/users/next",
+            "/v1/sequences/ledger/next",
             "/v1/pools/tickets/next",
             "/v1/ids/next",
             "/v1/sequences/no-such-name/next",
@@ -166,6 +168,8 @@ async fn every_alert_rule_and_dashboard_query_runs_on_prometheus_against_a_live_
     let db = Db::new();
     db.ok(&["create", "orders"]);
     db.ok(&["create", "users"]);
+    // Led by the server: the leader's gauge and term counters.
+    db.ok(&["create", "ledger", "--order", "leader"]);
     db.ok(&[
         "pool", "create", "tickets", "--size", "1000", "--start", "1",
     ]);

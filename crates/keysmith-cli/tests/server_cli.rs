@@ -137,6 +137,11 @@ fn normalize(out: &str) -> String {
             Some(i) => &l[..i],
             None => l,
         })
+        // What only a server knows (`status --server`).
+        .map(|l| match l.find("; this server: ") {
+            Some(i) => &l[..i],
+            None => l,
+        })
         .map(|l| {
             if l.starts_with('{') || l.starts_with('[') {
                 let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
@@ -148,6 +153,18 @@ fn normalize(out: &str) -> String {
                     .filter_map(serde_json::Value::as_object_mut)
                 {
                     o.remove("generation");
+                }
+                // `status --json --server`: what that server's handles served.
+                for list in ["sequences", "pools"] {
+                    for o in v
+                        .get_mut(list)
+                        .and_then(serde_json::Value::as_array_mut)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(serde_json::Value::as_object_mut)
+                    {
+                        o.remove("server");
+                    }
                 }
                 v.to_string()
             } else {
@@ -171,6 +188,31 @@ async fn every_server_command_prints_what_the_store_prints() {
     t.same(&["--json", "list"]);
     t.same(&["drop", "team-a/list-me"]);
     t.same(&["list"]);
+    // Status, before any value is taken (a server's handle then holds a
+    // block the store shows as reserved): the same lines, and with
+    // --server what the server's own handles served.
+    t.same(&[
+        "pool",
+        "create",
+        "team-a/early",
+        "--size",
+        "3",
+        "--start",
+        "7",
+    ]);
+    let status = t.same(&["status"]);
+    assert_eq!(
+        normalize(&status),
+        "sequence team-a/orders: next 10, remaining 9223372036854775797, max 9223372036854775806, \
+         rate -, runway –, unaccounted 0\n\
+         pool team-a/early: start 7, size 3, runway –",
+        "{status}"
+    );
+    assert!(
+        status.contains("; this server: served 0, 0.0/s"),
+        "{status}"
+    );
+    t.same(&["--json", "status"]);
     // The server's handle keeps its block (next=15 there, 13 in the store
     // after a command's handle hands its tail back): values match.
     assert_eq!(
@@ -244,7 +286,18 @@ async fn every_server_command_prints_what_the_store_prints() {
         String::from_utf8(o.stdout).unwrap()
     };
     assert_eq!(released(false, &lt), released(true, &rt));
-    t.same(&["show", "team-a/inv"]);
+    // `show` says where the numbers are (the row's next never moves).
+    let year = lv.split('-').nth(1).unwrap();
+    let shown = t.same(&["show", "team-a/inv"]);
+    assert!(shown.contains("next:      3\n"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "numbers:   last 2 in period {year}, 2 taken: 1 committed, 0 held by a ticket, 1 released"
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("handed out 0"), "{shown}");
+    t.same(&["--json", "show", "team-a/inv"]);
 
     // Pools.
     t.same(&[
@@ -433,4 +486,194 @@ fn no_command_creates_a_store_file_when_a_server_is_meant() {
         );
         assert!(!db.exists(), "{args:?} created {}", db.display());
     }
+}
+
+impl Setup {
+    /// `keysmith ARGS` with `$KEYSMITH_CONFIG` naming `config` (when given),
+    /// no server, token or store in the environment but `env`, in a
+    /// folder of its own.
+    fn with_config(
+        &self,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> (Output, tempfile::TempDir) {
+        let cwd = tempfile::tempdir().unwrap();
+        let mut c = Command::new(KEYSMITH);
+        c.args(args)
+            .env_remove("KEYSMITH_STORE")
+            .env_remove("KEYSMITH_SERVER")
+            .env_remove("KEYSMITH_TOKEN")
+            .env_remove("KEYSMITH_CONFIG")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", cwd.path())
+            .current_dir(cwd.path());
+        if let Some(p) = config {
+            c.env("KEYSMITH_CONFIG", p);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        (c.output().unwrap(), cwd)
+    }
+
+    /// Writes a config file in the local store's folder.
+    fn config_file(&self, file: &str, text: &str) -> PathBuf {
+        let p = self.local.dir.path().join(file);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn stdout_of(o: &Output) -> String {
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_names_the_server_and_flags_and_environment_win_over_it() {
+    let t = setup().await;
+    let dir = t.local.dir.path();
+    std::fs::write(dir.join("team-a.token"), format!("{TOKEN}\n")).unwrap();
+    std::fs::write(dir.join("team-b.token"), format!("{OTHER}\n")).unwrap();
+    // Relative paths are taken from the file's folder.
+    let ca = s(&t.certs.ca);
+    let good = t.config_file(
+        "good.toml",
+        &format!(
+            "server = [\"https://127.0.0.1:1\", \"{}\"]\ntoken_file = \"team-a.token\"\nca_file = \"{ca}\"\n",
+            t.server.base()
+        ),
+    );
+    let (o, cwd) = t.with_config(Some(&good), &[], &["create", "team-a/cfg", "--start", "5"]);
+    stdout_of(&o);
+    let (o, _) = t.with_config(Some(&good), &[], &["next", "team-a/cfg", "--count", "2"]);
+    assert_eq!(stdout_of(&o), "5\n6\n");
+    assert!(!cwd.path().join("keysmith.db").exists());
+    // The default place: $XDG_CONFIG_HOME/keysmith/config.toml.
+    let xdg = tempfile::tempdir().unwrap();
+    std::fs::create_dir(xdg.path().join("keysmith")).unwrap();
+    std::fs::copy(&good, xdg.path().join("keysmith/config.toml")).unwrap();
+    std::fs::copy(
+        dir.join("team-a.token"),
+        xdg.path().join("keysmith/team-a.token"),
+    )
+    .unwrap();
+    let (o, _) = t.with_config(
+        None,
+        &[("XDG_CONFIG_HOME", s(xdg.path()))],
+        &["show", "team-a/cfg"],
+    );
+    assert!(stdout_of(&o).contains("name:      team-a/cfg"));
+
+    // A file naming team B's token, the wrong CA and a server that is down.
+    let other = t.config_file(
+        "other.toml",
+        &format!(
+            "server = \"https://127.0.0.1:1\"\ntoken_file = \"team-b.token\"\nca_file = \"{}\"\n",
+            s(&t.certs.other_ca)
+        ),
+    );
+    // Flags win over the file: --server, --token-file, --ca-file.
+    let (o, _) = t.with_config(
+        Some(&other),
+        &[],
+        &[
+            "--server",
+            t.server.base(),
+            "--token-file",
+            s(&dir.join("team-a.token")),
+            "--ca-file",
+            ca,
+            "show",
+            "team-a/cfg",
+        ],
+    );
+    stdout_of(&o);
+    // The environment wins over the file: $KEYSMITH_SERVER, $KEYSMITH_TOKEN.
+    let (o, _) = t.with_config(
+        Some(&other),
+        &[
+            ("KEYSMITH_SERVER", t.server.base()),
+            ("KEYSMITH_TOKEN", TOKEN),
+        ],
+        &["--ca-file", ca, "show", "team-a/cfg"],
+    );
+    stdout_of(&o);
+    // ... and without them the file's values are used: its token is team
+    // B's (403), its CA the wrong one.
+    let (o, _) = t.with_config(
+        Some(&other),
+        &[("KEYSMITH_SERVER", t.server.base())],
+        &["--ca-file", ca, "show", "team-a/cfg"],
+    );
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("forbidden (403)"), "{err}");
+    assert!(!err.contains(OTHER), "{err}");
+    let (o, _) = t.with_config(
+        Some(&other),
+        &[
+            ("KEYSMITH_SERVER", t.server.base()),
+            ("KEYSMITH_TOKEN", TOKEN),
+        ],
+        &["show", "team-a/cfg"],
+    );
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("TLS") && err.contains("ca_file"), "{err}");
+    // $KEYSMITH_STORE and --store win over the file's server: the store is
+    // used.
+    t.local.ok(&["create", "local-only"]);
+    let url = t.local.url();
+    let listed = "local-only\tnext=1\tmax=9223372036854775806\tblock=100\n";
+    let (o, _) = t.with_config(Some(&good), &[("KEYSMITH_STORE", url.as_str())], &["list"]);
+    assert_eq!(stdout_of(&o), listed);
+    let (o, _) = t.with_config(Some(&good), &[], &["--store", &url, "list"]);
+    assert_eq!(stdout_of(&o), listed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_config_file_is_refused_naming_the_file_and_changes_nothing() {
+    let t = setup().await;
+    let dir = t.local.dir.path();
+    std::fs::write(dir.join("team-a.token"), TOKEN).unwrap();
+    let ca = s(&t.certs.ca);
+    let good = t.config_file(
+        "good.toml",
+        &format!(
+            "server = \"{}\"\ntoken_file = \"team-a.token\"\nca_file = \"{ca}\"\n",
+            t.server.base()
+        ),
+    );
+    let base = std::fs::read_to_string(&good).unwrap();
+    let unknown = t.config_file("unknown.toml", &format!("{base}sever = \"https://x\"\n"));
+    let inline = t.config_file("inline.toml", &format!("{base}token = \"{TOKEN}\"\n"));
+    let store = t.config_file(
+        "store.toml",
+        &format!("{base}store = \"postgres://u:{TOKEN}@h/db\"\n"),
+    );
+    let broken = t.config_file("broken.toml", &format!("{base}server2 = \"{TOKEN}\n"));
+    let missing = dir.join("missing.toml");
+    let cases: [(&Path, &str); 6] = [
+        (&unknown, "unknown key `sever`"),
+        (&inline, "`token` writes a secret into the config file"),
+        (&store, "store URL"),
+        (&broken, "not valid TOML at line 4"),
+        (&missing, "cannot read the config file"),
+        // A folder: unreadable as a file.
+        (dir, "cannot read the config file"),
+    ];
+    for (file, says) in cases {
+        for args in [&["create", "team-a/bad"][..], &["next", "team-a/bad"]] {
+            let (o, cwd) = t.with_config(Some(file), &[], args);
+            let err = String::from_utf8(o.stderr).unwrap();
+            assert_eq!(o.status.code(), Some(2), "{file:?} {args:?}: {err}");
+            assert!(err.contains(says), "{file:?}: {err}");
+            assert!(err.contains(s(file)), "{file:?}: {err}");
+            assert!(!err.contains(TOKEN), "{file:?}: {err}");
+            assert!(!cwd.path().join("keysmith.db").exists());
+        }
+    }
+    // Nothing was created on the server.
+    let (o, _) = t.with_config(Some(&good), &[], &["list"]);
+    assert_eq!(stdout_of(&o), "");
 }

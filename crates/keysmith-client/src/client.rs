@@ -802,6 +802,57 @@ impl Client {
     pub async fn status(&self) -> Result<Value> {
         self.call(Call::new(Method::GET, "/v1/status".into())).await
     }
+
+    /// What `keysmith top` shows, from `GET /v1/status`: the sequences and
+    /// pools the token may read, each with this server's rate (values per
+    /// second over its last ten seconds), the runway the store's rate marks
+    /// give, what is left of a sequence, and a leader-ordered sequence's
+    /// lease, sorted by `key`.
+    ///
+    /// # Errors
+    /// The errors every call has; a `bad_answer` [`Error::Server`] when the
+    /// answer lacks a name.
+    pub async fn top(
+        &self,
+        key: keysmith_core::top::SortKey,
+    ) -> Result<Vec<keysmith_core::top::NameActivity>> {
+        let mut rows = top_rows(&self.status().await?)?;
+        keysmith_core::top::sort(&mut rows, key);
+        Ok(rows)
+    }
+}
+
+/// The rows of `keysmith top` in a `/v1/status` answer.
+fn top_rows(status: &Value) -> Result<Vec<keysmith_core::top::NameActivity>> {
+    use keysmith_core::top::{LeaderLease, NameActivity, NameKind};
+    let mut rows = Vec::new();
+    for (key, kind) in [("sequences", NameKind::Sequence), ("pools", NameKind::Pool)] {
+        let items = status.get(key).and_then(Value::as_array);
+        for item in items.into_iter().flatten() {
+            let name = item
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad_answer(format!("an item of {key} without a name")))?;
+            let lease = match item.get("lease") {
+                Some(l) if !l.is_null() => {
+                    Some(serde_json::from_value::<LeaderLease>(l.clone()).map_err(bad_answer)?)
+                }
+                _ => None,
+            };
+            rows.push(NameActivity {
+                name: name.to_owned(),
+                kind,
+                rate_per_second: item.get("rate").and_then(Value::as_f64),
+                runway_seconds: item.get("runway_seconds").and_then(Value::as_f64),
+                // Integers that may pass 2^53 travel as strings.
+                remaining: item
+                    .get("remaining")
+                    .and_then(|r| r.as_str().and_then(|s| s.parse().ok()).or(r.as_i64())),
+                lease,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// A sequence as the server shows it: the library's [`SequenceInfo`] and
@@ -1007,4 +1058,40 @@ fn tls_cause(e: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<Stri
             .next()
             .map_or_else(|| text.clone(), |t| t.to_owned())
     })
+}
+
+#[cfg(test)]
+mod top_tests {
+    use super::top_rows;
+    use keysmith_core::top::NameKind;
+    use serde_json::json;
+
+    #[test]
+    fn the_rows_of_top_are_read_from_a_status_answer() {
+        let status = json!({
+            "uptime_seconds": 3,
+            "sequences": [
+                {"name": "orders", "rate": 12.5, "runway_seconds": 80.0, "remaining": "9007199254740993",
+                 "lease": {"holder": "http://10.0.0.5:7878 pid 7", "term": 3, "expires_in_ms": 2500}},
+                {"name": "idle", "rate": 0.0, "runway": "–", "remaining": "10"}
+            ],
+            "pools": [{"name": "seats", "rate": 1.0, "runway_seconds": null}]
+        });
+        let rows = top_rows(&status).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].remaining, Some(9_007_199_254_740_993));
+        assert_eq!(rows[0].runway_seconds, Some(80.0));
+        let lease = rows[0].lease.as_ref().unwrap();
+        assert!(lease.held() && lease.term == 3, "{lease:?}");
+        assert_eq!(
+            (rows[1].runway_seconds, rows[1].lease.as_ref()),
+            (None, None)
+        );
+        assert_eq!(
+            (rows[2].kind, rows[2].rate_per_second),
+            (NameKind::Pool, Some(1.0))
+        );
+        let e = top_rows(&json!({"sequences": [{"rate": 1.0}]})).unwrap_err();
+        assert!(e.to_string().contains("without a name"), "{e}");
+    }
 }

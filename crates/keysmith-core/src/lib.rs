@@ -74,6 +74,7 @@ pub mod secrets;
 pub mod sequence;
 pub mod shard_key;
 pub mod store;
+pub mod top;
 pub mod verify;
 
 pub use any_sequence::{AnySequence, Values};

@@ -42,7 +42,8 @@
 //! | key | value |
 //! | --- | --- |
 //! | `PREFIX/seq/NAME` | the sequence's fixed part, JSON `{"start":..,"max":..,"block":..,"incarnation":..}` (`incarnation`: [`SequenceRow::incarnation`], absent in sequences from before lives were recorded) |
-//! | `PREFIX/next/NAME` | its next free value and generation, `NEXT GENERATION`; [`SequenceRow::version`] is `incarnation - 1` plus the key's etcd *version*, its create revision names the life (see *Versions and lives*) |
+//! | `PREFIX/next/NAME` | its next free value and generation, `NEXT GENERATION`; [`SequenceRow::version`] is `incarnation - 1` plus the key's etcd *version* plus `FENCE_VERSION_STEP - 1` per fence, its create revision names the life (see *Versions and lives*) |
+//! | `PREFIX/fences/NAME` | put by every fence of the sequence (a new generation: a restore, a failover); its etcd version is the number of fences in this life, also kept as `fences` in the spec key |
 //! | `PREFIX/counts/NAME` | what clean closes and alterations reported, and the rate marks: JSON [`SequenceCounts`] |
 //! | `PREFIX/pool-marks/ENAME` | the pool's rate marks, JSON [`RateMarks`] |
 //! | `PREFIX/pools/NAME` | a pool, JSON `{"start":..,"size":..,"generation":..,"incarnation":..}`, with `"residue":{"increment":..,"offset":..}` for a pool in a residue class (`incarnation`: [`PoolRow::incarnation`], absent in pools from before lives were recorded) |
@@ -95,6 +96,17 @@
 //! way round), and pools have no `next` key; nor could a sequence's version
 //! be raised above a tombstone written elsewhere (by hand, or a restore)
 //! without one put per version. The offset serves both kinds.
+//!
+//! A fence (the first write in a new generation, [`SequenceRow::fence`])
+//! raises the row's version by [`FENCE_VERSION_STEP`](keysmith_core::store::FENCE_VERSION_STEP), as in the other
+//! stores, but etcd adds only 1 to the `next` key's version: the rest is
+//! `fences` in the spec key, counted also by the etcd version of the
+//! `fences/NAME` key that the fence puts in the same transaction, and a
+//! write that has only the caller's version compares both. Without it a
+//! fenced row has the version of the first write the restored copy lost,
+//! and a hand-back planned on that write (its block's tail) matched it and
+//! moved `next` back under values handed out before the restore
+//! (`etcd_cluster.rs`, `a_hand_back_planned_on_a_write_a_restore_lost_is_refused`).
 //!
 //! Every write of `next` is one transaction with its compares, so a
 //! conditional put is a single round trip when this store knows the
@@ -373,6 +385,12 @@ impl EtcdStore {
 
     fn next_key(&self, name: &str) -> String {
         format!("{}next/{name}", self.prefix)
+    }
+
+    /// Put by every fence of the sequence's life: its etcd version counts
+    /// them (see `sequences::row_version`).
+    fn fences_key(&self, name: &str) -> String {
+        format!("{}fences/{name}", self.prefix)
     }
 
     fn counts_key(&self, name: &str) -> String {

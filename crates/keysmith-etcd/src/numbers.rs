@@ -35,8 +35,8 @@ use etcd_client::{DeleteOptions, PutOptions};
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumberingSwap, PeriodRange, Settle, TakenNumber,
-    TicketTake, not_numbered, refused,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersRead, PeriodRange, Settle,
+    TakenNumber, TicketTake, not_numbered, refused,
 };
 
 /// How often a take or reservation reads again after losing a race.
@@ -312,6 +312,22 @@ impl NumberStore for EtcdStore {
                 keysmith_core::driver::parse_numbering(name, &String::from_utf8_lossy(kv.value()))
             })
             .transpose()
+    }
+
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        // One read of the current period's keys (a transaction of gets).
+        let snap = match self.snapshot(name, 0, true).await {
+            Err(Error::NotFound { .. }) => return Ok(None),
+            other => other?,
+        };
+        let released = snap.open.values().filter(|(t, _)| t.is_empty()).count();
+        Ok(Some(NumbersRead {
+            period: snap.period,
+            // Mod revision 0: the period has no counter key yet.
+            counter: (snap.next.1 != 0).then_some(snap.next.0),
+            held: (snap.open.len() - released) as i64,
+            released: released as i64,
+        }))
     }
 
     async fn swap_numbering(&self, swap: &NumberingSwap<'_>) -> Result<bool> {

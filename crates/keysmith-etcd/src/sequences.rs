@@ -1,7 +1,7 @@
 //! etcd: the [`SequenceStore`] half of the contract.
 
 use super::*;
-use keysmith_core::store::AtomicReserve;
+use keysmith_core::store::{AtomicReserve, FENCE_VERSION_STEP};
 
 /// How many times [`SequenceStore::record_counts`] tries its compare-and-swap
 /// before giving up with [`Error::Contention`].
@@ -30,6 +30,14 @@ struct SpecValue {
     /// recorded lives: its version is the etcd version itself.
     #[serde(default, skip_serializing_if = "is_zero")]
     incarnation: u64,
+    /// How many fences this life went through: each raised the row's
+    /// version by [`FENCE_VERSION_STEP`] while etcd's own version of the
+    /// `next` key went up by 1 (see [`row_version`]). Always the etcd
+    /// version of the `fences/NAME` key, which every fence puts in the same
+    /// transaction and conditional writes compare. 0 (absent) before the
+    /// first fence.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    fences: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -59,28 +67,53 @@ pub(super) struct Life {
 }
 
 impl Life {
-    /// The etcd version of the `next` key at which a row of this life has
-    /// version `version`; `None` when no row of this life has it (a
-    /// version of an earlier life, or out of etcd's range).
-    fn etcd_version(self, version: u64) -> Option<i64> {
+    /// Where a row of this life has version `version`: the etcd version
+    /// of the `next` key and the number of fences; `None` when no row of
+    /// this life has it (a version of an earlier life, or out of etcd's
+    /// range).
+    fn etcd_version(self, version: u64) -> Option<EtcdVersion> {
         etcd_version(self.incarnation, version)
     }
 }
 
-/// The row version of a `next` key at etcd version `etcd` in the life of
-/// incarnation `incarnation` (0: a sequence from before lives were recorded).
-fn row_version(incarnation: u64, etcd: i64) -> u64 {
+/// What a fence adds to a row's version beyond the 1 that etcd adds to the
+/// `next` key's version when the fence puts it: a fenced row's version is
+/// the old one plus [`FENCE_VERSION_STEP`], as in every store. Without it a
+/// fenced row would have the version the first write this copy lost had,
+/// and a hand-back planned on that lost write (a block reserved just before
+/// a restore) would match the fenced row and move `next` back under values
+/// handed out in the lost writes.
+const FENCE_GAP: u64 = FENCE_VERSION_STEP - 1;
+
+/// A row version as etcd holds it: the etcd version of the `next` key and
+/// the number of fences of the life (the etcd version of `fences/NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct EtcdVersion {
+    next: i64,
+    fences: u64,
+}
+
+/// The row version of a `next` key at etcd version `etcd` after `fences`
+/// fences in the life of incarnation `incarnation` (0: a sequence from
+/// before lives were recorded): `incarnation - 1 + fences * FENCE_GAP +
+/// etcd`, so each fence raises it by [`FENCE_VERSION_STEP`] in all.
+fn row_version(incarnation: u64, fences: u64, etcd: i64) -> u64 {
     incarnation
         .saturating_sub(1)
+        .saturating_add(fences.saturating_mul(FENCE_GAP))
         .saturating_add(etcd.max(0) as u64)
 }
 
-/// The inverse of [`row_version`]: `None` when `version` is below the life.
-fn etcd_version(incarnation: u64, version: u64) -> Option<i64> {
-    version
-        .checked_sub(incarnation.saturating_sub(1))
-        .filter(|v| *v >= 1)
-        .and_then(|v| i64::try_from(v).ok())
+/// The inverse of [`row_version`]: `None` when `version` is below the life
+/// (or is no version a row reaches: etcd's version of the `next` key stays
+/// below [`FENCE_GAP`], fewer than 2^32 writes in one life).
+fn etcd_version(incarnation: u64, version: u64) -> Option<EtcdVersion> {
+    let d = version.checked_sub(incarnation.saturating_sub(1))?;
+    let next = d % FENCE_GAP;
+    (next >= 1).then_some(EtcdVersion {
+        next: next as i64,
+        fences: d / FENCE_GAP,
+    })
 }
 
 /// How many times a conditional write is tried in the life its row was
@@ -152,6 +185,7 @@ impl SpecValue {
             failover_skip_set: row.failover_skip_set,
             failover_skipped: row.failover_skipped,
             incarnation: row.incarnation,
+            fences: etcd_version(row.incarnation, row.version).map_or(0, |v| v.fences),
         }
     }
 
@@ -279,7 +313,16 @@ impl EtcdStore {
                 Some((created, version)) => Txn::new()
                     .when([
                         Compare::create_revision(self.next_key(name), CompareOp::Equal, created),
-                        Compare::version(self.next_key(name), CompareOp::Equal, version),
+                        Compare::version(self.next_key(name), CompareOp::Equal, version.next),
+                        // The fences too: a fence adds only 1 to the `next`
+                        // key's etcd version, so a version planned on a write
+                        // a restore lost has the etcd version of the fenced
+                        // row, and only the fence count tells them apart.
+                        Compare::version(
+                            self.fences_key(name),
+                            CompareOp::Equal,
+                            version.fences as i64,
+                        ),
                         self.epoch_compare(&epoch),
                     ])
                     .and_then(puts.iter().cloned().chain(gets).collect::<Vec<_>>())
@@ -408,7 +451,7 @@ impl EtcdStore {
             failover_skip: spec.failover_skip,
             failover_skip_set: spec.failover_skip_set,
             failover_skipped: spec.failover_skipped,
-            version: row_version(spec.incarnation, next_kv.version()),
+            version: row_version(spec.incarnation, spec.fences, next_kv.version()),
             incarnation: spec.incarnation,
         }))
     }
@@ -460,6 +503,9 @@ impl EtcdStore {
                         SpecValue::of(&fenced).encode(name)?,
                         None,
                     ),
+                    // Its etcd version counts the fences of this life,
+                    // as the spec's `fences` does ([`row_version`]).
+                    TxnOp::put(self.fences_key(name), generation.clone(), None),
                 ])
                 .or_else([self.epoch_get()]);
             let resp = self.txn("fence a sequence", txn).await?;
@@ -470,11 +516,9 @@ impl EtcdStore {
                     skipped,
                     "etcd is in a new generation: the sequence moved forward by its failover skip"
                 );
-                // Both puts bumped only `next`'s version once.
-                let fenced = SequenceRow {
-                    version: row.version + 1,
-                    ..fenced
-                };
+                // `next`'s etcd version went up by 1 and the fence count by
+                // 1: the row's version by FENCE_VERSION_STEP, as `fence` says.
+                debug_assert_eq!(fenced.version, row.version + FENCE_VERSION_STEP);
                 return Ok(Some(Fresh {
                     row: fenced,
                     skipped,
@@ -949,6 +993,7 @@ impl SequenceStore for EtcdStore {
                     TxnOp::delete(self.seq_key(name), None),
                     TxnOp::delete(self.next_key(name), None),
                     TxnOp::delete(self.counts_key(name), None),
+                    TxnOp::delete(self.fences_key(name), None),
                     self.delete_numbers_op(name),
                     self.tombstone_put(SEQUENCE_KIND, name, t)?,
                 ]);
@@ -1210,6 +1255,10 @@ impl EtcdStore {
                     ),
                     // Counts a drop by an older keysmith may have left behind.
                     TxnOp::delete(self.counts_key(&spec.name), None),
+                    // The fences of an earlier life (a drop deletes them;
+                    // one by an older keysmith leaves none): this life's
+                    // count starts at 0, as its spec's.
+                    TxnOp::delete(self.fences_key(&spec.name), None),
                     extra.clone(),
                 ])
                 .or_else(self.row_gets(&spec.name));
@@ -1246,12 +1295,14 @@ impl EtcdStore {
 
 /// The etcd version of `row`'s `next` key: its version in its life.
 fn version_i64(row: &SequenceRow) -> Result<i64> {
-    etcd_version(row.incarnation, row.version).ok_or_else(|| {
-        Error::Corrupt(format!(
-            "sequence {:?}: version {} is not one of its life (incarnation {}) in etcd's range",
-            row.name, row.version, row.incarnation
-        ))
-    })
+    etcd_version(row.incarnation, row.version)
+        .map(|v| v.next)
+        .ok_or_else(|| {
+            Error::Corrupt(format!(
+                "sequence {:?}: version {} is not one of its life (incarnation {}) in etcd's range",
+                row.name, row.version, row.incarnation
+            ))
+        })
 }
 
 /// The revision a transaction's response was answered at: for a write, the
@@ -1265,30 +1316,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn versions_are_offset_by_the_life_and_back() {
+    fn versions_are_offset_by_the_life_and_the_fences_and_back() {
+        let at = |next, fences| EtcdVersion { next, fences };
         // A row from before lives: the etcd version itself.
-        assert_eq!(row_version(0, 1), 1);
-        assert_eq!(etcd_version(0, 7), Some(7));
+        assert_eq!(row_version(0, 0, 1), 1);
+        assert_eq!(etcd_version(0, 7), Some(at(7, 0)));
         assert_eq!(etcd_version(0, 0), None);
         // The first life, and a later one that starts at 10.
-        assert_eq!(row_version(1, 1), 1);
-        assert_eq!(row_version(10, 1), 10);
-        assert_eq!(row_version(10, 4), 13);
-        for (life, etcd) in [(1, 1), (1, 9), (10, 1), (10, 4), (u64::MAX / 2, 3)] {
-            assert_eq!(etcd_version(life, row_version(life, etcd)), Some(etcd));
+        assert_eq!(row_version(1, 0, 1), 1);
+        assert_eq!(row_version(10, 0, 1), 10);
+        assert_eq!(row_version(10, 0, 4), 13);
+        for (life, fences, etcd) in [
+            (1, 0, 1),
+            (1, 0, 9),
+            (10, 0, 1),
+            (10, 0, 4),
+            (10, 2, 4),
+            (u64::MAX / 4, 1, 3),
+        ] {
+            assert_eq!(
+                etcd_version(life, row_version(life, fences, etcd)),
+                Some(at(etcd, fences))
+            );
         }
         // Every version of an earlier life is below the later one's first:
         // none is a version of that life, whatever etcd's own version.
         for v in 1..10 {
             assert_eq!(etcd_version(10, v), None, "{v}");
         }
-        // Past etcd's range.
-        assert_eq!(etcd_version(1, u64::MAX), None);
+        // A fence: etcd adds 1 to `next` and the count 1; the row's version
+        // goes up by FENCE_VERSION_STEP, as SequenceRow::fence says.
+        assert_eq!(
+            row_version(10, 1, 5),
+            row_version(10, 0, 4) + FENCE_VERSION_STEP
+        );
+        // The version a write lost to a restore had (one above the row
+        // restored) is the fenced row's etcd version, but not its count.
+        let lost = row_version(10, 0, 5);
+        assert_eq!(etcd_version(10, lost), Some(at(5, 0)));
+        assert_ne!(
+            etcd_version(10, lost),
+            etcd_version(10, row_version(10, 1, 5))
+        );
         let life = Life {
             incarnation: 10,
             created: 5,
         };
-        assert_eq!(life.etcd_version(12), Some(3));
+        assert_eq!(life.etcd_version(12), Some(at(3, 0)));
         assert_eq!(life.etcd_version(9), None);
     }
 }

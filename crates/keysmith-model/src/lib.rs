@@ -47,6 +47,8 @@ use std::collections::BTreeSet;
 
 use stateright::{Model, Property};
 
+pub mod leader;
+
 /// Values a reservation asks for.
 pub const BLOCK: i64 = 2;
 

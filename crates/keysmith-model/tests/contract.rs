@@ -70,20 +70,27 @@ fn trait_methods(text: &str, name: &str) -> BTreeSet<String> {
     functions(&body[..end])
 }
 
-#[test]
-fn every_action_names_a_method_of_the_contract() {
+/// The methods of the store contract's traits `traits`, read from
+/// `crates/keysmith-core/src/store/*.rs`.
+fn contract_methods(traits: &[&str]) -> BTreeSet<String> {
     let mut contract = BTreeSet::new();
     for entry in std::fs::read_dir(store_dir()).expect("the store contract's files") {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).unwrap();
-            for trait_name in ["SequenceStore", "Store"] {
+            for trait_name in traits {
                 if text.contains(&format!("pub trait {trait_name}")) {
                     contract.extend(trait_methods(&text, trait_name));
                 }
             }
         }
     }
+    contract
+}
+
+#[test]
+fn every_action_names_a_method_of_the_contract() {
+    let contract = contract_methods(&["SequenceStore", "Store"]);
     assert!(contract.contains("put_if_version"), "{contract:?}");
     for action in Action::KINDS {
         if let Mirrors::Contract(method) = action.mirrors() {
@@ -131,4 +138,36 @@ fn the_fence_raises_the_version_as_the_contract_does() {
     let value = line.trim_end_matches(';').rsplit("= ").next().unwrap();
     assert_eq!(value, "1 << 32");
     assert_eq!(keysmith_model::FENCE_VERSION_STEP, 1 << 32);
+}
+
+/// The leader model (`keysmith_model::leader`) mirrors `leader.rs` and the
+/// worker-lease contract: the store methods its `Land` applies still exist,
+/// the functions its steps name are still there, and a term's deadline is
+/// still measured from `t0`, the clock read before the request (the model
+/// shows what breaks when it is not: `a_deadline_from_the_answer_breaks_order`).
+#[test]
+fn the_leader_model_names_what_leader_rs_and_the_contract_have() {
+    use keysmith_model::leader::LeaderAction;
+    let contract = contract_methods(&["SequenceStore", "WorkerStore"]);
+    for method in LeaderAction::LANDS {
+        assert!(
+            contract.contains(method),
+            "the leader model's Land applies `{method}`, which the store contract no longer has"
+        );
+    }
+    let leader = std::fs::read_to_string(store_dir().join("../sequence/leader.rs")).unwrap();
+    let functions = functions(&leader);
+    for f in ["acquire", "renew", "make_ready", "try_take", "take", "lose"] {
+        assert!(
+            functions.contains(f),
+            "the leader model names `{f}`, which leader.rs no longer has"
+        );
+    }
+    assert_eq!(
+        leader
+            .matches("deadline: t0 + self.options.safe_for()")
+            .count(),
+        2,
+        "acquire and renew measure a term's deadline from t0, as the model does"
+    );
 }

@@ -17,9 +17,9 @@ use mysql_async::Conn;
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
-    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
-    settle_ticket_on, take_ticket_in, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersRead, NumbersTx, PeriodRange, Settle,
+    TakenNumber, TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json,
+    reserve_numbers_in, settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
 impl<'a, 't> NumbersTx for InTx<'a, 't> {
@@ -273,6 +273,32 @@ impl NumberStore for MysqlStore {
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
         with_conn(self, async |c| {
             settle_ticket_on(&mut OnConn { store: self, c }, what, held).await
+        })
+        .await
+    }
+
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        with_conn(self, async |c| {
+            let row: Option<(i64, Option<i64>, i64, i64)> = c
+                .exec_first(
+                    "SELECT n.current_period,
+                        (SELECT c.next_value FROM keysmith_number_counters c
+                         WHERE c.name = n.name AND c.period = n.current_period),
+                        (SELECT COUNT(*) FROM keysmith_tickets t
+                         WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NOT NULL),
+                        (SELECT COUNT(*) FROM keysmith_tickets t
+                         WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NULL)
+                     FROM keysmith_numbering n WHERE n.name = ?",
+                    (name,),
+                )
+                .await
+                .map_err(|e| self.my(&e))?;
+            Ok(row.map(|(period, counter, held, released)| NumbersRead {
+                period,
+                counter,
+                held,
+                released,
+            }))
         })
         .await
     }

@@ -20,9 +20,9 @@ use tokio_postgres::Client;
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
-    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
-    settle_ticket_on, take_ticket_in, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersRead, NumbersTx, PeriodRange, Settle,
+    TakenNumber, TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json,
+    reserve_numbers_in, settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
 /// Migration 5: numbered sequences (numbers.rs).
@@ -339,6 +339,39 @@ impl NumberStore for PostgresStore {
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()> {
         with_conn(self, async |c| {
             settle_ticket_on(&mut OnConn { store: self, c }, what, held).await
+        })
+        .await
+    }
+
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        let s = quote_ident(&self.schema);
+        with_conn(self, async |c| {
+            let row = c
+                .query_opt(
+                    &format!(
+                        "SELECT n.current_period,
+                            (SELECT c.next FROM {s}.number_counters c
+                             WHERE c.name = n.name AND c.period = n.current_period),
+                            (SELECT count(*) FROM {s}.tickets t
+                             WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NOT NULL),
+                            (SELECT count(*) FROM {s}.tickets t
+                             WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NULL)
+                         FROM {s}.numbering n WHERE n.name = $1"
+                    ),
+                    &[&name],
+                )
+                .await
+                .map_err(|e| self.pg(&e))?;
+            row.map(|r| {
+                Ok(NumbersRead {
+                    period: r.try_get(0)?,
+                    counter: r.try_get(1)?,
+                    held: r.try_get(2)?,
+                    released: r.try_get(3)?,
+                })
+            })
+            .transpose()
+            .map_err(|e: tokio_postgres::Error| self.pg(&e))
         })
         .await
     }

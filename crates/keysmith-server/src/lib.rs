@@ -1120,10 +1120,14 @@ impl AppState {
                         conflicts: st.conflicts,
                         size: seq.block(),
                         skipped_at_failover: st.skipped_at_failover,
+                        refill_seconds: st.reservation_micros as f64 / 1e6,
                     },
                 ))
             })
             .collect();
+        // Leader-ordered sequences under their own names only (their
+        // series are a gauge and two counters a name).
+        let leaders: Vec<_> = open_sequences_leaders(s);
         let pools: Vec<_> = s
             .pools
             .snapshot()
@@ -1141,6 +1145,7 @@ impl AppState {
                         conflicts: st.conflicts,
                         size: e.handle.size(),
                         skipped_at_failover: 0,
+                        refill_seconds: 0.0,
                     },
                 )
             })
@@ -1151,6 +1156,7 @@ impl AppState {
             &seqs,
             &s.high_waters.refused(),
             &pools,
+            &leaders,
             &usage,
             &pool_runways,
             ids.as_ref(),
@@ -1188,6 +1194,19 @@ impl AppState {
             tracing::warn!("releasing the ids worker lease: {e}; it expires after its TTL");
         }
     }
+}
+
+/// How the server's handles of leader-ordered sequences lead, by name (those
+/// past the per-name cap are left out: a gauge is not summed).
+fn open_sequences_leaders(s: &Shared) -> Vec<(String, keysmith::sequence::LeaderStats)> {
+    s.sequences
+        .snapshot()
+        .into_iter()
+        .filter_map(|(n, e)| match &e.handle {
+            keysmith::AnySequence::Leader(l) if e.named => Some((n, l.stats())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Answers a request that runs past the timeout with a 503. Not on the

@@ -22,8 +22,8 @@ use std::sync::Mutex;
 use crate::access::ObjectKind;
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    CounterVec, Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter,
+    IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// The `name` label of the series shared by names past the cap.
@@ -100,6 +100,9 @@ pub(crate) struct HandleCounters {
     pub(crate) size: i64,
     /// Values the store skipped at generation changes (sequences).
     pub(crate) skipped_at_failover: i64,
+    /// Time spent in the reservations counted in `refills`, in seconds
+    /// (sequences).
+    pub(crate) refill_seconds: f64,
 }
 
 impl Metrics {
@@ -295,6 +298,7 @@ impl Metrics {
         sequences: &[(String, HandleCounters)],
         went_back: &[(String, u64)],
         pools: &[(String, HandleCounters)],
+        leaders: &[(String, keysmith::sequence::LeaderStats)],
         usage: &[(String, keysmith::sequence::SequenceUsage, f64)],
         pool_runways: &[(String, f64)],
         ids: Option<&keysmith::ids::IdStatus>,
@@ -341,6 +345,18 @@ impl Metrics {
             "keysmith_sequence_refills_total",
             "Blocks reserved in the store by the server's handle (refills and prefetches).",
         );
+        let refill_seconds = CounterVec::new(
+            Opts::new(
+                "keysmith_sequence_refill_seconds_total",
+                "Time the server's handle spent reserving blocks in the store (retries included); \
+                 divided by keysmith_sequence_refills_total, the mean time a refill takes.",
+            ),
+            &["name"],
+        )
+        .expect("valid metric");
+        scrape
+            .register(Box::new(refill_seconds.clone()))
+            .expect("unique metric");
         let seq_conflicts = counter(
             "keysmith_sequence_conflicts_total",
             "Optimistic reservations that lost to another writer and were retried.",
@@ -356,6 +372,9 @@ impl Metrics {
         );
         for (name, c) in sequences {
             seq_refills.with_label_values(&[name]).inc_by(c.refills);
+            refill_seconds
+                .with_label_values(&[name])
+                .inc_by(c.refill_seconds.max(0.0));
             seq_conflicts.with_label_values(&[name]).inc_by(c.conflicts);
             if name != OTHER {
                 seq_block.with_label_values(&[name]).set(c.size);
@@ -363,6 +382,23 @@ impl Metrics {
             skips
                 .with_label_values(&[name])
                 .inc_by(c.skipped_at_failover.max(0) as u64);
+        }
+        let leading = gauge(
+            "keysmith_leader_leading",
+            "1 while the server's handle of a leader-ordered sequence holds its leader lease (leads), else 0.",
+        );
+        let terms = counter(
+            "keysmith_leader_terms_total",
+            "Terms the server's handle of a leader-ordered sequence began (acquisitions of its leader lease).",
+        );
+        let terms_lost = counter(
+            "keysmith_leader_terms_lost_total",
+            "Terms the server's handle of a leader-ordered sequence found taken by another process at renewal.",
+        );
+        for (name, l) in leaders {
+            leading.with_label_values(&[name]).set(i64::from(l.leading));
+            terms.with_label_values(&[name]).inc_by(l.terms_begun);
+            terms_lost.with_label_values(&[name]).inc_by(l.terms_lost);
         }
         let went_back_total = counter(
             "keysmith_store_went_back_total",

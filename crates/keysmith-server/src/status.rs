@@ -82,6 +82,9 @@ struct PoolStatus {
     rate: f64,
     /// Time until every number is taken, from the pool's rate marks.
     runway: String,
+    /// The same in seconds; absent without a rate (`keysmith top`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runway_seconds: Option<f64>,
     /// Share of this server's swap attempts that lost to another taker.
     conflict_rate: f64,
     conflicts: u64,
@@ -105,10 +108,22 @@ struct SeqStatus {
     last_served: Option<String>,
     /// Values per second over the last ten seconds.
     rate: f64,
+    /// Values reserved per second by every process, from the store's rate
+    /// marks (what `keysmith show` says); absent before a second of history
+    /// or beyond the first hundred sequences.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    store_rate: Option<f64>,
     refills: u64,
     conflicts: u64,
     /// Time to the maximum at the recent rate, in words ("–" without one).
     runway: String,
+    /// The same in seconds; absent without a rate (`keysmith top`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runway_seconds: Option<f64>,
+    /// A leader-ordered sequence's leader lease (who holds it, its term);
+    /// absent for any other sequence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<keysmith::top::LeaderLease>,
     /// Reserved values no clean close accounted for.
     unaccounted: i64,
     /// Values skipped at generation changes of the store (failovers,
@@ -128,23 +143,38 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
         .filter(|i| crate::access::visible(&i.row.name))
         .enumerate()
     {
-        // Usage costs a read per sequence: the first hundred get it.
-        let usage = if i < USAGE_ROWS {
-            keysmith::sequence::show(&*s.store, &info.row.name)
+        // Usage and lease cost a few reads per sequence: the first
+        // hundred get them.
+        let (shown, lease) = if i < USAGE_ROWS {
+            let shown = keysmith::sequence::show(&*s.store, &info.row.name)
+                .await
+                .ok();
+            let lease = keysmith::top::leader_lease(&*s.store, &info.row.name)
                 .await
                 .ok()
-                .and_then(|i| i.usage)
+                .flatten();
+            (shown, lease)
         } else {
-            None
+            (None, None)
         };
-        rows.push((info, usage));
+        let usage = shown.as_ref().and_then(|i| i.usage);
+        // A numbered sequence's next is its period counter's.
+        let mut info = info;
+        if let Some((n, remaining)) = shown
+            .as_ref()
+            .and_then(|i| i.numbers.map(|n| (n, i.remaining)))
+        {
+            info.row.next = n.next;
+            info.remaining = remaining;
+        }
+        rows.push((info, usage, lease));
     }
     // Read once, without making a mark for names that have none.
     let refused: std::collections::HashMap<String, u64> =
         s.high_waters.refused().into_iter().collect();
     let sequences: Vec<SeqStatus> = rows
         .into_iter()
-        .map(|(info, usage)| {
+        .map(|(info, usage, lease)| {
             let h = s
                 .sequences
                 .get(&info.row.name)
@@ -164,9 +194,12 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
                     .and_then(|h| h.last_served)
                     .map(|v| v.to_string()),
                 rate: h.as_ref().map_or(0.0, |h| h.rate),
+                store_rate: usage.and_then(|u| u.rate_per_second),
                 refills: h.as_ref().map_or(0, |h| h.refills),
                 conflicts: h.as_ref().map_or(0, |h| h.conflicts),
                 runway: runway_words(usage.and_then(|u| u.runway_seconds)),
+                runway_seconds: usage.and_then(|u| u.runway_seconds),
+                lease,
                 unaccounted: usage.map_or(0, |u| u.unaccounted),
                 skipped_at_failover: info.row.failover_skipped,
                 went_back: refused.get(&info.row.name).copied().unwrap_or(0),
@@ -195,6 +228,7 @@ pub(crate) async fn collect(state: &AppState) -> ApiResult<Status> {
             let h = s.pools.get(&row.name).map(|e| PoolHandleView::of(&e));
             PoolStatus {
                 runway: runway_words(runway),
+                runway_seconds: runway,
                 start: row.start.to_string(),
                 size: row.size,
                 served: h.as_ref().map_or(0, |h| h.served).to_string(),

@@ -52,6 +52,34 @@ async fn followers_name_the_leader_and_take_over_when_it_stops() {
     let via_leader = a.next("o", 2).await;
     assert_eq!(via_leader, vec![4, 5]);
 
+    // Who leads, in /metrics and in /v1/status (what `keysmith top` shows).
+    assert_eq!(
+        series(&a, "keysmith_leader_leading{name=\"o\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&a, "keysmith_leader_terms_total{name=\"o\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&a, "keysmith_leader_terms_lost_total{name=\"o\"}").await,
+        Some(0.0)
+    );
+    assert_eq!(
+        series(&b, "keysmith_leader_leading{name=\"o\"}").await,
+        Some(0.0)
+    );
+    assert_eq!(
+        series(&b, "keysmith_leader_terms_total{name=\"o\"}").await,
+        Some(0.0)
+    );
+    let (_, status) = b.call(Method::GET, "/v1/status", None).await;
+    let lease = &status["sequences"][0]["lease"];
+    assert_eq!(status["sequences"][0]["name"], "o", "{status}");
+    assert!(lease["expires_in_ms"].is_i64(), "{status}");
+    let holder = lease["holder"].as_str().unwrap_or_default();
+    assert!(holder.starts_with(&format!("{leader} ")), "{status}");
+
     // A leader that shuts down releases its lease: b leads at once, above
     // every value a reserved.
     let reserved = {
@@ -61,6 +89,25 @@ async fn followers_name_the_leader_and_take_over_when_it_stops() {
     let _dir = a.stop().await;
     let after = b.next("o", 1).await;
     assert!(after[0] >= reserved, "{after:?} below {reserved}");
+    assert_eq!(
+        series(&b, "keysmith_leader_leading{name=\"o\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&b, "keysmith_leader_terms_total{name=\"o\"}").await,
+        Some(1.0)
+    );
+}
+
+/// The value of the series `name_and_labels` on `server`'s /metrics.
+async fn series(server: &TestServer, name_and_labels: &str) -> Option<f64> {
+    let res = server.req(Method::GET, "/metrics").send().await.unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let text = res.text().await.unwrap();
+    text.lines().find_map(|l| {
+        l.strip_prefix(name_and_labels)
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 #[tokio::test]

@@ -12,9 +12,9 @@
 
 use super::*;
 use keysmith_core::driver::{
-    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersTx, PeriodRange, Settle, TakenNumber,
-    TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json, reserve_numbers_in,
-    run_ready, settle_ticket_on, take_ticket_in, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumberingSwap, NumbersRead, NumbersTx, PeriodRange, Settle,
+    TakenNumber, TicketRows, TicketTake, fence_numbers_in, not_numbered, numbering_json,
+    reserve_numbers_in, run_ready, settle_ticket_on, take_ticket_in, ticket_ttl_ms,
 };
 
 /// Version 3: numbered sequences. `CREATE TABLE IF NOT EXISTS`, so it also
@@ -297,6 +297,34 @@ impl NumberStore for SqliteStore {
                 what,
                 &held,
             ))
+        })
+        .await
+    }
+
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        let name = name.to_owned();
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT n.current_period,
+                    (SELECT c.next FROM keysmith_number_counters c
+                     WHERE c.name = n.name AND c.period = n.current_period),
+                    (SELECT count(*) FROM keysmith_tickets t
+                     WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NOT NULL),
+                    (SELECT count(*) FROM keysmith_tickets t
+                     WHERE t.name = n.name AND t.period = n.current_period AND t.token IS NULL)
+                 FROM keysmith_numbering n WHERE n.name = ?1",
+                params![name],
+                |r| {
+                    Ok(NumbersRead {
+                        period: r.get(0)?,
+                        counter: r.get(1)?,
+                        held: r.get(2)?,
+                        released: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(db_err)
         })
         .await
     }

@@ -331,6 +331,38 @@ async fn without_a_quorum_calls_fail_clearly_and_recover() {
     assert!(after.start >= before.end, "{after:?} overlaps {before:?}");
 }
 
+/// A one-node cluster that can be restored from a snapshot, and two stores
+/// on it; `None` (after the skip or failure the test support decides) when
+/// etcd or etcdctl is missing.
+async fn restorable() -> Option<(
+    EtcdCluster,
+    keysmith_testsupport::etcd_restore::EtcdTools,
+    EtcdStore,
+    EtcdStore,
+)> {
+    let cluster = EtcdCluster::start(1)?;
+    let tools = keysmith_testsupport::etcd_restore::EtcdTools::find()?;
+    let url = cluster.url();
+    let a = EtcdStore::connect(&url).await.unwrap();
+    let b = EtcdStore::connect(&url).await.unwrap();
+    Some((cluster, tools, a, b))
+}
+
+/// The result of `call` once the restored node answers: it may refuse the
+/// first calls as unavailable (fails after [`DEADLINE`]).
+async fn until_back<T>(mut call: impl AsyncFnMut() -> keysmith::Result<T>) -> T {
+    let give_up = Instant::now() + DEADLINE;
+    loop {
+        match call().await {
+            Ok(v) => return v,
+            Err(keysmith::Error::Unavailable(e)) => {
+                assert!(Instant::now() < give_up, "etcd never came back: {e}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 /// An atomic reservation plans from the row its store last wrote. A
 /// snapshot restore can bring back exactly that row (version, mod revision
 /// and epoch) after another store moved it on and handed the values out:
@@ -338,16 +370,9 @@ async fn without_a_quorum_calls_fail_clearly_and_recover() {
 /// never handed out; the reservation is made from the row fenced forward.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_row_brought_back_by_a_restore_is_never_handed_out_from() {
-    use keysmith_testsupport::etcd_restore::EtcdTools;
-    let Some(mut cluster) = EtcdCluster::start(1) else {
+    let Some((mut cluster, tools, a, b)) = restorable().await else {
         return;
     };
-    let Some(tools) = EtcdTools::find() else {
-        return;
-    };
-    let url = cluster.url();
-    let a = EtcdStore::connect(&url).await.unwrap();
-    let b = EtcdStore::connect(&url).await.unwrap();
     a.create_sequence(&SequenceSpec::new("s")).await.unwrap();
     let first = a.reserve_atomic("s", 10).await.unwrap();
     let snapshot = tokio::task::block_in_place(|| tools.save(&cluster, 0));
@@ -356,17 +381,7 @@ async fn a_remembered_row_brought_back_by_a_restore_is_never_handed_out_from() {
     // `a` sees the store's revision after b's write.
     a.read_sequence("s").await.unwrap();
     tokio::task::block_in_place(|| tools.restore(&mut cluster, &snapshot));
-    let give_up = Instant::now() + DEADLINE;
-    let mine = loop {
-        match a.reserve_atomic("s", 10).await {
-            Ok(r) => break r,
-            // The restarted node may refuse the first calls.
-            Err(keysmith::Error::Unavailable(e)) => {
-                assert!(Instant::now() < give_up, "etcd never came back: {e}");
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let mine = until_back(async || a.reserve_atomic("s", 10).await).await;
     assert!(
         mine.start >= theirs.end,
         "values {}..{} were handed out again after the restore (b had {}..{})",
@@ -376,4 +391,73 @@ async fn a_remembered_row_brought_back_by_a_restore_is_never_handed_out_from() {
         theirs.end
     );
     assert!(mine.fenced > 0, "the sequence was fenced forward: {mine:?}");
+}
+
+/// A handle reserves a block with a conditional put, another reserves the
+/// next one, and a snapshot restore loses both writes. The first store to
+/// read the row fences it forward past both blocks. The first handle then
+/// hands its block's tail back with the version its lost write left: that
+/// version must not match the fenced row (etcd's version of the `next` key
+/// went up by one at the fence, exactly as the lost write's did), or `next`
+/// moves back under the second block and its values are handed out again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_back_planned_on_a_write_a_restore_lost_is_refused() {
+    let Some((mut cluster, tools, a, b)) = restorable().await else {
+        return;
+    };
+    let spec = SequenceSpec {
+        failover_skip: Some(100),
+        ..SequenceSpec::new("s")
+    };
+    a.create_sequence(&spec).await.unwrap();
+    let snapshot = tokio::task::block_in_place(|| tools.save(&cluster, 0));
+    // a reserves [n, n + 10) and b [n + 10, n + 20): both writes are lost.
+    let row = a.read_sequence("s").await.unwrap().unwrap();
+    let n = row.next;
+    let Put::Done(after_a) = a.put_if_version("s", n + 10, row.version).await.unwrap() else {
+        panic!("a's reservation lost a race it had no rival in");
+    };
+    let row = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!(row.version, after_a.version);
+    let Put::Done(_) = b.put_if_version("s", n + 20, row.version).await.unwrap() else {
+        panic!("b's reservation lost a race it had no rival in");
+    };
+    tokio::task::block_in_place(|| tools.restore(&mut cluster, &snapshot));
+    // b reads first: the row is fenced forward by its failover skip.
+    let fenced = until_back(async || b.read_sequence("s").await)
+        .await
+        .unwrap();
+    assert_eq!(fenced.next, n + 100);
+    // a's store makes another call first (another handle of its process
+    // may have): it learns the store's new epoch and sees the fenced row.
+    let seen = a.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!((seen.next, seen.version), (fenced.next, fenced.version));
+    // a used 3 values and hands back the rest of its block, quoting the
+    // version its (lost) reservation left.
+    match a.put_if_version("s", n + 3, after_a.version).await.unwrap() {
+        Put::Conflict(now) => assert_eq!(now.next, n + 100),
+        Put::Done(row) => panic!(
+            "a hand-back planned on a lost write moved next back to {} under b's block {}..{}",
+            row.next,
+            n + 10,
+            n + 20
+        ),
+    }
+    let now = b.read_sequence("s").await.unwrap().unwrap();
+    assert_eq!((now.next, now.version), (fenced.next, fenced.version));
+    assert_eq!(
+        fenced.version,
+        after_a.version - 1 + keysmith::store::FENCE_VERSION_STEP,
+        "a fence raises the version by FENCE_VERSION_STEP, as in every store"
+    );
+    // Writes planned on the fenced row still land, and the version goes on
+    // from it.
+    let Put::Done(next) = a
+        .put_if_version("s", n + 110, fenced.version)
+        .await
+        .unwrap()
+    else {
+        panic!("a put on the fenced row's version was refused");
+    };
+    assert_eq!(next.version, fenced.version + 1);
 }

@@ -56,11 +56,20 @@ pub fn man(subcommand: Option<&str>) -> anyhow::Result<()> {
             sub.clone().name(full.clone()).bin_name(full)
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut roff = Vec::new();
     clap_mangen::Man::new(page)
         .date(MAN_DATE)
         .source(concat!("keysmith ", env!("CARGO_PKG_VERSION")))
-        .render(&mut out)?;
+        .render(&mut roff)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(tidy_roff(&String::from_utf8_lossy(&roff)).as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// clap_mangen puts a blank line between two `.br` before an option's
+/// possible values; `mandoc -T lint` warns of both breaks around that
+/// paragraph space. One `.sp` renders the same.
+fn tidy_roff(roff: &str) -> String {
+    roff.replace("\n.br\n\n.br\n", "\n.sp\n")
 }

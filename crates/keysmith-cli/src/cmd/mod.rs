@@ -1,6 +1,7 @@
 //! One module per group of subcommands.
 
 pub mod access;
+pub mod client_config;
 pub mod counter;
 pub mod docs;
 pub mod ids;
@@ -13,7 +14,9 @@ pub mod serve;
 pub mod serve_config;
 pub mod shard_key;
 pub mod shard_set;
+pub mod status;
 pub mod ticket;
+pub mod top;
 pub mod verify;
 pub mod words;
 pub mod workers;

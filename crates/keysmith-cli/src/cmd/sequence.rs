@@ -653,7 +653,11 @@ fn print_info(
     } else {
         let r = &info.row;
         println!("name:      {}", r.name);
-        println!("next:      {}", r.next);
+        // A numbered sequence's numbers come from its period counter.
+        println!(
+            "next:      {}",
+            info.numbers.as_ref().map_or(r.next, |n| n.next)
+        );
         println!("start:     {}", r.start);
         let opaque = numbering.and_then(|n| n.opaque.as_ref());
         match opaque {
@@ -717,6 +721,9 @@ fn print_info(
             if let Some(t) = keysmith::numbers::Template::for_numbering(n)? {
                 println!("format:    {t}");
             }
+            if let Some(u) = &info.numbers {
+                println!("numbers:   {}", numbers_line(u, n.gapless));
+            }
         }
         if let Some(u) = &info.usage {
             let per_s = u
@@ -734,6 +741,27 @@ fn print_info(
         }
     }
     Ok(())
+}
+
+/// Where a numbered sequence's numbers are, in words: the last one given
+/// out in the current period and, with tickets, how many are committed,
+/// held and released.
+fn numbers_line(u: &keysmith::sequence::NumbersUsage, gapless: bool) -> String {
+    let period = if u.period == 0 {
+        String::new()
+    } else {
+        format!(" in period {}", u.period)
+    };
+    let Some(last) = u.last else {
+        return format!("none taken yet{period}");
+    };
+    if !gapless {
+        return format!("last {last}{period}, {} handed out", u.taken);
+    }
+    format!(
+        "last {last}{period}, {} taken: {} committed, {} held by a ticket, {} released (taken again first)",
+        u.taken, u.committed, u.held, u.released
+    )
 }
 
 /// A sequence command against a keysmith server (`--server`): the same

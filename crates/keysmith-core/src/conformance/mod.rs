@@ -136,7 +136,8 @@ macro_rules! conformance_tests {
             numbers::numbers_exhaust_at_the_maximum,
             numbers::racing_takers_commit_exactly_one_to_n,
             numbers::numbers_cross_a_period_boundary,
-            numbers::the_store_clock_reads_now
+            numbers::the_store_clock_reads_now,
+            numbers::show_reports_the_numbers_of_the_current_period
         );
     };
     ($factory:path, one_step_reservation = $expected:expr) => {

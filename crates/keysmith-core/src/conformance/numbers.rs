@@ -677,3 +677,90 @@ pub async fn fence_numbers_moves_the_current_counter(store: Arc<dyn Store>) {
         Err(Error::NotFound { .. })
     ));
 }
+
+/// `read_numbers` says where a numbered sequence's numbers are (the current
+/// period's counter, its held and released numbers) and changes nothing;
+/// `sequence::show` reports the last number given out and the tickets
+/// from it, not the row's `next`, which numbers never move.
+pub async fn show_reports_the_numbers_of_the_current_period(store: Arc<dyn Store>) {
+    use crate::sequence::{self, NumbersUsage};
+    store
+        .create_numbered(&spec("g", 10, 1000), &gapless(None, None))
+        .await
+        .unwrap();
+    store
+        .create_sequence(&spec("plain", 1, 1000))
+        .await
+        .unwrap();
+    assert_eq!(store.read_numbers("plain").await.unwrap(), None);
+    assert_eq!(store.read_numbers("missing").await.unwrap(), None);
+    let fresh = store.read_numbers("g").await.unwrap().unwrap();
+    assert_eq!(
+        (fresh.period, fresh.counter, fresh.held, fresh.released),
+        (0, None, 0, 0)
+    );
+    let info = sequence::show(&*store, "g").await.unwrap();
+    assert_eq!(info.numbers.unwrap().last, None);
+    assert_eq!(info.numbers.unwrap().next, 10);
+
+    // Three taken: one committed, one released, one held.
+    for i in 0..3 {
+        store.take_ticket("g", 0, &token(i), LONG).await.unwrap();
+    }
+    store.commit_ticket("g", 0, 10, &token(0)).await.unwrap();
+    store.release_ticket("g", 0, 11, &token(1)).await.unwrap();
+    let read = store.read_numbers("g").await.unwrap().unwrap();
+    assert_eq!(
+        (read.period, read.counter, read.held, read.released),
+        (0, Some(13), 1, 1)
+    );
+    let info = sequence::show(&*store, "g").await.unwrap();
+    assert_eq!(
+        info.numbers,
+        Some(NumbersUsage {
+            period: 0,
+            next: 13,
+            last: Some(12),
+            taken: 3,
+            held: 1,
+            released: 1,
+            committed: 1,
+        })
+    );
+    assert_eq!(info.remaining, 1000 - 13 + 1);
+    // The block counts say nothing of numbers: left out.
+    assert!(info.usage.is_none());
+    // Reading changed nothing: the released number is the next taken.
+    let again = store.take_ticket("g", 0, &token(3), LONG).await.unwrap();
+    assert_eq!(again.value, 11);
+
+    // A sequence per year reserving numbers: the current period's counter.
+    let yearly = Numbering {
+        period: Some(Period::Year),
+        ..Numbering::default()
+    };
+    store
+        .create_numbered(&spec("y", 1, 1000), &yearly)
+        .await
+        .unwrap();
+    store.reserve_numbers("y", 2025, 4).await.unwrap();
+    store.reserve_numbers("y", 2026, 2).await.unwrap();
+    let read = store.read_numbers("y").await.unwrap().unwrap();
+    assert_eq!(
+        (read.period, read.counter, read.held, read.released),
+        (2026, Some(3), 0, 0)
+    );
+    let n = sequence::show(&*store, "y").await.unwrap().numbers.unwrap();
+    assert_eq!(
+        (n.period, n.last, n.taken, n.committed),
+        (2026, Some(2), 2, 2)
+    );
+    // A plain sequence has none.
+    assert!(
+        sequence::show(&*store, "plain")
+            .await
+            .unwrap()
+            .numbers
+            .is_none()
+    );
+}

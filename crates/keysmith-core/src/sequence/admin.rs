@@ -126,7 +126,21 @@ pub async fn show_if_exists(store: &dyn Store, name: &str) -> Result<Option<Sequ
         Err(Error::NotFound { .. }) => return Ok(None),
         other => other?,
     };
-    let residue = residue_of(store, name).await?;
+    let numbering = store.read_numbering(name).await?;
+    let residue = numbering.as_ref().and_then(|n| n.residue);
+    // Numbers from the period counters: the row's next and counts stay.
+    if numbering.is_some_and(|n| n.residue.is_none() && !n.is_leader()) {
+        let numbers = store
+            .read_numbers(name)
+            .await?
+            .map(|r| super::NumbersUsage::of(&r, row.start));
+        let mut info = SequenceInfo::of(row, None);
+        if let Some(n) = &numbers {
+            info.remaining = info.row.max.saturating_sub(n.next).saturating_add(1).max(0);
+        }
+        info.numbers = numbers;
+        return Ok(Some(info));
+    }
     let now = super::now_ms();
     let usage = super::SequenceUsage {
         reserved: counts.reserved(&row),

@@ -304,7 +304,9 @@ impl BlockCache {
         self.install(rest, mark);
     }
 
-    /// Whether the current block has values left.
+    /// Whether the current block has values left (for the tests: the refill
+    /// path asks with `take_exact`, which also takes).
+    #[cfg(test)]
     pub(crate) fn has_values(&self) -> bool {
         let limit = self.shared.limit.load(Acquire);
         self.cursor.load(Acquire) < limit

@@ -89,6 +89,8 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::clock::LeaseInstant;
 
 use crate::store::{Store, WorkerClaim};
@@ -269,6 +271,22 @@ struct State {
     /// counts when it closes.
     handed_out: i64,
     abandoned: i64,
+    /// Terms this handle began (acquisitions of the lease), and terms it
+    /// found taken by another process at renewal.
+    terms_begun: u64,
+    terms_lost: u64,
+}
+
+/// How a [`LeaderSequence`] handle has led so far ([`LeaderSequence::stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LeaderStats {
+    /// Whether it leads now (a term whose local deadline has not passed).
+    pub leading: bool,
+    /// Terms it began: each an acquisition of the lease. Many in a short
+    /// time: the lease flaps between processes (or lapses between calls).
+    pub terms_begun: u64,
+    /// Terms it found taken by another process when it renewed them.
+    pub terms_lost: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -390,6 +408,16 @@ impl LeaderSequence {
         st.term
             .filter(|t| LeaseInstant::now() < t.deadline)
             .map(|t| t.fence)
+    }
+
+    /// How this handle has led so far.
+    pub fn stats(&self) -> LeaderStats {
+        let st = self.inner.lock();
+        LeaderStats {
+            leading: st.term.is_some_and(|t| LeaseInstant::now() < t.deadline),
+            terms_begun: st.terms_begun,
+            terms_lost: st.terms_lost,
+        }
     }
 
     /// `n` values (1 to [`MAX_BATCH`]), ascending; each larger than every
@@ -577,6 +605,7 @@ impl Inner {
                 }
                 None => {
                     st.lose();
+                    st.terms_lost += 1;
                     tracing::warn!(sequence = %self.name, term = term.fence, "leader lease lost: another process acquired it");
                     None
                 }
@@ -610,6 +639,7 @@ impl Inner {
                     let mut st = self.lock();
                     st.lose();
                     st.term = Some(term);
+                    st.terms_begun += 1;
                     st.renewer = Some(spawn_renewer(Arc::downgrade(self)).abort_handle());
                 }
                 tracing::info!(sequence = %self.name, term = term.fence, "leading");

@@ -48,7 +48,7 @@ pub use adopt::{AdoptAction, AdoptReport, AdoptSource, adopt_from, quote_ident};
 pub use blocking::BlockingSequence;
 pub use high_water::{HighWater, HighWaters};
 pub use import::{ImportAction, ImportFormat, ImportItem, ImportReport, SourceRow, import_from};
-pub use leader::{LeaderOptions, LeaderSequence};
+pub use leader::{LeaderOptions, LeaderSequence, LeaderStats};
 pub use source::SourceDatabase;
 pub use strategy::Strategy;
 
@@ -253,6 +253,9 @@ pub struct SequenceStats {
     /// Reservations made in the store (refills, prefetches, strict batches:
     /// one per group of strict callers that waited at once).
     pub reservations: u64,
+    /// Time spent in those reservations, retries included, in
+    /// microseconds: with `reservations`, the mean time a refill takes.
+    pub reservation_micros: u64,
     /// Optimistic puts that lost to another writer and were retried.
     pub conflicts: u64,
     /// Values the store skipped at generation changes (failovers, restores)
@@ -572,11 +575,23 @@ impl Sequence {
             }
             return Ok(r.collect());
         }
-        self.next_n_reserving(n).await
+        self.fill(n).await
     }
 
-    /// [`Self::next_n`] when the current block has fewer than `n` values.
-    async fn next_n_reserving(&self, n: i64) -> Result<Vec<i64>> {
+    /// The one refill path: `n` values when the current block has fewer,
+    /// for [`Self::next`] (`n` = 1) and [`Self::next_n`] alike. Under the
+    /// refill mutex it takes the rest of the current block, installs spare
+    /// blocks or reserves new ones until there are `n` values, hands out the
+    /// first `n` and installs what is left of the last block as the current
+    /// one.
+    ///
+    /// All or nothing: every block it needs is reserved before any value is
+    /// taken for the caller. If a reservation fails, or the future is
+    /// dropped, the rest of the current block goes back to the cache and the
+    /// new blocks stay spare (so nothing is lost and nothing is handed out);
+    /// if the name was dropped, the rest of the current block, of the earlier
+    /// life, is never served.
+    async fn fill(&self, n: i64) -> Result<Vec<i64>> {
         let inner = &*self.inner;
         let mut st = inner.refill.lock().await;
         if st.closed {
@@ -624,7 +639,7 @@ impl Sequence {
             let b = st
                 .spare
                 .pop_front()
-                .ok_or_else(|| Error::Corrupt("next_n: counted blocks went missing".into()))?;
+                .ok_or_else(|| Error::Corrupt("fill: counted blocks went missing".into()))?;
             let take = b.len().min(n - out.len() as i64);
             out.extend(b.start..b.start + take);
             // The mark of the whole block, as if its values came one by one.
@@ -707,55 +722,14 @@ impl Sequence {
 
     /// [`Self::next`] when the current block had no value for it.
     pub(crate) async fn next_slow(&self) -> Result<i64> {
-        Ok(self.take(1).await?.start)
-    }
-
-    /// Up to `n` values, refilling as needed.
-    async fn take(&self, n: i64) -> Result<Range<i64>> {
-        let inner = &*self.inner;
         if self.is_strict() {
-            return self.take_strict(n).await;
+            return Ok(self.take_strict(1).await?.start);
         }
-        loop {
-            if let Some((r, mark)) = inner.cache.take(n) {
-                if mark {
-                    self.start_prefetch();
-                }
-                return Ok(r);
-            }
-            self.refill(n).await?;
-        }
-    }
-
-    /// Installs the spare block, or reserves one, if the current one is used up.
-    async fn refill(&self, want: i64) -> Result<()> {
-        let inner = &*self.inner;
-        let mut st = inner.refill.lock().await;
-        if st.closed {
-            return Err(self.closed_error(&st));
-        }
-        if inner.cache.has_values() {
-            return Ok(()); // another caller refilled while we waited
-        }
-        self.install_next(&mut st, want).await
-    }
-
-    /// Installs the spare block, or reserves one. Caller holds the refill
-    /// mutex and the current block is used up.
-    async fn install_next(&self, st: &mut Refill, want: i64) -> Result<()> {
-        let inner = &*self.inner;
-        let block = match st.spare.pop_front() {
-            Some(b) => b,
-            None => {
-                let r = self.reserve(st, want.max(self.block())).await?;
-                self.note_reservation(st, r);
-                r
-            }
-        };
-        inner
-            .cache
-            .install(block.start..block.end, self.prefetch_mark(&block));
-        Ok(())
+        let values = self.fill(1).await?;
+        values
+            .first()
+            .copied()
+            .ok_or_else(|| Error::Corrupt("fill(1) returned no value".into()))
     }
 
     /// Reserves a block of `n` values (caller holds the refill mutex). When
@@ -938,6 +912,7 @@ impl Sequence {
         SequenceStats {
             block: self.block(),
             reservations: c.reservations.load(Relaxed),
+            reservation_micros: c.reservation_micros.load(Relaxed),
             conflicts: c.conflicts.load(Relaxed),
             skipped_at_failover: c.fenced.load(Relaxed),
             store_went_back: self.inner.alloc.high_water.refused(),
@@ -993,6 +968,56 @@ pub struct SequenceInfo {
     /// at. `None` when it starts where asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_above_dropped: Option<i64>,
+    /// Only from [`show`], for a sequence whose numbers come from the
+    /// store's period counters (gap-free, per period, formatted, opaque,
+    /// encoded, bit-reversed): where its numbers are. Its row's `next` and
+    /// its `usage` do not move for those (no block is reserved), so `show`
+    /// leaves `usage` out and counts `remaining` from the counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numbers: Option<NumbersUsage>,
+}
+
+/// The numbers of a numbered sequence's current period
+/// ([`SequenceInfo::numbers`]), from the store's
+/// [`NumbersRead`](crate::store::NumbersRead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumbersUsage {
+    /// The current period key (0 without a period).
+    pub period: i64,
+    /// The next new number of the period.
+    pub next: i64,
+    /// The last number given out in the period (taken with a ticket or
+    /// reserved), `None` before the first.
+    pub last: Option<i64>,
+    /// Numbers given out in the period: `next - start`.
+    pub taken: i64,
+    /// Of those, open numbers a ticket holds.
+    pub held: i64,
+    /// Of those, numbers released and waiting to be taken again.
+    pub released: i64,
+    /// Of those, the rest: committed (for a sequence without tickets:
+    /// handed out), or skipped by a fence.
+    pub committed: i64,
+}
+
+impl NumbersUsage {
+    /// The numbers `read` describes, of a sequence starting at `start`.
+    pub fn of(read: &crate::store::NumbersRead, start: i64) -> NumbersUsage {
+        let next = read.counter.unwrap_or(start);
+        let taken = next.saturating_sub(start).max(0);
+        NumbersUsage {
+            period: read.period,
+            next,
+            last: (taken > 0).then(|| next - 1),
+            taken,
+            held: read.held,
+            released: read.released,
+            committed: taken
+                .saturating_sub(read.held)
+                .saturating_sub(read.released)
+                .max(0),
+        }
+    }
 }
 
 impl From<SequenceRow> for SequenceInfo {
@@ -1014,6 +1039,7 @@ impl SequenceInfo {
             usage: None,
             residue,
             continued_above_dropped: None,
+            numbers: None,
         }
     }
 

@@ -80,6 +80,9 @@ impl std::fmt::Display for Strategy {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) reservations: AtomicU64,
+    /// Time spent in the reservations counted above (their retries too),
+    /// in microseconds.
+    pub(crate) reservation_micros: AtomicU64,
     pub(crate) conflicts: AtomicU64,
     /// Values reserved, less those handed back while the handle was open:
     /// at `close`, what is not left over was handed out.
@@ -159,6 +162,7 @@ impl Allocator {
     }
 
     async fn reserve_unchecked(&self, n: i64) -> Result<Reservation> {
+        let began = std::time::Instant::now();
         let mut retries = Retries::new(self.retry_budget, self.max_attempts);
         let r = loop {
             let attempt = match self.strategy {
@@ -193,6 +197,8 @@ impl Allocator {
         // write (the contract's default: a gap in the later life).
         crate::store::check_reservation_life(&self.name, &r, self.incarnation)?;
         self.counters.reservations.fetch_add(1, Relaxed);
+        let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.counters.reservation_micros.fetch_add(micros, Relaxed);
         self.counters.values.fetch_add(r.len(), Relaxed);
         Ok(r)
     }

@@ -14,8 +14,8 @@ use super::{
     WorkerClaim, WorkerLease, WorkerStore, all_taken, lowest_free,
 };
 use super::{
-    HeldNumber, NumberStore, Numbering, PeriodRange, Release, Renewal, TakenNumber, TicketTake,
-    not_numbered, refused, ticket_ttl_ms,
+    HeldNumber, NumberStore, Numbering, NumbersRead, PeriodRange, Release, Renewal, TakenNumber,
+    TicketTake, not_numbered, refused, ticket_ttl_ms,
 };
 use crate::{Error, Result};
 
@@ -769,6 +769,30 @@ impl NumberStore for MemoryStore {
                     other.map(|(t, _)| t.as_deref()),
                 )),
             }
+        })
+    }
+
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        self.with(|s| {
+            let Some((_, period)) = s.numbering.get(name) else {
+                return Ok(None);
+            };
+            let period = *period;
+            let counter = s.counters.get(&(name.to_owned(), period)).copied();
+            let (mut held, mut released) = (0, 0);
+            let range = (name.to_owned(), period, i64::MIN)..=(name.to_owned(), period, i64::MAX);
+            for (ticket, _) in s.open.range(range).map(|(_, v)| v) {
+                match ticket {
+                    Some(_) => held += 1,
+                    None => released += 1,
+                }
+            }
+            Ok(Some(NumbersRead {
+                period,
+                counter,
+                held,
+                released,
+            }))
         })
     }
 

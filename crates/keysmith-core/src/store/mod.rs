@@ -38,8 +38,8 @@ pub use crate::numbering::{MAX_INCREMENT, Numbering, Order, Period, Residue};
 #[deprecated(note = "renamed NumberStore")]
 pub use numbers::NumberStore as TicketStore;
 pub use numbers::{
-    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, NumberingSwap, PeriodRange,
-    Settle, TakenNumber, TicketTake,
+    DEFAULT_TICKET_TTL, HeldNumber, MAX_TICKET_TTL, NumberStore, NumberingSwap, NumbersRead,
+    PeriodRange, Settle, TakenNumber, TicketTake,
 };
 #[doc(hidden)]
 pub use numbers::{

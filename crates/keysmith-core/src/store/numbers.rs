@@ -98,6 +98,25 @@ pub struct TakenNumber {
     pub value: i64,
 }
 
+/// A numbered sequence's numbers as the store holds them:
+/// [`NumberStore::read_numbers`]. The arithmetic on it (the last number, how
+/// many were taken and committed) is done once above the backends, by the
+/// sequences' `show` (`NumbersUsage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NumbersRead {
+    /// The current period key (0 without a period).
+    pub period: i64,
+    /// That period's counter (the next new number), `None` before the
+    /// period's first number.
+    pub counter: Option<i64>,
+    /// Open numbers of the period a ticket holds (its time to live may have
+    /// passed: the number is then taken again by the next take).
+    pub held: i64,
+    /// Open numbers of the period that were released, to be taken again
+    /// first.
+    pub released: i64,
+}
+
 /// The arguments of [`NumberStore::replace_numbering`], handed to a
 /// backend's [`NumberStore::swap_numbering`]: a compare-and-set of a
 /// numbered sequence's settings.
@@ -336,6 +355,22 @@ pub trait NumberStore: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// As [`Self::commit_ticket`]; a refusal is made with [`refused`].
     async fn settle_ticket(&self, what: Settle, held: &HeldNumber<'_>) -> Result<()>;
+
+    /// What the store holds of a numbered sequence's current period (as
+    /// recorded; the caller's clock may say a later one has begun): its
+    /// counter and how many of its numbers are open, in one consistent
+    /// read that changes nothing. `None` for a missing or unnumbered
+    /// sequence.
+    ///
+    /// The default answers `None` (a backend that cannot say: `show` then
+    /// leaves the numbers out); every backend of this workspace reads them.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the store does not answer.
+    async fn read_numbers(&self, name: &str) -> Result<Option<NumbersRead>> {
+        let _ = name;
+        Ok(None)
+    }
 
     /// The operator's fence of a numbered sequence: moves the counter of
     /// its current period forward by `skip` (0 allowed: a gap-free sequence

@@ -85,6 +85,9 @@ macro_rules! pass_through {
             ) -> keysmith::Result<()> {
                 self.inner.settle_ticket(what, held).await
             }
+            async fn read_numbers(&self, name: &str) -> keysmith::Result<Option<keysmith::store::NumbersRead>> {
+                self.inner.read_numbers(name).await
+            }
             async fn fence_numbers(&self, name: &str, skip: i64) -> keysmith::Result<(i64, i64, i64)> {
                 self.inner.fence_numbers(name, skip).await
             }
