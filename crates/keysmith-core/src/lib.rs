@@ -81,4 +81,4 @@ pub use any_sequence::{AnySequence, Values};
 pub use backoff::DEFAULT_RETRY_BUDGET;
 pub(crate) use error::closest_names;
 pub use error::{Error, FenceAdvice, HINT_CANDIDATES, Result};
-pub use name::{MAX_NAME_BYTES, validate_name};
+pub use name::{MAX_NAME_BYTES, prefix_end, validate_name};

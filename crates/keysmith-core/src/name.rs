@@ -37,6 +37,25 @@ pub fn validate_name(name: &str) -> Result<()> {
     }
 }
 
+/// The least string above every string that starts with `prefix`, in
+/// byte order (which is code point order for UTF-8): `prefix` with its last
+/// character raised by one and what follows dropped, or `None` when no such
+/// string exists (`prefix` is empty or all `char::MAX`). So the names that
+/// start with `prefix` are exactly those in `prefix..prefix_end(prefix)`: one
+/// index range read in a store whose names sort by bytes.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(c) = chars.pop() {
+        // The next scalar value: past the surrogates, none after char::MAX.
+        let next = (u32::from(c) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(n) = next {
+            chars.push(n);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 pub(crate) fn shorten(name: &str) -> String {
     if name.len() <= 64 {
         return name.to_owned();
@@ -52,6 +71,29 @@ pub(crate) fn shorten(name: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn prefix_end_examples() {
+        assert_eq!(prefix_end("team-a/").as_deref(), Some("team-a0"));
+        assert_eq!(prefix_end("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("\u{10FFFF}\u{10FFFF}"), None);
+    }
+
+    proptest! {
+        /// A name starts with the prefix exactly when it is in
+        /// `prefix..prefix_end(prefix)`.
+        #[test]
+        fn prefix_end_bounds_exactly_the_names_with_the_prefix(
+            prefix in "[a\u{7f}\u{D7FF}\u{E000}\u{10FFFF}]{0,3}",
+            name in "[a\u{7f}\u{80}\u{D7FF}\u{E000}\u{10FFFF}b]{0,5}",
+        ) {
+            let in_range = name.as_str() >= prefix.as_str()
+                && prefix_end(&prefix).is_none_or(|end| name < end);
+            prop_assert_eq!(in_range, name.starts_with(&prefix));
+        }
+    }
 
     #[test]
     fn accepts_url_like_names() {

@@ -1,7 +1,7 @@
 //! etcd: the [`PoolStore`] half of the contract.
 
 use super::*;
-use keysmith_core::driver::Residue;
+use keysmith_core::driver::{PoolTotals, Residue};
 
 /// Members written per transaction (etcd allows 128 operations by default).
 const POOL_BATCH: usize = 100;
@@ -76,6 +76,21 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl EtcdStore {
+    /// The pools whose meta keys (under `under`, `PREFIX/pools/`) are `kvs`.
+    fn pools_of(&self, under: &str, kvs: &[KeyValue]) -> Result<Vec<PoolRow>> {
+        kvs.iter()
+            .map(|kv| {
+                let name = std::str::from_utf8(&kv.key()[under.len()..]).map_err(|_| {
+                    Error::Corrupt(format!(
+                        "etcd key {:?} is not a keysmith pool name",
+                        String::from_utf8_lossy(kv.key())
+                    ))
+                })?;
+                self.parse_pool(name, kv)
+            })
+            .collect()
+    }
+
     /// The marks a `pool-marks/ENAME` key holds; none without one.
     fn marks_of(&self, name: &str, kv: Option<&KeyValue>) -> Result<RateMarks> {
         kv.map_or(Ok(RateMarks::default()), |kv| {
@@ -749,6 +764,20 @@ impl PoolStore for EtcdStore {
         self.names_near("pools/", "pool", name, limit).await
     }
 
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<PoolTotals> {
+        // One range read of the pools' meta keys (their sizes), not of
+        // their members.
+        let under = format!("{}pools/", self.prefix);
+        let from = format!("{under}{prefix}");
+        let resp = self
+            .call("count pools", |mut c| {
+                let from = from.clone();
+                async move { c.get(from, Some(GetOptions::new().with_prefix())).await }
+            })
+            .await?;
+        Ok(PoolTotals::of(&self.pools_of(&under, resp.kvs())?))
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         let prefix = format!("{}pools/", self.prefix);
         let resp = self
@@ -757,19 +786,7 @@ impl PoolStore for EtcdStore {
                 async move { c.get(prefix, Some(GetOptions::new().with_prefix())).await }
             })
             .await?;
-        let mut rows = resp
-            .kvs()
-            .iter()
-            .map(|kv| {
-                let name = std::str::from_utf8(&kv.key()[prefix.len()..]).map_err(|_| {
-                    Error::Corrupt(format!(
-                        "etcd key {:?} is not a keysmith pool name",
-                        String::from_utf8_lossy(kv.key())
-                    ))
-                })?;
-                self.parse_pool(name, kv)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let mut rows = self.pools_of(&prefix, resp.kvs())?;
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(rows)
     }

@@ -867,6 +867,25 @@ impl SequenceStore for EtcdStore {
         self.names_near("seq/", "sequence", name, limit).await
     }
 
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        // One counted range read of the spec keys (a sequence is its two
+        // keys; the spec key says it exists).
+        let from = format!("{}seq/{prefix}", self.prefix);
+        let resp = self
+            .call("count sequences", |mut c| {
+                let from = from.clone();
+                async move {
+                    c.get(
+                        from,
+                        Some(GetOptions::new().with_prefix().with_count_only()),
+                    )
+                    .await
+                }
+            })
+            .await?;
+        Ok(u64::try_from(resp.count()).unwrap_or(0))
+    }
+
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         // Compare-and-swap on the counts key alone: reservations go on.
         for _ in 0..COUNTS_ATTEMPTS {

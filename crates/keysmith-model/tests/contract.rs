@@ -39,6 +39,10 @@ const LEFT_OUT: &[(&str, &str)] = &[
         "sequence_names_near",
         "reads names for a not-found hint only",
     ),
+    (
+        "count_sequences_with_prefix",
+        "counts names for a quota only",
+    ),
 ];
 
 fn store_dir() -> std::path::PathBuf {

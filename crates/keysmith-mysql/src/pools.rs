@@ -11,8 +11,8 @@ use mysql_async::Transaction;
 
 use super::*;
 use keysmith_core::driver::{
-    FenceClaim, PoolReads, PoolSwaps, PoolTx, Residue, SwapSeen, create_pool_in, drop_pool_in,
-    fence_pool_in, sample_members_on, swap_member_with,
+    FenceClaim, PoolReads, PoolSwaps, PoolTotals, PoolTx, Residue, SwapSeen, create_pool_in,
+    drop_pool_in, fence_pool_in, sample_members_on, swap_member_with,
 };
 
 /// `(SELECT 0 AS d UNION ALL ... SELECT 9)`: one decimal digit, to make
@@ -466,6 +466,16 @@ impl PoolStore for MysqlStore {
 
     async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
         self.names_near("keysmith_pools", name, limit).await
+    }
+
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<PoolTotals> {
+        let what = "COUNT(*), CAST(COALESCE(SUM(size), 0) AS SIGNED)";
+        let row = self.with_prefix(what, "keysmith_pools", prefix).await?;
+        let (pools, members): (i64, i64) = (self.col(&row, 0)?, self.col(&row, 1)?);
+        Ok(PoolTotals {
+            pools: u64::try_from(pools).unwrap_or(0),
+            members: u64::try_from(members).unwrap_or(0),
+        })
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {

@@ -322,6 +322,14 @@ impl SequenceStore for MysqlStore {
         self.names_near("keysmith_sequences", name, limit).await
     }
 
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        let row = self
+            .with_prefix("COUNT(*)", "keysmith_sequences", prefix)
+            .await?;
+        let n: i64 = self.col(&row, 0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         with_conn(self, async |c| {
             let bad = |e: mysql_async::Error| self.my(&e);
@@ -383,6 +391,26 @@ const CCOLS_C: &str = "c.handed_back, c.handed_out, c.abandoned, c.skipped, \
     c.mark_at, c.mark_reserved, c.prev_at, c.prev_reserved";
 
 impl MysqlStore {
+    /// `SELECT what FROM table` over the names starting with `prefix` (one
+    /// range read of the primary key): the one row it answers.
+    pub(crate) async fn with_prefix(&self, what: &str, table: &str, prefix: &str) -> Result<Row> {
+        let range = keysmith_core::driver::PrefixRange::of(prefix);
+        let sql = format!(
+            "SELECT {what} FROM {table} WHERE {}",
+            range.condition("name", |_| "?".to_owned())
+        );
+        let params: Vec<mysql_async::Value> = range
+            .params()
+            .into_iter()
+            .map(mysql_async::Value::from)
+            .collect();
+        with_conn(self, async |c| {
+            let row: Option<Row> = c.exec_first(&sql, params).await.map_err(|e| self.my(&e))?;
+            row.ok_or_else(|| Error::Corrupt(format!("{sql} answered no row")))
+        })
+        .await
+    }
+
     /// `sequence_names_near` and `pool_names_near` over `table`'s primary
     /// key: two index range reads.
     pub(crate) async fn names_near(

@@ -2,7 +2,7 @@
 
 use super::*;
 use keysmith_core::driver::{
-    FenceClaim, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in, drop_pool_in,
+    FenceClaim, PoolReads, PoolSwaps, PoolTotals, PoolTx, SwapSeen, create_pool_in, drop_pool_in,
     fence_pool_in, sample_members_on, swap_member_with,
 };
 
@@ -362,6 +362,19 @@ impl PoolStore for PostgresStore {
             limit,
         )
         .await
+    }
+
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<PoolTotals> {
+        let what = "count(*), coalesce(sum(size), 0)::bigint";
+        let row = self.with_prefix(what, "pools", prefix).await?;
+        let (pools, members): (i64, i64) = (
+            row.try_get(0).map_err(|e| self.pg(&e))?,
+            row.try_get(1).map_err(|e| self.pg(&e))?,
+        );
+        Ok(PoolTotals {
+            pools: u64::try_from(pools).unwrap_or(0),
+            members: u64::try_from(members).unwrap_or(0),
+        })
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {

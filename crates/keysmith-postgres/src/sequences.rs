@@ -245,6 +245,12 @@ impl SequenceStore for PostgresStore {
             .await
     }
 
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        let row = self.with_prefix("count(*)", "sequences", prefix).await?;
+        let n: i64 = row.try_get(0).map_err(|e| self.pg(&e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         let s = quote_ident(&self.schema);
         with_conn(self, async |c| {
@@ -419,6 +425,31 @@ fn counts_from(r: &tokio_postgres::Row, at: usize) -> SequenceCounts {
 impl PostgresStore {
     /// `sequence_names_near` and `pool_names_near`: the statements
     /// `before_sql` and `after_sql` (name, limit), two index range reads.
+    /// `SELECT what FROM schema.table` over the names starting with
+    /// `prefix` (one range read of the name index): the one row it answers.
+    pub(crate) async fn with_prefix(
+        &self,
+        what: &str,
+        table: &str,
+        prefix: &str,
+    ) -> Result<tokio_postgres::Row> {
+        let range = keysmith_core::driver::PrefixRange::of(prefix);
+        let sql = format!(
+            "SELECT {what} FROM {}.{table} WHERE {}",
+            quote_ident(&self.schema),
+            range.condition("name", |i| format!("${i}"))
+        );
+        let params = range.params();
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
+            .iter()
+            .map(|p| p as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        with_conn(self, async |c| {
+            c.query_one(&sql, &params).await.map_err(|e| self.pg(&e))
+        })
+        .await
+    }
+
     pub(crate) async fn names_near(
         &self,
         before_sql: &str,

@@ -71,6 +71,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::http::Method;
+use keysmith::store::NameScope;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -323,6 +324,50 @@ impl Principal {
         self.grants
             .iter()
             .any(|g| g.allows(action) && g.names.covers(name))
+    }
+
+    /// The names it may do `action` on, as the fewest prefixes and exact
+    /// names that cover them: a prefix that another covers, and an exact
+    /// name a prefix covers, are left out, so that counting each once
+    /// counts every name once.
+    pub fn scope(&self, action: Action) -> NameScope {
+        let names: Vec<&Names> = self
+            .grants
+            .iter()
+            .filter(|g| g.allows(action))
+            .map(|g| &g.names)
+            .collect();
+        let mut prefixes: Vec<String> = names
+            .iter()
+            .filter_map(|n| match n {
+                Names::Prefix(p) => Some(p.clone()),
+                Names::Exact(_) => None,
+            })
+            .collect();
+        // Shortest first: a prefix is kept unless a kept one covers it.
+        prefixes.sort();
+        prefixes.dedup();
+        let mut kept: Vec<String> = Vec::new();
+        for p in prefixes {
+            if !kept.iter().any(|k| p.starts_with(k.as_str())) {
+                kept.push(p);
+            }
+        }
+        let mut exact: Vec<String> = names
+            .iter()
+            .filter_map(|n| match n {
+                Names::Exact(e) if !kept.iter().any(|k| e.starts_with(k.as_str())) => {
+                    Some(e.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        exact.sort();
+        exact.dedup();
+        NameScope {
+            prefixes: kept,
+            exact,
+        }
     }
 
     /// Whether it may do `action` on the fixed name `name` ([`is_fixed`]):
@@ -1100,6 +1145,37 @@ mod tests {
                 .unwrap()
                 .may_everywhere(Action::Admin)
         );
+    }
+
+    /// A scope covers each name once: nested prefixes and names under a
+    /// prefix are left out; other actions' grants are not in it.
+    #[test]
+    fn a_scope_is_the_fewest_prefixes_and_names_that_cover_the_grants() {
+        let text = format!(
+            r#"
+            [[principal]]
+            name = "t"
+            token_sha256 = "{}"
+            grants = [
+              {{ names = "a/x/*", actions = ["admin"] }},
+              {{ names = "a/*", actions = ["admin", "use"] }},
+              {{ names = "a/y", actions = ["admin"] }},
+              {{ names = "b", actions = ["admin"] }},
+              {{ names = "b", actions = ["admin"] }},
+              {{ names = "ab*", actions = ["admin"] }},
+              {{ names = "c/*", actions = ["use"] }},
+            ]
+            "#,
+            digest("t")
+        );
+        let f = AccessFile::parse(&text).unwrap();
+        let t = f.by_token_digest(&Sha256::digest(b"t").into()).unwrap();
+        let s = t.scope(Action::Admin);
+        assert_eq!(s.prefixes, ["a/", "ab"]);
+        assert_eq!(s.exact, ["b"]);
+        assert_eq!(t.scope(Action::Use).prefixes, ["a/", "c/"]);
+        let root = Principal::root("root").scope(Action::Admin);
+        assert_eq!((root.prefixes, root.exact), (vec![String::new()], vec![]));
     }
 
     #[test]

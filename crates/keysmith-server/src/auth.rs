@@ -467,7 +467,7 @@ pub(crate) async fn authorize(State(state): State<AppState>, req: Request, next:
             }
         }
         if let Some((kind, max)) = quota {
-            match tokio::time::timeout(limit, owned(&state, &principal, kind)).await {
+            match tokio::time::timeout(limit, crate::quota::owned(&state, &principal, kind)).await {
                 Err(_) => return ApiError::timeout(limit).into_response(),
                 Ok(Err(e)) => return ApiError::from(e).into_response(),
                 Ok(Ok(have)) if have >= max => {
@@ -763,27 +763,6 @@ async fn read_body(state: &AppState, body: Body) -> Result<axum::body::Bytes, Re
         ))
         .into_response()
     })
-}
-
-/// How many sequences or pools `principal` may admin.
-async fn owned(state: &AppState, principal: &Principal, kind: ObjectKind) -> keysmith::Result<u64> {
-    let store = &*state.shared().store;
-    let names: Vec<String> = match kind {
-        ObjectKind::Pool => keysmith::pool::list(store)
-            .await?
-            .into_iter()
-            .map(|r| r.name)
-            .collect(),
-        _ => keysmith::sequence::list(store)
-            .await?
-            .into_iter()
-            .map(|i| i.row.name)
-            .collect(),
-    };
-    Ok(names
-        .iter()
-        .filter(|n| principal.may(Action::Admin, n))
-        .count() as u64)
 }
 
 /// A sequence or pool as `show` sees it, for the audit trail; `None` when

@@ -33,7 +33,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::AppState;
-use crate::access::Principal;
+use crate::access::{Action, ObjectKind, Principal};
 use crate::audit;
 use crate::error::ApiError;
 
@@ -321,14 +321,26 @@ pub(crate) async fn run_use(
     Response::from_parts(head, axum::body::Body::from(bytes))
 }
 
+/// How many sequences or pools `principal` may admin: a count per prefix
+/// of its scope and a read per exact name ([`NameScope`]), never a listing
+/// of every name (issue 50).
+pub(crate) async fn owned(
+    state: &AppState,
+    principal: &Principal,
+    kind: ObjectKind,
+) -> keysmith::Result<u64> {
+    let store = &*state.shared().store;
+    let scope = principal.scope(Action::Admin);
+    match kind {
+        ObjectKind::Pool => Ok(scope.pool_totals(store).await?.pools),
+        _ => scope.count_sequences(store).await,
+    }
+}
+
 /// The members of every pool `principal` may admin.
 pub(crate) async fn pool_members(state: &AppState, principal: &Principal) -> keysmith::Result<u64> {
-    let rows = keysmith::pool::list(&*state.shared().store).await?;
-    Ok(rows
-        .iter()
-        .filter(|r| principal.may(crate::access::Action::Admin, &r.name))
-        .map(|r| u64::try_from(r.size).unwrap_or(0))
-        .sum())
+    let scope = principal.scope(Action::Admin);
+    Ok(scope.pool_totals(&*state.shared().store).await?.members)
 }
 
 /// `Err(why)` when a pool of `size` members would take `principal` over its

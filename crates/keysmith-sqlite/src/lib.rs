@@ -23,9 +23,9 @@ use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use keysmith_core::driver::{
-    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, Put, RateMark, RateMarks,
-    Reservation, SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec, SequenceStore, Store,
-    Tombstone,
+    Alteration, CountsDelta, POOL_KIND, PoolRow, PoolSpec, PoolStore, PoolTotals, PrefixRange, Put,
+    RateMark, RateMarks, Reservation, SEQUENCE_KIND, SequenceCounts, SequenceRow, SequenceSpec,
+    SequenceStore, Store, Tombstone,
 };
 use keysmith_core::{Error, Result};
 

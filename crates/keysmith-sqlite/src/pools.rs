@@ -189,6 +189,22 @@ impl PoolStore for SqliteStore {
             .await
     }
 
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<PoolTotals> {
+        let range = PrefixRange::of(prefix);
+        self.run(move |conn| {
+            let what = "COUNT(*), COALESCE(SUM(size), 0)";
+            let (pools, members): (i64, i64) =
+                super::sequences::with_prefix(conn, what, "keysmith_pools", &range, |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            Ok(PoolTotals {
+                pools: u64::try_from(pools).unwrap_or(0),
+                members: u64::try_from(members).unwrap_or(0),
+            })
+        })
+        .await
+    }
+
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {
         self.run(|conn| {
             let mut s = conn

@@ -131,6 +131,17 @@ impl SequenceStore for SqliteStore {
             .await
     }
 
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        let range = PrefixRange::of(prefix);
+        self.run(move |conn| {
+            let (n,): (i64,) = with_prefix(conn, "COUNT(*)", "keysmith_sequences", &range, |r| {
+                Ok((r.get(0)?,))
+            })?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
     async fn record_counts(&self, name: &str, delta: &CountsDelta, now_ms: i64) -> Result<()> {
         let (name, delta) = (name.to_owned(), *delta);
         self.write(move |tx| {
@@ -348,6 +359,24 @@ fn read_counts_on(conn: &Connection, name: &str) -> Result<SequenceCounts> {
     .optional()
     .map(Option::unwrap_or_default)
     .map_err(db_err)
+}
+
+/// `SELECT what FROM table` over the names of `range` (one index range
+/// read): the one row it answers, read by `row`.
+pub(super) fn with_prefix<T>(
+    conn: &Connection,
+    what: &str,
+    table: &str,
+    range: &PrefixRange,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<T> {
+    let sql = format!(
+        "SELECT {what} FROM {table} WHERE {}",
+        range.condition("name", |i| format!("?{i}"))
+    );
+    let mut s = conn.prepare_cached(&sql).map_err(db_err)?;
+    s.query_row(rusqlite::params_from_iter(range.params()), row)
+        .map_err(db_err)
 }
 
 /// [`keysmith_core::store::SequenceStore::sequence_names_near`] over `table`'s

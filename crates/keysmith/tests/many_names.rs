@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 use async_trait::async_trait;
 use keysmith::store::{
-    Alteration, AtomicReserve, CountsDelta, Put, Reservation, SequenceCounts, SequenceRow,
-    SequenceSpec, SequenceStore, Store, sqlite::SqliteStore,
+    Alteration, AtomicReserve, CountsDelta, NameScope, Put, Reservation, SequenceCounts,
+    SequenceRow, SequenceSpec, SequenceStore, Store, sqlite::SqliteStore,
 };
 use keysmith::{AnySequence, Error, HINT_CANDIDATES, Result, sequence::Sequence};
 
@@ -27,6 +27,8 @@ struct Counting {
     inner: Arc<dyn Store>,
     /// `list_sequences` calls: each reads every sequence.
     lists: AtomicU64,
+    /// `count_sequences_with_prefix` calls.
+    prefix_counts: AtomicU64,
     /// `sequence_names_near` calls, and the most names one asked for.
     near: AtomicU64,
     near_limit: AtomicU64,
@@ -39,7 +41,13 @@ impl Counting {
         self.others.fetch_add(1, SeqCst);
     }
     fn reset(&self) {
-        for c in [&self.lists, &self.near, &self.near_limit, &self.others] {
+        for c in [
+            &self.lists,
+            &self.prefix_counts,
+            &self.near,
+            &self.near_limit,
+            &self.others,
+        ] {
             c.store(0, SeqCst);
         }
     }
@@ -95,6 +103,10 @@ impl SequenceStore for Counting {
         self.near_limit.fetch_max(limit as u64, SeqCst);
         self.inner.sequence_names_near(name, limit).await
     }
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        self.prefix_counts.fetch_add(1, SeqCst);
+        self.inner.count_sequences_with_prefix(prefix).await
+    }
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.other();
         self.inner.drop_sequence(name).await
@@ -128,6 +140,7 @@ async fn many() -> Arc<Counting> {
     Arc::new(Counting {
         inner: Arc::new(inner),
         lists: AtomicU64::new(0),
+        prefix_counts: AtomicU64::new(0),
         near: AtomicU64::new(0),
         near_limit: AtomicU64::new(0),
         others: AtomicU64::new(0),
@@ -211,4 +224,42 @@ async fn a_miss_among_many_names_reads_a_bounded_neighbourhood_for_its_hint() {
         NAMES
     );
     assert_eq!(store.lists.load(SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_quota_count_among_many_names_lists_none_of_them() {
+    let store = many().await;
+    for i in 0..3 {
+        store
+            .inner
+            .create_sequence(&spec(&format!("team-b/{i}")))
+            .await
+            .unwrap();
+    }
+    store.reset();
+    // What the server counts of a principal with the grants `team-b/*`,
+    // `customer-00007` and `customer-x` (no such sequence) before a create
+    // under its `max_sequences`.
+    let scope = NameScope {
+        prefixes: vec!["team-b/".into()],
+        exact: vec!["customer-00007".into(), "customer-x".into()],
+    };
+    assert_eq!(scope.count_sequences(&*store).await.unwrap(), 4);
+    assert_eq!(
+        store.lists.load(SeqCst),
+        0,
+        "a quota count listed every name"
+    );
+    assert_eq!(store.prefix_counts.load(SeqCst), 1, "one count per prefix");
+    assert_eq!(store.others.load(SeqCst), 2, "one read per exact name");
+    // A principal of every name counts them all, still without a listing.
+    let all = NameScope {
+        prefixes: vec![String::new()],
+        exact: vec![],
+    };
+    assert_eq!(
+        all.count_sequences(&*store).await.unwrap(),
+        NAMES as u64 + 3
+    );
+    assert_eq!(store.lists.load(SeqCst), 0);
 }

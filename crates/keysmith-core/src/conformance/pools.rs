@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::pool_spec;
 use crate::Error;
-use crate::store::{PoolSpec, Store};
+use crate::store::{PoolSpec, PoolTotals, Store};
 
 /// A created pool holds `start..start + size`; creating it again is
 /// `AlreadyExists`.
@@ -367,4 +367,26 @@ pub async fn a_dropped_pool_name_continues_above_what_it_handed_out(store: Arc<d
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     assert_eq!(store.read_pool("big").await.unwrap(), None);
+}
+
+/// `pool_totals_with_prefix`: how many pools start with the prefix and
+/// their members together; none that sorts next to them; a dropped pool is
+/// no longer counted.
+pub async fn pool_totals_count_the_pools_under_a_prefix(store: Arc<dyn Store>) {
+    let totals = |prefix: &'static str| {
+        let store = store.clone();
+        async move { store.pool_totals_with_prefix(prefix).await.unwrap() }
+    };
+    let t = |pools, members| PoolTotals { pools, members };
+    assert_eq!(totals("").await, t(0, 0));
+    for (name, size) in [("t/a", 3), ("t/é", 4), ("t0", 5), ("s", 6)] {
+        store.create_pool(&pool_spec(name, 1, size)).await.unwrap();
+    }
+    assert_eq!(totals("t/").await, t(2, 7));
+    assert_eq!(totals("t/é").await, t(1, 4), "a prefix ending in two bytes");
+    assert_eq!(totals("t").await, t(3, 12));
+    assert_eq!(totals("").await, t(4, 18), "every pool");
+    assert_eq!(totals("x").await, t(0, 0));
+    store.drop_pool("t/a").await.unwrap();
+    assert_eq!(totals("t/").await, t(1, 4), "a dropped pool is not counted");
 }

@@ -94,6 +94,30 @@ pub async fn names_near_are_the_neighbours_in_name_order(store: Arc<dyn Store>) 
     assert_eq!(near("nd", 4).await, ["nb", "nc", "nd", "nf"]);
 }
 
+/// `count_sequences_with_prefix`: the names that start with the prefix,
+/// none that sorts next to them (`t0` is just past `t/` in byte order), a
+/// prefix ending in a character of several bytes, the empty prefix for
+/// all; a dropped name is no longer counted.
+pub async fn names_with_a_prefix_are_counted(store: Arc<dyn Store>) {
+    assert_eq!(store.count_sequences_with_prefix("").await.unwrap(), 0);
+    for name in ["t/", "t/a", "t/b", "t/é", "t/éz", "t0", "t.", "s", "tx"] {
+        store.create_sequence(&spec(name, 1, 100)).await.unwrap();
+    }
+    let count = |prefix: &'static str| {
+        let store = store.clone();
+        async move { store.count_sequences_with_prefix(prefix).await.unwrap() }
+    };
+    assert_eq!(count("t/").await, 5);
+    assert_eq!(count("t/é").await, 2, "a prefix ending in two bytes");
+    assert_eq!(count("t").await, 8);
+    assert_eq!(count("").await, 9, "every sequence");
+    assert_eq!(count("u").await, 0);
+    assert_eq!(count("t/\u{10FFFF}").await, 0, "a prefix with no end");
+    assert_eq!(count("t/a").await, 1, "a whole name");
+    store.drop_sequence("t/b").await.unwrap();
+    assert_eq!(count("t/").await, 4, "a dropped name is not counted");
+}
+
 /// Every sequence operation on a missing name is `NotFound` (or `None` for a
 /// read).
 pub async fn missing_sequence_is_not_found(store: Arc<dyn Store>) {

@@ -19,6 +19,8 @@
 //!   [`fence_pool_in`], [`drop_pool_in`], [`swap_member_with`],
 //!   [`acquire_worker_on`], [`plan_take`]; and [`ConnParams`], the
 //!   `timeout` and `pool_size` of their URLs;
+//! - [`PrefixRange`]: the names under a prefix as one range of a name
+//!   index, for the SQL stores' counts by prefix;
 //! - [`remembered::Remembered`]: a bounded map of what a backend read last;
 //! - [`credentials`] and [`tls`]: certificate, key and password files, and
 //!   the rustls verifier of the SQL stores' `sslmode` checks;
@@ -30,6 +32,7 @@ mod conn_params;
 #[cfg(feature = "tls")]
 pub mod credentials;
 mod pool_sql;
+mod prefix;
 pub mod remembered;
 #[cfg(feature = "tls")]
 pub mod tls;
@@ -45,6 +48,7 @@ pub use pool_sql::{
     FenceClaim, POOL_SAMPLE_RERUNS, PoolReads, PoolSwaps, PoolTx, SwapSeen, create_pool_in,
     drop_pool_in, fence_pool_in, sample_members_on, swap_member_with,
 };
+pub use prefix::PrefixRange;
 #[doc(hidden)]
 pub use worker_sql::{
     Attempt, GroupRow, WORKER_ACQUIRE_ATTEMPTS, WorkerAcquire, WorkerTake, acquire_worker_on,

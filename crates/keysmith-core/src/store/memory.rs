@@ -140,6 +140,18 @@ fn keys_near<V>(map: &BTreeMap<String, V>, name: &str, limit: usize) -> Vec<Stri
     out
 }
 
+/// The entries of `map` whose keys start with `prefix`: one range read of
+/// the ordered map.
+fn with_prefix<'a, V>(
+    map: &'a BTreeMap<String, V>,
+    prefix: &str,
+) -> impl Iterator<Item = (&'a String, &'a V)> {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let end = crate::prefix_end(prefix);
+    let upper = end.as_deref().map_or(Unbounded, Excluded);
+    map.range::<str, _>((Included(prefix), upper))
+}
+
 impl State {
     /// Every member of a pool moved forward by `rounds`, the generation
     /// recorded; nothing changes when a member would not fit.
@@ -297,6 +309,10 @@ impl SequenceStore for MemoryStore {
         self.with(|s| Ok(keys_near(&s.sequences, name, limit)))
     }
 
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        self.with(|s| Ok(with_prefix(&s.sequences, prefix).count() as u64))
+    }
+
     async fn drop_sequence(&self, name: &str) -> Result<()> {
         self.with(|s| {
             let row = s
@@ -427,6 +443,14 @@ impl PoolStore for MemoryStore {
 
     async fn pool_names_near(&self, name: &str, limit: usize) -> Result<Vec<String>> {
         self.with(|s| Ok(keys_near(&s.pools, name, limit)))
+    }
+
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<super::PoolTotals> {
+        self.with(|s| {
+            Ok(super::PoolTotals::of(
+                with_prefix(&s.pools, prefix).map(|(_, (row, _))| row),
+            ))
+        })
     }
 
     async fn list_pools(&self) -> Result<Vec<PoolRow>> {

@@ -27,6 +27,7 @@ pub mod memory;
 mod numbers;
 mod numbers_sql;
 mod pools;
+mod scope;
 mod sequences;
 mod tombstones;
 mod workers;
@@ -52,13 +53,14 @@ pub use numbers_sql::{
     settle_ticket_on, take_ticket_in,
 };
 pub use pools::{
-    DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, pool_fence_rounds,
+    DEFAULT_POOL_START, MAX_POOL_SIZE, PoolRow, PoolSpec, PoolStore, PoolTotals, pool_fence_rounds,
 };
 #[doc(hidden)]
 pub use pools::{
     PoolGeneration, fence_exhausts, fenced_member, first_member, pool_generation, sample_slots,
     stored_residue,
 };
+pub use scope::NameScope;
 #[doc(hidden)]
 pub use sequences::check_count;
 #[doc(hidden)]

@@ -235,6 +235,26 @@ fn check_size(size: i64) -> Result<()> {
     Ok(())
 }
 
+/// The pools under a prefix, counted ([`PoolStore::pool_totals_with_prefix`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolTotals {
+    /// How many pools.
+    pub pools: u64,
+    /// Their members together (the sum of their sizes).
+    pub members: u64,
+}
+
+impl PoolTotals {
+    /// The totals of `rows`.
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a PoolRow>) -> PoolTotals {
+        rows.into_iter()
+            .fold(PoolTotals::default(), |t, r| PoolTotals {
+                pools: t.pools + 1,
+                members: t.members + u64::try_from(r.size).unwrap_or(0),
+            })
+    }
+}
+
 /// A value pool as the store holds it.
 ///
 /// A pool in a residue class ([`Residue`]) keeps its members as slots of
@@ -508,6 +528,24 @@ pub trait PoolStore: Send + Sync + std::fmt::Debug {
             .map(|r| r.name)
             .collect();
         Ok(super::sequences::names_near(names, name, limit))
+    }
+
+    /// How many pools have a name that starts with `prefix` (every pool for
+    /// `""`) and how many members they hold together: what the quotas on
+    /// the pools of a principal count.
+    ///
+    /// The default lists every pool; a backend with an index on names
+    /// overrides it with one range read of
+    /// `prefix..`[`crate::prefix_end`]`(prefix)`: O(log n + k) for the k
+    /// pools it counts, whatever else the store holds.
+    ///
+    /// # Errors
+    /// What the store fails with.
+    async fn pool_totals_with_prefix(&self, prefix: &str) -> Result<PoolTotals> {
+        let rows = self.list_pools().await?;
+        Ok(PoolTotals::of(
+            rows.iter().filter(|r| r.name.starts_with(prefix)),
+        ))
     }
 
     /// Removes a pool and its members, and in the same transaction raises

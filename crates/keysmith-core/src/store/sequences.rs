@@ -817,6 +817,21 @@ pub trait SequenceStore: Send + Sync + std::fmt::Debug {
         Ok(names_near(names, name, limit))
     }
 
+    /// How many sequences have a name that starts with `prefix` (every
+    /// sequence for `""`): what a quota on the names of a principal counts.
+    ///
+    /// The default lists every sequence; a backend with an index on names
+    /// overrides it with one counting range read of
+    /// `prefix..`[`crate::prefix_end`]`(prefix)`: O(log n + k) for the k
+    /// names it counts, whatever else the store holds.
+    ///
+    /// # Errors
+    /// What the store fails with.
+    async fn count_sequences_with_prefix(&self, prefix: &str) -> Result<u64> {
+        let rows = self.list_sequences().await?;
+        Ok(rows.iter().filter(|r| r.name.starts_with(prefix)).count() as u64)
+    }
+
     /// Removes a sequence, and in the same transaction raises the name's
     /// tombstone above every value it handed out
     /// ([`super::Tombstone::after_sequence_drop`]), so that a sequence

@@ -33,6 +33,9 @@ macro_rules! pass_through {
             async fn list_members(&self, name: &str) -> keysmith::Result<Vec<i64>> {
                 self.inner.list_members(name).await
             }
+            async fn pool_totals_with_prefix(&self, prefix: &str) -> keysmith::Result<keysmith::store::PoolTotals> {
+                self.inner.pool_totals_with_prefix(prefix).await
+            }
             async fn record_pool_mark(&self, name: &str, now_ms: i64, taken: i64) -> keysmith::Result<()> {
                 self.inner.record_pool_mark(name, now_ms, taken).await
             }
