@@ -3,7 +3,8 @@
 //! leased block costs beyond the counter itself. The server (in process,
 //! SQLite in a temporary directory, plain HTTP on 127.0.0.1) reserves
 //! blocks of 100 000 values; the prefetch keeps the next block ready, so
-//! the figure is the local path.
+//! the figure is the local path. `try_next` is the same take without a
+//! future (what the blocking client's `next` calls first).
 //!
 //! `cargo bench -p keysmith-client --bench next`
 
@@ -56,6 +57,19 @@ fn bench(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { black_box(seq.next().await.unwrap()) })
     });
+    g.bench_function(
+        "keysmith_client::Sequence::try_next (cached, no await)",
+        |b| {
+            // As the blocking client's `next`: the runtime only when the block
+            // is used up (to install the next one).
+            b.iter(|| {
+                black_box(
+                    seq.try_next()
+                        .unwrap_or_else(|| rt.block_on(seq.next()).unwrap()),
+                )
+            })
+        },
+    );
     g.finish();
     rt.block_on(seq.close()).unwrap();
     let _ = stop.send(());

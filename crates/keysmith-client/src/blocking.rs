@@ -21,6 +21,14 @@ impl Drop for Runtime {
 }
 
 impl Runtime {
+    fn handle(&self) -> tokio::runtime::Handle {
+        self.0
+            .as_ref()
+            .expect("the runtime lives until the last handle is dropped")
+            .handle()
+            .clone()
+    }
+
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.0
             .as_ref()
@@ -77,9 +85,12 @@ impl Client {
     /// # Errors
     /// As [`crate::Client::sequence`].
     pub fn sequence(&self, name: &str, block: Option<i64>) -> Result<Sequence> {
+        let inner = self.inner.sequence(name, block)?;
+        // Its prefetches run on this client's runtime.
+        inner.spawn_on(self.rt.handle());
         Ok(Sequence {
             rt: self.rt.clone(),
-            inner: self.inner.sequence(name, block)?,
+            inner,
         })
     }
 
@@ -144,6 +155,11 @@ impl Sequence {
     /// # Errors
     /// As [`crate::Sequence::next`].
     pub fn next(&self) -> Result<i64> {
+        // Within a block: no runtime entered, no lock (a reached prefetch
+        // mark spawns the next lease on the client's runtime).
+        if let Some(v) = self.inner.try_next() {
+            return Ok(v);
+        }
         self.rt.block_on(self.inner.next())
     }
 

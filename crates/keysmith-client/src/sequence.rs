@@ -1,9 +1,12 @@
 //! [`Sequence`]: values from blocks leased from the server, handed out
 //! locally, the next block fetched in the background.
 
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::client::{Client, LeaseToken};
+use keysmith_core::sequence::cache::{BlockCache, Next};
+
+use crate::client::{Client, Lease, LeaseToken};
 use crate::{Error, Result};
 
 /// The default number of values one lease reserves.
@@ -12,8 +15,10 @@ pub const DEFAULT_BLOCK: i64 = 100;
 /// A handle on one sequence, shaped as the library's `Sequence`: `next`,
 /// `next_n`, `close`. Values come from blocks the server reserved for this
 /// handle alone (`POST .../reserve`): within a block `next` touches no
-/// network; when a fifth of the block is left the next block is reserved
-/// in the background. `Send + Sync`, cheap to clone (clones share blocks).
+/// network and takes no lock (the library's own lock-free block cache, one
+/// atomic add per value); when a fifth of the block is left the next block
+/// is reserved in the background. `Send + Sync`, cheap to clone (clones
+/// share blocks).
 ///
 /// Every value is handed out at most once, across handles, processes and
 /// servers of one store; values of one handle increase. A handle that is
@@ -31,33 +36,31 @@ struct Inner {
     client: Client,
     name: String,
     block: i64,
+    /// The current block, in slots: slot `q` is the value `q * step +
+    /// offset`, the sequence's residue class (`step` 1, `offset` 0 for a
+    /// plain sequence), fixed by the first lease before any slot is
+    /// installed.
+    cache: BlockCache,
+    step: AtomicI64,
+    offset: AtomicI64,
     state: Mutex<State>,
+    /// Held by whoever installs a block, prefetches or closes.
     refill: tokio::sync::Mutex<()>,
+    /// Where prefetches run: the runtime the handle was made in, or the
+    /// blocking client's ([`Sequence::spawn_on`]); else the caller's.
+    spawner: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 #[derive(Default)]
 struct State {
-    cur: Option<Block>,
-    spare: Option<Block>,
+    /// The lease of the block in the cache (for its hand-back at close).
+    current: Option<LeaseToken>,
+    /// A block reserved ahead, not yet installed.
+    spare: Option<Lease>,
+    /// The sequence's class, once the first lease said it.
+    class: Option<(i64, i64)>,
     prefetching: bool,
     closed: bool,
-}
-
-struct Block {
-    next: i64,
-    end: i64,
-    step: i64,
-    token: LeaseToken,
-}
-
-impl Block {
-    fn left(&self) -> i64 {
-        if self.next >= self.end {
-            0
-        } else {
-            (self.end - self.next + self.step - 1) / self.step
-        }
-    }
 }
 
 impl std::fmt::Debug for Sequence {
@@ -88,8 +91,14 @@ impl Client {
                 client: self.clone(),
                 name: name.to_owned(),
                 block,
+                cache: BlockCache::new(),
+                step: AtomicI64::new(1),
+                offset: AtomicI64::new(0),
                 state: Mutex::new(State::default()),
                 refill: tokio::sync::Mutex::new(()),
+                spawner: tokio::runtime::Handle::try_current()
+                    .map(std::sync::OnceLock::from)
+                    .unwrap_or_default(),
             }),
         })
     }
@@ -108,47 +117,34 @@ impl Sequence {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes up to `n` values from the blocks held, starting a prefetch
-    /// when the block runs low.
-    fn take(&self, n: i64, out: &mut Vec<i64>) -> Result<()> {
-        let mut st = self.state();
-        if st.closed {
-            return Err(Error::Closed(self.inner.name.clone()));
-        }
-        let mut want = n - out.len() as i64;
-        while want > 0 {
-            let cur = match st.cur.as_mut() {
-                Some(b) if b.left() > 0 => b,
-                _ => match st.spare.take() {
-                    Some(b) => {
-                        st.cur = Some(b);
-                        continue;
-                    }
-                    None => break,
-                },
-            };
-            let k = want.min(cur.left());
-            for _ in 0..k {
-                out.push(cur.next);
-                cur.next += cur.step;
+    /// Runs this handle's prefetches on `rt` (the blocking client's
+    /// runtime), unless it was made inside one.
+    pub(crate) fn spawn_on(&self, rt: tokio::runtime::Handle) {
+        let _ = self.inner.spawner.set(rt);
+    }
+
+    /// The value of slot `q`.
+    #[inline]
+    fn value(&self, q: i64) -> i64 {
+        q * self.inner.step.load(Relaxed) + self.inner.offset.load(Relaxed)
+    }
+
+    /// The next value if the current block has one: no await, no lock, no
+    /// request (a reached prefetch mark starts the next block's lease in
+    /// the background, when a tokio runtime runs). `None` when the block is
+    /// used up, the handle has none yet, or it is closed: then
+    /// [`Sequence::next`] reserves a block (or fails).
+    #[inline]
+    pub fn try_next(&self) -> Option<i64> {
+        match self.inner.cache.next() {
+            Next::Value(q, mark) => {
+                if mark {
+                    self.start_prefetch();
+                }
+                Some(self.value(q))
             }
-            want -= k;
+            Next::Empty => None,
         }
-        let low = st
-            .cur
-            .as_ref()
-            .is_none_or(|b| b.left() * 5 <= self.inner.block);
-        if low
-            && st.spare.is_none()
-            && !st.prefetching
-            && !out.is_empty()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            st.prefetching = true;
-            let me = self.clone();
-            rt.spawn(async move { me.prefetch().await });
-        }
-        Ok(())
     }
 
     /// The next value.
@@ -157,86 +153,143 @@ impl Sequence {
     /// [`Error::Closed`] after [`Sequence::close`]; the errors of
     /// [`Client::reserve`] when a block is needed (the sequence is
     /// exhausted, missing, numbered, or no server answered in time).
+    #[inline]
     pub async fn next(&self) -> Result<i64> {
-        let mut out = Vec::with_capacity(1);
-        loop {
-            self.take(1, &mut out)?;
-            if let Some(v) = out.pop() {
-                return Ok(v);
-            }
-            self.refill().await?;
+        match self.try_next() {
+            Some(v) => Ok(v),
+            None => self.next_slow().await,
         }
+    }
+
+    #[cold]
+    async fn next_slow(&self) -> Result<i64> {
+        let mut out = Vec::with_capacity(1);
+        self.fill(1, &mut out).await?;
+        Ok(out[0])
     }
 
     /// The next `n` values, increasing (they may span blocks).
     ///
     /// # Errors
-    /// As [`Sequence::next`]; values taken before an error are handed
-    /// back with the blocks at [`Sequence::close`] only if unused, else lost.
+    /// As [`Sequence::next`]; values taken before an error are lost (a
+    /// gap).
     pub async fn next_n(&self, n: i64) -> Result<Vec<i64>> {
         if n < 1 {
             return Err(Error::Setup(format!("n must be at least 1, got {n}")));
         }
         let mut out = Vec::with_capacity(n.min(1 << 16) as usize);
-        loop {
-            self.take(n, &mut out)?;
-            if out.len() as i64 >= n {
-                return Ok(out);
-            }
-            self.refill().await?;
-        }
+        self.fill(n, &mut out).await?;
+        Ok(out)
     }
 
-    /// Reserves a block unless another caller just did.
-    async fn refill(&self) -> Result<()> {
-        let _one = self.inner.refill.lock().await;
-        {
-            let st = self.state();
-            if st.closed {
-                return Err(Error::Closed(self.inner.name.clone()));
+    /// Takes what the current block has of the `n - out.len()` values
+    /// still wanted; `true` when `out` holds `n`.
+    fn take_into(&self, n: i64, out: &mut Vec<i64>) -> bool {
+        while (out.len() as i64) < n {
+            match self.inner.cache.take(n - out.len() as i64) {
+                Some((slots, mark)) => {
+                    if mark {
+                        self.start_prefetch();
+                    }
+                    out.extend(slots.map(|q| self.value(q)));
+                }
+                None => return false,
             }
-            if st.cur.as_ref().is_some_and(|b| b.left() > 0) || st.spare.is_some() {
+        }
+        true
+    }
+
+    /// Fills `out` up to `n` values, installing the spare block or leasing
+    /// one whenever the current block is used up.
+    async fn fill(&self, n: i64, out: &mut Vec<i64>) -> Result<()> {
+        loop {
+            if self.take_into(n, out) {
                 return Ok(());
             }
+            let _one = self.inner.refill.lock().await;
+            // Another caller may have installed a block meanwhile.
+            if self.take_into(n, out) {
+                return Ok(());
+            }
+            let spare = {
+                let mut st = self.state();
+                if st.closed {
+                    return Err(Error::Closed(self.inner.name.clone()));
+                }
+                st.spare.take()
+            };
+            let lease = match spare {
+                Some(l) => l,
+                None => {
+                    self.inner
+                        .client
+                        .reserve(&self.inner.name, self.inner.block)
+                        .await?
+                }
+            };
+            self.install(lease).await?;
         }
-        let lease = self
-            .inner
-            .client
-            .reserve(&self.inner.name, self.inner.block)
-            .await?;
-        self.install(Block {
-            next: lease.start,
-            end: lease.end,
-            step: lease.step,
-            token: lease.token,
-        })
-        .await;
-        Ok(())
     }
 
-    /// Puts a reserved block where it is needed; after `close`, hands it back.
-    async fn install(&self, b: Block) {
-        let back = {
+    /// Makes `lease` the cache's block (its rest is handed back if the
+    /// sequence's class changed under it). Caller holds the refill lock and
+    /// the current block is used up.
+    async fn install(&self, lease: Lease) -> Result<()> {
+        let class = (lease.step.max(1), lease.start.rem_euclid(lease.step.max(1)));
+        let known = {
             let mut st = self.state();
-            if st.closed {
-                Some(b)
-            } else if st.cur.as_ref().is_none_or(|c| c.left() == 0) {
-                st.cur = Some(b);
-                None
-            } else if st.spare.is_none() {
-                st.spare = Some(b);
-                None
-            } else {
-                Some(b)
-            }
+            *st.class.get_or_insert(class)
         };
-        if let Some(b) = back {
+        if known != class {
             let _ = self
                 .inner
                 .client
-                .release(&self.inner.name, &b.token, b.next)
+                .release(&self.inner.name, &lease.token, lease.start)
                 .await;
+            return Err(Error::Conflict {
+                code: "class_changed".into(),
+                message: format!(
+                    "sequence {:?} now hands out values {} apart from {}, this handle's were {} apart from {}: open a new handle",
+                    self.inner.name, class.0, class.1, known.0, known.1
+                ),
+            });
         }
+        let (step, offset) = class;
+        // Written before the install publishes its slots (Release there,
+        // Acquire in every taker), and the same for every block.
+        self.inner.step.store(step, Relaxed);
+        self.inner.offset.store(offset, Relaxed);
+        let from = (lease.start - offset) / step;
+        let len = (i128::from(lease.end) - i128::from(lease.start) + i128::from(step) - 1)
+            / i128::from(step);
+        let to = from + i64::try_from(len.max(0)).unwrap_or(i64::MAX - from);
+        let prefetch_at = to - (to - from) / 5;
+        self.inner.cache.install(from..to, prefetch_at);
+        self.state().current = Some(lease.token);
+        Ok(())
+    }
+
+    /// Reserves the next block in the background (once at a time, when a
+    /// tokio runtime runs and none is reserved ahead).
+    fn start_prefetch(&self) {
+        let Some(rt) = self
+            .inner
+            .spawner
+            .get()
+            .cloned()
+            .or_else(|| tokio::runtime::Handle::try_current().ok())
+        else {
+            return;
+        };
+        {
+            let mut st = self.state();
+            if st.prefetching || st.spare.is_some() || st.closed {
+                return;
+            }
+            st.prefetching = true;
+        }
+        let me = self.clone();
+        rt.spawn(async move { me.prefetch().await });
     }
 
     async fn prefetch(&self) {
@@ -245,22 +298,35 @@ impl Sequence {
             let st = self.state();
             !st.closed && st.spare.is_none()
         };
-        if needed
-            && let Ok(lease) = self
-                .inner
+        let lease = if needed {
+            self.inner
                 .client
                 .reserve(&self.inner.name, self.inner.block)
                 .await
-        {
-            self.install(Block {
-                next: lease.start,
-                end: lease.end,
-                step: lease.step,
-                token: lease.token,
-            })
-            .await;
+                .ok()
+        } else {
+            None
+        };
+        // A lease that came back after a close goes back at once.
+        let late = {
+            let mut st = self.state();
+            st.prefetching = false;
+            match lease {
+                Some(l) if st.closed => Some(l),
+                Some(l) => {
+                    st.spare = Some(l);
+                    None
+                }
+                None => None,
+            }
+        };
+        if let Some(l) = late {
+            let _ = self
+                .inner
+                .client
+                .release(&self.inner.name, &l.token, l.start)
+                .await;
         }
-        self.state().prefetching = false;
     }
 
     /// Closes the handle: hands the unused rest of its blocks back (taken
@@ -271,21 +337,33 @@ impl Sequence {
     /// The first error of a hand-back (the values stay a gap).
     pub async fn close(&self) -> Result<()> {
         let _one = self.inner.refill.lock().await;
-        let blocks: Vec<Block> = {
+        let (current, spare) = {
             let mut st = self.state();
+            if st.closed {
+                return Ok(());
+            }
             st.closed = true;
-            [st.spare.take(), st.cur.take()]
-                .into_iter()
-                .flatten()
-                .filter(|b| b.left() > 0)
-                .collect()
+            (st.current.take(), st.spare.take())
         };
+        // No value of the block is handed out after the seal.
+        let rest = self.inner.cache.seal();
+        // The spare first: it was reserved last, and a hand-back is taken
+        // only while nothing was reserved after it.
+        let mut back = Vec::new();
+        if let Some(l) = spare {
+            back.push((l.token, l.start));
+        }
+        if let Some(token) = current
+            && !rest.is_empty()
+        {
+            back.push((token, self.value(rest.start)));
+        }
         let mut first = Ok(());
-        for b in blocks {
+        for (token, from) in back {
             if let Err(e) = self
                 .inner
                 .client
-                .release(&self.inner.name, &b.token, b.next)
+                .release(&self.inner.name, &token, from)
                 .await
                 && first.is_ok()
             {

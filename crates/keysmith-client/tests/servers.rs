@@ -375,3 +375,77 @@ fn a_blocking_client_outlives_its_handles_and_its_runtime_drops_cleanly() {
     rt.block_on(async move { drop(seq) });
     rt.block_on(s.stop());
 }
+
+/// Clones of one handle on many tasks take from shared blocks (the
+/// library's lock-free block cache) in a residue class: every value once,
+/// each in the class, each task's values increasing; the close hands the
+/// block's unused rest back, so a new handle starts right after the last
+/// value taken (nothing reserved after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_on_many_tasks_share_blocks_of_a_class_and_close_hands_back_the_rest() {
+    let certs = certs();
+    let dir = tempfile::tempdir().unwrap();
+    let s = server(dir.path(), &certs, false).await;
+    let c = client(&[s.url()], &certs, TOKEN);
+    c.create_sequence(serde_json::json!({
+        "name": "team-a/class", "start": 1, "increment": 3, "offset": 2
+    }))
+    .await
+    .unwrap();
+    let seq = c.sequence("team-a/class", Some(16)).unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let seq = seq.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..50 {
+                    if (t + i) % 7 == 0 {
+                        got.extend(seq.next_n(5).await.unwrap());
+                    } else {
+                        got.push(seq.next().await.unwrap());
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    for t in tasks {
+        let got = t.await.unwrap();
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "a task's values went down: {got:?}"
+        );
+        for v in got {
+            assert_eq!(v.rem_euclid(3), 2, "{v} is not in the class");
+            assert!(seen.insert(v), "{v} twice");
+        }
+    }
+    let last = *seen.iter().max().unwrap();
+    seq.close().await.unwrap();
+    assert!(matches!(seq.next().await, Err(Error::Closed(_))));
+    assert!(
+        seq.try_next().is_none(),
+        "a closed handle hands out nothing"
+    );
+    // (What went back depends on whether a block was reserved ahead: a
+    // hand-back is taken only while nothing was reserved after it.)
+    let again = c.sequence("team-a/class", Some(16)).unwrap();
+    let first = again.next().await.unwrap();
+    assert!(first > last, "{first} after {last}");
+    // Five values of a block of 16 reach no prefetch mark: nothing is
+    // reserved after the block, so its rest goes back whole.
+    let mut five = vec![first];
+    for _ in 0..4 {
+        five.push(
+            again
+                .try_next()
+                .expect("a value of the block, without a request"),
+        );
+    }
+    assert_eq!(five, (0..5).map(|i| first + 3 * i).collect::<Vec<_>>());
+    again.close().await.unwrap();
+    let third = c.sequence("team-a/class", None).unwrap();
+    assert_eq!(third.next().await.unwrap(), five[4] + 3);
+    third.close().await.unwrap();
+}

@@ -29,7 +29,7 @@ use crate::{Error, Result};
 mod admin;
 mod adopt;
 mod blocking;
-mod cache;
+pub mod cache;
 pub mod high_water;
 mod import;
 pub mod leader;
