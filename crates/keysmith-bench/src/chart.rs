@@ -216,14 +216,24 @@ pub fn names_svg(rows: &[super::names::Row]) -> anyhow::Result<String> {
             .map_err(err)?;
         let stores = [StoreKind::Sqlite, StoreKind::Postgres];
         type Measure = fn(&super::names::Row, &super::names::Row) -> f64;
-        let measures: [(&str, Measure); 3] = [
+        let measures: [(&str, Measure); 4] = [
             ("creates", |r, l| r.create_per_sec / l.create_per_sec),
             ("first uses", |r, l| {
                 r.first_use_per_sec / l.first_use_per_sec
             }),
-            ("hot next", |r, _| r.hot_per_sec / r.hot_one_name_per_sec),
+            ("hot next during eviction", |r, _| {
+                r.hot_per_sec / r.hot_one_name_per_sec
+            }),
+            ("hot next after", |r, _| {
+                r.hot_idle_per_sec / r.hot_idle_one_name_per_sec
+            }),
         ];
-        let colors = [DURABLE, NOT_DURABLE, RGBColor(44, 160, 44)];
+        let colors = [
+            DURABLE,
+            NOT_DURABLE,
+            RGBColor(44, 160, 44),
+            RGBColor(148, 103, 189),
+        ];
         for (si, store) in stores.iter().enumerate() {
             let mut of: Vec<&super::names::Row> =
                 rows.iter().filter(|r| r.store == *store).collect();

@@ -89,7 +89,8 @@ pub enum BenchCommand {
     /// Many sequences on one release `keysmith serve` (issue 50): creates N
     /// over HTTP, uses each once, and prints the create rate, the
     /// first-use rate, the hot sequence's next against a server with one
-    /// name (alternating slices), the cost of a 404 against the same, and
+    /// name (alternating slices; during idle eviction and after it), the
+    /// cost of a 404 against the same, and
     /// RSS before, at peak and after idle eviction. A Markdown table; with
     /// --out also names.md, names.json and names.svg there.
     Names {

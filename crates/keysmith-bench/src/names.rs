@@ -3,9 +3,11 @@
 //! creates N sequences over HTTP and uses each once, and measures, beside a
 //! second server over a store holding one name (the baseline, in the same
 //! run, in alternating slices): the create rate, the first-use rate, the hot
-//! sequence's `next` rate, the cost of a 404 (a `next` on a name that does
-//! not exist), and the subject server's RSS before the names, at its peak,
-//! and after idle eviction closed their handles.
+//! sequence's `next` rate (while the sweeper closes the customers' handles,
+//! and again once the server says none is open), the cost of a 404 (a
+//! `next` on a name that does not exist), and the subject server's RSS
+//! before the names, at its peak, and after idle eviction closed their
+//! handles.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -69,6 +71,11 @@ pub struct Row {
     pub hot_per_sec: f64,
     /// The same on the baseline server (one name), in the slices between.
     pub hot_one_name_per_sec: f64,
+    /// The same after idle eviction closed every handle: N names in the
+    /// store, none open (the first `next` opens the hot one again).
+    pub hot_idle_per_sec: f64,
+    /// And on the server with one name, in the same slices.
+    pub hot_idle_one_name_per_sec: f64,
     /// Microseconds per 404 on the server with N names, one connection.
     pub miss_us: f64,
     /// The same on the baseline server.
@@ -238,6 +245,29 @@ pub async fn run(o: &Options) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// Slices of each alternating measurement.
+const SLICES: u32 = 6;
+
+/// The hot sequence's `next` on `many` and on `one`, 2 connections, in
+/// alternating slices of `--seconds` in all per server.
+async fn hot_pair(
+    o: &Options,
+    many: &Served,
+    one: &Served,
+) -> anyhow::Result<(http::Load, http::Load)> {
+    let slice = Duration::from_secs_f64(o.seconds / f64::from(SLICES));
+    let (mut hot, mut hot_one) = (http::Load::default(), http::Load::default());
+    for _ in 0..SLICES {
+        for (load, s) in [(&mut hot, many), (&mut hot_one, one)] {
+            let l = http::load(s.addr, &next("hot"), 2, slice, None).await?;
+            load.requests += l.requests;
+            load.seconds += l.seconds;
+            load.failed += l.failed;
+        }
+    }
+    Ok((hot, hot_one))
+}
+
 async fn one(
     o: &Options,
     store: StoreKind,
@@ -266,18 +296,9 @@ async fn one(
     if let Some(why) = w1.or(w2).or(w3) {
         eprintln!("  {failed} failed; the first: {why}");
     }
-    // The hot sequence, on each server in turn.
-    const SLICES: u32 = 6;
-    let slice = Duration::from_secs_f64(o.seconds / f64::from(SLICES));
-    let (mut hot, mut hot_one) = (http::Load::default(), http::Load::default());
-    for _ in 0..SLICES {
-        for (load, s) in [(&mut hot, &many), (&mut hot_one, &one)] {
-            let l = http::load(s.addr, &next("hot"), 2, slice, None).await?;
-            load.requests += l.requests;
-            load.seconds += l.seconds;
-            load.failed += l.failed;
-        }
-    }
+    // The hot sequence, on each server in turn, while the sweeper closes
+    // the customers' handles (each close a store write).
+    let (hot, hot_one) = hot_pair(o, &many, &one).await?;
     // 404s: names that are not there, sorting among the customers (so a
     // hint would have neighbours to score).
     let per = (o.misses / SLICES as usize).max(1);
@@ -292,19 +313,32 @@ async fn one(
     let total_misses = (per * SLICES as usize) as f64;
     let (_, peak) = many.rss()?;
     // Idle eviction: every handle unused for idle_secs is closed by the
-    // sweeper, which runs a few times per idle time.
-    tokio::time::sleep(Duration::from_secs(o.idle_secs * 2 + 2)).await;
+    // sweeper; awaited on the server's own count of open handles.
+    let evicted = std::time::Instant::now();
+    let open_after = loop {
+        let open = open_handles(many.addr).await;
+        if open == Some(0) {
+            break open;
+        }
+        if evicted.elapsed() > Duration::from_secs(o.idle_secs * 4 + 600) {
+            anyhow::bail!("the server with {n} names still has {open:?} handles open");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let (rss_after, _) = many.rss()?;
-    let open_after = open_handles(many.addr).await;
+    // The hot sequence again, with N names in the store and none open.
+    let (hot_idle, hot_idle_one) = hot_pair(o, &many, &one).await?;
     Ok(Row {
         store,
         names: n,
         create_per_sec: n as f64 / (first + last),
         create_last_tenth_per_sec: tenth as f64 / last,
         first_use_per_sec: n as f64 / used,
-        failed: failed + hot.failed + hot_one.failed,
+        failed: failed + hot.failed + hot_one.failed + hot_idle.failed + hot_idle_one.failed,
         hot_per_sec: hot.per_sec(),
         hot_one_name_per_sec: hot_one.per_sec(),
+        hot_idle_per_sec: hot_idle.per_sec(),
+        hot_idle_one_name_per_sec: hot_idle_one.per_sec(),
         miss_us: miss / total_misses * 1e6,
         miss_one_name_us: miss_one / total_misses * 1e6,
         rss_before_mib: rss_before,
@@ -319,8 +353,8 @@ async fn one(
 /// same store.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| store | names | creates/s (last tenth) | vs fewest | first uses/s | vs fewest | hot next/s: N names / one name | 404: N names / one name (us) | RSS MiB before / peak / after eviction | failed |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| store | names | creates/s (last tenth) | vs fewest | first uses/s | vs fewest | hot next/s during eviction: N names / one name | hot next/s after: N names / one name | 404: N names / one name (us) | RSS MiB before / peak / after eviction | failed |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let least = rows
@@ -329,7 +363,7 @@ pub fn markdown(rows: &[Row]) -> String {
             .min_by_key(|b| b.names)
             .unwrap_or(r);
         out.push_str(&format!(
-            "| {} | {} | {:.0} ({:.0}) | {:.2}x | {:.0} | {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} | {:.1} / {:.1} / {:.1} | {} |\n",
+            "| {} | {} | {:.0} ({:.0}) | {:.2}x | {:.0} | {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} | {:.1} / {:.1} / {:.1} | {} |\n",
             r.store.label(),
             r.names,
             r.create_per_sec,
@@ -340,6 +374,9 @@ pub fn markdown(rows: &[Row]) -> String {
             r.hot_per_sec,
             r.hot_one_name_per_sec,
             r.hot_per_sec / r.hot_one_name_per_sec,
+            r.hot_idle_per_sec,
+            r.hot_idle_one_name_per_sec,
+            r.hot_idle_per_sec / r.hot_idle_one_name_per_sec,
             r.miss_us,
             r.miss_one_name_us,
             r.rss_before_mib,

@@ -19,7 +19,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -158,6 +158,9 @@ pub(crate) struct HandleLimits {
 pub(crate) struct Handles<H> {
     kind: ObjectKind,
     map: RwLock<HashMap<String, Arc<Entry<H>>>>,
+    /// Handles out of the map whose close (a hand-back, a store write) has
+    /// not finished: still open, as [`Handles::len`] counts.
+    being_closed: AtomicUsize,
     closing: AtomicBool,
     limits: HandleLimits,
     /// What `last_used` counts from.
@@ -171,6 +174,7 @@ impl<H: Handle> Handles<H> {
         Handles {
             kind,
             map: RwLock::new(HashMap::new()),
+            being_closed: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             limits,
             epoch: Instant::now(),
@@ -178,9 +182,11 @@ impl<H: Handle> Handles<H> {
         }
     }
 
-    /// How many handles are open.
+    /// How many handles are open: in the map, or out of it and still
+    /// closing (the metric `keysmith_open_handles`: 0 once every close is
+    /// done).
     pub(crate) fn len(&self) -> usize {
-        self.map.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.map.read().unwrap_or_else(|p| p.into_inner()).len() + self.being_closed.load(Relaxed)
     }
 
     fn now_ms(&self) -> u64 {
@@ -266,6 +272,7 @@ impl<H: Handle> Handles<H> {
                     least_recently_used(&map, eviction_batch(self.limits.max_open))
                         .into_iter()
                         .filter_map(|n| map.remove_entry(&n))
+                        .map(|(n, e)| (n, e, self.taken_out()))
                         .collect()
                 } else {
                     Vec::new()
@@ -279,9 +286,9 @@ impl<H: Handle> Handles<H> {
                 }
             }
         };
-        for (n, e) in &pushed_out {
+        for (n, e, counted) in pushed_out {
             tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a least recently used handle to open another");
-            self.close_entry(n, e, metrics).await;
+            self.close_entry(&n, &e, metrics, counted).await;
         }
         if let Some(l) = loser {
             // Beside a winner its series are the winner's (same labels): kept.
@@ -301,10 +308,25 @@ impl<H: Handle> Handles<H> {
         entry.ok_or_else(closed)
     }
 
-    /// Removes `entry` from the metrics and closes it (it is out of the map).
-    async fn close_entry(&self, name: &str, entry: &Arc<Entry<H>>, metrics: &Metrics) {
+    /// One handle taken out of the map to be closed: counted open until
+    /// the guard goes (after its close, or with a call dropped before it).
+    fn taken_out(&self) -> BeingClosed<'_> {
+        self.being_closed.fetch_add(1, Relaxed);
+        BeingClosed(&self.being_closed)
+    }
+
+    /// Removes `entry` from the metrics and closes it (it is out of the map,
+    /// `counted` by [`Self::taken_out`]).
+    async fn close_entry(
+        &self,
+        name: &str,
+        entry: &Arc<Entry<H>>,
+        metrics: &Metrics,
+        counted: BeingClosed<'_>,
+    ) {
         metrics.forget(self.kind, name, entry.named);
         entry.handle.close().await;
+        drop(counted);
     }
 
     /// Closes every handle no request asked for over the last `idle` of the
@@ -334,18 +356,19 @@ impl<H: Handle> Handles<H> {
             let mut gone = Vec::with_capacity(names.len());
             for n in names {
                 if map.get(&n).is_some_and(idle)
-                    && let Some(kv) = map.remove_entry(&n)
+                    && let Some((n, e)) = map.remove_entry(&n)
                 {
-                    gone.push(kv);
+                    gone.push((n, e, self.taken_out()));
                 }
             }
             gone
         };
-        for (n, e) in &gone {
+        let closed = gone.len();
+        for (n, e, counted) in gone {
             tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a handle idle for {} ms", idle_ms);
-            self.close_entry(n, e, metrics).await;
+            self.close_entry(&n, &e, metrics, counted).await;
         }
-        gone.len()
+        closed
     }
 
     /// Removes and closes the handle of `name`, if there is one.
@@ -354,9 +377,10 @@ impl<H: Handle> Handles<H> {
             .map
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
-        if let Some(e) = gone {
-            self.close_entry(name, &e, metrics).await;
+            .remove(name)
+            .map(|e| (e, self.taken_out()));
+        if let Some((e, counted)) = gone {
+            self.close_entry(name, &e, metrics, counted).await;
         }
     }
 
@@ -366,12 +390,12 @@ impl<H: Handle> Handles<H> {
         let removed = {
             let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
             match map.get(name) {
-                Some(e) if Arc::ptr_eq(e, entry) => map.remove(name).is_some(),
-                _ => false,
+                Some(e) if Arc::ptr_eq(e, entry) => map.remove(name).map(|_| self.taken_out()),
+                _ => None,
             }
         };
-        if removed {
-            self.close_entry(name, entry, metrics).await;
+        if let Some(counted) = removed {
+            self.close_entry(name, entry, metrics, counted).await;
         }
     }
 
@@ -408,6 +432,15 @@ impl<H: Handle> Handles<H> {
         for (_, e) in all {
             e.handle.close().await;
         }
+    }
+}
+
+/// A handle out of the map and not closed yet ([`Handles::taken_out`]).
+struct BeingClosed<'a>(&'a AtomicUsize);
+
+impl Drop for BeingClosed<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 
@@ -562,5 +595,68 @@ mod tests {
         assert_eq!(handles.close_idle(&metrics).await, 1);
         assert!(handles.get("b").is_none());
         assert!(Arc::ptr_eq(&handles.get("a").unwrap(), &held));
+    }
+
+    /// A handle whose close waits for the test to let it finish.
+    struct Gate {
+        started: Arc<tokio::sync::Notify>,
+        finish: Arc<tokio::sync::Notify>,
+    }
+
+    impl Handle for Gate {
+        async fn close(&self) {
+            self.started.notify_one();
+            self.finish.notified().await;
+        }
+    }
+
+    /// A handle taken out of the map is counted open until its close (a
+    /// store write, for a sequence) is done, or the close is dropped: the
+    /// count the metric `keysmith_open_handles` shows.
+    #[tokio::test]
+    async fn a_handle_being_closed_counts_as_open_until_its_close_is_done() {
+        let started = Arc::new(tokio::sync::Notify::new());
+        let finish = Arc::new(tokio::sync::Notify::new());
+        let metrics = Arc::new(Metrics::new(10));
+        let handles = Arc::new(Handles::new(
+            ObjectKind::Pool,
+            HandleLimits {
+                max_open: 10,
+                idle: Duration::from_millis(1),
+            },
+        ));
+        // First the close finishes; then a close is dropped half-way.
+        for finishes in [true, false] {
+            let gate = Gate {
+                started: started.clone(),
+                finish: finish.clone(),
+            };
+            drop(
+                handles
+                    .get_or_open("g", &metrics, || async { Ok(gate) })
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(handles.len(), 1);
+            let since = Instant::now();
+            while since.elapsed() < Duration::from_millis(2) {
+                tokio::task::yield_now().await;
+            }
+            let sweep = {
+                let (handles, metrics) = (handles.clone(), metrics.clone());
+                tokio::spawn(async move { handles.close_idle(&metrics).await })
+            };
+            started.notified().await;
+            assert!(handles.get("g").is_none(), "out of the map");
+            assert_eq!(handles.len(), 1, "still closing: still open");
+            if finishes {
+                finish.notify_one();
+                assert_eq!(sweep.await.unwrap(), 1);
+            } else {
+                sweep.abort();
+                assert!(sweep.await.unwrap_err().is_cancelled());
+            }
+            assert_eq!(handles.len(), 0, "closed, or its close dropped");
+        }
     }
 }

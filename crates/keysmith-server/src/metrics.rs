@@ -310,7 +310,7 @@ impl Metrics {
         let open = IntGaugeVec::new(
             Opts::new(
                 "keysmith_open_handles",
-                "Handles the server holds open, by kind (sequence, numbered_sequence, pool).",
+                "Handles the server holds open, by kind (sequence, numbered_sequence, pool); a handle being closed counts until its close is done.",
             ),
             &["kind"],
         )
