@@ -56,7 +56,7 @@ timed() { # timed NAME FUNCTION: runs it, records its seconds
 # --- 1. crates ---------------------------------------------------------------
 publishable=(keysmith-core keysmith-sqlite keysmith-postgres keysmith-mysql keysmith-etcd
   keysmith keysmith-client keysmith-cli keysmith-server)
-unpublished=(keysmith-bench keysmith-testsupport keysmith-model)
+unpublished=(keysmith-bench keysmith-testsupport keysmith-model keysmith-loom)
 
 crates() {
   log "cargo package (${publishable[*]})"
