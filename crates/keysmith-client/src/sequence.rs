@@ -1,8 +1,7 @@
 //! [`Sequence`]: values from blocks leased from the server, handed out
 //! locally, the next block fetched in the background.
 
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use keysmith_core::sequence::cache::{BlockCache, Next};
 
@@ -37,12 +36,11 @@ struct Inner {
     name: String,
     block: i64,
     /// The current block, in slots: slot `q` is the value `q * step +
-    /// offset`, the sequence's residue class (`step` 1, `offset` 0 for a
-    /// plain sequence), fixed by the first lease before any slot is
+    /// offset` of the sequence's residue class `(step, offset)` (`(1, 0)`
+    /// for a plain sequence), set by the first lease before any slot is
     /// installed.
     cache: BlockCache,
-    step: AtomicI64,
-    offset: AtomicI64,
+    class: OnceLock<(i64, i64)>,
     state: Mutex<State>,
     /// Held by whoever installs a block, prefetches or closes.
     refill: tokio::sync::Mutex<()>,
@@ -57,8 +55,6 @@ struct State {
     current: Option<LeaseToken>,
     /// A block reserved ahead, not yet installed.
     spare: Option<Lease>,
-    /// The sequence's class, once the first lease said it.
-    class: Option<(i64, i64)>,
     prefetching: bool,
     closed: bool,
 }
@@ -92,8 +88,7 @@ impl Client {
                 name: name.to_owned(),
                 block,
                 cache: BlockCache::new(),
-                step: AtomicI64::new(1),
-                offset: AtomicI64::new(0),
+                class: OnceLock::new(),
                 state: Mutex::new(State::default()),
                 refill: tokio::sync::Mutex::new(()),
                 spawner: tokio::runtime::Handle::try_current()
@@ -126,7 +121,9 @@ impl Sequence {
     /// The value of slot `q`.
     #[inline]
     fn value(&self, q: i64) -> i64 {
-        q * self.inner.step.load(Relaxed) + self.inner.offset.load(Relaxed)
+        // Set before the first install published any slot.
+        let (step, offset) = self.inner.class.get().copied().unwrap_or((1, 0));
+        q * step + offset
     }
 
     /// The next value if the current block has one: no await, no lock, no
@@ -236,10 +233,7 @@ impl Sequence {
     /// the current block is used up.
     async fn install(&self, lease: Lease) -> Result<()> {
         let class = (lease.step.max(1), lease.start.rem_euclid(lease.step.max(1)));
-        let known = {
-            let mut st = self.state();
-            *st.class.get_or_insert(class)
-        };
+        let known = *self.inner.class.get_or_init(|| class);
         if known != class {
             let _ = self
                 .inner
@@ -255,10 +249,6 @@ impl Sequence {
             });
         }
         let (step, offset) = class;
-        // Written before the install publishes its slots (Release there,
-        // Acquire in every taker), and the same for every block.
-        self.inner.step.store(step, Relaxed);
-        self.inner.offset.store(offset, Relaxed);
         let from = (lease.start - offset) / step;
         let len = (i128::from(lease.end) - i128::from(lease.start) + i128::from(step) - 1)
             / i128::from(step);
