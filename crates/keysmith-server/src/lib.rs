@@ -1010,6 +1010,8 @@ impl AppState {
                 let Some(s) = weak.upgrade() else { return };
                 s.sequences.close_idle(&s.metrics).await;
                 s.pools.close_idle(&s.metrics).await;
+                // The marks of the handles closed keep only their ends.
+                s.high_waters.release_unheld();
             }
         });
     }

@@ -22,10 +22,10 @@
 //! refused waits for its outcome and is checked again, since the store may
 //! already have taken the values back and handed them to this very request.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use crate::store::{Put, SequenceStore};
 use crate::{Error, Result};
@@ -77,17 +77,6 @@ impl HighWater {
     /// How many ranges this mark refused.
     pub fn refused(&self) -> u64 {
         self.refused.load(Relaxed)
-    }
-
-    /// Whether this mark has seen nothing: no range admitted or refused, no
-    /// hand-back, none in flight.
-    fn unused(&self) -> bool {
-        let s = self.lock();
-        s.high.is_none()
-            && s.recent.is_empty()
-            && s.handbacks == 0
-            && s.pending == 0
-            && self.refused() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -232,9 +221,65 @@ impl Drop for Pending<'_> {
 
 /// One [`HighWater`] per sequence name, for a process that opens handles and
 /// grants leases of many sequences of one store (the HTTP service).
+///
+/// While anyone holds the mark of a name (a handle, a lease being granted),
+/// [`Self::get`] hands out that same mark. [`Self::release_unheld`] turns
+/// the marks no one else holds into what a later request needs to be
+/// checked against: the end of the highest range each admitted (after its
+/// hand-backs), in 24 bytes under a 128-bit digest of the name, in one
+/// table. So a server's memory follows its open handles, not every name it
+/// ever served (issue 50: a sequence per customer); the next
+/// [`Self::get`] of a name starts from the end its last mark left. Two
+/// names whose digests collide (SHA-256, truncated: not in practice) would
+/// share the higher end, which can only refuse a range, never admit one
+/// twice.
 #[derive(Debug, Default)]
 pub struct HighWaters {
-    by_name: Mutex<std::collections::HashMap<String, std::sync::Arc<HighWater>>>,
+    marks: Mutex<Marks>,
+}
+
+#[derive(Debug, Default)]
+struct Marks {
+    /// The marks handed out and not released, by name.
+    held: HashMap<String, Arc<HighWater>>,
+    /// The end of the highest range of each released mark, by digest of
+    /// its name.
+    ends: HashMap<[u8; 16], i64>,
+    /// The ranges refused by released marks, by name (only names with
+    /// refusals: a store that went back).
+    refused: BTreeMap<String, u64>,
+}
+
+/// If only the registry holds `h`, the mark of `name`: keeps its end (and
+/// its refusals) and says so; it is to be removed from the marks held.
+/// Only `get` clones a held mark, under the lock the caller holds: no one
+/// can take it up meanwhile. A hand-back in flight holds its handle, so the
+/// mark too.
+fn keep_end(
+    name: &str,
+    h: &Arc<HighWater>,
+    ends: &mut HashMap<[u8; 16], i64>,
+    refused: &mut BTreeMap<String, u64>,
+) -> bool {
+    if Arc::strong_count(h) > 1 {
+        return false;
+    }
+    if let Some(high) = h.high() {
+        ends.insert(digest(name), high);
+    }
+    if h.refused() > 0 {
+        *refused.entry(name.to_owned()).or_default() += h.refused();
+    }
+    true
+}
+
+/// The key of a name in [`Marks::ends`].
+fn digest(name: &str) -> [u8; 16] {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(name.as_bytes());
+    let mut key = [0; 16];
+    key.copy_from_slice(&d[..16]);
+    key
 }
 
 impl HighWaters {
@@ -243,38 +288,76 @@ impl HighWaters {
         Self::default()
     }
 
-    /// The mark of sequence `name`, made on first use.
-    pub fn get(&self, name: &str) -> std::sync::Arc<HighWater> {
-        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(name.to_owned()).or_default().clone()
+    fn lock(&self) -> std::sync::MutexGuard<'_, Marks> {
+        self.marks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The mark of sequence `name`: the one handed out already, else one
+    /// that starts from the end the last one of the name left, if any.
+    pub fn get(&self, name: &str) -> Arc<HighWater> {
+        let mut m = self.lock();
+        if let Some(h) = m.held.get(name) {
+            return h.clone();
+        }
+        let high = m.ends.remove(&digest(name));
+        let h = Arc::new(HighWater {
+            state: Mutex::new(State {
+                high,
+                ..State::default()
+            }),
+            ..HighWater::default()
+        });
+        m.held.insert(name.to_owned(), h.clone());
+        h
     }
 
     /// Forgets `name` (it was dropped; a sequence created later under the
     /// same name continues above the values it handed out, unless created
     /// with `start_below_dropped`, which may start again below).
     pub fn forget(&self, name: &str) {
-        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        m.remove(name);
+        let mut m = self.lock();
+        m.held.remove(name);
+        m.ends.remove(&digest(name));
     }
 
-    /// Forgets the mark of `name` if it has seen nothing (no range admitted
-    /// or refused, no hand-back) and no one else holds it: such a mark is no
-    /// different from none, and a later [`Self::get`] makes an equal one.
-    /// For a caller whose use of `name` failed (a sequence that does not
-    /// exist), so that names that never held values take no memory.
-    pub fn forget_if_unused(&self, name: &str) {
-        let mut m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = m.get(name)
-            && std::sync::Arc::strong_count(h) == 1
-            && h.unused()
+    /// Releases every mark that no one but this registry holds (its
+    /// handles closed, its leases granted), keeping of each only the end
+    /// of its highest range (a mark that admitted nothing keeps nothing);
+    /// returns how many. One pass over the marks held: for a sweeper, not
+    /// for a request.
+    pub fn release_unheld(&self) -> usize {
+        let mut m = self.lock();
+        let Marks {
+            held,
+            ends,
+            refused,
+        } = &mut *m;
+        let before = held.len();
+        held.retain(|name, h| !keep_end(name, h, ends, refused));
+        before - held.len()
+    }
+
+    /// Releases the mark of `name` if no one but this registry holds it:
+    /// [`Self::release_unheld`] for one name (for a request whose use of
+    /// the name failed, so that names that hold no values take no memory).
+    pub fn release(&self, name: &str) {
+        let mut m = self.lock();
+        let Marks {
+            held,
+            ends,
+            refused,
+        } = &mut *m;
+        if let Some(h) = held.get(name)
+            && keep_end(name, h, ends, refused)
         {
-            m.remove(name);
+            held.remove(name);
         }
     }
 
-    /// How many names have a mark.
+    /// How many names have a mark: held, or the end of a released one.
     pub fn len(&self) -> usize {
-        self.by_name.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let m = self.lock();
+        m.held.len() + m.ends.len()
     }
 
     /// Whether no name has a mark.
@@ -284,14 +367,14 @@ impl HighWaters {
 
     /// Ranges refused so far, per name, for names with any.
     pub fn refused(&self) -> Vec<(String, u64)> {
-        let m = self.by_name.lock().unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = m
-            .iter()
-            .map(|(n, h)| (n.clone(), h.refused()))
-            .filter(|(_, r)| *r > 0)
-            .collect();
-        v.sort();
-        v
+        let m = self.lock();
+        let mut all = m.refused.clone();
+        for (n, h) in &m.held {
+            if h.refused() > 0 {
+                *all.entry(n.clone()).or_default() += h.refused();
+            }
+        }
+        all.into_iter().collect()
     }
 }
 
@@ -299,24 +382,51 @@ impl HighWaters {
 mod tests {
     use super::*;
 
+    /// A released mark keeps only its end: the next `get` starts from it
+    /// and refuses what lies below; an unused one keeps nothing; a held one
+    /// is not released; a forgotten name starts afresh.
     #[tokio::test]
-    async fn an_unused_mark_is_forgotten_and_a_used_or_held_one_is_kept() {
+    async fn a_released_mark_keeps_its_end_and_nothing_else() {
         let marks = HighWaters::new();
         drop(marks.get("never"));
-        marks.forget_if_unused("never");
-        assert_eq!(marks.len(), 0);
-        // Held by a handle: kept even though it saw nothing yet.
+        assert_eq!(marks.release_unheld(), 1);
+        assert_eq!(marks.len(), 0, "an unused mark keeps nothing");
         let held = marks.get("held");
-        marks.forget_if_unused("held");
-        assert_eq!(marks.len(), 1);
-        // Used: kept once no one holds it.
         held.admit("sequence", "held", held.before(), &(1..10))
             .await
             .unwrap();
+        assert_eq!(marks.release_unheld(), 0, "held: kept");
+        assert!(Arc::ptr_eq(&held, &marks.get("held")));
         drop(held);
-        marks.forget_if_unused("held");
-        assert_eq!(marks.len(), 1);
-        assert_eq!(marks.get("held").high(), Some(10));
+        assert_eq!(marks.release_unheld(), 1);
+        assert_eq!(marks.len(), 1, "its end");
+        let again = marks.get("held");
+        assert_eq!(again.high(), Some(10));
+        let e = again
+            .admit("sequence", "held", again.before(), &(5..15))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::StoreWentBack { held: 10, .. }), "{e}");
+        drop(again);
+        marks.release_unheld();
+        assert_eq!(marks.refused(), vec![("held".to_owned(), 1)]);
+        marks.forget("held");
+        assert_eq!(marks.len(), 0);
+        assert_eq!(marks.get("held").high(), None);
+    }
+
+    /// A hand-back lowers the end a released mark keeps.
+    #[tokio::test]
+    async fn a_released_mark_keeps_its_end_after_a_hand_back() {
+        let marks = HighWaters::new();
+        let h = marks.get("s");
+        h.admit("sequence", "s", h.before(), &(1..11))
+            .await
+            .unwrap();
+        h.handed_back(4);
+        drop(h);
+        marks.release_unheld();
+        assert_eq!(marks.get("s").high(), Some(4));
     }
 
     #[tokio::test]

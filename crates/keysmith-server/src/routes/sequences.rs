@@ -469,9 +469,9 @@ async fn handle(state: &AppState, name: &str) -> keysmith::Result<Arc<Entry<AnyS
     let opened = AnySequence::open_with(s.store.clone(), name, builder(state, name), leader).await;
     if !matches!(opened, Ok(AnySequence::Plain(_))) {
         // Nothing holds the mark the builder made (a name that does not
-        // exist, or a numbered sequence): forgotten, so that names without
+        // exist, or a numbered sequence): released, so that names without
         // values take no memory.
-        s.high_waters.forget_if_unused(name);
+        s.high_waters.release(name);
     }
     let opened = opened?;
     s.sequences
@@ -666,7 +666,7 @@ pub(crate) async fn reserve(
     let Some(lease) = taken else {
         return Err(ApiError::timeout(s.options.request_timeout));
     };
-    let lease = lease.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
+    let lease = lease.inspect_err(|_| s.high_waters.release(&name))?;
     let token = s.lease_key.get().seal(&lease);
     Ok(Json(LeaseBody {
         ranges: [LeaseRange {
@@ -793,7 +793,7 @@ pub(crate) async fn release(
     let Some(released) = taken else {
         return Err(ApiError::timeout(s.options.request_timeout));
     };
-    let released = released.inspect_err(|_| s.high_waters.forget_if_unused(&name))?;
+    let released = released.inspect_err(|_| s.high_waters.release(&name))?;
     Ok(Json(ReleasedBody {
         released: released.map(|r| ValueRange {
             start: r.start,
