@@ -11,7 +11,10 @@
 //! least recently used (so one principal's many names push out its own
 //! handles, not another's); if every one is in use, the open fails with a
 //! 503. Closing goes through [`Handle::close`], so a sequence's
-//! unused tail goes back to the store as at shutdown. These closes take only
+//! unused tail goes back to the store as at shutdown. The closes an open at
+//! the cap makes run on a task of their own, so the request that opened
+//! waits for none of them (unless closes fall far behind:
+//! [`MAX_CLOSES_BEHIND`]); [`Handles::close_all`] waits for them. These closes take only
 //! a handle no request holds: its `Arc` is the map's alone, checked under
 //! the write lock, which keeps every lookup out meanwhile. (A drop of the
 //! sequence, or shutdown, closes handles in use too; their requests then
@@ -160,7 +163,7 @@ pub(crate) struct Handles<H> {
     map: RwLock<HashMap<String, Arc<Entry<H>>>>,
     /// Handles out of the map whose close (a hand-back, a store write) has
     /// not finished: still open, as [`Handles::len`] counts.
-    being_closed: AtomicUsize,
+    being_closed: Arc<ClosesUnderWay>,
     closing: AtomicBool,
     limits: HandleLimits,
     /// What `last_used` counts from.
@@ -174,7 +177,7 @@ impl<H: Handle> Handles<H> {
         Handles {
             kind,
             map: RwLock::new(HashMap::new()),
-            being_closed: AtomicUsize::new(0),
+            being_closed: Arc::default(),
             closing: AtomicBool::new(false),
             limits,
             epoch: Instant::now(),
@@ -186,7 +189,8 @@ impl<H: Handle> Handles<H> {
     /// closing (the metric `keysmith_open_handles`: 0 once every close is
     /// done).
     pub(crate) fn len(&self) -> usize {
-        self.map.read().unwrap_or_else(|p| p.into_inner()).len() + self.being_closed.load(Relaxed)
+        self.map.read().unwrap_or_else(|p| p.into_inner()).len()
+            + self.being_closed.count.load(Relaxed)
     }
 
     fn now_ms(&self) -> u64 {
@@ -286,9 +290,8 @@ impl<H: Handle> Handles<H> {
                 }
             }
         };
-        for (n, e, counted) in pushed_out {
-            tracing::debug!(kind = self.kind.as_str(), name = %n, "closing a least recently used handle to open another");
-            self.close_entry(&n, &e, metrics, counted).await;
+        if !pushed_out.is_empty() {
+            self.close_pushed_out(pushed_out, metrics).await;
         }
         if let Some(l) = loser {
             // Beside a winner its series are the winner's (same labels): kept.
@@ -308,11 +311,43 @@ impl<H: Handle> Handles<H> {
         entry.ok_or_else(closed)
     }
 
+    /// Closes the handles an open at the cap took out of the map: on a task
+    /// of their own, one after another, so that the request waits for none
+    /// of them; in the request itself when more than a
+    /// [`MAX_CLOSES_BEHIND`]th of the cap is still being closed (opens
+    /// outrun the store's writes: the request waits, and so do the opens
+    /// after it).
+    async fn close_pushed_out(
+        &self,
+        pushed_out: Vec<(String, Arc<Entry<H>>, BeingClosed)>,
+        metrics: &Metrics,
+    ) {
+        let kind = self.kind;
+        // Closes under way from before this batch.
+        let behind = (self.being_closed.count.load(Relaxed)).saturating_sub(pushed_out.len());
+        for (n, e, _) in &pushed_out {
+            metrics.forget(kind, n, e.named);
+        }
+        let closes = async move {
+            for (n, e, counted) in pushed_out {
+                tracing::debug!(kind = kind.as_str(), name = %n, "closing a least recently used handle to open another");
+                e.handle.close().await;
+                drop(counted);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) if behind <= self.limits.max_open / MAX_CLOSES_BEHIND => {
+                rt.spawn(closes);
+            }
+            _ => closes.await,
+        }
+    }
+
     /// One handle taken out of the map to be closed: counted open until
     /// the guard goes (after its close, or with a call dropped before it).
-    fn taken_out(&self) -> BeingClosed<'_> {
-        self.being_closed.fetch_add(1, Relaxed);
-        BeingClosed(&self.being_closed)
+    fn taken_out(&self) -> BeingClosed {
+        self.being_closed.count.fetch_add(1, Relaxed);
+        BeingClosed(self.being_closed.clone())
     }
 
     /// Removes `entry` from the metrics and closes it (it is out of the map,
@@ -322,7 +357,7 @@ impl<H: Handle> Handles<H> {
         name: &str,
         entry: &Arc<Entry<H>>,
         metrics: &Metrics,
-        counted: BeingClosed<'_>,
+        counted: BeingClosed,
     ) {
         metrics.forget(self.kind, name, entry.named);
         entry.handle.close().await;
@@ -420,7 +455,8 @@ impl<H: Handle> Handles<H> {
         }
     }
 
-    /// Closes every handle; no handle opens after this.
+    /// Closes every handle, and waits for the closes already under way;
+    /// no handle opens after this.
     pub(crate) async fn close_all(&self) {
         self.closing.store(true, Relaxed);
         let all: Vec<_> = self
@@ -432,15 +468,47 @@ impl<H: Handle> Handles<H> {
         for (_, e) in all {
             e.handle.close().await;
         }
+        self.being_closed.all_done().await;
+    }
+}
+
+/// Opens at the cap close in the background while at most a
+/// `MAX_CLOSES_BEHIND`th of the cap is still being closed; past it an open
+/// closes its batch itself, so that the handles out of the map and not yet
+/// closed stay bounded.
+const MAX_CLOSES_BEHIND: usize = 4;
+
+/// How many handles are out of the map and not closed yet, and a wake-up
+/// when that falls to 0.
+#[derive(Debug, Default)]
+struct ClosesUnderWay {
+    count: AtomicUsize,
+    none_left: tokio::sync::Notify,
+}
+
+impl ClosesUnderWay {
+    /// Returns once no close is under way.
+    async fn all_done(&self) {
+        loop {
+            let none_left = self.none_left.notified();
+            tokio::pin!(none_left);
+            none_left.as_mut().enable();
+            if self.count.load(Relaxed) == 0 {
+                return;
+            }
+            none_left.await;
+        }
     }
 }
 
 /// A handle out of the map and not closed yet ([`Handles::taken_out`]).
-struct BeingClosed<'a>(&'a AtomicUsize);
+struct BeingClosed(Arc<ClosesUnderWay>);
 
-impl Drop for BeingClosed<'_> {
+impl Drop for BeingClosed {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        if self.0.count.fetch_sub(1, Relaxed) == 1 {
+            self.0.none_left.notify_waiters();
+        }
     }
 }
 
@@ -539,6 +607,7 @@ mod tests {
         assert!(Arc::ptr_eq(&handles.get("a").unwrap(), &in_use));
         drop(in_use);
         let b = open(&handles, &store, &metrics, "b").await.unwrap();
+        handles.being_closed.all_done().await;
         assert_eq!(handles.len(), 1);
         assert!(handles.get("a").is_none());
         assert!(Arc::ptr_eq(&handles.get("b").unwrap(), &b));
@@ -567,6 +636,7 @@ mod tests {
         }
         assert_eq!(handles.len(), 128);
         drop(open(&handles, &store, &metrics, "p128").await.unwrap());
+        handles.being_closed.all_done().await;
         assert_eq!(handles.len(), 127, "two closed, one opened");
         assert!(handles.get("p001").is_none() && handles.get("p002").is_none());
         assert!(Arc::ptr_eq(&handles.get("p000").unwrap(), &held), "in use");
@@ -658,5 +728,59 @@ mod tests {
             }
             assert_eq!(handles.len(), 0, "closed, or its close dropped");
         }
+    }
+
+    /// An open at the cap waits for none of the closes it starts: they run
+    /// on a task of their own, counted open until done, and shutdown
+    /// (`close_all`) waits for them.
+    #[tokio::test]
+    async fn an_open_at_the_cap_does_not_wait_for_the_closes_it_starts() {
+        let started = Arc::new(tokio::sync::Notify::new());
+        let (finish_a, finish_b) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        // b's close goes through at once.
+        finish_b.notify_one();
+        let metrics = Metrics::new(10);
+        let handles = Arc::new(Handles::new(
+            ObjectKind::Pool,
+            HandleLimits {
+                max_open: 1,
+                idle: Duration::from_secs(3600),
+            },
+        ));
+        let gate = |finish: &Arc<tokio::sync::Notify>| Gate {
+            started: started.clone(),
+            finish: finish.clone(),
+        };
+        drop(
+            handles
+                .get_or_open("a", &metrics, || async { Ok(gate(&finish_a)) })
+                .await
+                .unwrap(),
+        );
+        // "a" is pushed out; its close waits for `finish_a`, yet "b" opens.
+        let b = handles
+            .get_or_open("b", &metrics, || async { Ok(gate(&finish_b)) })
+            .await
+            .unwrap();
+        started.notified().await;
+        assert!(handles.get("a").is_none());
+        assert_eq!(handles.len(), 2, "b open, a still closing");
+        drop(b);
+        let shutdown = {
+            let handles = handles.clone();
+            tokio::spawn(async move { handles.close_all().await })
+        };
+        // One thread: the shutdown task runs as far as it can meanwhile.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!shutdown.is_finished(), "waits for a's close");
+        assert_eq!(handles.len(), 1);
+        finish_a.notify_one();
+        shutdown.await.unwrap();
+        assert_eq!(handles.len(), 0);
     }
 }
