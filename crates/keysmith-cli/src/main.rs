@@ -409,8 +409,21 @@ fn parse_cli() -> Cli {
     })
 }
 
+/// jemalloc, whose freed pages go back to the system ten seconds or so
+/// after they fall idle: a server's RSS follows its open handles, where
+/// glibc's malloc kept what a burst of handles had used (issue 50).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = parse_cli();
+    // jemalloc's purging thread, for the process that lives long; without
+    // it (it failed to start) pages are purged as allocations go on.
+    #[cfg(not(target_env = "msvc"))]
+    if matches!(cli.command, Command::Serve(_)) {
+        let _ = tikv_jemalloc_ctl::background_thread::write(true);
+    }
     // `serve` installs its subscriber once it has printed its address: that
     // line comes first.
     if !matches!(cli.command, Command::Serve(_)) {
