@@ -282,7 +282,7 @@ impl fmt::Display for Suggest<'_> {
 /// to the missing name in name order
 /// ([`crate::store::SequenceStore::sequence_names_near`]), so that a miss
 /// costs the same with ten names as with a million.
-pub const HINT_CANDIDATES: usize = 256;
+pub const HINT_CANDIDATES: usize = 32;
 
 /// An error and the errors it wraps, in one line (a TLS failure is often
 /// only visible deep in the chain), each text once.
