@@ -1,4 +1,4 @@
-//! SVG charts of `keysmith-bench compare` and `clients` (plotters, SVG backend only).
+//! SVG charts of `keysmith-bench compare`, `clients`, `names` and `leader` (plotters, SVG backend only).
 
 use plotters::prelude::*;
 
@@ -267,6 +267,95 @@ pub fn names_svg(rows: &[super::names::Row]) -> anyhow::Result<String> {
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .position(SeriesLabelPosition::LowerLeft)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// `keysmith-bench leader`: per store, the leader-ordered and the cached
+/// sequence's `next` over HTTP and the store's bare durable-write loop, over
+/// the connection count, both axes on a log scale.
+pub fn leader_svg(rows: &[super::leader::LeaderRow]) -> anyhow::Result<String> {
+    let max = rows
+        .iter()
+        .flat_map(|r| [r.cached_per_sec, r.leader_per_sec, r.bare_loop_per_sec])
+        .fold(10.0f64, f64::max);
+    let min = rows
+        .iter()
+        .flat_map(|r| [r.cached_per_sec, r.leader_per_sec, r.bare_loop_per_sec])
+        .filter(|v| *v > 0.0)
+        .fold(max, f64::min);
+    let max_conns = rows
+        .iter()
+        .map(|r| r.connections)
+        .max()
+        .unwrap_or(64)
+        .max(2) as f64;
+    let mut stores: Vec<&str> = Vec::new();
+    for r in rows {
+        if !stores.contains(&r.store.as_str()) {
+            stores.push(&r.store);
+        }
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "POST next per second over HTTP (log scale): leader-ordered, cached, and the store's bare durable-write loop",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(60)
+            .build_cartesian_2d(
+                (0.8f64..max_conns * 1.25).log_scale(),
+                (min / 2.0..max * 2.0).log_scale(),
+            )
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("connections")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| human(*y))
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(err)?;
+        type Measure = fn(&super::leader::LeaderRow) -> f64;
+        let measures: [(&str, Measure, RGBColor); 3] = [
+            ("leader-ordered", |r| r.leader_per_sec, DURABLE),
+            ("cached", |r| r.cached_per_sec, NOT_DURABLE),
+            ("bare durable-write loop", |r| r.bare_loop_per_sec, LIMIT),
+        ];
+        for (si, store) in stores.iter().enumerate() {
+            let mut of: Vec<_> = rows.iter().filter(|r| r.store == *store).collect();
+            of.sort_by_key(|r| r.connections);
+            for (label, f, color) in measures {
+                let points: Vec<(f64, f64)> =
+                    of.iter().map(|r| (r.connections as f64, f(r))).collect();
+                let style = ShapeStyle {
+                    color: color.to_rgba(),
+                    filled: si == 0,
+                    stroke_width: if si == 0 { 2 } else { 1 },
+                };
+                chart
+                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
+                    .map_err(err)?
+                    .label(format!("{label}, {store}"))
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                chart
+                    .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
+                    .map_err(err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
             .draw()
             .map_err(err)?;
         root.present().map_err(err)?;

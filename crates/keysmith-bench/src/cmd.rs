@@ -219,6 +219,9 @@ pub enum BenchCommand {
         /// A PostgreSQL server for its rows too.
         #[arg(long, value_name = "URL")]
         postgres: Option<String>,
+        /// Directory for leader.md, leader.json and leader.svg.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -250,7 +253,11 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
         BenchCommand::Partitions { seconds, keysmith } => {
             partitions::run(seconds, keysmith, global.json).await
         }
-        BenchCommand::Leader { seconds, postgres } => {
+        BenchCommand::Leader {
+            seconds,
+            postgres,
+            out,
+        } => {
             if !(seconds > 0.0 && seconds <= 3600.0) {
                 anyhow::bail!("--seconds must be between 0 and 3600, got {seconds}");
             }
@@ -267,7 +274,7 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             if let Some(pg) = postgres {
                 rows.extend(crate::leader::rows("PostgreSQL", &pg, d).await?);
             }
-            crate::leader::print(&rows, global.json)
+            crate::leader::report(&rows, global.json, out.as_deref())
         }
         BenchCommand::Rate {
             block,

@@ -96,21 +96,15 @@ pub async fn rows(store_name: &str, url: &str, d: Duration) -> anyhow::Result<Ve
     result
 }
 
-/// Prints the rows: a Markdown table, or JSON lines.
-pub fn print(rows: &[LeaderRow], json: bool) -> anyhow::Result<()> {
-    if json {
-        for r in rows {
-            println!("{}", serde_json::to_string(r)?);
-        }
-        return Ok(());
-    }
-    println!(
-        "| store | connections | cached next/s | leader next/s | leader p99 | bare loop/s | leader / cached | leader / bare loop |"
+/// The rows as a Markdown table.
+pub fn markdown(rows: &[LeaderRow]) -> String {
+    let mut out = String::from(
+        "| store | connections | cached next/s | leader next/s | leader p99 | bare loop/s | leader / cached | leader / bare loop |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for r in rows {
-        println!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} us | {:.0} | {:.2}x | {:.1}x |",
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} us | {:.0} | {:.2}x | {:.1}x |\n",
             r.store,
             r.connections,
             r.cached_per_sec,
@@ -119,7 +113,30 @@ pub fn print(rows: &[LeaderRow], json: bool) -> anyhow::Result<()> {
             r.bare_loop_per_sec,
             r.leader_vs_cached,
             r.leader_vs_bare_loop
-        );
+        ));
+    }
+    out
+}
+
+/// Prints the rows (a Markdown table, or JSON lines) and, with `out`,
+/// writes leader.md, leader.json and leader.svg there.
+///
+/// # Errors
+/// A file that cannot be written.
+pub fn report(rows: &[LeaderRow], json: bool, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let table = markdown(rows);
+    if json {
+        for r in rows {
+            println!("{}", serde_json::to_string(r)?);
+        }
+    } else {
+        print!("{table}");
+    }
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("leader.md"), &table)?;
+        std::fs::write(dir.join("leader.json"), serde_json::to_string_pretty(rows)?)?;
+        std::fs::write(dir.join("leader.svg"), super::chart::leader_svg(rows)?)?;
     }
     Ok(())
 }

@@ -6,8 +6,9 @@
 //! sequence's `next` rate (while the sweeper closes the customers' handles,
 //! and again once the server says none is open), the cost of a 404 (a
 //! `next` on a name that does not exist), and the subject server's RSS
-//! before the names, at its peak, and after idle eviction closed their
-//! handles.
+//! before the names, at its peak, when idle eviction has closed their
+//! handles, and [`SETTLE`] later (the allocator returns freed pages to the
+//! kernel in the background).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -80,11 +81,13 @@ pub struct Row {
     pub miss_us: f64,
     /// The same on the baseline server.
     pub miss_one_name_us: f64,
-    /// The server's RSS in MiB: before the names, at its peak (VmHWM), and
-    /// after idle eviction closed the handles.
+    /// The server's RSS in MiB: before the names, at its peak (VmHWM, read
+    /// when eviction ends), and when idle eviction has closed the handles.
     pub rss_before_mib: f64,
     pub rss_peak_mib: f64,
     pub rss_after_mib: f64,
+    /// And [`SETTLE`] after the last handle closed.
+    pub rss_settled_mib: f64,
     /// Handles still open after eviction (from /metrics; `None`: not read).
     pub open_after: Option<u64>,
 }
@@ -245,6 +248,9 @@ pub async fn run(o: &Options) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// How long after the last handle closed the settled RSS is read.
+pub const SETTLE: Duration = Duration::from_secs(20);
+
 /// Slices of each alternating measurement.
 const SLICES: u32 = 6;
 
@@ -299,19 +305,6 @@ async fn one(
     // The hot sequence, on each server in turn, while the sweeper closes
     // the customers' handles (each close a store write).
     let (hot, hot_one) = hot_pair(o, &many, &one).await?;
-    // 404s: names that are not there, sorting among the customers (so a
-    // hint would have neighbours to score).
-    let per = (o.misses / SLICES as usize).max(1);
-    let (mut miss, mut miss_one) = (0.0, 0.0);
-    for k in 0..SLICES as usize {
-        for (secs, s) in [(&mut miss, &many), (&mut miss_one, &one)] {
-            let reqs = (0..per).map(|i| next(&format!("{}x", customer((k * per + i) % n))));
-            let (t, _, _) = each(s.addr, reqs, 404).await?;
-            *secs += t;
-        }
-    }
-    let total_misses = (per * SLICES as usize) as f64;
-    let (_, peak) = many.rss()?;
     // Idle eviction: every handle unused for idle_secs is closed by the
     // sweeper; awaited on the server's own count of open handles.
     let evicted = std::time::Instant::now();
@@ -325,9 +318,28 @@ async fn one(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let (rss_after, _) = many.rss()?;
+    let (rss_after, peak) = many.rss()?;
+    let closed = Instant::now();
     // The hot sequence again, with N names in the store and none open.
     let (hot_idle, hot_idle_one) = hot_pair(o, &many, &one).await?;
+    // 404s: names that are not there, sorting among the customers (so a
+    // hint would have neighbours to score), on servers that close nothing
+    // meanwhile.
+    let per = (o.misses / SLICES as usize).max(1);
+    let (mut miss, mut miss_one) = (0.0, 0.0);
+    for k in 0..SLICES as usize {
+        for (secs, s) in [(&mut miss, &many), (&mut miss_one, &one)] {
+            let reqs = (0..per).map(|i| next(&format!("{}x", customer((k * per + i) % n))));
+            let (t, _, _) = each(s.addr, reqs, 404).await?;
+            *secs += t;
+        }
+    }
+    let total_misses = (per * SLICES as usize) as f64;
+    // The allocator hands idle pages back over seconds (jemalloc's decay:
+    // 10 s): RSS once SETTLE has passed since the last handle closed.
+    let settle = SETTLE.saturating_sub(closed.elapsed());
+    tokio::time::sleep(settle).await;
+    let (rss_settled, _) = many.rss()?;
     Ok(Row {
         store,
         names: n,
@@ -344,6 +356,7 @@ async fn one(
         rss_before_mib: rss_before,
         rss_peak_mib: peak,
         rss_after_mib: rss_after,
+        rss_settled_mib: rss_settled,
         open_after,
     })
 }
@@ -353,7 +366,7 @@ async fn one(
 /// same store.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| store | names | creates/s (last tenth) | vs fewest | first uses/s | vs fewest | hot next/s during eviction: N names / one name | hot next/s after: N names / one name | 404: N names / one name (us) | RSS MiB before / peak / after eviction | failed |\n\
+        "| store | names | creates/s (last tenth) | vs fewest | first uses/s | vs fewest | hot next/s during eviction: N names / one name | hot next/s after: N names / one name | 404: N names / one name (us) | RSS MiB before / peak / at eviction's end / 20 s later | failed |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
@@ -363,7 +376,7 @@ pub fn markdown(rows: &[Row]) -> String {
             .min_by_key(|b| b.names)
             .unwrap_or(r);
         out.push_str(&format!(
-            "| {} | {} | {:.0} ({:.0}) | {:.2}x | {:.0} | {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} | {:.1} / {:.1} / {:.1} | {} |\n",
+            "| {} | {} | {:.0} ({:.0}) | {:.2}x | {:.0} | {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} = {:.2}x | {:.0} / {:.0} | {:.1} / {:.1} / {:.1} / {:.1} | {} |\n",
             r.store.label(),
             r.names,
             r.create_per_sec,
@@ -382,6 +395,7 @@ pub fn markdown(rows: &[Row]) -> String {
             r.rss_before_mib,
             r.rss_peak_mib,
             r.rss_after_mib,
+            r.rss_settled_mib,
             r.failed,
         ));
     }
