@@ -249,26 +249,11 @@ pub fn names_svg(rows: &[super::names::Row]) -> anyhow::Result<String> {
                     filled: si == 0,
                     stroke_width: if si == 0 { 2 } else { 1 },
                 };
-                chart
-                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
-                    .map_err(err)?
-                    .label(format!(
-                        "{label}, {}",
-                        if si == 0 { "SQLite" } else { "PostgreSQL" }
-                    ))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                chart
-                    .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
-                    .map_err(err)?;
+                let store = if si == 0 { "SQLite" } else { "PostgreSQL" };
+                line(&mut chart, points, style, format!("{label}, {store}"))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerLeft)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -341,24 +326,44 @@ pub fn leader_svg(rows: &[super::leader::LeaderRow]) -> anyhow::Result<String> {
                     filled: si == 0,
                     stroke_width: if si == 0 { 2 } else { 1 },
                 };
-                chart
-                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
-                    .map_err(err)?
-                    .label(format!("{label}, {store}"))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-                chart
-                    .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
-                    .map_err(err)?;
+                line(&mut chart, points, style, format!("{label}, {store}"))?;
             }
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// One series of a line chart: a line through `points` with a dot at each,
+/// under `label` in the legend.
+fn line<'a, CT: CoordTranslate<From = (f64, f64)>>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    points: Vec<(f64, f64)>,
+    style: ShapeStyle,
+    label: String,
+) -> anyhow::Result<()> {
+    chart
+        .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    chart
+        .draw_series(points.iter().map(|&p| Circle::new(p, 3, style)))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// The legend of a line chart's series, boxed, at `at`.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    at: SeriesLabelPosition,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(at)
+        .draw()
+        .map_err(err)
 }

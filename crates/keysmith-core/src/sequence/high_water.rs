@@ -326,31 +326,22 @@ impl HighWaters {
     /// returns how many. One pass over the marks held: for a sweeper, not
     /// for a request.
     pub fn release_unheld(&self) -> usize {
-        let mut m = self.lock();
-        let Marks {
-            held,
-            ends,
-            refused,
-        } = &mut *m;
-        let before = held.len();
-        held.retain(|name, h| !keep_end(name, h, ends, refused));
-        before - held.len()
+        let m = &mut *self.lock();
+        let before = m.held.len();
+        m.held
+            .retain(|name, h| !keep_end(name, h, &mut m.ends, &mut m.refused));
+        before - m.held.len()
     }
 
     /// Releases the mark of `name` if no one but this registry holds it:
     /// [`Self::release_unheld`] for one name (for a request whose use of
     /// the name failed, so that names that hold no values take no memory).
     pub fn release(&self, name: &str) {
-        let mut m = self.lock();
-        let Marks {
-            held,
-            ends,
-            refused,
-        } = &mut *m;
-        if let Some(h) = held.get(name)
-            && keep_end(name, h, ends, refused)
+        let m = &mut *self.lock();
+        if let Some(h) = m.held.get(name)
+            && keep_end(name, h, &mut m.ends, &mut m.refused)
         {
-            held.remove(name);
+            m.held.remove(name);
         }
     }
 
