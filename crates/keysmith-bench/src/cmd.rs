@@ -274,7 +274,24 @@ pub async fn run(cmd: BenchCommand, global: &Global) -> anyhow::Result<()> {
             if let Some(pg) = postgres {
                 rows.extend(crate::leader::rows("PostgreSQL", &pg, d).await?);
             }
-            crate::leader::report(&rows, global.json, out.as_deref())
+            let table = crate::leader::markdown(&rows);
+            if global.json {
+                for r in &rows {
+                    println!("{}", serde_json::to_string(r)?);
+                }
+            } else {
+                print!("{table}");
+            }
+            if let Some(dir) = out {
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("leader.md"), &table)?;
+                std::fs::write(
+                    dir.join("leader.json"),
+                    serde_json::to_string_pretty(&rows)?,
+                )?;
+                std::fs::write(dir.join("leader.svg"), crate::chart::leader_svg(&rows)?)?;
+            }
+            Ok(())
         }
         BenchCommand::Rate {
             block,

@@ -117,26 +117,3 @@ pub fn markdown(rows: &[LeaderRow]) -> String {
     }
     out
 }
-
-/// Prints the rows (a Markdown table, or JSON lines) and, with `out`,
-/// writes leader.md, leader.json and leader.svg there.
-///
-/// # Errors
-/// A file that cannot be written.
-pub fn report(rows: &[LeaderRow], json: bool, out: Option<&std::path::Path>) -> anyhow::Result<()> {
-    let table = markdown(rows);
-    if json {
-        for r in rows {
-            println!("{}", serde_json::to_string(r)?);
-        }
-    } else {
-        print!("{table}");
-    }
-    if let Some(dir) = out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("leader.md"), &table)?;
-        std::fs::write(dir.join("leader.json"), serde_json::to_string_pretty(rows)?)?;
-        std::fs::write(dir.join("leader.svg"), super::chart::leader_svg(rows)?)?;
-    }
-    Ok(())
-}
